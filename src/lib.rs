@@ -1,0 +1,5 @@
+//! teammem keeps a repository's team memory (its wiki) in step with what merges
+//! into the default branch. The modules are listed in reading order.
+
+pub mod cli; // clap commands and their dispatch
+pub mod config; // teammem.toml, validated once into typed config
