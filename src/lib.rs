@@ -1,5 +1,6 @@
 //! teammem keeps a repository's team memory (its wiki) in step with what merges
 //! into the default branch. The modules are listed in reading order.
 
-pub mod cli; // clap commands and their dispatch
 pub mod config; // teammem.toml, validated once into typed config
+pub mod scheduler; // cron schedules for rescue, retention and sweep
+pub mod tokens; // maintainer API tokens, stored as SHA-256 hashes

@@ -1,1 +1,5 @@
-//! The integration tests: one binary, one module per capability.
+//! The integration tests: one binary, one module per capability. Each module
+//! starts real things (SQLite files, the `teammem` process, git servers) on
+//! loopback and temp directories.
+
+mod config; // teammem.toml validation: good files, and a table of bad ones

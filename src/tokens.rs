@@ -1,0 +1,193 @@
+//! Maintainer API tokens: created once, shown once, stored only as SHA-256 hashes.
+//!
+//! A token is `tmm_` followed by 43 characters of URL-safe base64 (32 random
+//! bytes). The database keeps its hash, its name and the source repositories it
+//! is limited to (none = every source). This module is the only one with SQL
+//! about `api_tokens`.
+
+use std::fmt;
+
+use base64::Engine;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+use sqlx::SqlitePool;
+
+const PREFIX: &str = "tmm_";
+
+/// A freshly created token. Debug and Display never show it; `expose` does.
+pub struct NewToken(String);
+
+impl NewToken {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for NewToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NewToken(***)")
+    }
+}
+
+/// Who a valid token belongs to, and what it may see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub name: String,
+    /// Source repositories this principal may see and steer; empty = all.
+    pub repositories: Vec<String>,
+}
+
+impl Principal {
+    pub fn may_access(&self, repository: &str) -> bool {
+        self.repositories.is_empty()
+            || self
+                .repositories
+                .iter()
+                .any(|r| r.eq_ignore_ascii_case(repository))
+    }
+}
+
+/// A token as `tokens list` shows it: never the token itself.
+#[derive(Debug, Clone)]
+pub struct TokenInfo {
+    pub name: String,
+    pub repositories: Vec<String>,
+    pub created_at: String,
+    pub revoked: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("token name {0:?} is already in use; pick another name or revoke the old token first")]
+    NameTaken(String),
+    #[error("token name {0:?} is not valid; use 1 to 64 letters, digits, '-', '_' or '.'")]
+    BadName(String),
+    #[error("no active token named {0:?}; `teammem tokens list` shows the tokens")]
+    UnknownName(String),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+fn hash(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+}
+
+/// Creates a token limited to `repositories` (empty = all sources).
+pub async fn create(
+    pool: &SqlitePool,
+    name: &str,
+    repositories: &[String],
+) -> Result<NewToken, TokenError> {
+    if !valid_name(name) {
+        return Err(TokenError::BadName(name.to_string()));
+    }
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    let token = format!(
+        "{PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    );
+    let repos = serde_json::to_string(repositories).expect("strings serialize");
+    let result = sqlx::query(
+        "INSERT INTO api_tokens (name, token_sha256, repositories, created_at) \
+         VALUES (?, ?, ?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+    )
+    .bind(name)
+    .bind(hash(&token))
+    .bind(repos)
+    .execute(pool)
+    .await;
+    match result {
+        Ok(_) => Ok(NewToken(token)),
+        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+            Err(TokenError::NameTaken(name.to_string()))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The principal of an active token, or `None` for anything else.
+pub async fn verify(pool: &SqlitePool, presented: &str) -> Result<Option<Principal>, sqlx::Error> {
+    if !presented.starts_with(PREFIX) || presented.len() > 128 {
+        return Ok(None);
+    }
+    // Looking up by hash compares hashes, not the secret, so timing reveals nothing
+    // useful about the token.
+    let row: Option<(String, String)> = sqlx::query_as(
+        "SELECT name, repositories FROM api_tokens WHERE token_sha256 = ? AND revoked_at IS NULL",
+    )
+    .bind(hash(presented))
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|(name, repos)| Principal {
+        name,
+        repositories: serde_json::from_str(&repos).unwrap_or_default(),
+    }))
+}
+
+pub async fn list(pool: &SqlitePool) -> Result<Vec<TokenInfo>, sqlx::Error> {
+    let rows: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
+        "SELECT name, repositories, created_at, revoked_at FROM api_tokens ORDER BY name",
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(name, repos, created_at, revoked_at)| TokenInfo {
+            name,
+            repositories: serde_json::from_str(&repos).unwrap_or_default(),
+            created_at,
+            revoked: revoked_at.is_some(),
+        })
+        .collect())
+}
+
+pub async fn revoke(pool: &SqlitePool, name: &str) -> Result<(), TokenError> {
+    let done = sqlx::query(
+        "UPDATE api_tokens SET revoked_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') \
+         WHERE name = ? AND revoked_at IS NULL",
+    )
+    .bind(name)
+    .execute(pool)
+    .await?;
+    if done.rows_affected() == 1 {
+        Ok(())
+    } else {
+        Err(TokenError::UnknownName(name.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn principal_scope() {
+        let all = Principal {
+            name: "a".into(),
+            repositories: vec![],
+        };
+        assert!(all.may_access("octo/app"));
+        let one = Principal {
+            name: "b".into(),
+            repositories: vec!["octo/app".into()],
+        };
+        assert!(one.may_access("Octo/App"));
+        assert!(!one.may_access("octo/other"));
+    }
+
+    #[test]
+    fn names() {
+        assert!(valid_name("ci-bot_1.2"));
+        assert!(!valid_name(""));
+        assert!(!valid_name("has space"));
+        assert!(!valid_name(&"x".repeat(65)));
+    }
+}

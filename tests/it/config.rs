@@ -1,0 +1,300 @@
+//! Configuration validation: good files parse into the expected values, and each
+//! bad file is refused with a message that names the key and the reason.
+
+use teammem::config::{Agent, Config, Forge, PrivateKey};
+
+const MINIMAL: &str = r#"
+[server]
+data_dir = "/var/lib/teammem"
+"#;
+
+const FULL: &str = r#"
+[server]
+listen = "127.0.0.1:9000"
+data_dir = "/var/lib/teammem"
+public_url = "https://teammem.example.org/"
+
+[github]
+api_url = "https://api.github.com"
+git_url = "https://github.com"
+app_id = 12345
+private_key = { key_vault_secret_uri = "https://kv.vault.azure.net/secrets/github-app-key" }
+bot_name = "teammem[bot]"
+bot_email = "12345+teammem[bot]@users.noreply.github.com"
+
+[[sources]]
+repository = "octo/app"
+dispatch_workflow = ".github/workflows/team-memory-post-merge.yml"
+request_workflow  = ".github/workflows/team-memory-request.yml"
+webhook_secret_env = "TEAMMEM_SECRET_OCTO_APP"
+oidc_audience = "https://teammem.example.org"
+policy_path = ".github/team-memory.md"
+sweep = true
+
+[[sources]]
+repository = "demo/app"
+local_path = "/srv/git/app.git"
+local_wiki_path = "/srv/git/app.wiki.git"
+webhook_secret_env = "TEAMMEM_SECRET_DEMO"
+
+[queue]
+workers = 4
+max_attempts = 5
+lease_seconds = 30
+
+[schedule]
+sweep = "0 */15 * * * *"
+rescue = "*/15 * * * * *"
+retention = "0 0 3 * * *"
+
+[agent]
+kind = "builtin"
+
+[api]
+allow_github_tokens = true
+"#;
+
+#[test]
+fn minimal_config_gets_defaults() {
+    let c = Config::parse(MINIMAL).unwrap();
+    assert_eq!(c.server.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(c.queue.workers, 2);
+    assert_eq!(c.queue.max_attempts, 8);
+    assert_eq!(c.queue.lease.as_secs(), 60);
+    assert!(matches!(c.agent, Agent::Builtin));
+    assert!(c.github.is_none());
+    assert!(c.sources.is_empty());
+    assert!(!c.api.allow_github_tokens);
+}
+
+#[test]
+fn full_config_parses_every_section() {
+    let c = Config::parse(FULL).unwrap();
+    assert_eq!(
+        c.server.public_url.as_deref(),
+        Some("https://teammem.example.org")
+    );
+    let gh = c.github.as_ref().unwrap();
+    assert_eq!(gh.app_id, 12345);
+    assert_eq!(
+        gh.private_key,
+        PrivateKey::KeyVault {
+            secret_uri: "https://kv.vault.azure.net/secrets/github-app-key".into()
+        }
+    );
+    assert_eq!(c.bot.email, "12345+teammem[bot]@users.noreply.github.com");
+    assert_eq!(c.sources.len(), 2);
+    let octo = c.source("Octo/App").unwrap();
+    assert_eq!(octo.wiki_repository, "octo/app");
+    assert_eq!(octo.forge, Forge::GitHub);
+    assert!(octo.sweep);
+    assert_eq!(octo.destination(), "github:octo/app.wiki");
+    let demo = c.source("demo/app").unwrap();
+    assert!(matches!(demo.forge, Forge::Local { .. }));
+    assert_eq!(c.queue.workers, 4);
+    assert_eq!(c.queue.lease.as_secs(), 30);
+    assert!(c.api.allow_github_tokens);
+}
+
+/// Each case: a config text and a fragment its error list must contain.
+const BAD: &[(&str, &str, &str)] = &[
+    ("missing server", "", "server: required table is missing"),
+    (
+        "missing data_dir",
+        "[server]\nlisten = \"127.0.0.1:1\"",
+        "server.data_dir: required key is missing",
+    ),
+    (
+        "bad listen",
+        "[server]\ndata_dir = \"/d\"\nlisten = \"localhost\"",
+        "server.listen: expected an address like 127.0.0.1:8080, got \"localhost\"",
+    ),
+    (
+        "unknown top key",
+        "[server]\ndata_dir = \"/d\"\n[servr]\nx = 1",
+        "servr: unknown key",
+    ),
+    (
+        "unknown nested key",
+        "[server]\ndata_dir = \"/d\"\nport = 80",
+        "server.port: unknown key",
+    ),
+    ("not toml", "[server\n", "not valid TOML"),
+    (
+        "repository without owner",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo\"\nlocal_path = \"/a\"\nlocal_wiki_path = \"/b\"\nwebhook_secret_env = \"S\"\n[[sources]]\nrepository = \"octo\"\nlocal_path = \"/a\"\nlocal_wiki_path = \"/b\"\nwebhook_secret_env = \"S\"",
+        "sources[1].repository: expected owner/name, got \"octo\"",
+    ),
+    (
+        "duplicate source",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/a\"\nlocal_wiki_path = \"/b\"\nwebhook_secret_env = \"S\"\n[[sources]]\nrepository = \"Octo/App\"\nlocal_path = \"/a\"\nlocal_wiki_path = \"/b\"\nwebhook_secret_env = \"S\"",
+        "sources[1].repository: Octo/App is already configured by sources[0]",
+    ),
+    (
+        "inline webhook secret",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/a\"\nlocal_wiki_path = \"/b\"\nwebhook_secret = \"hunter2\"\nwebhook_secret_env = \"S\"",
+        "sources[0].webhook_secret: unknown key; secrets are never written in the config",
+    ),
+    (
+        "secret value in an env-name key",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/a\"\nlocal_wiki_path = \"/b\"\nwebhook_secret_env = \"my secret value\"",
+        "sources[0].webhook_secret_env: expected the NAME of an environment variable",
+    ),
+    (
+        "inline private key",
+        "[server]\ndata_dir = \"/d\"\n[github]\napp_id = 1\nprivate_key = \"-----BEGIN RSA PRIVATE KEY-----\"",
+        "github.private_key: the key itself is never accepted in the config",
+    ),
+    (
+        "pem pasted into a file key",
+        "[server]\ndata_dir = \"/d\"\n[github]\napp_id = 1\nprivate_key = { file = \"-----BEGIN RSA PRIVATE KEY-----\" }",
+        "github.private_key.file: looks like a secret",
+    ),
+    (
+        "token pasted as public url",
+        "[server]\ndata_dir = \"/d\"\npublic_url = \"ghp_abcdef\"",
+        "server.public_url: looks like a secret",
+    ),
+    (
+        "private key both ways",
+        "[server]\ndata_dir = \"/d\"\n[github]\napp_id = 1\nprivate_key = { file = \"/k.pem\", key_vault_secret_uri = \"https://k.vault.azure.net/secrets/k\" }",
+        "github.private_key: give either key_vault_secret_uri or file, not both",
+    ),
+    (
+        "key vault uri not https",
+        "[server]\ndata_dir = \"/d\"\n[github]\napp_id = 1\nprivate_key = { key_vault_secret_uri = \"http://k/secrets/x\" }",
+        "github.private_key.key_vault_secret_uri: expected https://NAME.vault.azure.net/secrets/NAME",
+    ),
+    (
+        "missing app id",
+        "[server]\ndata_dir = \"/d\"\n[github]\nprivate_key = { file = \"/k.pem\" }",
+        "github.app_id: required key is missing",
+    ),
+    (
+        "github source without github section",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nwebhook_secret_env = \"S\"",
+        "sources[0].repository: a GitHub source needs a [github] section",
+    ),
+    (
+        "local path without wiki path",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/a\"\nwebhook_secret_env = \"S\"",
+        "sources[0].local_wiki_path: required with local_path",
+    ),
+    (
+        "relative local path",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"a\"\nlocal_wiki_path = \"/b\"\nwebhook_secret_env = \"S\"",
+        "sources[0].local_path: expected an absolute path, got \"a\"",
+    ),
+    (
+        "bad workflow path",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/a\"\nlocal_wiki_path = \"/b\"\nwebhook_secret_env = \"S\"\ndispatch_workflow = \"post-merge.yml\"",
+        "sources[0].dispatch_workflow: expected a path like .github/workflows/NAME.yml",
+    ),
+    (
+        "policy path escapes",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/a\"\nlocal_wiki_path = \"/b\"\nwebhook_secret_env = \"S\"\npolicy_path = \"../../etc/passwd\"",
+        "sources[0].policy_path: expected a path inside the repository",
+    ),
+    (
+        "missing webhook secret env",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/a\"\nlocal_wiki_path = \"/b\"",
+        "sources[0].webhook_secret_env: required key is missing",
+    ),
+    (
+        "workers zero",
+        "[server]\ndata_dir = \"/d\"\n[queue]\nworkers = 0",
+        "queue.workers: expected a number from 1 to 64, got 0",
+    ),
+    (
+        "workers wrong type",
+        "[server]\ndata_dir = \"/d\"\n[queue]\nworkers = \"two\"",
+        "queue.workers: expected an integer, got string",
+    ),
+    (
+        "bad cron",
+        "[server]\ndata_dir = \"/d\"\n[schedule]\nrescue = \"every minute\"",
+        "schedule.rescue: not a cron expression with seconds",
+    ),
+    (
+        "unknown agent",
+        "[server]\ndata_dir = \"/d\"\n[agent]\nkind = \"gpt\"",
+        "agent.kind: expected builtin, openai or command, got \"gpt\"",
+    ),
+    (
+        "openai without model",
+        "[server]\ndata_dir = \"/d\"\n[agent]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1\"",
+        "agent.model: required key is missing",
+    ),
+    (
+        "inline api key",
+        "[server]\ndata_dir = \"/d\"\n[agent]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1\"\nmodel = \"m\"\napi_key = \"sk-123\"",
+        "agent.api_key: unknown key; secrets are never written in the config",
+    ),
+    (
+        "command without argv",
+        "[server]\ndata_dir = \"/d\"\n[agent]\nkind = \"command\"",
+        "agent.argv: required for kind = \"command\"",
+    ),
+    (
+        "url with credentials",
+        "[server]\ndata_dir = \"/d\"\n[github]\napp_id = 1\nprivate_key = { file = \"/k\" }\napi_url = \"https://user:pw@ghe.example\"",
+        "github.api_url: expected an http(s) URL without credentials",
+    ),
+    (
+        "bool as string",
+        "[server]\ndata_dir = \"/d\"\n[api]\nallow_github_tokens = \"yes\"",
+        "api.allow_github_tokens: expected true or false, got string",
+    ),
+];
+
+#[test]
+fn bad_configs_are_refused_with_the_key_and_reason() {
+    let mut failures = Vec::new();
+    for (name, text, expected) in BAD {
+        match Config::parse(text) {
+            Ok(_) => failures.push(format!(
+                "{name}: accepted, expected an error containing {expected:?}"
+            )),
+            Err(errors) => {
+                if !errors.0.iter().any(|e| e.contains(expected)) {
+                    failures.push(format!(
+                        "{name}: expected {expected:?} among {:?}",
+                        errors.0
+                    ));
+                }
+                for e in &errors.0 {
+                    if e.ends_with('.') {
+                        failures.push(format!("{name}: message ends with a period: {e:?}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn all_problems_are_reported_together() {
+    let text =
+        "[server]\ndata_dir = \"/d\"\nlisten = \"x\"\n[queue]\nworkers = 0\nmax_attempts = 0";
+    let errors = Config::parse(text).unwrap_err();
+    assert_eq!(errors.0.len(), 3, "{errors}");
+}
+
+#[test]
+fn inline_secrets_never_echoed_back() {
+    let text = "[server]\ndata_dir = \"/d\"\npublic_url = \"ghp_SUPERSECRETTOKEN\"";
+    let errors = Config::parse(text).unwrap_err();
+    assert!(!errors.to_string().contains("SUPERSECRET"), "{errors}");
+}
+
+#[test]
+fn environment_check_names_the_missing_variable() {
+    let text = "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/a\"\nlocal_wiki_path = \"/b\"\nwebhook_secret_env = \"TEAMMEM_TEST_SURELY_UNSET_VAR\"";
+    let c = Config::parse(text).unwrap();
+    let errors = c.check_environment().unwrap_err();
+    assert!(
+        errors.0[0].contains("sources[0].webhook_secret_env: environment variable TEAMMEM_TEST_SURELY_UNSET_VAR is not set"),
+        "{errors}"
+    );
+}
