@@ -3,3 +3,4 @@
 
 pub mod cli; // clap commands and their dispatch
 pub mod config; // teammem.toml, validated once into typed config
+pub mod wiki; // the team memory as git: mirrors, reads, checked writes, publish (the only gix user)
