@@ -4,3 +4,4 @@
 pub mod config; // teammem.toml, validated once into typed config
 pub mod scheduler; // cron schedules for rescue, retention and sweep
 pub mod tokens; // maintainer API tokens, stored as SHA-256 hashes
+pub mod wiki; // the team memory as git: mirrors, reads, checked writes, publish (the only gix user)
