@@ -3,3 +3,4 @@
 //! loopback and temp directories.
 
 mod config; // teammem.toml validation: good files, and a table of bad ones
+mod mcp; // the wiki MCP server through rmcp's client: modes, envelope, reads, the job-bound writer
