@@ -177,6 +177,15 @@ impl WikiState {
             refs: prepared.ref_map().remote_refs.clone(),
         };
         let (branch, tip) = advertised.head();
+        if tip.is_none()
+            && !advertised
+                .refs
+                .iter()
+                .any(|r| !matches!(r, gix::protocol::handshake::Ref::Unborn { .. }))
+        {
+            // An empty repository: nothing to fetch, and gix would refuse to try.
+            return Ok(RemoteHead { branch, tip: None });
+        }
         prepared
             .receive(gix::progress::Discard, &interrupt)
             .map_err(|err| {
@@ -544,20 +553,26 @@ fn classify_push(
     };
     let unknown = |now: Option<Option<ObjectId>>| {
         let seen = match now {
-            Some(Some(tip)) => format!("the wiki is now at {tip}"),
+            Some(Some(tip)) if tip == new => {
+                format!(
+                    "the wiki is now at {tip}, this update's own commit, so it most likely landed"
+                )
+            }
+            Some(Some(tip)) => {
+                format!("the wiki is now at {tip}; this update's commit would be {new}")
+            }
             Some(None) => "the wiki branch is gone".to_owned(),
             None => "the wiki could not be read back".to_owned(),
         };
         WikiError::outcome_unknown(format!(
-            "the update was sent but not confirmed ({seen}, the new commit would be {new}); read a fresh snapshot and compare the pages before writing again"
+            "the update was sent but its result was not confirmed; {seen}; read a fresh snapshot and compare the pages before writing again"
         ))
     };
     match pushed {
         Err(PushFailure::NotSent(err)) => Err(err),
-        Err(PushFailure::AnswerLost) => match reread() {
-            Some(Some(tip)) if tip == new => Ok(new),
-            now => Err(unknown(now)),
-        },
+        // DESIGN §7: a lost answer is `outcome_unknown` even when the re-read
+        // shows the new commit; the message says what the re-read saw.
+        Err(PushFailure::AnswerLost) => Err(unknown(reread())),
         Ok(report) if report.ref_ok => match reread() {
             Some(Some(tip)) if tip == new => Ok(new),
             now => Err(unknown(now)),
