@@ -54,13 +54,15 @@ pub enum McpError {
 /// The default configuration path of `teammem mcp` without `--config`.
 pub const DEFAULT_CONFIG: &str = "teammem.toml";
 
-/// Builds the binding of a server: from `config_path` (default
-/// [`DEFAULT_CONFIG`]) for the agent server, from the process environment for the
-/// writer (which refuses a `--config`).
+/// Builds the binding of a server. The agent server reads `config_path`, else
+/// `TEAMMEM_CONFIG`, else [`DEFAULT_CONFIG`]; the writer reads only the process
+/// environment and refuses a `--config`.
 pub fn binding(config_path: Option<PathBuf>, mode: Mode) -> Result<Binding, McpError> {
     match mode {
         Mode::Agent { read_only } => {
-            let path = config_path.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
+            let path = config_path
+                .or_else(|| std::env::var_os(context::ENV_CONFIG).map(PathBuf::from))
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
             let config = crate::config::Config::load(&path).map_err(McpError::Config)?;
             Ok(Binding::agent(config, read_only))
         }

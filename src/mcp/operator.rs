@@ -83,55 +83,51 @@ pub async fn run(config: Config, request: Request) -> Value {
         }),
     };
     let context = Context::new(binding);
-    let repository = request.repository.clone();
-    let (may_write, answer) = match request.command {
+    let repository = request.repository;
+    let (expected_base, expected_wiki_repository, message, change) = match request.command {
         Command::Write {
             expected_base,
             expected_wiki_repository,
             message,
             pages,
-        } => (
-            true,
-            match wiki_write::parse_pages(pages) {
-                Ok(pages) => Some(WriteRequest {
-                    repository,
-                    expected_wiki_repository,
-                    expected_base,
-                    message,
-                    change: Change::Write(pages),
-                }),
-                Err(error) => return print(&context, Err(error), true),
-            },
-        ),
+        } => match wiki_write::parse_pages(pages) {
+            Ok(pages) => (
+                expected_base,
+                expected_wiki_repository,
+                message,
+                Change::Write(pages),
+            ),
+            Err(error) => return print(&context, Err(error), true),
+        },
         Command::Patch {
             expected_base,
             expected_wiki_repository,
             message,
             patches,
-        } => (
-            true,
-            match wiki_write::parse_patches(patches) {
-                Ok(patches) => Some(WriteRequest {
-                    repository,
-                    expected_wiki_repository,
-                    expected_base,
-                    message,
-                    change: Change::Patch(patches),
-                }),
-                Err(error) => return print(&context, Err(error), true),
-            },
-        ),
+        } => match wiki_write::parse_patches(patches) {
+            Ok(patches) => (
+                expected_base,
+                expected_wiki_repository,
+                message,
+                Change::Patch(patches),
+            ),
+            Err(error) => return print(&context, Err(error), true),
+        },
         read => return run_read(&context, repository, read).await,
     };
-    let Some(write) = answer else {
-        unreachable!("write commands build a request")
+    let write = WriteRequest {
+        repository,
+        expected_wiki_repository,
+        expected_base,
+        message,
+        change,
     };
     let answer = wiki_write::run(&context, &WriteOrigin::Operator, write).await;
     envelope_value(envelope::respond(
         answer.outcome,
         answer.identity.as_ref(),
         &context.guard,
-        may_write,
+        true,
     ))
 }
 

@@ -7,6 +7,7 @@
 
 mod fixture; // git-CLI wikis, configs, writer environments, an rmcp client
 mod http; // the writer against smart HTTP with a token: used, never revealed
+mod operator; // `teammem wiki ...` functions: same envelope, explicit base, operator trailers
 mod protocol; // tools/list per mode (snapshot), annotations, unknown and unparseable calls
 mod reads; // the read tools end to end, envelope shape, size limit
 mod writer; // the job-bound writer: binding, destination, write and patch, credentials
