@@ -24,7 +24,7 @@ use std::path::PathBuf;
 
 use rmcp::ServiceExt;
 
-pub use context::Binding;
+pub use context::{Binding, Context, WikiCredentials};
 pub use server::WikiServer;
 
 /// Which server `teammem mcp` runs.
@@ -80,14 +80,14 @@ pub fn binding(config_path: Option<PathBuf>, mode: Mode) -> Result<Binding, McpE
 
 /// Serves MCP over stdin/stdout until the client disconnects.
 pub async fn run_stdio(config_path: Option<PathBuf>, mode: Mode) -> Result<(), McpError> {
-    let binding = binding(config_path, mode)?;
-    tracing::info!(
-        target: "teammem::mcp",
-        kind = ?binding.profile.kind,
-        read_only = binding.profile.read_only,
-        "serving MCP on stdio"
-    );
-    let running = WikiServer::new(binding)
+    serve_stdio(WikiServer::new(binding(config_path, mode)?)).await
+}
+
+/// Serves a prepared server (e.g. with a credentials provider) over stdin/stdout
+/// until the client disconnects.
+pub async fn serve_stdio(server: WikiServer) -> Result<(), McpError> {
+    tracing::info!(target: "teammem::mcp", "serving MCP on stdio");
+    let running = server
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|error| McpError::Transport(error.to_string()))?;

@@ -8,7 +8,9 @@ use std::path::Path;
 
 use base64::Engine;
 use serde_json::{Value, json};
-use teammem::mcp::Binding;
+use teammem::mcp::context::CredentialFuture;
+use teammem::mcp::envelope::Secret;
+use teammem::mcp::{Binding, Context, WikiCredentials, WikiServer};
 
 use super::fixture::{Client, error_type};
 use crate::harness::git_http::{GitHttpServer, bare_with_commits, git, tip};
@@ -212,4 +214,78 @@ async fn a_refused_token_is_an_authentication_error_that_names_no_secret() {
     let text = snapshot.to_string();
     assert!(!text.contains(wrong) && !text.contains(TOKEN), "{text}");
     writer.close().await;
+}
+
+/// A provider standing in for the GitHub App: hands out one token and records
+/// what it was asked for.
+struct FakeApp {
+    token: &'static str,
+    asked: std::sync::Mutex<Vec<(String, bool)>>,
+}
+
+impl WikiCredentials for FakeApp {
+    fn token<'a>(&'a self, wiki_repository: &'a str, write: bool) -> CredentialFuture<'a> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push((wiki_repository.to_owned(), write));
+        Box::pin(async move { Ok(Some(Secret::new(self.token))) })
+    }
+}
+
+#[tokio::test]
+async fn the_agent_server_reads_with_provided_credentials_and_never_reveals_them() {
+    let remote = remote().await;
+    let config = teammem::config::Config::load(&remote.config).unwrap();
+
+    // Without a provider the agent reads anonymously, which this wiki refuses.
+    let anonymous = Client::connect(Binding::agent(config.clone(), true)).await;
+    let refused = anonymous
+        .envelope("get_wiki_snapshot", json!({"repository": SOURCE}))
+        .await;
+    assert_eq!(error_type(&refused), "authentication_error", "{refused}");
+    anonymous.close().await;
+
+    let app = std::sync::Arc::new(FakeApp {
+        token: TOKEN,
+        asked: std::sync::Mutex::new(Vec::new()),
+    });
+    let context = Context::new(Binding::agent(config, true)).with_credentials(app.clone());
+    let agent = Client::connect_to(WikiServer::with_context(context)).await;
+    let snapshot = agent
+        .envelope("get_wiki_snapshot", json!({"repository": SOURCE}))
+        .await;
+    assert_eq!(snapshot["success"], true, "{snapshot}");
+    assert_eq!(snapshot["result"]["wiki_repository"], WIKI);
+    assert_eq!(app.asked.lock().unwrap()[0], (WIKI.to_owned(), false));
+    assert_no_token(&snapshot.to_string());
+
+    // A page holding the provided token is withheld.
+    let work = remote.dir.path().join("leak");
+    git(
+        remote.dir.path(),
+        &[
+            "clone",
+            "-q",
+            remote.bare.to_str().unwrap(),
+            work.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(work.join("Leak.md"), format!("{TOKEN}\n")).unwrap();
+    git(&work, &["add", "Leak.md"]);
+    git(&work, &["commit", "-q", "-m", "leak"]);
+    git(&work, &["push", "-q", "origin", "master"]);
+    let snapshot = agent
+        .envelope("get_wiki_snapshot", json!({"repository": SOURCE}))
+        .await;
+    assert_eq!(snapshot["success"], true, "{snapshot}");
+    let page = agent
+        .envelope(
+            "get_wiki_page",
+            json!({"repository": SOURCE, "path": "Leak.md"}),
+        )
+        .await;
+    assert_eq!(error_type(&page), "internal_error", "{page}");
+    assert_no_token(&page.to_string());
+    agent.close().await;
 }
