@@ -100,7 +100,7 @@ impl AdvertisedRefs {
 
 /// Maps a transport failure to an error kind by what the server answered.
 pub fn classify_transport_error(doing: &str, err: &dyn std::fmt::Debug) -> WikiError {
-    let text = format!("{err:?}");
+    let text = format!("{err:#?}");
     let (kind, message) = if text.contains("HTTP status 401")
         || text.contains("AuthenticationRequired")
         || text.contains("uthentication")
@@ -145,7 +145,10 @@ pub fn classify_transport_error(doing: &str, err: &dyn std::fmt::Debug) -> WikiE
             ErrorKind::Timeout,
             format!("the wiki remote did not answer in time while {doing}"),
         )
-    } else if text.contains("outside the smart-HTTP URLs") || text.contains("redirect") {
+    } else if text.contains("outside the smart-HTTP URLs")
+        || text.contains("redirect")
+        || text.contains("'smart' protocol")
+    {
         (
             ErrorKind::ConfigurationError,
             format!(
