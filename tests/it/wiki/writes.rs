@@ -450,6 +450,27 @@ async fn server_failures_map_to_error_types() {
         assert_eq!((status, err.kind), (status, kind), "{err:?}");
         assert_eq!(err.outcome, Outcome::NotApplied);
     }
+    // Refusals of the POST itself are known not to have been applied; a 5xx
+    // after the pack left is not.
+    for (status, kind, outcome) in [
+        (403, ErrorKind::PermissionDenied, Outcome::NotApplied),
+        (429, ErrorKind::RateLimited, Outcome::NotApplied),
+        (502, ErrorKind::OutcomeUnknown, Outcome::Unknown),
+    ] {
+        fixture.server.inject(Fault::Status {
+            suffix: "/git-receive-pack".into(),
+            status,
+        });
+        let err = wiki
+            .write(&spec(&base), vec![page("Home.md", "x\n")])
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (status, err.kind, err.outcome),
+            (status, kind, outcome),
+            "{err:?}"
+        );
+    }
     assert_eq!(tip(&fixture.bare, "master"), base);
 }
 
