@@ -450,6 +450,27 @@ async fn server_failures_map_to_error_types() {
         assert_eq!((status, err.kind), (status, kind), "{err:?}");
         assert_eq!(err.outcome, Outcome::NotApplied);
     }
+    // Refusals of the POST itself are known not to have been applied; a 5xx
+    // after the pack left is not.
+    for (status, kind, outcome) in [
+        (403, ErrorKind::PermissionDenied, Outcome::NotApplied),
+        (429, ErrorKind::RateLimited, Outcome::NotApplied),
+        (502, ErrorKind::OutcomeUnknown, Outcome::Unknown),
+    ] {
+        fixture.server.inject(Fault::Status {
+            suffix: "/git-receive-pack".into(),
+            status,
+        });
+        let err = wiki
+            .write(&spec(&base), vec![page("Home.md", "x\n")])
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (status, err.kind, err.outcome),
+            (status, kind, outcome),
+            "{err:?}"
+        );
+    }
     assert_eq!(tip(&fixture.bare, "master"), base);
 }
 
@@ -658,4 +679,80 @@ async fn the_token_never_appears_in_results_errors_or_the_mirror() {
         files_containing(&fixture.mirrors_dir(), TOKEN.as_bytes()),
         Vec::<std::path::PathBuf>::new()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlines_end_calls_and_say_whether_the_update_may_have_left() {
+    let fixture = Fixture::sample().await;
+    let base = fixture.wiki().snapshot().await.unwrap().sha.unwrap();
+    let store = fixture
+        .other_store("short-deadline")
+        .with_deadline(std::time::Duration::from_secs(4));
+    let wiki = store.wiki(&fixture.destination()).unwrap();
+    wiki.snapshot().await.unwrap();
+
+    // A hanging read: timeout, nothing written.
+    fixture.server.inject(Fault::Hang {
+        suffix: "service=git-upload-pack".into(),
+    });
+    let err = wiki.snapshot().await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Timeout, "{err:?}");
+    assert_eq!(err.outcome, Outcome::NotApplied);
+
+    // A write whose receive-pack never answers: the pack left, so unknown.
+    fixture.server.inject(Fault::Hang {
+        suffix: "/git-receive-pack".into(),
+    });
+    let err = wiki
+        .write(&spec(&base), vec![page("Home.md", "slow\n")])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::OutcomeUnknown, "{err:?}");
+    assert_eq!(err.outcome, Outcome::Unknown);
+    assert_eq!(tip(&fixture.bare, "master"), base);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects_are_not_followed_and_plain_http_needs_loopback() {
+    let fixture = Fixture::sample().await;
+    let wiki = fixture.wiki();
+    fixture.server.inject(Fault::Redirect {
+        suffix: "service=git-upload-pack".into(),
+        location: fixture
+            .server
+            .url("elsewhere.git/info/refs?service=git-upload-pack"),
+    });
+    let err = wiki.snapshot().await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::ConfigurationError, "{err:?}");
+    assert!(
+        err.message.contains("does not follow redirects"),
+        "{}",
+        err.message
+    );
+    assert!(
+        fixture
+            .server
+            .requests()
+            .iter()
+            .all(|r| !r.target.contains("elsewhere")),
+        "{:?}",
+        fixture.server.requests()
+    );
+
+    for url in [
+        "http://example.org/wiki.git",
+        "ftp://127.0.0.1/wiki.git",
+        "https://user:pw@example.org/w.git",
+    ] {
+        let destination = teammem::wiki::Destination {
+            id: DESTINATION.into(),
+            remote: teammem::wiki::Remote::Http {
+                url: url.into(),
+                token: Some(teammem::wiki::Secret::new(TOKEN)),
+            },
+        };
+        let err = fixture.store.wiki(&destination).err().expect("refused");
+        assert_eq!(err.kind, ErrorKind::ConfigurationError, "{url}");
+        assert!(!err.message.contains(TOKEN));
+    }
 }
