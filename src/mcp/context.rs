@@ -50,6 +50,28 @@ pub struct WriterBinding {
     pub token: Option<Secret>,
 }
 
+impl WriterBinding {
+    /// The environment a runner starts `teammem mcp --wiki-writer` with (after
+    /// clearing its own): the inverse of [`Binding::writer_from_env`]. The token
+    /// travels here, never in argv.
+    pub fn environment(&self, config_path: &std::path::Path) -> Vec<(&'static str, String)> {
+        let mut env = vec![
+            (ENV_CONFIG, config_path.display().to_string()),
+            (ENV_WRITER_SOURCE, self.source.clone()),
+        ];
+        if let Some(job) = &self.job {
+            env.push((ENV_WRITER_JOB, job.clone()));
+        }
+        if let Some(range) = &self.range {
+            env.push((ENV_WRITER_RANGE, range.clone()));
+        }
+        if let Some(token) = &self.token {
+            env.push((ENV_WRITER_TOKEN, token.expose().to_owned()));
+        }
+        env
+    }
+}
+
 /// Who is writing, for the commit trailers.
 #[derive(Debug, Clone)]
 pub enum WriteOrigin {

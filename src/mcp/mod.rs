@@ -86,7 +86,17 @@ pub async fn run_stdio(config_path: Option<PathBuf>, mode: Mode) -> Result<(), M
 /// Serves a prepared server (e.g. with a credentials provider) over stdin/stdout
 /// until the client disconnects.
 pub async fn serve_stdio(server: WikiServer) -> Result<(), McpError> {
-    tracing::info!(target: "teammem::mcp", "serving MCP on stdio");
+    let binding = &server.context().binding;
+    let writer = binding.writer.as_ref();
+    tracing::info!(
+        target: "teammem::mcp",
+        kind = ?binding.profile.kind,
+        read_only = binding.profile.read_only,
+        source = writer.map(|w| w.source.as_str()),
+        job = writer.and_then(|w| w.job.as_deref()),
+        holds_token = writer.is_some_and(|w| w.token.is_some()),
+        "serving MCP on stdio"
+    );
     let running = server
         .serve(rmcp::transport::stdio())
         .await

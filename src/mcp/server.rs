@@ -47,6 +47,11 @@ impl WikiServer {
         }
     }
 
+    /// The context the tools run in.
+    pub fn context(&self) -> &Context {
+        &self.context
+    }
+
     fn find(&self, name: &str) -> Option<&'static ToolDef> {
         self.tools.iter().copied().find(|tool| tool.name == name)
     }

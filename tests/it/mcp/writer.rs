@@ -307,3 +307,17 @@ async fn the_writer_token_never_leaves_in_a_result() {
     agent.close().await;
     writer.close().await;
 }
+
+#[tokio::test]
+async fn the_runner_side_environment_round_trips_into_the_same_binding() {
+    let fixture = Fixture::new();
+    let env = fixture.writer_env();
+    let binding = Binding::writer_from_env(|name| env.get(name).cloned()).expect("binding");
+    let writer = binding.writer.as_ref().expect("a writer binding");
+    let rebuilt: HashMap<String, String> = writer
+        .environment(&fixture.config_path)
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), value))
+        .collect();
+    assert_eq!(rebuilt, env);
+}
