@@ -8,9 +8,11 @@
 //! instead of a job's trailers. The printed envelope passes the same size and
 //! credential checks as a tool result.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
-use super::context::{Binding, Context, WriteOrigin, WriterBinding};
+use super::context::{Binding, Context, WikiCredentials, WriteOrigin, WriterBinding};
 use super::envelope::{self, Secret, ToolError};
 use super::toolsets::wiki_write::{self, Change, WriteRequest};
 use super::toolsets::{self, Profile, ServerKind};
@@ -69,8 +71,18 @@ pub enum Command {
 
 /// Runs one operator command and returns the envelope to print.
 pub async fn run(config: Config, request: Request) -> Value {
+    run_with(config, request, None).await
+}
+
+/// [`run`] with a token provider for GitHub wikis (used when `request.token` is
+/// `None`).
+pub async fn run_with(
+    config: Config,
+    request: Request,
+    credentials: Option<Arc<dyn WikiCredentials>>,
+) -> Value {
     let binding = Binding {
-        config: std::sync::Arc::new(config),
+        config: Arc::new(config),
         profile: Profile {
             kind: ServerKind::WikiWriter,
             read_only: false,
@@ -82,7 +94,10 @@ pub async fn run(config: Config, request: Request) -> Value {
             token: request.token.clone(),
         }),
     };
-    let context = Context::new(binding);
+    let mut context = Context::new(binding);
+    if let Some(credentials) = credentials {
+        context = context.with_credentials(credentials);
+    }
     let repository = request.repository;
     let (expected_base, expected_wiki_repository, message, change) = match request.command {
         Command::Write {
