@@ -1,4 +1,5 @@
-//! What each server mode lists and how it answers calls it cannot run.
+//! What each server mode lists and how it answers calls it cannot run, in the
+//! handshake era and in the stateless 2026-07-28 era.
 //!
 //! The tool lists (names, titles, descriptions, schemas, annotations) of every
 //! mode are compared exactly with `tests/it/snapshots/mcp_tools.json`. After an
