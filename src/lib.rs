@@ -3,3 +3,5 @@
 
 pub mod cli; // clap commands and their dispatch
 pub mod config; // teammem.toml, validated once into typed config
+pub mod db; // SQLite pool (WAL, busy timeout) and embedded migrations
+pub mod queue; // the durable job queue: the only SQL about jobs
