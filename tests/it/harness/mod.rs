@@ -1,0 +1,4 @@
+//! Test harness: real things started on loopback and in temp directories.
+
+pub mod daemon;
+pub mod inproc;
