@@ -171,3 +171,78 @@ fn tokens_are_shown_once_stored_hashed_listed_and_revoked() {
     let list = setup.run(&["tokens", "list"]);
     assert!(String::from_utf8_lossy(&list.stdout).contains("ci\trevoked"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_commands_show_steer_and_refuse_bad_transitions() {
+    use teammem::queue::{JobKind, NewJob, Origin};
+    let setup = Setup::new(
+        "[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/srv/a.git\"\nlocal_wiki_path = \"/srv/a.wiki.git\"\nwebhook_secret_env = \"S\"\n",
+    );
+    assert!(setup.run(&["migrate"]).status.success());
+    let config = teammem::config::Config::load(&setup.config).unwrap();
+    let pool = teammem::db::open(&config.server.data_dir).await.unwrap();
+    let queue = teammem::daemon::queue_for(&config, pool);
+    let job = queue
+        .enqueue(
+            NewJob {
+                source: "octo/app".into(),
+                destination: "local:/srv/a.wiki.git".into(),
+                origin: Origin::Dispatch,
+                kind: JobKind::Range {
+                    before: "a".repeat(40),
+                    after: "b".repeat(40),
+                    run_id: Some(5),
+                    run_attempt: Some(1),
+                },
+                actor: "test".into(),
+            },
+            Some("delivery-1"),
+        )
+        .await
+        .unwrap()
+        .job;
+    let id = job.id.to_string();
+
+    let list = setup.run(&["jobs", "list"]);
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        text.contains("queued") && text.contains("range aaaaaaaaaa..bbbbbbbbbb"),
+        "{text}"
+    );
+
+    let json = setup.run(&["jobs", "list", "--json", "--state", "queued"]);
+    let jobs: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(jobs[0]["id"], job.id);
+
+    let bad_state = setup.run(&["jobs", "list", "--state", "done"]);
+    assert_eq!(bad_state.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad_state.stderr).contains("unknown job state \"done\""));
+
+    let show = setup.run(&["jobs", "show", &id]);
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        text.contains(&format!("job {id}: queued")) && text.contains("enqueued"),
+        "{text}"
+    );
+
+    let missing = setup.run(&["jobs", "show", "4242"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("job 4242 not found"));
+
+    let retry = setup.run(&["jobs", "retry", &id]);
+    assert_eq!(retry.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&retry.stderr).contains("cannot retry job"));
+    assert_eq!(queue.get(job.id).await.unwrap().state.as_str(), "queued");
+
+    let cancel = setup.run(&["jobs", "cancel", &id, "--json"]);
+    assert!(cancel.status.success());
+    let cancelled: serde_json::Value = serde_json::from_slice(&cancel.stdout).unwrap();
+    assert_eq!(cancelled["state"], "cancelled");
+    let again = setup.run(&["jobs", "cancel", &id]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("cannot cancel job"));
+
+    let retry = setup.run(&["jobs", "retry", &id]);
+    assert!(retry.status.success());
+    assert!(String::from_utf8_lossy(&retry.stdout).contains("is now queued"));
+}
