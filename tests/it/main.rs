@@ -4,5 +4,6 @@
 
 mod config; // teammem.toml validation: good files, and a table of bad ones
 mod daemon; // the real `teammem serve` process and the offline commands
+mod dashboard; // the HTML dashboard: who may look, login, scopes, escaping
 mod harness; // starts real things: the daemon, git servers, fakes
 mod jobs_api; // /v1/jobs over HTTP, token scopes, graceful shutdown
