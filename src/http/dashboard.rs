@@ -279,7 +279,7 @@ async fn jobs_page(
                 max = job.max_attempts,
                 created = format_time(job.created_at),
                 age = age(now - job.created_at),
-                wiki = escape(&short(&wiki_sha(job).unwrap_or_default())),
+                wiki = escape(short(&wiki_sha(job).unwrap_or_default())),
             );
         }
         body.push_str("</tbody></table>");
