@@ -8,6 +8,7 @@ pub mod daemon; // starts HTTP, workers and scheduler; owns graceful shutdown
 pub mod db; // the SQLite pool (WAL, busy timeout) and migrations; nothing else
 pub mod http; // the HTTP API: one router per resource, errors mapped in one place
 pub mod mcp;
+pub mod metrics; // process-wide Prometheus counters and histograms
 pub mod queue; // the durable job queue: the only SQL about jobs
 pub mod scheduler; // cron schedules for rescue, retention and sweep
 pub mod tokens; // maintainer API tokens, stored as SHA-256 hashes
