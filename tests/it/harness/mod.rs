@@ -1,4 +1,5 @@
-//! Shared test harness: real servers on loopback that the integration tests
-//! start per test (no mocks of the parts under test).
+//! Test harness: real things started on loopback and in temp directories.
 
+pub mod daemon;
 pub mod git_http;
+pub mod inproc;
