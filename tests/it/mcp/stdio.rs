@@ -2,9 +2,6 @@
 //! against the writer started with a cleared environment carrying only its
 //! binding, the agent server's stdout checked to carry JSON-RPC lines only, and
 //! a writer without a binding refusing to start.
-//!
-//! Needs the CLI wiring `teammem mcp [--config FILE] [--read-only] [--wiki-writer]`
-//! (see `teammem::mcp::run_stdio`).
 
 use std::process::Stdio;
 
