@@ -145,3 +145,82 @@ async fn operator_writes_need_a_full_base_and_carry_operator_trailers() {
     );
     fixture.git(&["fsck", "--strict"]);
 }
+
+/// Runs `teammem wiki ...` and returns (exit code, the envelope it printed).
+fn teammem_wiki(fixture: &Fixture, args: &[&str]) -> (i32, serde_json::Value) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_teammem"))
+        .arg("wiki")
+        .args(["--config", fixture.config_path.to_str().unwrap()])
+        .args(args)
+        .args(["--repository", SOURCE])
+        .env_remove("TEAMMEM_WIKI_TOKEN")
+        .output()
+        .expect("run teammem wiki");
+    let envelope = serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
+        panic!(
+            "stdout is the envelope as JSON: {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output.status.code().expect("an exit code"), envelope)
+}
+
+#[test]
+fn the_teammem_wiki_command_prints_the_envelope_and_exits_by_success() {
+    let fixture = Fixture::new();
+    let base = fixture.head();
+    let (code, snapshot) = teammem_wiki(&fixture, &["snapshot"]);
+    assert_eq!(
+        (code, &snapshot["result"]["sha"]),
+        (0, &json!(base)),
+        "{snapshot}"
+    );
+
+    let (code, refused) = teammem_wiki(&fixture, &["history", "--limit", "0"]);
+    assert_eq!(code, 1);
+    assert_eq!(error_type(&refused), "invalid_input");
+
+    let pages = json!([{"path": "Cli.md", "content": "from the command line\n"}]).to_string();
+    let (code, written) = teammem_wiki(
+        &fixture,
+        &[
+            "write",
+            "--expected-base",
+            &base,
+            "--message",
+            "From the CLI",
+            "--pages",
+            &pages,
+        ],
+    );
+    assert_eq!(code, 0, "{written}");
+    assert_eq!(written["result"]["status"], "updated");
+    assert_eq!(
+        fixture.git(&["show", "master:Cli.md"]),
+        "from the command line\n"
+    );
+    assert_eq!(
+        fixture.git(&["log", "-1", "--format=%P", "master"]).trim(),
+        base
+    );
+
+    // The same write on the old base again: nothing new to write.
+    let (code, again) = teammem_wiki(
+        &fixture,
+        &[
+            "write",
+            "--expected-base",
+            &base,
+            "--message",
+            "From the CLI",
+            "--pages",
+            &pages,
+        ],
+    );
+    assert_eq!(
+        (code, &again["result"]["status"]),
+        (0, &json!("no-change")),
+        "{again}"
+    );
+}
