@@ -18,7 +18,7 @@ use teammem::wiki::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const PAGE: &str = "section-07/page-0042.md";
+const PAGE: &str = "section-02/page-0042.md";
 
 struct Args {
     root: PathBuf,
