@@ -410,6 +410,31 @@ mod tests {
     }
 
     #[test]
+    fn transport_errors_are_classified_by_what_the_server_said() {
+        for (text, kind) in [
+            ("Received HTTP status 401", ErrorKind::AuthenticationError),
+            ("Received HTTP status 403", ErrorKind::PermissionDenied),
+            ("Received HTTP status 404", ErrorKind::NotFound),
+            ("Received HTTP status 429", ErrorKind::RateLimited),
+            ("Received HTTP status 503", ErrorKind::UpstreamError),
+            ("operation timed out", ErrorKind::Timeout),
+            (
+                "Didn't find header to indicate 'smart' protocol",
+                ErrorKind::ConfigurationError,
+            ),
+            ("connection refused", ErrorKind::TransportError),
+        ] {
+            let err = classify_transport_error("reading", &text);
+            assert_eq!(err.kind, kind, "{text}");
+            assert!(
+                !err.message.contains(text),
+                "raw text must not leak: {}",
+                err.message
+            );
+        }
+    }
+
+    #[test]
     fn incomplete_report_is_none() {
         assert_eq!(parse_report(b"", "master"), None);
         assert_eq!(parse_report(&pkt("unpack ok\n"), "master"), None);

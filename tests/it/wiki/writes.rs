@@ -756,3 +756,61 @@ async fn redirects_are_not_followed_and_plain_http_needs_loopback() {
         assert!(!err.message.contains(TOKEN));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_sharing_a_mirror_are_serialized_by_its_file_lock() {
+    let fixture = Fixture::sample().await;
+    // Two stores on one mirrors dir stand for the daemon and a writer child:
+    // separate in-process locks, one mirror on disk.
+    let first = fixture.store.wiki(&fixture.destination()).unwrap();
+    let second_store = teammem::wiki::WikiStore::new(fixture.mirrors_dir());
+    let second = second_store.wiki(&fixture.destination()).unwrap();
+    let work = fixture.dir.path().join("other");
+    git(
+        fixture.dir.path(),
+        &[
+            "clone",
+            "--quiet",
+            fixture.bare.to_str().unwrap(),
+            work.to_str().unwrap(),
+        ],
+    );
+    for round in 0..4 {
+        // New commits arrive, then both fetch at once.
+        std::fs::write(work.join("Home.md"), format!("round {round}\n")).unwrap();
+        git(&work, &["commit", "--quiet", "-am", "Human edit"]);
+        git(&work, &["push", "--quiet", "origin", "master"]);
+        let (a, b) = tokio::join!(first.snapshot(), second.snapshot());
+        let expected = tip(&fixture.bare, "master");
+        assert_eq!(a.unwrap().sha.unwrap(), expected);
+        assert_eq!(b.unwrap().sha.unwrap(), expected);
+        // And both write at once on that base: one wins, one conflicts.
+        let on_expected = spec(&expected);
+        let (a, b) = tokio::join!(
+            first.write(&on_expected, vec![page(&format!("A{round}.md"), "a\n")]),
+            second.write(&on_expected, vec![page(&format!("B{round}.md"), "b\n")]),
+        );
+        let kinds = [
+            a.map(|r| r.status).map_err(|e| e.kind),
+            b.map(|r| r.status).map_err(|e| e.kind),
+        ];
+        assert_eq!(
+            kinds
+                .iter()
+                .filter(|k| matches!(k, Ok(WriteStatus::Updated)))
+                .count(),
+            1,
+            "{kinds:?}"
+        );
+        assert_eq!(
+            kinds
+                .iter()
+                .filter(|k| matches!(k, Err(ErrorKind::Conflict)))
+                .count(),
+            1,
+            "{kinds:?}"
+        );
+        git(&work, &["pull", "--quiet", "--ff-only", "origin", "master"]);
+    }
+    fsck(&fixture.bare);
+}
