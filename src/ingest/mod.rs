@@ -69,25 +69,6 @@ pub struct VerifiedDispatch {
     pub kind: VerifiedKind,
 }
 
-impl VerifiedDispatch {
-    /// The job identity for idempotent enqueue (DESIGN §5): source + run for
-    /// dispatches, source + PR + merge SHA for PR requests, source + range for
-    /// local sources without a run.
-    pub fn idempotency_key(&self) -> String {
-        match (&self.kind, self.run) {
-            (VerifiedKind::Range { .. }, Some(run)) => {
-                format!("dispatch:{}:{}:{}", self.source, run.id, run.attempt)
-            }
-            (VerifiedKind::Range { before, after, .. }, None) => {
-                format!("range:{}:{before}..{after}", self.source)
-            }
-            (VerifiedKind::PullRequest { number, merge_sha }, _) => {
-                format!("pull:{}:{number}:{merge_sha}", self.source)
-            }
-        }
-    }
-}
-
 struct SourceEntry {
     source: Source,
     secret: Secret,
