@@ -1,5 +1,5 @@
 //! Bootstrap only: parse the command line, run it, turn the outcome into an exit code.
 
 fn main() -> std::process::ExitCode {
-    std::process::ExitCode::SUCCESS
+    teammem::cli::main()
 }

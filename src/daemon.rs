@@ -1,0 +1,243 @@
+//! The daemon: opens the database, starts HTTP, the worker pool and the
+//! scheduler, and owns graceful shutdown.
+//!
+//! Shutdown order (SIGTERM/SIGINT or the caller's signal): stop accepting HTTP
+//! connections and let in-flight requests finish, stop claiming jobs, give
+//! running jobs `queue.shutdown_grace_seconds` to finish and release the leases
+//! of those that do not, stop the schedules, close the database. Then `run`
+//! returns `Ok` and the process exits 0.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+use crate::db;
+use crate::http::{self, AppState};
+use crate::queue::{Clock, Queue, QueueSettings, SystemClock};
+use crate::scheduler::Scheduler;
+use crate::worker::{JobHandler, NoRunner, Pool, PoolSettings};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot open the database in {dir}: {source}")]
+    Database {
+        dir: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("cannot listen on {addr}: {source}; is another process using the port?")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the HTTP server failed: {0}")]
+    Http(std::io::Error),
+}
+
+/// The handler `teammem serve` runs jobs with.
+pub fn default_handler() -> Arc<dyn JobHandler> {
+    Arc::new(NoRunner)
+}
+
+/// The queue of a configuration, on an open pool, with the system clock.
+pub fn queue_for(config: &Config, pool: sqlx::SqlitePool) -> Queue {
+    Queue::new(pool, Arc::new(SystemClock), queue_settings(config))
+}
+
+pub fn queue_settings(config: &Config) -> QueueSettings {
+    QueueSettings {
+        max_attempts: config.queue.max_attempts,
+        lease: config.queue.lease,
+        retention: config.queue.retention,
+        delivery_retention: Duration::from_secs(3 * 86_400).max(config.queue.retention),
+    }
+}
+
+/// Resolves when the process receives SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot listen for SIGTERM");
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+    tracing::info!("shutdown requested");
+}
+
+/// The key that signs dashboard sessions: 32 random bytes in
+/// `data_dir/session.key` (mode 0600), made on first start so sessions survive
+/// restarts. Deleting the file logs everybody out.
+fn session_key(data_dir: &std::path::Path) -> std::io::Result<[u8; 32]> {
+    use rand::RngCore;
+    let path = data_dir.join("session.key");
+    match std::fs::read(&path) {
+        Ok(bytes) if bytes.len() == 32 => {
+            let mut key = [0u8; 32];
+            key.copy_from_slice(&bytes);
+            return Ok(key);
+        }
+        Ok(_) => {
+            tracing::warn!(path = %path.display(), "session key has the wrong size; making a new one")
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut key = [0u8; 32];
+    rand::rng().fill_bytes(&mut key);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    std::io::Write::write_all(&mut options.open(&path)?, &key)?;
+    Ok(key)
+}
+
+/// Options for embedding the daemon (tests, the demo).
+pub struct Options {
+    pub handler: Arc<dyn JobHandler>,
+    pub clock: Arc<dyn Clock>,
+    /// Called with the bound address once the server accepts connections.
+    pub on_listening: Option<Box<dyn FnOnce(SocketAddr) + Send>>,
+}
+
+/// Runs the daemon until `shutdown` resolves.
+pub async fn run(
+    config: Arc<Config>,
+    handler: Arc<dyn JobHandler>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), DaemonError> {
+    run_with(
+        config,
+        Options {
+            handler,
+            clock: Arc::new(SystemClock),
+            on_listening: Some(Box::new(|addr| {
+                // A line on stdout that scripts and tests can wait for.
+                println!("teammem listening on http://{addr}");
+            })),
+        },
+        shutdown,
+    )
+    .await
+}
+
+pub async fn run_with(
+    config: Arc<Config>,
+    options: Options,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), DaemonError> {
+    let data_dir = &config.server.data_dir;
+    let pool = db::open(data_dir)
+        .await
+        .map_err(|e| DaemonError::Database {
+            dir: data_dir.display().to_string(),
+            source: e.into(),
+        })?;
+    db::migrate(&pool)
+        .await
+        .map_err(|e| DaemonError::Database {
+            dir: data_dir.display().to_string(),
+            source: e.into(),
+        })?;
+    let queue = Queue::new(pool.clone(), options.clock.clone(), queue_settings(&config));
+
+    let workers = Pool::start(
+        queue.clone(),
+        options.handler,
+        PoolSettings {
+            workers: config.queue.workers,
+            lease: config.queue.lease,
+            job_timeout: config.queue.job_timeout,
+            shutdown_grace: config.queue.shutdown_grace,
+            idle_poll: Duration::from_secs(1),
+        },
+    );
+
+    let mut scheduler = Scheduler::new();
+    {
+        let queue = queue.clone();
+        scheduler.every("rescue", config.schedule.rescue.clone(), move || {
+            let queue = queue.clone();
+            async move {
+                match queue.rescue_expired().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::warn!(jobs = n, "rescued jobs whose lease expired"),
+                    Err(e) => tracing::error!(error = %e, "rescue failed"),
+                }
+            }
+        });
+    }
+    {
+        let queue = queue.clone();
+        scheduler.every("retention", config.schedule.retention.clone(), move || {
+            let queue = queue.clone();
+            async move {
+                match queue.prune().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(jobs = n, "pruned finished jobs past retention"),
+                    Err(e) => tracing::error!(error = %e, "retention failed"),
+                }
+            }
+        });
+    }
+
+    let session_key = session_key(data_dir).map_err(|e| DaemonError::Database {
+        dir: data_dir.display().to_string(),
+        source: e.into(),
+    })?;
+    let state = AppState::new(
+        config.clone(),
+        pool.clone(),
+        queue.clone(),
+        workers.wake.clone(),
+        workers.alive.clone(),
+        session_key,
+    );
+    let listener = TcpListener::bind(config.server.listen)
+        .await
+        .map_err(|source| DaemonError::Listen {
+            addr: config.server.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(DaemonError::Http)?;
+    tracing::info!(%addr, workers = config.queue.workers, "teammem started");
+    if let Some(notify) = options.on_listening {
+        notify(addr);
+    }
+
+    let ready = state.ready.clone();
+    let served = axum::serve(
+        listener,
+        http::router(state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        shutdown.await;
+        ready.store(false, std::sync::atomic::Ordering::SeqCst);
+    })
+    .await;
+
+    tracing::info!("HTTP stopped; waiting for running jobs");
+    workers.shutdown().await;
+    scheduler.shutdown().await;
+    pool.close().await;
+    tracing::info!("teammem stopped");
+    served.map_err(DaemonError::Http)
+}

@@ -1,0 +1,147 @@
+//! Database setup: opens `data_dir/teammem.db` and applies the embedded
+//! migrations. Nothing else lives here (job SQL belongs to `queue/`).
+//!
+//! Invariant: every connection of the pool runs with WAL journaling,
+//! `synchronous=FULL` (a committed job survives a power cut), foreign keys on
+//! and a busy timeout, so concurrent writers wait instead of failing.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sqlx::SqlitePool;
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+/// File name of the database inside the configured `data_dir`.
+pub const DATABASE_FILE: &str = "teammem.db";
+
+/// How long a connection waits for another writer before giving up. Writes
+/// are short (one job row and one event), so 5 s only runs out when something
+/// is badly wrong.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections in the pool. SQLite serialises writers anyway; a few
+/// connections let readers (HTTP, metrics) proceed beside the workers.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 8;
+
+/// The migrations in `migrations/`, embedded into the binary at compile time.
+pub static MIGRATOR: Migrator = sqlx::migrate!();
+
+/// What went wrong while opening or migrating the database.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error(
+        "cannot create data directory {path}: {source}; check that the parent exists and is writable"
+    )]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot open database {path}: {source}; check the path and its permissions")]
+    Open { path: PathBuf, source: sqlx::Error },
+    #[error(
+        "cannot apply database migrations: {0}; restore a backup or run a teammem build that knows every applied migration"
+    )]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("database query failed: {0}")]
+    Query(#[from] sqlx::Error),
+}
+
+/// The database path for a data directory.
+pub fn database_path(data_dir: &Path) -> PathBuf {
+    data_dir.join(DATABASE_FILE)
+}
+
+/// Opens (creating if missing) `data_dir/teammem.db` with the pragmas above.
+/// Does not migrate: call [`migrate`] (the daemon does at start-up).
+pub async fn open(data_dir: &Path) -> Result<SqlitePool, DbError> {
+    open_with(data_dir, DEFAULT_MAX_CONNECTIONS).await
+}
+
+/// [`open`] with an explicit pool size (benchmarks, tests of contention).
+pub async fn open_with(data_dir: &Path, max_connections: u32) -> Result<SqlitePool, DbError> {
+    std::fs::create_dir_all(data_dir).map_err(|source| DbError::CreateDir {
+        path: data_dir.to_path_buf(),
+        source,
+    })?;
+    let path = database_path(data_dir);
+    let options = SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .foreign_keys(true)
+        .busy_timeout(BUSY_TIMEOUT);
+    SqlitePoolOptions::new()
+        .max_connections(max_connections.max(1))
+        .connect_with(options)
+        .await
+        .map_err(|source| DbError::Open { path, source })
+}
+
+/// Applies every embedded migration not yet applied. Safe to run on every
+/// start; concurrent runs are serialised by sqlx's migration lock.
+pub async fn migrate(pool: &SqlitePool) -> Result<(), DbError> {
+    MIGRATOR.run(pool).await?;
+    Ok(())
+}
+
+/// True while some embedded migration has not been applied successfully
+/// (`/readyz` is not ready until this is false).
+pub async fn migrations_pending(pool: &SqlitePool) -> Result<bool, DbError> {
+    let table_exists: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations')",
+    )
+    .fetch_one(pool)
+    .await?;
+    if !table_exists {
+        return Ok(MIGRATOR.iter().next().is_some());
+    }
+    let applied: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success = 1")
+            .fetch_all(pool)
+            .await?;
+    Ok(MIGRATOR
+        .iter()
+        .filter(|migration| !migration.migration_type.is_down_migration())
+        .any(|migration| !applied.contains(&migration.version)))
+}
+
+/// Round-trips one trivial query: the database is reachable and readable.
+pub async fn ping(pool: &SqlitePool) -> Result<(), DbError> {
+    sqlx::query("SELECT 1").execute(pool).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn open_migrate_and_report_pending() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = open(&dir.path().join("nested")).await.unwrap();
+        ping(&pool).await.unwrap();
+        assert!(migrations_pending(&pool).await.unwrap());
+        migrate(&pool).await.unwrap();
+        assert!(!migrations_pending(&pool).await.unwrap());
+        migrate(&pool).await.unwrap(); // idempotent
+
+        let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(journal, "wal");
+        let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(synchronous, 2, "synchronous=FULL");
+        let foreign_keys: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(foreign_keys, 1);
+        assert!(dir.path().join("nested").join(DATABASE_FILE).exists());
+    }
+}

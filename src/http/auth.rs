@@ -1,0 +1,45 @@
+//! Bearer-token authentication for the maintainer routes.
+//!
+//! `Caller` is an extractor: a handler that takes one cannot run for an
+//! unauthenticated request. Tokens are checked against the hashed
+//! `api_tokens`; the answer to a bad token never says why it was bad.
+
+use axum::extract::FromRequestParts;
+use axum::http::header;
+use axum::http::request::Parts;
+
+use super::{ApiError, AppState};
+use crate::tokens::{self, Principal};
+
+/// An authenticated caller.
+#[derive(Debug, Clone)]
+pub struct Caller(pub Principal);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let value = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .ok_or_else(|| {
+                ApiError::unauthorized(
+                    "missing Authorization header; send `Authorization: Bearer <token>` (create one with `teammem tokens create`)",
+                )
+            })?
+            .to_str()
+            .map_err(|_| ApiError::unauthorized("the Authorization header is not valid text"))?;
+        let token = value
+            .strip_prefix("Bearer ")
+            .or_else(|| value.strip_prefix("bearer "))
+            .map(str::trim)
+            .ok_or_else(|| ApiError::unauthorized("expected `Authorization: Bearer <token>`"))?;
+        match tokens::verify(&state.pool, token).await {
+            Ok(Some(principal)) => Ok(Caller(principal)),
+            Ok(None) => Err(ApiError::unauthorized(
+                "the token is not valid or was revoked",
+            )),
+            Err(e) => Err(ApiError::internal("token lookup failed", &e)),
+        }
+    }
+}

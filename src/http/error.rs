@@ -1,0 +1,100 @@
+//! The one place where errors become HTTP answers.
+//!
+//! Every error body is `{"error": {"code": "...", "message": "..."}}`; `code` is
+//! stable for scripts, `message` is a sentence for people. Internal failures are
+//! logged in full and answered with a generic 500 body: database or I/O details
+//! never leave the process.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::queue::QueueError;
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    /// An internal failure: logged here, answered without detail.
+    pub fn internal(context: &str, error: &dyn std::fmt::Display) -> ApiError {
+        tracing::error!(%error, "{context}");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "internal error; the server log has the details",
+        )
+    }
+
+    pub fn job_not_found(id: i64) -> ApiError {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "job_not_found",
+            format!("job {id} not found; GET /v1/jobs lists the jobs you may see"),
+        )
+    }
+}
+
+impl From<QueueError> for ApiError {
+    fn from(e: QueueError) -> ApiError {
+        match e {
+            QueueError::NotFound { id } => ApiError::job_not_found(id),
+            QueueError::InvalidTransition { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "invalid_transition", e.to_string())
+            }
+            QueueError::LeaseLost { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "lease_lost", e.to_string())
+            }
+            other => ApiError::internal("queue operation failed", &other),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"code": self.code, "message": self.message}});
+        let mut response = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"teammem\""),
+            );
+        }
+        if let Some(secs) = self.retry_after
+            && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        response
+    }
+}
+
+pub async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such route; see the README for the API",
+    )
+}

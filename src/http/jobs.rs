@@ -1,0 +1,138 @@
+//! `/v1/jobs`: list, show, cancel and retry jobs.
+//!
+//! A caller sees only jobs of the sources its token may access; a job outside
+//! that scope answers 404, exactly like a job that does not exist.
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ApiError, AppState, Caller};
+use crate::queue::{Job, JobFilter, JobState};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/jobs", get(list))
+        .route("/v1/jobs/{id}", get(show))
+        .route("/v1/jobs/{id}/cancel", post(cancel))
+        .route("/v1/jobs/{id}/retry", post(retry))
+}
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    repository: Option<String>,
+    state: Option<String>,
+    limit: Option<String>,
+    cursor: Option<String>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = match q.limit.as_deref() {
+        None => 20,
+        Some(s) => match s.parse::<u32>() {
+            Ok(n) if (1..=100).contains(&n) => n,
+            _ => {
+                return Err(ApiError::bad_request(
+                    "invalid_limit",
+                    format!("limit: expected a number from 1 to 100, got {s:?}"),
+                ));
+            }
+        },
+    };
+    let job_state = match q.state.as_deref() {
+        None => None,
+        Some(s) => Some(
+            s.parse::<JobState>()
+                .map_err(|e| ApiError::bad_request("invalid_state", e.to_string()))?,
+        ),
+    };
+    if let Some(r) = &q.repository
+        && !caller.may_access(r)
+    {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden_repository",
+            format!("this token may not see jobs of {r}"),
+        ));
+    }
+    let page = state
+        .queue
+        .list(&JobFilter {
+            repository: q.repository,
+            allowed_repositories: (!caller.repositories.is_empty())
+                .then(|| caller.repositories.clone()),
+            state: job_state,
+            limit,
+            cursor: q.cursor,
+        })
+        .await?;
+    Ok(Json(
+        json!({"jobs": page.jobs, "next_cursor": page.next_cursor}),
+    ))
+}
+
+fn parse_id(raw: &str) -> Result<i64, ApiError> {
+    raw.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+        ApiError::bad_request(
+            "invalid_job_id",
+            format!("job id: expected a positive number, got {raw:?}"),
+        )
+    })
+}
+
+/// Loads a job the caller may see, or answers 404.
+async fn visible_job(state: &AppState, caller: &Caller, id: i64) -> Result<Job, ApiError> {
+    let job = state.queue.get(id).await?;
+    if caller.0.may_access(&job.source) {
+        Ok(job)
+    } else {
+        Err(ApiError::job_not_found(id))
+    }
+}
+
+async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = parse_id(&id)?;
+    let job = visible_job(&state, &caller, id).await?;
+    let events = state.queue.events(id).await?;
+    Ok(Json(json!({"job": job, "events": events})))
+}
+
+async fn cancel(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = parse_id(&id)?;
+    visible_job(&state, &caller, id).await?;
+    let job = state
+        .queue
+        .cancel(id, &format!("token:{}", caller.0.name))
+        .await?;
+    Ok(Json(json!({"job": job})))
+}
+
+async fn retry(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = parse_id(&id)?;
+    visible_job(&state, &caller, id).await?;
+    let job = state
+        .queue
+        .retry(id, &format!("token:{}", caller.0.name))
+        .await?;
+    state.wake_workers.notify_waiters();
+    Ok(Json(json!({"job": job})))
+}

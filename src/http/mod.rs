@@ -1,0 +1,73 @@
+//! The HTTP API (axum): one app state, one `router()` per resource, every error
+//! mapped to a status code in `error.rs`.
+//!
+//! Every route but `/healthz`, `/readyz` and `/metrics` authenticates its caller
+//! (see `auth.rs`); the dispatch route authenticates by signature instead.
+
+mod auth;
+mod dashboard;
+mod error;
+mod health;
+mod jobs;
+mod metrics;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+
+use axum::Router;
+use sqlx::SqlitePool;
+use tokio::sync::Notify;
+
+use crate::config::Config;
+use crate::queue::Queue;
+
+pub use auth::Caller;
+pub use error::ApiError;
+
+/// Everything a request handler may use. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub pool: SqlitePool,
+    pub queue: Queue,
+    /// Wakes idle workers after an enqueue.
+    pub wake_workers: Arc<Notify>,
+    /// Workers currently running their loop (for `/readyz`).
+    pub workers_alive: Arc<AtomicUsize>,
+    /// False once shutdown began (for `/readyz`).
+    pub ready: Arc<AtomicBool>,
+    /// Signs dashboard session cookies (see `session_key` in daemon.rs).
+    pub session_key: Arc<[u8; 32]>,
+}
+
+impl AppState {
+    pub fn new(
+        config: Arc<Config>,
+        pool: SqlitePool,
+        queue: Queue,
+        wake_workers: Arc<Notify>,
+        workers_alive: Arc<AtomicUsize>,
+        session_key: [u8; 32],
+    ) -> AppState {
+        AppState {
+            config,
+            pool,
+            queue,
+            wake_workers,
+            workers_alive,
+            ready: Arc::new(AtomicBool::new(true)),
+            session_key: Arc::new(session_key),
+        }
+    }
+}
+
+/// The whole API.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .merge(health::router())
+        .merge(metrics::router())
+        .merge(jobs::router())
+        .merge(dashboard::router())
+        .fallback(error::not_found)
+        .with_state(state)
+}

@@ -1,0 +1,67 @@
+//! Claim: hands the next due job to a worker, with a fresh lease.
+//!
+//! Invariant: the choice and the state change are ONE `UPDATE ... WHERE id =
+//! (SELECT ...) RETURNING` statement, so no job is handed out twice, and it
+//! skips every destination that already has a running job, so a wiki never
+//! has two writers. A running job whose lease has expired still blocks its
+//! destination until the rescuer requeues it: its worker may still be alive
+//! and writing, and handing the wiki to a second worker before then would
+//! break the one-writer rule (the partial unique index
+//! `jobs_one_running_per_destination` enforces the same in the database).
+
+use super::model::{Claimed, JobState, Lease};
+use super::rows::{insert_event, job_columns, job_from_row};
+use super::{Counters, Queue, QueueError};
+
+/// A fresh, unguessable lease token.
+fn new_lease_token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+impl Queue {
+    /// Claims the due job (`run_after <= now`, oldest `run_after` then lowest
+    /// id first) of a destination with nothing running, for `worker`. The
+    /// attempt counter goes up by one and the lease lasts `settings.lease`;
+    /// keep it alive with `heartbeat`. `None` when nothing is claimable.
+    pub async fn claim(&self, worker: &str) -> Result<Option<Claimed>, QueueError> {
+        let now = self.now_ms();
+        let token = new_lease_token();
+        let mut tx = self.begin_write().await?;
+        let row = sqlx::query(concat!(
+            "UPDATE jobs SET state = 'running', attempts = attempts + 1, \
+             lease_owner = ?1, lease_token = ?2, lease_until = ?3 + ?4, \
+             started_at = ?3, updated_at = ?3 \
+             WHERE id = (SELECT candidate.id FROM jobs AS candidate \
+                         WHERE candidate.state = 'queued' AND candidate.run_after <= ?3 \
+                           AND NOT EXISTS (SELECT 1 FROM jobs AS busy \
+                                           WHERE busy.state = 'running' \
+                                             AND busy.destination = candidate.destination) \
+                         ORDER BY candidate.run_after, candidate.id LIMIT 1) \
+               AND state = 'queued' \
+             RETURNING ",
+            job_columns!()
+        ))
+        .bind(worker)
+        .bind(&token)
+        .bind(now)
+        .bind(self.lease_ms())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            // Nothing written; ending the transaction releases the write lock.
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        let job = job_from_row(&row)?;
+        debug_assert_eq!(job.state, JobState::Running);
+        let detail = format!("attempt {} of {}", job.attempts, job.max_attempts);
+        insert_event(&mut tx, job.id, now, worker, "claimed", Some(&detail)).await?;
+        tx.commit().await?;
+        Counters::bump(&self.counters.claims);
+        let lease = Lease {
+            job_id: job.id,
+            token,
+        };
+        Ok(Some(Claimed { job, lease }))
+    }
+}

@@ -1,0 +1,255 @@
+//! The durable job queue: the only module with SQL about jobs.
+//!
+//! A [`Queue`] is a cheap, cloneable handle over the SQLite pool, an injected
+//! [`Clock`] and in-process counters. The job states and their transitions
+//! are documented on [`JobState`] in `model.rs`.
+//!
+//! Invariants kept by every function in this module:
+//! - every state change is one guarded statement (`... WHERE id = ? AND
+//!   state = ... [AND lease_token = ?]`) whose `rows_affected` (or `RETURNING`
+//!   row) is checked, run in a `BEGIN IMMEDIATE` transaction together with the
+//!   `job_events` row that records it;
+//! - worker writes (heartbeat, complete, fail, release) are fenced by the
+//!   lease token handed out at claim, so a worker that lost its lease cannot
+//!   change the job;
+//! - at most one job per wiki destination is `running` (the claim skips busy
+//!   destinations; a partial unique index backs it);
+//! - bad input and refused transitions change nothing.
+
+mod claim;
+mod clock;
+mod cursors;
+mod enqueue;
+mod events;
+mod lease;
+mod model;
+mod read;
+mod rescue;
+mod retention;
+mod retry_policy;
+mod rows;
+mod steer;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+use sqlx::SqlitePool;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use enqueue::identity_key;
+pub use model::{
+    Claimed, Completion, DEFAULT_PAGE_SIZE, Disposition, Enqueued, Job, JobEvent, JobFilter,
+    JobKind, JobKindName, JobPage, JobState, Lease, MAX_PAGE_SIZE, NewJob, Origin, SourceCursor,
+    UnknownState,
+};
+pub use retry_policy::{BACKOFF_BASE, BACKOFF_CAP, backoff, nominal_backoff};
+
+/// The shortest time a delivery id is remembered (replays within it are
+/// answered with the original job).
+pub const MIN_DELIVERY_RETENTION: Duration = Duration::from_secs(3 * 24 * 60 * 60);
+
+/// Tunables of the queue, from `[queue]` in the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueSettings {
+    /// Attempts (claims) before a retryable failure becomes `failed`.
+    pub max_attempts: u32,
+    /// How long a claim or heartbeat keeps a job leased.
+    pub lease: Duration,
+    /// How long terminal jobs (with their events) are kept.
+    pub retention: Duration,
+    /// How long delivery ids are remembered; raised to
+    /// [`MIN_DELIVERY_RETENTION`] if shorter.
+    pub delivery_retention: Duration,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self {
+            max_attempts: 8,
+            lease: Duration::from_secs(60),
+            retention: Duration::from_secs(30 * 24 * 60 * 60),
+            delivery_retention: Duration::from_secs(7 * 24 * 60 * 60),
+        }
+    }
+}
+
+/// Everything a queue operation can fail with. Messages say what was wrong
+/// and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("job {id} not found; list jobs to see which ids exist")]
+    NotFound { id: i64 },
+    #[error("cannot {action} job {id}: it is {from}; {}", transition_hint(action))]
+    InvalidTransition {
+        id: i64,
+        from: JobState,
+        action: &'static str,
+    },
+    #[error(
+        "the lease on job {id} is no longer held (the job was rescued, cancelled or finished); stop working on it"
+    )]
+    LeaseLost { id: i64 },
+    #[error("{field}: {reason}")]
+    InvalidInput { field: &'static str, reason: String },
+    #[error("queue database error: {0}; check that the database is reachable and retry")]
+    Database(#[from] sqlx::Error),
+}
+
+fn transition_hint(action: &str) -> &'static str {
+    match action {
+        "cancel" => "only queued or running jobs can be cancelled",
+        "retry" => "only failed, cancelled or rejected jobs can be retried",
+        _ => "that transition is not allowed from this state",
+    }
+}
+
+/// In-process counters since start, for `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct QueueStats {
+    pub enqueued: u64,
+    pub coalesced: u64,
+    pub duplicates: u64,
+    pub claims: u64,
+    pub rescues: u64,
+    pub retries_scheduled: u64,
+    pub releases: u64,
+    pub succeeded: u64,
+    pub no_change: u64,
+    pub skipped: u64,
+    pub rejected: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+    pub retried: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    enqueued: AtomicU64,
+    coalesced: AtomicU64,
+    duplicates: AtomicU64,
+    claims: AtomicU64,
+    rescues: AtomicU64,
+    retries_scheduled: AtomicU64,
+    releases: AtomicU64,
+    succeeded: AtomicU64,
+    no_change: AtomicU64,
+    skipped: AtomicU64,
+    rejected: AtomicU64,
+    failed: AtomicU64,
+    cancelled: AtomicU64,
+    retried: AtomicU64,
+}
+
+impl Counters {
+    fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn bump_finished(&self, state: JobState) {
+        let counter = match state {
+            JobState::Succeeded => &self.succeeded,
+            JobState::NoChange => &self.no_change,
+            JobState::Skipped => &self.skipped,
+            JobState::Rejected => &self.rejected,
+            JobState::Failed => &self.failed,
+            JobState::Cancelled => &self.cancelled,
+            JobState::Queued | JobState::Running => return,
+        };
+        Self::bump(counter);
+    }
+
+    fn snapshot(&self) -> QueueStats {
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        QueueStats {
+            enqueued: read(&self.enqueued),
+            coalesced: read(&self.coalesced),
+            duplicates: read(&self.duplicates),
+            claims: read(&self.claims),
+            rescues: read(&self.rescues),
+            retries_scheduled: read(&self.retries_scheduled),
+            releases: read(&self.releases),
+            succeeded: read(&self.succeeded),
+            no_change: read(&self.no_change),
+            skipped: read(&self.skipped),
+            rejected: read(&self.rejected),
+            failed: read(&self.failed),
+            cancelled: read(&self.cancelled),
+            retried: read(&self.retried),
+        }
+    }
+}
+
+/// Handle to the job queue. Clone it freely: clones share the pool, clock
+/// and counters.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    pool: SqlitePool,
+    clock: Arc<dyn Clock>,
+    settings: QueueSettings,
+    counters: Arc<Counters>,
+}
+
+impl Queue {
+    /// A queue over a migrated pool (see `db::migrate`).
+    pub fn new(pool: SqlitePool, clock: Arc<dyn Clock>, settings: QueueSettings) -> Self {
+        let settings = QueueSettings {
+            max_attempts: settings.max_attempts.max(1),
+            delivery_retention: settings.delivery_retention.max(MIN_DELIVERY_RETENTION),
+            ..settings
+        };
+        Self {
+            pool,
+            clock,
+            settings,
+            counters: Arc::new(Counters::default()),
+        }
+    }
+
+    /// The settings in force (after clamping).
+    pub fn settings(&self) -> QueueSettings {
+        self.settings
+    }
+
+    /// The pool, for `db::ping` and readiness checks.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// The queue's clock, in unix milliseconds.
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Counters since this process started.
+    pub fn stats(&self) -> QueueStats {
+        self.counters.snapshot()
+    }
+
+    /// The number of jobs in each state (every state present, zeros included).
+    pub async fn counts_by_state(&self) -> Result<BTreeMap<JobState, u64>, QueueError> {
+        let rows: Vec<(String, i64)> =
+            sqlx::query_as("SELECT state, COUNT(*) FROM jobs GROUP BY state")
+                .fetch_all(&self.pool)
+                .await?;
+        let mut counts: BTreeMap<JobState, u64> =
+            JobState::ALL.into_iter().map(|state| (state, 0)).collect();
+        for (state, count) in rows {
+            let state = rows::parse_state(&state)?;
+            counts.insert(state, u64::try_from(count).unwrap_or(0));
+        }
+        Ok(counts)
+    }
+
+    /// Starts a write transaction that holds SQLite's write lock from the
+    /// first statement, so read-then-write sequences cannot interleave.
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, QueueError> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    fn lease_ms(&self) -> i64 {
+        clock::duration_ms(self.settings.lease)
+    }
+}

@@ -1,0 +1,427 @@
+//! The queue's data types: jobs, their states and kinds, what callers pass in
+//! and what they get back.
+//!
+//! Invariant: the state diagram documented on [`JobState`] is the only one;
+//! the SQL in the sibling modules moves jobs along exactly these edges, and the
+//! string forms here match the `CHECK` constraints of `migrations/0001_queue.sql`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a job is in its life.
+///
+/// ```text
+///             enqueue
+///                │
+///                ▼        release (shutdown; attempt not counted)
+///   ┌──────── queued ◄──────────────────────────────┐
+///   │            │ claim (attempt += 1, lease)       │ fail(retryable) / lease expired,
+///   │ cancel     ▼                                   │ attempts < max (after backoff)
+///   │         running ───────────────────────────────┘
+///   │            │
+///   │            ├─ complete ─► succeeded | no_change | skipped | rejected
+///   │            ├─ fail(not retryable) or attempts exhausted ─► failed
+///   ▼            └─ cancel (lease voided) ─► cancelled
+/// cancelled
+///
+///   retry (maintainer): failed | cancelled | rejected ─► queued (attempts reset)
+/// ```
+///
+/// - `queued`: waiting to be claimed, not before `run_after` (backoff).
+/// - `running`: claimed by a worker holding a lease (`lease_token`,
+///   `lease_until`); at most one per wiki destination.
+/// - `succeeded`: the wiki was updated and the receipt checked.
+/// - `no_change`: the range was reconciled and nothing needed writing.
+/// - `skipped`: nothing to reconcile (e.g. no merged pull requests).
+/// - `failed`: the dead-letter state: a permanent error, or `max_attempts`
+///   attempts used up. A maintainer may `retry` it.
+/// - `cancelled`: a maintainer stopped it before it finished.
+/// - `rejected`: verification failed when the job started (e.g. the range is no
+///   longer part of the default branch after a force-push).
+///
+/// Every state but `queued` and `running` is terminal: only a maintainer's
+/// `retry` (of `failed`, `cancelled`, `rejected`) moves a job out of one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Queued,
+    Running,
+    Succeeded,
+    NoChange,
+    Skipped,
+    Failed,
+    Cancelled,
+    Rejected,
+}
+
+impl JobState {
+    /// Every state, in the order of the diagram.
+    pub const ALL: [JobState; 8] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::NoChange,
+        JobState::Skipped,
+        JobState::Failed,
+        JobState::Cancelled,
+        JobState::Rejected,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::NoChange => "no_change",
+            JobState::Skipped => "skipped",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+            JobState::Rejected => "rejected",
+        }
+    }
+
+    /// True for the states a job only leaves by a maintainer's retry (or never).
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, JobState::Queued | JobState::Running)
+    }
+
+    /// True for the states `cancel` accepts.
+    pub fn can_cancel(self) -> bool {
+        matches!(self, JobState::Queued | JobState::Running)
+    }
+
+    /// True for the states `retry` accepts.
+    pub fn can_retry(self) -> bool {
+        matches!(
+            self,
+            JobState::Failed | JobState::Cancelled | JobState::Rejected
+        )
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A state name that is not one of [`JobState::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown job state {0:?}; expected one of queued, running, succeeded, no_change, skipped, failed, cancelled, rejected"
+)]
+pub struct UnknownState(pub String);
+
+impl FromStr for JobState {
+    type Err = UnknownState;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        JobState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == text)
+            .ok_or_else(|| UnknownState(text.to_owned()))
+    }
+}
+
+/// Who or what asked for the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// The post-merge workflow's signed dispatch.
+    Dispatch,
+    /// A maintainer's request (HTTP API, CLI, request workflow, MCP).
+    Request,
+    /// The scheduler closing a gap after a lost dispatch.
+    Sweep,
+    /// An operator on the command line.
+    Manual,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Dispatch => "dispatch",
+            Origin::Request => "request",
+            Origin::Sweep => "sweep",
+            Origin::Manual => "manual",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        [
+            Origin::Dispatch,
+            Origin::Request,
+            Origin::Sweep,
+            Origin::Manual,
+        ]
+        .into_iter()
+        .find(|origin| origin.as_str() == text)
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a new job reconciles.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum JobKind {
+    /// The pushes `before..after` on the default branch. `run_id` and
+    /// `run_attempt` name the Actions run that dispatched it (absent for the
+    /// local forge and for sweeps).
+    Range {
+        before: String,
+        after: String,
+        run_id: Option<i64>,
+        run_attempt: Option<i64>,
+    },
+    /// One merged pull request, pinned to its merge commit.
+    PullRequest { number: i64, merge_sha: String },
+}
+
+impl JobKind {
+    pub fn name(&self) -> JobKindName {
+        match self {
+            JobKind::Range { .. } => JobKindName::Range,
+            JobKind::PullRequest { .. } => JobKindName::PullRequest,
+        }
+    }
+}
+
+/// The kind of a stored job, without its fields (those are flat on [`Job`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKindName {
+    Range,
+    PullRequest,
+}
+
+impl JobKindName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKindName::Range => "range",
+            JobKindName::PullRequest => "pull_request",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        match text {
+            "range" => Some(JobKindName::Range),
+            "pull_request" => Some(JobKindName::PullRequest),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for JobKindName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A job to enqueue. The caller has already authenticated and verified it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewJob {
+    /// Source repository, `owner/name`.
+    pub source: String,
+    /// Wiki destination id (from trusted config); one running job each.
+    pub destination: String,
+    pub origin: Origin,
+    pub kind: JobKind,
+    /// Who asked (recorded in the `enqueued` event and on the job).
+    pub actor: String,
+}
+
+/// A stored job. Times are unix milliseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub id: i64,
+    pub source: String,
+    pub destination: String,
+    pub origin: Origin,
+    pub kind: JobKindName,
+    pub push_before: Option<String>,
+    pub push_after: Option<String>,
+    pub run_id: Option<i64>,
+    pub run_attempt: Option<i64>,
+    pub pull_number: Option<i64>,
+    pub merge_sha: Option<String>,
+    pub state: JobState,
+    /// Attempts started (claims), reset by a maintainer's retry.
+    pub attempts: i64,
+    pub max_attempts: i64,
+    /// Not claimable before this instant.
+    pub run_after: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+    /// When the latest attempt was claimed.
+    pub started_at: Option<i64>,
+    /// When the job reached its terminal state.
+    pub finished_at: Option<i64>,
+    pub last_error: Option<String>,
+    pub receipt: Option<serde_json::Value>,
+    /// How many later ranges were merged into this job.
+    pub coalesced_count: i64,
+    /// Who enqueued it.
+    pub actor: String,
+    /// The worker holding the lease (or that held it last).
+    pub lease_owner: Option<String>,
+    /// When the current lease expires (running jobs only).
+    pub lease_until: Option<i64>,
+}
+
+impl Job {
+    /// The job's kind with its fields, as it was enqueued (with `after`
+    /// moved forward by coalescing).
+    pub fn job_kind(&self) -> JobKind {
+        match self.kind {
+            JobKindName::Range => JobKind::Range {
+                before: self.push_before.clone().unwrap_or_default(),
+                after: self.push_after.clone().unwrap_or_default(),
+                run_id: self.run_id,
+                run_attempt: self.run_attempt,
+            },
+            JobKindName::PullRequest => JobKind::PullRequest {
+                number: self.pull_number.unwrap_or_default(),
+                merge_sha: self.merge_sha.clone().unwrap_or_default(),
+            },
+        }
+    }
+}
+
+/// What `enqueue` did with a new job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "disposition", rename_all = "snake_case")]
+pub enum Disposition {
+    /// A new job was stored.
+    Created,
+    /// The range was merged into the still-queued job `into`, whose `after`
+    /// moved forward.
+    Coalesced { into: i64 },
+    /// The identity or delivery id was seen before: the existing job.
+    Duplicate,
+}
+
+/// The answer of `enqueue`: the job that now stands for the request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Enqueued {
+    pub job: Job,
+    pub disposition: Disposition,
+}
+
+/// The right to work on one running job. Every worker write presents it; it
+/// stops working once the job was rescued, cancelled or finished.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub job_id: i64,
+    pub token: String,
+}
+
+impl fmt::Debug for Lease {
+    // The token is a capability: keep it out of logs.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("job_id", &self.job_id)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
+/// A claimed job and the lease that fences its worker's writes.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub job: Job,
+    pub lease: Lease,
+}
+
+/// How a running job ended without an error.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Completion {
+    /// The wiki was updated; the receipt says how.
+    Succeeded { receipt: serde_json::Value },
+    /// The range was reconciled and nothing needed writing.
+    NoChange { receipt: serde_json::Value },
+    /// Nothing to reconcile.
+    Skipped { reason: String },
+    /// Verification failed when the job started.
+    Rejected { reason: String },
+}
+
+impl Completion {
+    pub fn state(&self) -> JobState {
+        match self {
+            Completion::Succeeded { .. } => JobState::Succeeded,
+            Completion::NoChange { .. } => JobState::NoChange,
+            Completion::Skipped { .. } => JobState::Skipped,
+            Completion::Rejected { .. } => JobState::Rejected,
+        }
+    }
+}
+
+/// Which jobs `list` returns, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobFilter {
+    /// Only jobs of this source (`owner/name`).
+    pub repository: Option<String>,
+    /// Only jobs of any of these sources (a token limited to repositories);
+    /// `Some(vec![])` matches nothing.
+    pub allowed_repositories: Option<Vec<String>>,
+    pub state: Option<JobState>,
+    /// Page size, 1 to [`MAX_PAGE_SIZE`].
+    pub limit: u32,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// The largest page `list` returns.
+pub const MAX_PAGE_SIZE: u32 = 100;
+
+/// The page size when the caller does not say.
+pub const DEFAULT_PAGE_SIZE: u32 = 50;
+
+impl Default for JobFilter {
+    fn default() -> Self {
+        Self {
+            repository: None,
+            allowed_repositories: None,
+            state: None,
+            limit: DEFAULT_PAGE_SIZE,
+            cursor: None,
+        }
+    }
+}
+
+/// One page of `list`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobPage {
+    pub jobs: Vec<Job>,
+    /// Pass back as `JobFilter::cursor` for the next (older) page; `None` on
+    /// the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// One entry of a job's audit trail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobEvent {
+    pub id: i64,
+    pub job_id: i64,
+    pub at: i64,
+    pub actor: String,
+    pub event: String,
+    pub detail: Option<String>,
+}
+
+/// The last reconciled commit of a source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceCursor {
+    pub source: String,
+    pub sha: String,
+    /// The job whose success advanced it (`None` when set by hand).
+    pub job_id: Option<i64>,
+    pub updated_at: i64,
+}

@@ -1,0 +1,87 @@
+//! The rescuer: running jobs whose lease expired (their worker crashed, hung
+//! or lost the database) go back to the queue.
+//!
+//! Invariant: the expired attempt counts, so a job that kills its worker every
+//! time ends `failed` after `max_attempts` instead of looping forever; each
+//! requeue is guarded by the expired job's own lease token, so a heartbeat
+//! that lands first wins and the job is left alone.
+
+use rand::rng;
+
+use super::clock::duration_ms;
+use super::model::JobState;
+use super::retry_policy::backoff;
+use super::rows::insert_event;
+use super::{Queue, QueueError};
+
+/// Actor recorded on the events the rescuer writes.
+pub const RESCUER: &str = "rescuer";
+
+impl Queue {
+    /// Requeues (after [`backoff`]) or fails every running job whose lease
+    /// expired; returns how many jobs it moved.
+    pub async fn rescue_expired(&self) -> Result<u64, QueueError> {
+        let now = self.now_ms();
+        let mut tx = self.begin_write().await?;
+        let expired: Vec<(i64, String, i64, i64, Option<String>)> = sqlx::query_as(
+            "SELECT id, lease_token, attempts, max_attempts, lease_owner FROM jobs \
+             WHERE state = 'running' AND lease_until <= ?1 ORDER BY id",
+        )
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut moved = 0u64;
+        let mut failed = 0u64;
+        for (id, token, attempts, max_attempts, owner) in expired {
+            let owner = owner.unwrap_or_else(|| "unknown worker".into());
+            let exhausted = attempts >= max_attempts;
+            let (state, run_after, finished_at, detail) = if exhausted {
+                let detail = format!(
+                    "lease of {owner} expired on attempt {attempts} of {max_attempts}; no attempts left"
+                );
+                (JobState::Failed, now, Some(now), detail)
+            } else {
+                let delay = backoff(u32::try_from(attempts).unwrap_or(u32::MAX), &mut rng());
+                let detail = format!(
+                    "lease of {owner} expired on attempt {attempts} of {max_attempts}; retry in {} s",
+                    delay.as_secs()
+                );
+                (
+                    JobState::Queued,
+                    now.saturating_add(duration_ms(delay)),
+                    None,
+                    detail,
+                )
+            };
+            let updated = sqlx::query(
+                "UPDATE jobs SET state = ?1, run_after = ?2, finished_at = ?3, \
+                 last_error = ?4, updated_at = ?5, lease_token = NULL, lease_until = NULL \
+                 WHERE id = ?6 AND state = 'running' AND lease_token = ?7",
+            )
+            .bind(state.as_str())
+            .bind(run_after)
+            .bind(finished_at)
+            .bind("lease expired: the worker stopped heartbeating")
+            .bind(now)
+            .bind(id)
+            .bind(&token)
+            .execute(&mut *tx)
+            .await?;
+            if updated.rows_affected() != 1 {
+                continue;
+            }
+            let event = if exhausted { "failed" } else { "lease_expired" };
+            insert_event(&mut tx, id, now, RESCUER, event, Some(&detail)).await?;
+            moved += 1;
+            failed += u64::from(exhausted);
+        }
+        tx.commit().await?;
+        self.counters
+            .rescues
+            .fetch_add(moved, std::sync::atomic::Ordering::Relaxed);
+        self.counters
+            .failed
+            .fetch_add(failed, std::sync::atomic::Ordering::Relaxed);
+        Ok(moved)
+    }
+}

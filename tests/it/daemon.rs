@@ -1,0 +1,248 @@
+//! The real `teammem serve` process: readiness, metrics, authentication of the
+//! job routes, and a clean exit on SIGTERM. Also the offline commands
+//! (`check-config`, `migrate`, `tokens`).
+
+use crate::harness::daemon::Setup;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_is_ready_exposes_metrics_guards_jobs_and_exits_0_on_sigterm() {
+    let setup = Setup::new("[queue]\nworkers = 3\n");
+    let daemon = setup.serve(&[]);
+    let http = reqwest::Client::new();
+
+    let health = http.get(daemon.url("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+
+    let ready = http.get(daemon.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+    let body: serde_json::Value = ready.json().await.unwrap();
+    assert_eq!(body["status"], "ready");
+    assert_eq!(body["workers"], 3);
+
+    let metrics = http.get(daemon.url("/metrics")).send().await.unwrap();
+    assert_eq!(metrics.status(), 200);
+    assert!(
+        metrics.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4")
+    );
+    let text = metrics.text().await.unwrap();
+    for line in [
+        "# TYPE teammem_jobs gauge",
+        "teammem_jobs{state=\"queued\"} 0",
+        "teammem_jobs{state=\"failed\"} 0",
+        "# TYPE teammem_queue_claims_total counter",
+        "teammem_queue_rescues_total 0",
+        "teammem_queue_retries_total 0",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in\n{text}"
+        );
+    }
+
+    // The job routes demand a token.
+    for (method, path) in [
+        ("GET", "/v1/jobs"),
+        ("GET", "/v1/jobs/1"),
+        ("POST", "/v1/jobs/1/cancel"),
+        ("POST", "/v1/jobs/1/retry"),
+    ] {
+        let r = http
+            .request(method.parse().unwrap(), daemon.url(path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{method} {path}");
+        assert_eq!(r.headers()["www-authenticate"], "Bearer realm=\"teammem\"");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "unauthorized");
+    }
+    let wrong = http
+        .get(daemon.url("/v1/jobs"))
+        .bearer_auth("tmm_not-a-real-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+
+    // A token created while the daemon runs works at once.
+    let token = setup.create_token("ops", &[]);
+    assert!(token.starts_with("tmm_"));
+    let ok = http
+        .get(daemon.url("/v1/jobs"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let body: serde_json::Value = ok.json().await.unwrap();
+    assert_eq!(body["jobs"], serde_json::json!([]));
+
+    let status = daemon.terminate();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "teammem serve must exit 0 on SIGTERM"
+    );
+}
+
+#[test]
+fn check_config_prints_ok_or_every_error_with_exit_2() {
+    let good = Setup::new("");
+    let out = good.run(&["check-config"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+
+    let bad = Setup::new("[queue]\nworkers = 0\n[nonsense]\n");
+    let out = bad.run(&["check-config"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("queue.workers: expected a number from 1 to 64, got 0"),
+        "{err}"
+    );
+    assert!(err.contains("nonsense: unknown key"), "{err}");
+
+    let missing = good.dir.path().join("nope.toml");
+    let out = std::process::Command::new(crate::harness::daemon::BIN)
+        .args(["check-config", "--config"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read the configuration file"));
+}
+
+#[test]
+fn migrate_creates_the_database_and_is_idempotent() {
+    let setup = Setup::new("");
+    let first = setup.run(&["migrate"]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(setup.data_dir().join("teammem.db").exists());
+    let again = setup.run(&["migrate"]);
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stdout).contains("(nothing to apply)"));
+}
+
+#[test]
+fn tokens_are_shown_once_stored_hashed_listed_and_revoked() {
+    let setup = Setup::new(
+        "[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/srv/a.git\"\nlocal_wiki_path = \"/srv/a.wiki.git\"\nwebhook_secret_env = \"S\"\n",
+    );
+    let token = setup.create_token("ci", &["octo/app"]);
+    assert!(token.starts_with("tmm_") && token.len() > 40, "{token}");
+
+    // Only the hash is on disk.
+    let db = std::fs::read(setup.data_dir().join("teammem.db")).unwrap();
+    let wal = std::fs::read(setup.data_dir().join("teammem.db-wal")).unwrap_or_default();
+    for bytes in [&db, &wal] {
+        assert!(!bytes.windows(token.len()).any(|w| w == token.as_bytes()));
+    }
+
+    let dup = setup.run(&["tokens", "create", "--name", "ci"]);
+    assert_eq!(dup.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&dup.stderr).contains("already in use"));
+
+    let unknown_repo = setup.run(&[
+        "tokens",
+        "create",
+        "--name",
+        "x",
+        "--repository",
+        "octo/other",
+    ]);
+    assert_eq!(unknown_repo.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown_repo.stderr).contains("not a configured source"));
+
+    let list = setup.run(&["tokens", "list"]);
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(text.contains("ci\tactive\tocto/app"), "{text}");
+    assert!(!text.contains(&token));
+
+    assert!(setup.run(&["tokens", "revoke", "ci"]).status.success());
+    let again = setup.run(&["tokens", "revoke", "ci"]);
+    assert_eq!(again.status.code(), Some(2));
+    let list = setup.run(&["tokens", "list"]);
+    assert!(String::from_utf8_lossy(&list.stdout).contains("ci\trevoked"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_commands_show_steer_and_refuse_bad_transitions() {
+    use teammem::queue::{JobKind, NewJob, Origin};
+    let setup = Setup::new(
+        "[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/srv/a.git\"\nlocal_wiki_path = \"/srv/a.wiki.git\"\nwebhook_secret_env = \"S\"\n",
+    );
+    assert!(setup.run(&["migrate"]).status.success());
+    let config = teammem::config::Config::load(&setup.config).unwrap();
+    let pool = teammem::db::open(&config.server.data_dir).await.unwrap();
+    let queue = teammem::daemon::queue_for(&config, pool);
+    let job = queue
+        .enqueue(
+            NewJob {
+                source: "octo/app".into(),
+                destination: "local:/srv/a.wiki.git".into(),
+                origin: Origin::Dispatch,
+                kind: JobKind::Range {
+                    before: "a".repeat(40),
+                    after: "b".repeat(40),
+                    run_id: Some(5),
+                    run_attempt: Some(1),
+                },
+                actor: "test".into(),
+            },
+            Some("delivery-1"),
+        )
+        .await
+        .unwrap()
+        .job;
+    let id = job.id.to_string();
+
+    let list = setup.run(&["jobs", "list"]);
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        text.contains("queued") && text.contains("range aaaaaaaaaa..bbbbbbbbbb"),
+        "{text}"
+    );
+
+    let json = setup.run(&["jobs", "list", "--json", "--state", "queued"]);
+    let jobs: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(jobs[0]["id"], job.id);
+
+    let bad_state = setup.run(&["jobs", "list", "--state", "done"]);
+    assert_eq!(bad_state.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad_state.stderr).contains("unknown job state \"done\""));
+
+    let show = setup.run(&["jobs", "show", &id]);
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        text.contains(&format!("job {id}: queued")) && text.contains("enqueued"),
+        "{text}"
+    );
+
+    let missing = setup.run(&["jobs", "show", "4242"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("job 4242 not found"));
+
+    let retry = setup.run(&["jobs", "retry", &id]);
+    assert_eq!(retry.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&retry.stderr).contains("cannot retry job"));
+    assert_eq!(queue.get(job.id).await.unwrap().state.as_str(), "queued");
+
+    let cancel = setup.run(&["jobs", "cancel", &id, "--json"]);
+    assert!(cancel.status.success());
+    let cancelled: serde_json::Value = serde_json::from_slice(&cancel.stdout).unwrap();
+    assert_eq!(cancelled["state"], "cancelled");
+    let again = setup.run(&["jobs", "cancel", &id]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("cannot cancel job"));
+
+    let retry = setup.run(&["jobs", "retry", &id]);
+    assert!(retry.status.success());
+    assert!(String::from_utf8_lossy(&retry.stdout).contains("is now queued"));
+}

@@ -1,0 +1,126 @@
+//! Starts the real `teammem` binary (or runs its commands) against a temp data
+//! directory. The daemon listens on port 0 and announces its address on stdout,
+//! which is how a test learns it without guessing or sleeping.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_teammem");
+
+/// A data directory with a config file in it.
+pub struct Setup {
+    pub dir: tempfile::TempDir,
+    pub config: PathBuf,
+}
+
+impl Setup {
+    /// A config listening on port 0, with `extra` TOML appended (sources, queue settings).
+    pub fn new(extra: &str) -> Setup {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("teammem.toml");
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n{extra}",
+            dir.path().join("data").display()
+        );
+        std::fs::write(&config, text).expect("write config");
+        Setup { dir, config }
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Runs `teammem ARGS --config <this config>` to completion.
+    pub fn run(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .args(args)
+            .arg("--config")
+            .arg(&self.config)
+            .env("TEAMMEM_LOG", "warn")
+            .output()
+            .expect("run teammem")
+    }
+
+    /// Creates an API token and returns it (the last line of the command's output).
+    pub fn create_token(&self, name: &str, repositories: &[&str]) -> String {
+        let mut args = vec!["tokens", "create", "--name", name];
+        for r in repositories {
+            args.push("--repository");
+            args.push(r);
+        }
+        let out = self.run(&args);
+        assert!(
+            out.status.success(),
+            "tokens create: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap()
+            .to_string()
+    }
+
+    pub fn serve(&self, envs: &[(&str, &str)]) -> Daemon {
+        Daemon::start(&self.config, envs)
+    }
+}
+
+/// A running `teammem serve`; killed on drop if the test did not stop it.
+pub struct Daemon {
+    pub child: Child,
+    pub url: String,
+}
+
+impl Daemon {
+    pub fn start(config: &Path, envs: &[(&str, &str)]) -> Daemon {
+        let mut child = Command::new(BIN)
+            .arg("serve")
+            .arg("--config")
+            .arg(config)
+            .env("TEAMMEM_LOG", "warn")
+            .envs(envs.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn teammem serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let url = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(url) = line.strip_prefix("teammem listening on ") {
+                        break url.to_string();
+                    }
+                }
+                _ => panic!("teammem serve exited before listening: {:?}", child.wait()),
+            }
+        };
+        // Keep draining stdout so the daemon never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Daemon { child, url }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        self.child.wait().expect("wait")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
