@@ -190,7 +190,8 @@ async fn every_refusal_has_its_status_and_code_and_stores_nothing() {
     let last = tampered.len() - 2;
     tampered[last] ^= 1;
     let big = vec![b' '; 64 * 1024 + 1];
-    let raw_cases: Vec<(Vec<u8>, Vec<(&str, String)>, u16, &str)> = vec![
+    type Case<'a> = (Vec<u8>, Vec<(&'a str, String)>, u16, &'a str);
+    let raw_cases: Vec<Case> = vec![
         (
             tampered.clone(),
             hdrs(json_ct, Some(&good_sig), Some("x-1")),
