@@ -282,3 +282,23 @@ async fn the_app_key_comes_from_key_vault_after_the_challenge() {
     assert!(err.contains("kv.vault.azure.net"), "{err}");
     assert!(!err.contains("PRIVATE"), "{err}");
 }
+
+#[tokio::test]
+async fn the_check_installations_command_reports_and_exits() {
+    use teammem::forge::github::check_installations_command;
+    let f = Fixture::new().await;
+    f.fake.add_repo("octo/bare", &f.git, "private", false);
+    let (lines, code) = check_installations_command(&f.config, &["octo/app".into()]).await;
+    assert_eq!(code, 0, "{lines:?}");
+    assert!(lines[0].starts_with("octo/app: installed"), "{lines:?}");
+    let (lines, code) =
+        check_installations_command(&f.config, &["octo/app".into(), "octo/bare".into()]).await;
+    assert_eq!(code, 1);
+    assert_eq!(lines[1], "octo/bare: not installed");
+    let (_, code) = check_installations_command(&f.config, &["not-a-repo".into()]).await;
+    assert_eq!(code, 2);
+    let no_github = teammem::config::Config::parse("[server]\ndata_dir = \"/tmp/x\"\n").unwrap();
+    let (lines, code) = check_installations_command(&no_github, &["octo/app".into()]).await;
+    assert_eq!(code, 2);
+    assert!(lines[0].contains("[github]"));
+}
