@@ -13,6 +13,17 @@ use super::model::{Claimed, JobState, Lease};
 use super::rows::{insert_event, job_columns, job_from_row};
 use super::{Counters, Queue, QueueError};
 
+/// A queued job `candidate` that is due (`run_after <= ?1`, the claim's
+/// `now`) and whose destination has nothing running.
+macro_rules! claimable_condition {
+    () => {
+        "candidate.state = 'queued' AND candidate.run_after <= ?1 \
+         AND NOT EXISTS (SELECT 1 FROM jobs AS busy \
+                         WHERE busy.state = 'running' \
+                           AND busy.destination = candidate.destination)"
+    };
+}
+
 /// A fresh, unguessable lease token.
 fn new_lease_token() -> String {
     uuid::Uuid::new_v4().simple().to_string()
@@ -25,25 +36,36 @@ impl Queue {
     /// keep it alive with `heartbeat`. `None` when nothing is claimable.
     pub async fn claim(&self, worker: &str) -> Result<Option<Claimed>, QueueError> {
         let now = self.now_ms();
+        // Idle workers poll; answering "nothing to do" from a plain read
+        // keeps them off SQLite's write lock, which they would otherwise
+        // take on every poll and starve the writers that have work.
+        let claimable: bool = sqlx::query_scalar(concat!(
+            "SELECT EXISTS (SELECT 1 FROM jobs AS candidate WHERE ",
+            claimable_condition!(),
+            ")"
+        ))
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?;
+        if !claimable {
+            return Ok(None);
+        }
         let token = new_lease_token();
-        let mut tx = self.begin_write().await?;
+        let (_writer, mut tx) = self.begin_write().await?;
         let row = sqlx::query(concat!(
             "UPDATE jobs SET state = 'running', attempts = attempts + 1, \
-             lease_owner = ?1, lease_token = ?2, lease_until = ?3 + ?4, \
-             started_at = ?3, updated_at = ?3 \
-             WHERE id = (SELECT candidate.id FROM jobs AS candidate \
-                         WHERE candidate.state = 'queued' AND candidate.run_after <= ?3 \
-                           AND NOT EXISTS (SELECT 1 FROM jobs AS busy \
-                                           WHERE busy.state = 'running' \
-                                             AND busy.destination = candidate.destination) \
-                         ORDER BY candidate.run_after, candidate.id LIMIT 1) \
+             lease_owner = ?2, lease_token = ?3, lease_until = ?1 + ?4, \
+             started_at = ?1, updated_at = ?1 \
+             WHERE id = (SELECT candidate.id FROM jobs AS candidate WHERE ",
+            claimable_condition!(),
+            " ORDER BY candidate.run_after, candidate.id LIMIT 1) \
                AND state = 'queued' \
              RETURNING ",
             job_columns!()
         ))
+        .bind(now)
         .bind(worker)
         .bind(&token)
-        .bind(now)
         .bind(self.lease_ms())
         .fetch_optional(&mut *tx)
         .await?;

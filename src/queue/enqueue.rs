@@ -162,7 +162,7 @@ impl Queue {
         validate(&job, delivery_id)?;
         let now = self.now_ms();
         let identity = identity_key(&job);
-        let mut tx = self.begin_write().await?;
+        let (_writer, mut tx) = self.begin_write().await?;
 
         if let Some(delivery_id) = delivery_id {
             let known: Option<i64> =

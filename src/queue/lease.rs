@@ -24,6 +24,7 @@ impl Queue {
         let until = now.saturating_add(self.lease_ms());
         // A single autocommit UPDATE: there is no event to write with it
         // (heartbeats are not transitions and would flood the audit trail).
+        let _writer = self.writer_turn().await;
         let updated = sqlx::query(
             "UPDATE jobs SET lease_until = ?1, updated_at = ?2 \
              WHERE id = ?3 AND state = 'running' AND lease_token = ?4",
@@ -58,7 +59,7 @@ impl Queue {
             ),
             Completion::Rejected { reason } => (None, Some(reason.clone()), Some(reason.clone())),
         };
-        let mut tx = self.begin_write().await?;
+        let (_writer, mut tx) = self.begin_write().await?;
         let row = sqlx::query(concat!(
             "UPDATE jobs SET state = ?1, receipt = ?2, last_error = ?3, \
              finished_at = ?4, updated_at = ?4, lease_token = NULL, lease_until = NULL \
@@ -113,7 +114,7 @@ impl Queue {
         retryable: bool,
     ) -> Result<JobState, QueueError> {
         let now = self.now_ms();
-        let mut tx = self.begin_write().await?;
+        let (_writer, mut tx) = self.begin_write().await?;
         let held: Option<(i64, i64, Option<String>)> = sqlx::query_as(
             "SELECT attempts, max_attempts, lease_owner FROM jobs \
              WHERE id = ?1 AND state = 'running' AND lease_token = ?2",
@@ -180,7 +181,7 @@ impl Queue {
     /// claimable at once, and the attempt it used does not count.
     pub async fn release(&self, lease: &Lease) -> Result<(), QueueError> {
         let now = self.now_ms();
-        let mut tx = self.begin_write().await?;
+        let (_writer, mut tx) = self.begin_write().await?;
         let owner: Option<Option<String>> = sqlx::query_scalar(
             "UPDATE jobs SET state = 'queued', attempts = MAX(attempts - 1, 0), run_after = ?1, \
              updated_at = ?1, lease_token = NULL, lease_until = NULL \

@@ -182,6 +182,9 @@ impl Counters {
     }
 }
 
+/// This process's turn to write (see `Queue::writer`).
+type WriterGuard = tokio::sync::OwnedMutexGuard<()>;
+
 /// Handle to the job queue. Clone it freely: clones share the pool, clock
 /// and counters.
 #[derive(Debug, Clone)]
@@ -190,6 +193,11 @@ pub struct Queue {
     clock: Arc<dyn Clock>,
     settings: QueueSettings,
     counters: Arc<Counters>,
+    /// SQLite admits one writer at a time; queueing our own writers here, in
+    /// FIFO order, replaces SQLite's busy-handler polling (sleeps of up to
+    /// 100 ms, and no fairness: a busy worker pool can starve one writer past
+    /// the busy timeout). Other processes still meet the busy timeout.
+    writer: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Queue {
@@ -205,6 +213,7 @@ impl Queue {
             clock,
             settings,
             counters: Arc::new(Counters::default()),
+            writer: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
@@ -244,9 +253,19 @@ impl Queue {
     }
 
     /// Starts a write transaction that holds SQLite's write lock from the
-    /// first statement, so read-then-write sequences cannot interleave.
-    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, QueueError> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    /// first statement, so read-then-write sequences cannot interleave. Keep
+    /// the returned guard alive until the transaction has ended.
+    async fn begin_write(
+        &self,
+    ) -> Result<(WriterGuard, sqlx::Transaction<'static, sqlx::Sqlite>), QueueError> {
+        let guard = self.writer.clone().lock_owned().await;
+        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        Ok((guard, tx))
+    }
+
+    /// The in-process writer turn, for single autocommit writes.
+    async fn writer_turn(&self) -> WriterGuard {
+        self.writer.clone().lock_owned().await
     }
 
     fn lease_ms(&self) -> i64 {

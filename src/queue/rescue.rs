@@ -22,7 +22,7 @@ impl Queue {
     /// expired; returns how many jobs it moved.
     pub async fn rescue_expired(&self) -> Result<u64, QueueError> {
         let now = self.now_ms();
-        let mut tx = self.begin_write().await?;
+        let (_writer, mut tx) = self.begin_write().await?;
         let expired: Vec<(i64, String, i64, i64, Option<String>)> = sqlx::query_as(
             "SELECT id, lease_token, attempts, max_attempts, lease_owner FROM jobs \
              WHERE state = 'running' AND lease_until <= ?1 ORDER BY id",

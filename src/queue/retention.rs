@@ -22,7 +22,7 @@ impl Queue {
         let delivery_cutoff = now.saturating_sub(duration_ms(self.settings.delivery_retention));
         let mut removed = 0u64;
         loop {
-            let mut tx = self.begin_write().await?;
+            let (_writer, mut tx) = self.begin_write().await?;
             let ids: Vec<i64> = sqlx::query_scalar(
                 "SELECT id FROM jobs \
                  WHERE state NOT IN ('queued', 'running') AND finished_at <= ?1 \
@@ -62,6 +62,7 @@ impl Queue {
                 break;
             }
         }
+        let _writer = self.writer_turn().await;
         sqlx::query("DELETE FROM deliveries WHERE received_at <= ?1")
             .bind(delivery_cutoff)
             .execute(&self.pool)

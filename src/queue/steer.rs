@@ -15,7 +15,7 @@ impl Queue {
     /// `InvalidTransition`, an unknown id `NotFound`.
     pub async fn cancel(&self, id: i64, actor: &str) -> Result<Job, QueueError> {
         let now = self.now_ms();
-        let mut tx = self.begin_write().await?;
+        let (_writer, mut tx) = self.begin_write().await?;
         let (from, owner) = current_state(&mut tx, id).await?;
         if !from.can_cancel() {
             return Err(QueueError::InvalidTransition {
@@ -56,7 +56,7 @@ impl Queue {
     /// an unknown id `NotFound`.
     pub async fn retry(&self, id: i64, actor: &str) -> Result<Job, QueueError> {
         let now = self.now_ms();
-        let mut tx = self.begin_write().await?;
+        let (_writer, mut tx) = self.begin_write().await?;
         let (from, _) = current_state(&mut tx, id).await?;
         if !from.can_retry() {
             return Err(QueueError::InvalidTransition {
