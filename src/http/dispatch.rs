@@ -73,10 +73,13 @@ pub fn new_job(v: &VerifiedDispatch) -> NewJob {
 }
 
 async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
-    match handle(state, request).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
-    }
+    let (code, response) = match handle(state, request).await {
+        Ok(r) if r.status() == StatusCode::ACCEPTED => ("accepted", r),
+        Ok(r) => ("duplicate", r),
+        Err(e) => (e.code, e.into_response()),
+    };
+    crate::metrics::REQUESTS.inc(&["dispatch", code]);
+    response
 }
 
 async fn handle(state: AppState, request: Request) -> Result<Response, ApiError> {

@@ -57,6 +57,7 @@ async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, Api
             "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
         );
     }
+    crate::metrics::render(&mut out);
     Ok((
         [(
             header::CONTENT_TYPE,

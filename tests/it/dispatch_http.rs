@@ -152,6 +152,30 @@ async fn accepted_replayed_and_coalesced_dispatches() {
     assert_eq!(answer["coalesced_into"].as_i64(), Some(job));
     assert_eq!(answer["job_id"].as_i64(), Some(job));
     assert_eq!(s.rows().await.0, 1);
+
+    // Answers are counted by code (process-wide counters: at least these).
+    let metrics = s
+        .http
+        .get(format!("http://{}/metrics", s.addr))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let count = |code: &str| {
+        let prefix =
+            format!("teammem_ingest_requests_total{{route=\"dispatch\",code=\"{code}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert!(
+        count("accepted") >= 2 && count("duplicate") >= 2,
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
