@@ -8,6 +8,7 @@ pub mod daemon; // starts HTTP, workers and scheduler; owns graceful shutdown
 pub mod db; // the SQLite pool (WAL, busy timeout) and migrations; nothing else
 pub mod http; // the HTTP API: one router per resource, errors mapped in one place
 pub mod queue; // the durable job queue: the only SQL about jobs
+pub mod runner; // runs one job: evidence bundle, writer child, agents, checked receipts
 pub mod scheduler; // cron schedules for rescue, retention and sweep
 pub mod tokens; // maintainer API tokens, stored as SHA-256 hashes
 pub mod worker; // the worker pool: claims jobs and runs them through a JobHandler

@@ -1,0 +1,7 @@
+//! The job runner against real git repositories made with the `git` CLI:
+//! evidence collection on the local forge, the builtin agent's edits, receipts
+//! and the handler end to end with the real writer child.
+
+mod evidence; // commits, merge and squash "pull requests", manifests, bounds
+#[allow(dead_code)] // shared helpers; not every test module uses each one
+pub mod fixture; // source and wiki repositories built with the git CLI
