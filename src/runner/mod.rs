@@ -6,6 +6,7 @@
 //! Invariant: the runner never writes the wiki itself; every edit goes through
 //! the writer child, and a job succeeds only on a receipt the wiki confirms.
 
+pub mod builtin;
 pub mod evidence;
 
 // The local forge's source-repository reader lives with the forge (DESIGN §1:
