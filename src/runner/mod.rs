@@ -8,6 +8,7 @@
 
 pub mod builtin;
 pub mod evidence;
+pub mod receipt;
 
 // The local forge's source-repository reader lives with the forge (DESIGN §1:
 // only `forge/local/` opens sources with gix). Until the forge branch's
