@@ -10,8 +10,4 @@ pub mod builtin;
 pub mod evidence;
 pub mod receipt;
 
-// The local forge's source-repository reader lives with the forge (DESIGN §1:
-// only `forge/local/` opens sources with gix). Until the forge branch's
-// `forge/local/mod.rs` declares it, the runner includes the file by path.
-#[path = "../forge/local/evidence.rs"]
-pub mod local_source;
+pub use crate::forge::local::evidence as local_source;
