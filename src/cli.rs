@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::Config;
 use crate::queue::{Job, JobFilter, JobKind, JobState, Queue};
-use crate::{daemon, db, tokens};
+use crate::{daemon, db, mcp, tokens};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -55,6 +55,116 @@ enum Command {
     /// Inspect and steer the job queue
     #[command(subcommand)]
     Jobs(JobsCommand),
+    /// Serve MCP on stdin/stdout: the wiki read tools for coding agents, or
+    /// (--wiki-writer) the job-bound writer the daemon spawns
+    Mcp(McpArgs),
+    /// Operator access to a source's wiki; prints the tool envelope as JSON
+    Wiki(WikiArgs),
+    /// Ask a running daemon to reconcile one merged pull request (token from TEAMMEM_TOKEN)
+    Request(RequestArgs),
+}
+
+#[derive(Debug, Args)]
+struct RequestArgs {
+    /// The daemon's URL, e.g. https://teammem.example.org
+    #[arg(long, env = "TEAMMEM_URL")]
+    server: String,
+    /// The source repository (owner/name)
+    #[arg(long)]
+    repository: String,
+    /// The merged pull request's number
+    #[arg(long = "pr")]
+    pull_number: u64,
+    /// Follow the job until it ends; exit 0 only if it succeeded or had nothing to change
+    #[arg(long)]
+    wait: bool,
+}
+
+#[derive(Debug, Args)]
+struct McpArgs {
+    /// Path to teammem.toml (default: teammem.toml); not accepted with --wiki-writer
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Remove every write tool
+    #[arg(long, conflicts_with = "wiki_writer")]
+    read_only: bool,
+    /// Internal: the job-bound writer; its binding comes only from TEAMMEM_* variables
+    #[arg(long)]
+    wiki_writer: bool,
+}
+
+#[derive(Debug, Args)]
+struct WikiArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// The source repository (owner/name) whose wiki to use
+    #[arg(long, global = true)]
+    repository: Option<String>,
+    #[command(subcommand)]
+    command: WikiCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum WikiCommand {
+    /// Default branch, tip sha, initialized
+    Snapshot,
+    /// Pages at a ref
+    List {
+        #[arg(long = "ref", default_value = "HEAD")]
+        git_ref: String,
+    },
+    /// One page's content
+    Get {
+        #[arg(long)]
+        path: String,
+        #[arg(long = "ref", default_value = "HEAD")]
+        git_ref: String,
+    },
+    /// Pages containing a text (case-insensitive)
+    Search {
+        #[arg(long)]
+        query: String,
+        #[arg(long = "ref", default_value = "HEAD")]
+        git_ref: String,
+    },
+    /// Commits, optionally touching one page
+    History {
+        #[arg(long)]
+        path: Option<String>,
+        #[arg(long = "ref", default_value = "HEAD")]
+        git_ref: String,
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+    },
+    /// Unified diff between two refs
+    Diff {
+        #[arg(long)]
+        from: String,
+        #[arg(long, default_value = "HEAD")]
+        to: String,
+    },
+    /// Write whole pages: --pages '[{"path": "Home.md", "content": "..."}]' or @file.json
+    Write {
+        #[arg(long)]
+        expected_base: String,
+        #[arg(long)]
+        expected_wiki_repository: Option<String>,
+        #[arg(long)]
+        message: String,
+        #[arg(long)]
+        pages: String,
+    },
+    /// Exact-anchor replacements: --patches '{"Home.md": {"expected_sha": ..., "replacements": [...]}}' or @file.json
+    Patch {
+        #[arg(long)]
+        expected_base: String,
+        #[arg(long)]
+        expected_wiki_repository: Option<String>,
+        #[arg(long)]
+        message: String,
+        #[arg(long)]
+        patches: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -181,6 +291,9 @@ async fn run(command: Command) -> ExitCode {
         Command::CheckConfig(c) => check_config(&c.config),
         Command::Tokens(t) => run_tokens(t).await,
         Command::Jobs(j) => run_jobs(j).await,
+        Command::Mcp(m) => run_mcp(m).await,
+        Command::Wiki(w) => run_wiki(w).await,
+        Command::Request(r) => run_request(r).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -445,6 +558,196 @@ async fn run_jobs(command: JobsCommand) -> Result<(), Failure> {
             }
             Ok(())
         }
+    }
+}
+
+async fn run_mcp(args: McpArgs) -> Result<(), Failure> {
+    let mode = if args.wiki_writer {
+        mcp::Mode::WikiWriter
+    } else {
+        mcp::Mode::Agent {
+            read_only: args.read_only,
+        }
+    };
+    mcp::run_stdio(args.config, mode)
+        .await
+        .map_err(|e| match e {
+            mcp::McpError::Transport(_) => Failure::runtime(e.to_string()),
+            _ => Failure::usage(e.to_string()),
+        })
+}
+
+async fn run_request(args: RequestArgs) -> Result<(), Failure> {
+    let token = std::env::var("TEAMMEM_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+        .ok_or_else(|| {
+            Failure::usage(
+                "set TEAMMEM_TOKEN to a teammem API token (or a GitHub token, when the daemon allows them); tokens are never taken as arguments",
+            )
+        })?;
+    if !crate::config::is_repository_name(&args.repository) {
+        return Err(Failure::usage(format!(
+            "--repository: expected owner/name, got {:?}",
+            args.repository
+        )));
+    }
+    let server = args.server.trim_end_matches('/').to_string();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(60))
+        .build()
+        .map_err(|e| Failure::runtime(format!("cannot build an HTTP client: {e}")))?;
+    let answer = http
+        .post(format!("{server}/v1/requests"))
+        .bearer_auth(token.trim())
+        .json(&serde_json::json!({
+            "repository": args.repository,
+            "pull_number": args.pull_number,
+        }))
+        .send()
+        .await
+        .map_err(|e| Failure::runtime(format!("cannot reach {server}: {e}")))?;
+    let status = answer.status();
+    let body: serde_json::Value = answer.json().await.unwrap_or_default();
+    if !status.is_success() {
+        return Err(Failure::runtime(format!(
+            "the daemon refused the request ({status}): {}",
+            body["error"]["message"]
+                .as_str()
+                .unwrap_or("no explanation given")
+        )));
+    }
+    let id = body["job_id"]
+        .as_i64()
+        .ok_or_else(|| Failure::runtime(format!("unexpected answer from the daemon: {body}")))?;
+    let duplicate = if status.as_u16() == 200 {
+        " (requested before)"
+    } else {
+        ""
+    };
+    println!(
+        "job {id}: {}{duplicate}",
+        body["state"].as_str().unwrap_or("?")
+    );
+    if !args.wait {
+        return Ok(());
+    }
+    let mut last_state = String::new();
+    loop {
+        let r = http
+            .get(format!("{server}/v1/jobs/{id}"))
+            .bearer_auth(token.trim())
+            .send()
+            .await
+            .map_err(|e| Failure::runtime(format!("cannot reach {server}: {e}")))?;
+        if !r.status().is_success() {
+            return Err(Failure::runtime(format!(
+                "reading job {id} failed with {}",
+                r.status()
+            )));
+        }
+        let doc: serde_json::Value = r.json().await.unwrap_or_default();
+        let state = doc["job"]["state"].as_str().unwrap_or("").to_string();
+        if state != last_state {
+            println!("job {id}: {state}");
+            last_state = state.clone();
+        }
+        match state.as_str() {
+            "succeeded" | "no_change" => {
+                if let Some(sha) = doc["job"]["receipt"]["wiki_sha"].as_str() {
+                    println!("wiki at {sha}");
+                }
+                return Ok(());
+            }
+            "failed" | "rejected" | "cancelled" | "skipped" => {
+                let why = doc["job"]["last_error"].as_str().unwrap_or("");
+                return Err(Failure::runtime(format!("job {id} ended {state} {why}")));
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_secs(2)).await,
+        }
+    }
+}
+
+/// Reads a JSON argument given inline or as `@path`.
+fn json_arg(flag: &str, value: &str) -> Result<serde_json::Value, Failure> {
+    let text = match value.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| Failure::usage(format!("{flag}: cannot read {path}: {e}")))?,
+        None => value.to_string(),
+    };
+    serde_json::from_str(&text).map_err(|e| Failure::usage(format!("{flag}: not valid JSON: {e}")))
+}
+
+async fn run_wiki(args: WikiArgs) -> Result<(), Failure> {
+    let config = load_config(&args.config.config)?;
+    let repository = args.repository.ok_or_else(|| {
+        Failure::usage(format!(
+            "--repository: required (one of: {})",
+            source_names(&config)
+        ))
+    })?;
+    let command = match args.command {
+        WikiCommand::Snapshot => mcp::operator::Command::Snapshot,
+        WikiCommand::List { git_ref } => mcp::operator::Command::List { git_ref },
+        WikiCommand::Get { path, git_ref } => mcp::operator::Command::Get { path, git_ref },
+        WikiCommand::Search { query, git_ref } => mcp::operator::Command::Search { query, git_ref },
+        WikiCommand::History {
+            path,
+            git_ref,
+            limit,
+        } => mcp::operator::Command::History {
+            path,
+            git_ref,
+            limit,
+        },
+        WikiCommand::Diff { from, to } => mcp::operator::Command::Diff { from, to },
+        WikiCommand::Write {
+            expected_base,
+            expected_wiki_repository,
+            message,
+            pages,
+        } => mcp::operator::Command::Write {
+            expected_base,
+            expected_wiki_repository,
+            message,
+            pages: json_arg("--pages", &pages)?,
+        },
+        WikiCommand::Patch {
+            expected_base,
+            expected_wiki_repository,
+            message,
+            patches,
+        } => mcp::operator::Command::Patch {
+            expected_base,
+            expected_wiki_repository,
+            message,
+            patches: json_arg("--patches", &patches)?,
+        },
+    };
+    let token = std::env::var("TEAMMEM_WIKI_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+        .map(mcp::envelope::Secret::new);
+    let envelope = mcp::operator::run(
+        config,
+        mcp::operator::Request {
+            repository,
+            token,
+            command,
+        },
+    )
+    .await;
+    print_json(&envelope);
+    match mcp::operator::exit_code(&envelope) {
+        0 => Ok(()),
+        code => Err(Failure {
+            code,
+            message: envelope["error"]["message"]
+                .as_str()
+                .unwrap_or("the wiki operation failed")
+                .to_string(),
+        }),
     }
 }
 

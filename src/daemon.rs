@@ -82,6 +82,34 @@ pub async fn shutdown_signal() {
     tracing::info!("shutdown requested");
 }
 
+/// The key that signs dashboard sessions: 32 random bytes in
+/// `data_dir/session.key` (mode 0600), made on first start so sessions survive
+/// restarts. Deleting the file logs everybody out.
+fn session_key(data_dir: &std::path::Path) -> std::io::Result<[u8; 32]> {
+    use rand::RngCore;
+    let path = data_dir.join("session.key");
+    match std::fs::read(&path) {
+        Ok(bytes) if bytes.len() == 32 => {
+            let mut key = [0u8; 32];
+            key.copy_from_slice(&bytes);
+            return Ok(key);
+        }
+        Ok(_) => {
+            tracing::warn!(path = %path.display(), "session key has the wrong size; making a new one")
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut key = [0u8; 32];
+    rand::rng().fill_bytes(&mut key);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    std::io::Write::write_all(&mut options.open(&path)?, &key)?;
+    Ok(key)
+}
+
 /// Options for embedding the daemon (tests, the demo).
 pub struct Options {
     pub handler: Arc<dyn JobHandler>,
@@ -171,12 +199,17 @@ pub async fn run_with(
         });
     }
 
+    let session_key = session_key(data_dir).map_err(|e| DaemonError::Database {
+        dir: data_dir.display().to_string(),
+        source: e.into(),
+    })?;
     let state = AppState::new(
         config.clone(),
         pool.clone(),
         queue.clone(),
         workers.wake.clone(),
         workers.alive.clone(),
+        session_key,
     );
     let listener = TcpListener::bind(config.server.listen)
         .await

@@ -9,9 +9,12 @@ pub mod db; // the SQLite pool (WAL, busy timeout) and migrations; nothing else
 pub mod forge; // where sources live: GitHub's REST API (App auth, verification) and local git
 pub mod http; // the HTTP API: one router per resource, errors mapped in one place
 pub mod ingest; // signed dispatches: HMAC, OIDC, parsing, verification, one error per check
+pub mod mcp; // MCP servers over the wiki (read tools, job-bound writer) and the `teammem wiki` functions
+pub mod metrics; // process-wide Prometheus counters and histograms
 pub mod queue; // the durable job queue: the only SQL about jobs
 pub mod runner; // runs one job: evidence bundle, writer child, agents, checked receipts
 pub mod scheduler; // cron schedules for rescue, retention and sweep
 pub mod secrets; // the GitHub App key (Key Vault or a 0600 file), secrets that never print
 pub mod tokens; // maintainer API tokens, stored as SHA-256 hashes
+pub mod wiki; // the team memory as git: mirrors, reads, checked writes, publish (the only gix user for wikis)
 pub mod worker; // the worker pool: claims jobs and runs them through a JobHandler

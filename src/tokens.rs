@@ -132,6 +132,24 @@ pub async fn verify(pool: &SqlitePool, presented: &str) -> Result<Option<Princip
     }))
 }
 
+/// The principal of the active token called `name` (sessions name their token,
+/// so revoking it ends them).
+pub async fn active_principal(
+    pool: &SqlitePool,
+    name: &str,
+) -> Result<Option<Principal>, sqlx::Error> {
+    let row: Option<(String, String)> = sqlx::query_as(
+        "SELECT name, repositories FROM api_tokens WHERE name = ? AND revoked_at IS NULL",
+    )
+    .bind(name)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|(name, repos)| Principal {
+        name,
+        repositories: serde_json::from_str(&repos).unwrap_or_default(),
+    }))
+}
+
 pub async fn list(pool: &SqlitePool) -> Result<Vec<TokenInfo>, sqlx::Error> {
     let rows: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
         "SELECT name, repositories, created_at, revoked_at FROM api_tokens ORDER BY name",

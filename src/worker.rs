@@ -20,6 +20,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+use crate::metrics;
 use crate::queue::{Claimed, Completion, Job, Queue, QueueError};
 
 /// Why a handler could not finish a job.
@@ -150,6 +151,8 @@ impl Worker {
 
     async fn run_job(&mut self, claimed: Claimed) {
         let Claimed { job, lease } = claimed;
+        let started = std::time::Instant::now();
+        let kind = job.kind.as_str();
         tracing::info!(worker = %self.name, attempt = job.attempts, "job started");
 
         let mut work = self.handler.run(&job);
@@ -194,16 +197,19 @@ impl Worker {
             }
         };
         drop(work);
+        metrics::JOB_DURATION.observe(&[kind], started.elapsed());
 
         let result = match outcome {
             None => {
                 tracing::warn!("shutdown grace period over; releasing the job");
+                metrics::JOBS_FINISHED.inc(&[kind, "released"]);
                 self.queue.release(&lease).await.map(|_| ())
             }
             Some(Ok(completion)) => {
                 let state = completion.state();
                 let r = self.queue.complete(&lease, completion).await;
                 if r.is_ok() {
+                    metrics::JOBS_FINISHED.inc(&[kind, state.as_str()]);
                     tracing::info!(state = state.as_str(), "job finished");
                 }
                 r.map(|_| ())
@@ -214,6 +220,7 @@ impl Worker {
                     .fail(&lease, &failure.reason, failure.retryable)
                     .await;
                 if let Ok(state) = &r {
+                    metrics::JOBS_FINISHED.inc(&[kind, state.as_str()]);
                     tracing::warn!(state = state.as_str(), reason = %failure.reason, "job attempt failed");
                 }
                 r.map(|_| ())

@@ -2,7 +2,8 @@
 //!
 //! Gauges are read from the database at scrape time (jobs by state); counters
 //! come from the queue's in-process statistics and restart at zero with the
-//! process, as Prometheus counters may.
+//! process, as Prometheus counters may. The process-wide counters and
+//! histograms other modules record are in `crate::metrics`.
 
 use std::fmt::Write;
 

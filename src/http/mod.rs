@@ -5,6 +5,7 @@
 //! (see `auth.rs`); the dispatch route authenticates by signature instead.
 
 mod auth;
+mod dashboard;
 mod error;
 mod health;
 mod jobs;
@@ -35,6 +36,8 @@ pub struct AppState {
     pub workers_alive: Arc<AtomicUsize>,
     /// False once shutdown began (for `/readyz`).
     pub ready: Arc<AtomicBool>,
+    /// Signs dashboard session cookies (see `session_key` in daemon.rs).
+    pub session_key: Arc<[u8; 32]>,
 }
 
 impl AppState {
@@ -44,6 +47,7 @@ impl AppState {
         queue: Queue,
         wake_workers: Arc<Notify>,
         workers_alive: Arc<AtomicUsize>,
+        session_key: [u8; 32],
     ) -> AppState {
         AppState {
             config,
@@ -52,6 +56,7 @@ impl AppState {
             wake_workers,
             workers_alive,
             ready: Arc::new(AtomicBool::new(true)),
+            session_key: Arc::new(session_key),
         }
     }
 }
@@ -62,6 +67,7 @@ pub fn router(state: AppState) -> Router {
         .merge(health::router())
         .merge(metrics::router())
         .merge(jobs::router())
+        .merge(dashboard::router())
         .fallback(error::not_found)
         .with_state(state)
 }

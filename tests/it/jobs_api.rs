@@ -252,4 +252,6 @@ async fn shutdown_lets_a_running_job_finish_within_the_grace_period() {
     permits.add_permits(1);
     stopping.await.unwrap().unwrap();
     assert_eq!(queue.get(id).await.unwrap().state.as_str(), "succeeded");
+    // Metrics are process-wide and tests share the process: at least this one.
+    assert!(teammem::metrics::JOBS_FINISHED.get(&["pull_request", "succeeded"]) >= 1);
 }

@@ -1,0 +1,393 @@
+//! Wiki round-trip benchmark driver (run by `bench/wiki.sh`, release build).
+//! Serves the given bare wikis over loopback smart HTTP (`git http-backend` as
+//! CGI, the same server for every contender) and times *snapshot + one-page
+//! patch + publish* for teammem (warm and cold mirror), the git CLI (shallow
+//! clone; kept clone) and Dulwich (a Python script, timed inside Python), each
+//! contender running its iterations back to back after one warm-up. Prints
+//! medians and ratios; it asserts every round trip really published.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::Response;
+use teammem::wiki::{
+    CommitSpec, Destination, Identity, PagePatch, Remote, Replacement, WikiStore, WriteStatus,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const PAGE: &str = "section-07/page-0042.md";
+
+struct Args {
+    root: PathBuf,
+    repos: Vec<String>,
+    iterations: usize,
+    python: PathBuf,
+    dulwich_script: PathBuf,
+}
+
+fn parse_args() -> Args {
+    let mut args = std::env::args().skip(1);
+    let mut parsed = Args {
+        root: PathBuf::new(),
+        repos: Vec::new(),
+        iterations: 9,
+        python: PathBuf::from("python3"),
+        dulwich_script: PathBuf::new(),
+    };
+    while let Some(flag) = args.next() {
+        let value = args
+            .next()
+            .unwrap_or_else(|| panic!("{flag} needs a value"));
+        match flag.as_str() {
+            "--root" => parsed.root = value.into(),
+            "--repos" => parsed.repos = value.split(',').map(str::to_owned).collect(),
+            "--iterations" => parsed.iterations = value.parse().expect("iterations"),
+            "--python" => parsed.python = value.into(),
+            "--dulwich" => parsed.dulwich_script = value.into(),
+            other => panic!("unknown flag {other}"),
+        }
+    }
+    parsed
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args = parse_args();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let root = args.root.clone();
+    let router = axum::Router::new()
+        .fallback(move |method, uri, headers, body| cgi(root.clone(), method, uri, headers, body));
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+
+    let scratch = tempfile::tempdir().unwrap();
+    let mut table = Vec::new();
+    for repo in &args.repos {
+        let url = format!("http://{address}/{repo}");
+        let pages = Command::new("git")
+            .args([
+                "-C",
+                args.root.join(repo).to_str().unwrap(),
+                "ls-tree",
+                "-r",
+                "--name-only",
+                "master",
+            ])
+            .output()
+            .unwrap()
+            .stdout
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count();
+        let work = scratch.path().join(repo);
+        std::fs::create_dir_all(&work).unwrap();
+        let n = args.iterations;
+        let warm = teammem_warm(&url, &work, n).await;
+        let cold = teammem_cold(&url, &work, n).await;
+        let shallow = time_blocking(n, |i| git_shallow_round_trip(&url, &work, i));
+        let kept_dir = work.join("kept");
+        git(
+            &work,
+            &["clone", "--quiet", &url, kept_dir.to_str().unwrap()],
+        );
+        let kept = time_blocking(n, |i| git_kept_round_trip(&kept_dir, i));
+        let dulwich = time_blocking(n, |i| dulwich_round_trip(&args, &url, i));
+        table.push((repo.clone(), pages, warm, cold, shallow, kept, dulwich));
+    }
+
+    println!();
+    println!(
+        "round trip = snapshot + one-page patch + publish, loopback smart HTTP (git http-backend), median of {} runs, ms",
+        args.iterations
+    );
+    println!(
+        "{:<14} {:>6} | {:>9} {:>9} | {:>11} {:>11} {:>11} | {:>8} {:>8} {:>8}",
+        "wiki",
+        "pages",
+        "warm",
+        "cold",
+        "(a) clone1",
+        "(b) kept",
+        "(c) dulwich",
+        "a/warm",
+        "b/warm",
+        "c/warm"
+    );
+    for (repo, pages, warm, cold, shallow, kept, dulwich) in &table {
+        println!(
+            "{:<14} {:>6} | {:>9.1} {:>9.1} | {:>11.1} {:>11.1} {:>11.1} | {:>7.1}x {:>7.1}x {:>7.1}x",
+            repo,
+            pages,
+            ms(*warm),
+            ms(*cold),
+            ms(*shallow),
+            ms(*kept),
+            ms(*dulwich),
+            ms(*shallow) / ms(*warm),
+            ms(*kept) / ms(*warm),
+            ms(*dulwich) / ms(*warm),
+        );
+    }
+    if table.len() == 2 {
+        println!(
+            "warm {} / warm {}: {:.2}x (target: within 2x)",
+            table[1].0,
+            table[0].0,
+            ms(table[1].2) / ms(table[0].2)
+        );
+    }
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn spec(base: &str) -> CommitSpec {
+    CommitSpec {
+        expected_destination: Some("bench/wiki".into()),
+        expected_base: base.into(),
+        message: "bench: append one line".into(),
+        identity: Identity {
+            name: "teammem[bot]".into(),
+            email: "bench@example.org".into(),
+        },
+        trailers: Vec::new(),
+    }
+}
+
+async fn teammem_round_trip(store: &WikiStore, url: &str, line: String) {
+    let wiki = store
+        .wiki(&Destination {
+            id: "bench/wiki".into(),
+            remote: Remote::Http {
+                url: url.to_owned(),
+                token: None,
+            },
+        })
+        .unwrap();
+    let snapshot = wiki.snapshot().await.unwrap();
+    let base = snapshot.sha.unwrap();
+    let page = wiki.get_page(&base, PAGE).await.unwrap();
+    let result = wiki
+        .patch(
+            &spec(&base),
+            vec![PagePatch {
+                path: PAGE.into(),
+                expected_sha: page.sha,
+                replacements: vec![Replacement {
+                    old: String::new(),
+                    new: line,
+                }],
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.status, WriteStatus::Updated);
+}
+
+async fn teammem_warm(url: &str, work: &Path, n: usize) -> Duration {
+    let store = WikiStore::new(work.join("warm-mirrors"));
+    teammem_round_trip(&store, url, "warm-up\n".into()).await;
+    let mut samples = Vec::new();
+    for i in 0..n {
+        let start = Instant::now();
+        teammem_round_trip(&store, url, format!("warm {i}\n")).await;
+        samples.push(start.elapsed());
+    }
+    median(samples)
+}
+
+async fn teammem_cold(url: &str, work: &Path, n: usize) -> Duration {
+    let mut samples = Vec::new();
+    for i in 0..=n {
+        let dir = work.join(format!("cold-{i}"));
+        let start = Instant::now();
+        let store = WikiStore::new(&dir);
+        teammem_round_trip(&store, url, format!("cold {i}\n")).await;
+        let elapsed = start.elapsed();
+        if i > 0 {
+            samples.push(elapsed);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    median(samples)
+}
+
+fn time_blocking(n: usize, mut round_trip: impl FnMut(usize) -> Option<Duration>) -> Duration {
+    round_trip(usize::MAX);
+    let mut samples = Vec::new();
+    for i in 0..n {
+        let start = Instant::now();
+        let measured = round_trip(i);
+        samples.push(measured.unwrap_or_else(|| start.elapsed()));
+    }
+    median(samples)
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@example.org")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@example.org")
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?}");
+}
+
+fn append(path: &Path, line: &str) {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    file.write_all(line.as_bytes()).unwrap();
+}
+
+/// (a) `clone --depth 1` + commit + push, in a fresh directory each time.
+fn git_shallow_round_trip(url: &str, work: &Path, i: usize) -> Option<Duration> {
+    let dir = work.join("shallow");
+    let _ = std::fs::remove_dir_all(&dir);
+    let start = Instant::now();
+    git(
+        work,
+        &[
+            "clone",
+            "--quiet",
+            "--depth",
+            "1",
+            url,
+            dir.to_str().unwrap(),
+        ],
+    );
+    append(&dir.join(PAGE), &format!("git shallow {i}\n"));
+    git(
+        &dir,
+        &["commit", "--quiet", "-am", "bench: append one line"],
+    );
+    git(&dir, &["push", "--quiet", "origin", "HEAD:master"]);
+    let elapsed = start.elapsed();
+    std::fs::remove_dir_all(&dir).unwrap();
+    Some(elapsed)
+}
+
+/// (b) a kept clone: fetch + reset + commit + push.
+fn git_kept_round_trip(dir: &Path, i: usize) -> Option<Duration> {
+    git(dir, &["fetch", "--quiet", "origin"]);
+    git(dir, &["reset", "--quiet", "--hard", "origin/master"]);
+    append(&dir.join(PAGE), &format!("git kept {i}\n"));
+    git(dir, &["commit", "--quiet", "-am", "bench: append one line"]);
+    git(dir, &["push", "--quiet", "origin", "HEAD:master"]);
+    None
+}
+
+/// (c) Dulwich: whole branch history fetched into memory, commit, push; the
+/// script times itself so interpreter start-up is not counted.
+fn dulwich_round_trip(args: &Args, url: &str, i: usize) -> Option<Duration> {
+    let output = Command::new(&args.python)
+        .arg(&args.dulwich_script)
+        .args([url, PAGE, &format!("dulwich {i}\n")])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "dulwich: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let millis: f64 = String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .expect("dulwich prints ms");
+    Some(Duration::from_secs_f64(millis / 1000.0))
+}
+
+/// CGI bridge to `git http-backend` (no auth: every contender runs unauthenticated).
+async fn cgi(root: PathBuf, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let mut command = tokio::process::Command::new("git");
+    command
+        .arg("http-backend")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("GIT_PROJECT_ROOT", &root)
+        .env("GIT_HTTP_EXPORT_ALL", "1")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", &root)
+        .env("REMOTE_USER", "bench")
+        .env("REQUEST_METHOD", method.as_str())
+        .env("PATH_INFO", uri.path())
+        .env("QUERY_STRING", uri.query().unwrap_or(""))
+        .env("CONTENT_LENGTH", body.len().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (name, var) in [
+        (header::CONTENT_TYPE.as_str(), "CONTENT_TYPE"),
+        ("git-protocol", "GIT_PROTOCOL"),
+        (header::CONTENT_ENCODING.as_str(), "HTTP_CONTENT_ENCODING"),
+    ] {
+        if let Some(value) = headers.get(name).and_then(|v| v.to_str().ok()) {
+            command.env(var, value);
+        }
+    }
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feed = tokio::spawn(async move {
+        let _ = stdin.write_all(&body).await;
+    });
+    let mut output = Vec::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut output)
+        .await
+        .unwrap();
+    let _ = feed.await;
+    let _ = child.wait().await;
+    let at = output
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|at| (at, 4))
+        .or_else(|| {
+            output
+                .windows(2)
+                .position(|w| w == b"\n\n")
+                .map(|at| (at, 2))
+        });
+    let Some((at, separator)) = at else {
+        let mut response = Response::new(Body::from("bad CGI output"));
+        *response.status_mut() = StatusCode::BAD_GATEWAY;
+        return response;
+    };
+    let head = String::from_utf8_lossy(&output[..at]).into_owned();
+    let mut response = Response::new(Body::from(output[at + separator..].to_vec()));
+    for line in head.lines() {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        if name.eq_ignore_ascii_case("status") {
+            let code = value
+                .split_whitespace()
+                .next()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(500);
+            *response.status_mut() = StatusCode::from_u16(code).unwrap();
+        } else if let (Ok(name), Ok(value)) = (
+            header::HeaderName::from_bytes(name.trim().as_bytes()),
+            header::HeaderValue::from_str(value.trim()),
+        ) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
+}

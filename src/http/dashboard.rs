@@ -1,0 +1,633 @@
+//! The dashboard: server-rendered, read-only HTML pages of the job queue.
+//!
+//! Who may look:
+//! - a client on the loopback interface whose request carries no forwarding
+//!   headers (`Forwarded`, `X-Forwarded-For`, `X-Real-IP`) — so a reverse proxy
+//!   on the same host does not turn every visitor into a local one;
+//! - anyone else only after logging in with an API token, which sets a signed,
+//!   `HttpOnly`, `SameSite=Strict` session cookie (`Secure` when the public URL
+//!   is https). The cookie names the token; a revoked token ends its sessions.
+//!
+//! A token limited to repositories sees only their jobs. Pages carry no
+//! JavaScript; lists refresh themselves with a meta refresh.
+
+use std::fmt::Write;
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::get;
+use axum::{Form, Router};
+use hmac::{Hmac, Mac};
+use serde::Deserialize;
+use sha2::Sha256;
+
+use super::AppState;
+use crate::config::Forge;
+use crate::queue::{Job, JobEvent, JobFilter, JobKind, JobState, QueueError};
+use crate::tokens::{self, Principal};
+
+const COOKIE: &str = "teammem_session";
+const SESSION_HOURS: i64 = 12;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/", get(jobs_page))
+        .route("/jobs/{id}", get(job_page))
+        .route("/login", get(login_form).post(login))
+        .route("/logout", get(logout))
+}
+
+// --- who is looking --------------------------------------------------------------
+
+/// The viewer of a page: a local operator (sees everything) or a token's principal.
+enum Viewer {
+    Local,
+    Token(Principal),
+}
+
+impl Viewer {
+    fn may_see(&self, repository: &str) -> bool {
+        match self {
+            Viewer::Local => true,
+            Viewer::Token(p) => p.may_access(repository),
+        }
+    }
+    fn scope(&self) -> Option<Vec<String>> {
+        match self {
+            Viewer::Local => None,
+            Viewer::Token(p) if p.repositories.is_empty() => None,
+            Viewer::Token(p) => Some(p.repositories.clone()),
+        }
+    }
+}
+
+fn is_local(peer: SocketAddr, headers: &HeaderMap) -> bool {
+    peer.ip().is_loopback()
+        && !["forwarded", "x-forwarded-for", "x-real-ip"]
+            .iter()
+            .any(|h| headers.contains_key(*h))
+}
+
+async fn viewer(
+    state: &AppState,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+) -> Result<Viewer, Response> {
+    if is_local(peer, headers) {
+        return Ok(Viewer::Local);
+    }
+    let now = chrono::Utc::now().timestamp();
+    if let Some(name) = session_cookie(headers).and_then(|c| verify_session(state, c, now)) {
+        match tokens::active_principal(&state.pool, &name).await {
+            Ok(Some(p)) => return Ok(Viewer::Token(p)),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "session lookup failed");
+                return Err(page_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error",
+                ));
+            }
+        }
+    }
+    Err(Redirect::to("/login").into_response())
+}
+
+fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE)
+        .map(|(_, v)| v)
+}
+
+/// `name.expiry.signature` where the signature is HMAC-SHA256 over `name.expiry`
+/// with the daemon's session key.
+fn sign_session(state: &AppState, name: &str, expires: i64) -> String {
+    let payload = format!("{}.{expires}", hex::encode(name));
+    let mut mac = Hmac::<Sha256>::new_from_slice(&state.session_key[..]).expect("any key length");
+    mac.update(payload.as_bytes());
+    format!("{payload}.{}", hex::encode(mac.finalize().into_bytes()))
+}
+
+fn verify_session(state: &AppState, cookie: &str, now: i64) -> Option<String> {
+    let (payload, signature) = cookie.rsplit_once('.')?;
+    let signature = hex::decode(signature).ok()?;
+    let mut mac = Hmac::<Sha256>::new_from_slice(&state.session_key[..]).expect("any key length");
+    mac.update(payload.as_bytes());
+    mac.verify_slice(&signature).ok()?;
+    let (name, expires) = payload.split_once('.')?;
+    if expires.parse::<i64>().ok()? < now {
+        return None;
+    }
+    String::from_utf8(hex::decode(name).ok()?).ok()
+}
+
+// --- login -------------------------------------------------------------------------
+
+async fn login_form() -> Html<String> {
+    Html(login_html(None))
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    token: String,
+}
+
+async fn login(State(state): State<AppState>, Form(form): Form<LoginForm>) -> Response {
+    let principal = match tokens::verify(&state.pool, form.token.trim()).await {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            return (
+                StatusCode::UNAUTHORIZED,
+                Html(login_html(Some("That token is not valid or was revoked"))),
+            )
+                .into_response();
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "login lookup failed");
+            return page_error(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+        }
+    };
+    let expires = chrono::Utc::now().timestamp() + SESSION_HOURS * 3600;
+    let value = sign_session(&state, &principal.name, expires);
+    let secure = state
+        .config
+        .server
+        .public_url
+        .as_deref()
+        .is_some_and(|u| u.starts_with("https://"));
+    let cookie = format!(
+        "{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        SESSION_HOURS * 3600,
+        if secure { "; Secure" } else { "" }
+    );
+    let mut response = Redirect::to("/").into_response();
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    response
+}
+
+async fn logout() -> Response {
+    let mut response = Redirect::to("/login").into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static("teammem_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
+    );
+    response
+}
+
+// --- pages ---------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct ListQuery {
+    repository: Option<String>,
+    state: Option<String>,
+    cursor: Option<String>,
+}
+
+async fn jobs_page(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Query(q): Query<ListQuery>,
+) -> Response {
+    let viewer = match viewer(&state, peer, &headers).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let repository = q.repository.filter(|r| !r.is_empty());
+    let job_state = match q.state.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(s) => match s.parse::<JobState>() {
+            Ok(s) => Some(s),
+            Err(e) => return page_error(StatusCode::BAD_REQUEST, &e.to_string()),
+        },
+    };
+    if let Some(r) = &repository
+        && !viewer.may_see(r)
+    {
+        return page_error(
+            StatusCode::FORBIDDEN,
+            "you may not see jobs of this repository",
+        );
+    }
+    let page = match state
+        .queue
+        .list(&JobFilter {
+            repository: repository.clone(),
+            allowed_repositories: viewer.scope(),
+            state: job_state,
+            limit: 50,
+            cursor: q.cursor,
+        })
+        .await
+    {
+        Ok(p) => p,
+        Err(e) => return internal(e),
+    };
+    let now = chrono::Utc::now().timestamp_millis();
+    let mut body = String::new();
+    body.push_str("<form class=filters method=get action=\"/\">");
+    body.push_str("<label>Source <select name=repository><option value=\"\">all</option>");
+    for s in state
+        .config
+        .sources
+        .iter()
+        .filter(|s| viewer.may_see(&s.repository))
+    {
+        let selected = if repository.as_deref() == Some(s.repository.as_str()) {
+            " selected"
+        } else {
+            ""
+        };
+        let _ = write!(body, "<option{selected}>{}</option>", escape(&s.repository));
+    }
+    body.push_str(
+        "</select></label> <label>State <select name=state><option value=\"\">all</option>",
+    );
+    for s in JobState::ALL {
+        let selected = if job_state == Some(s) {
+            " selected"
+        } else {
+            ""
+        };
+        let _ = write!(body, "<option{selected}>{}</option>", s.as_str());
+    }
+    body.push_str("</select></label> <button>Filter</button></form>");
+
+    if page.jobs.is_empty() {
+        body.push_str("<p class=empty>No jobs yet. They appear here when a post-merge workflow dispatches or a maintainer requests a PR.</p>");
+    } else {
+        body.push_str("<table><thead><tr><th>Job</th><th>State</th><th>Source</th><th>What</th><th>Origin</th><th>Attempts</th><th>Age</th><th>Wiki</th></tr></thead><tbody>");
+        for job in &page.jobs {
+            let _ = write!(
+                body,
+                "<tr><td><a href=\"/jobs/{id}\">#{id}</a></td><td><span class=\"state {st}\">{st}</span></td><td>{src}</td><td>{what}</td><td>{origin}</td><td>{att}/{max}</td><td title=\"{created}\">{age}</td><td><code>{wiki}</code></td></tr>",
+                id = job.id,
+                st = job.state.as_str(),
+                src = escape(&job.source),
+                what = escape(&describe(job)),
+                origin = job.origin.as_str(),
+                att = job.attempts,
+                max = job.max_attempts,
+                created = format_time(job.created_at),
+                age = age(now - job.created_at),
+                wiki = escape(short(&wiki_sha(job).unwrap_or_default())),
+            );
+        }
+        body.push_str("</tbody></table>");
+    }
+    if let Some(c) = &page.next_cursor {
+        let mut href = format!("/?cursor={}", escape(c));
+        if let Some(r) = &repository {
+            let _ = write!(href, "&repository={}", escape(r));
+        }
+        if let Some(s) = job_state {
+            let _ = write!(href, "&state={}", s.as_str());
+        }
+        let _ = write!(body, "<p><a href=\"{href}\">Older jobs →</a></p>");
+    }
+    Html(layout("Jobs", &body, Some(10), &viewer)).into_response()
+}
+
+async fn job_page(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let viewer = match viewer(&state, peer, &headers).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let Some(id) = id.parse::<i64>().ok().filter(|n| *n > 0) else {
+        return page_error(StatusCode::BAD_REQUEST, "a job id is a positive number");
+    };
+    let job = match state.queue.get(id).await {
+        Ok(job) if viewer.may_see(&job.source) => job,
+        Ok(_) | Err(QueueError::NotFound { .. }) => {
+            return page_error(StatusCode::NOT_FOUND, &format!("job {id} not found"));
+        }
+        Err(e) => return internal(e),
+    };
+    let events = match state.queue.events(id).await {
+        Ok(e) => e,
+        Err(e) => return internal(e),
+    };
+    let links = Links::for_job(&state, &job);
+    let mut body = String::new();
+    let _ = write!(
+        body,
+        "<h2>Job #{} <span class=\"state {st}\">{st}</span></h2><dl>",
+        job.id,
+        st = job.state.as_str()
+    );
+    let mut row = |k: &str, v: String| {
+        let _ = write!(body, "<dt>{k}</dt><dd>{v}</dd>");
+    };
+    row("Source", escape(&job.source));
+    row("Wiki destination", escape(&job.destination));
+    row("What", links.what(&job));
+    row(
+        "Origin",
+        format!("{} (by {})", job.origin.as_str(), escape(&job.actor)),
+    );
+    row(
+        "Attempts",
+        format!("{} of {}", job.attempts, job.max_attempts),
+    );
+    row("Created", format_time(job.created_at));
+    if let Some(t) = job.finished_at {
+        row("Finished", format_time(t));
+    }
+    if job.coalesced_count > 0 {
+        row("Coalesced ranges", job.coalesced_count.to_string());
+    }
+    if let Some(e) = &job.last_error {
+        row("Last error", escape(e));
+    }
+    if let Some(sha) = wiki_sha(&job) {
+        row("Wiki commit", links.wiki_commit(&sha));
+    }
+    body.push_str("</dl>");
+
+    if let Some(summary) = evidence_summary(&state, job.id) {
+        let _ = write!(body, "<h3>Evidence</h3><p>{}</p>", escape(&summary));
+    }
+    if let Some(receipt) = &job.receipt {
+        let pretty = serde_json::to_string_pretty(receipt).unwrap_or_default();
+        let _ = write!(body, "<h3>Receipt</h3><pre>{}</pre>", escape(&pretty));
+    }
+    body.push_str("<h3>Timeline</h3><ol class=timeline>");
+    for e in &events {
+        body.push_str(&event_html(e));
+    }
+    body.push_str("</ol><p><a href=\"/\">← all jobs</a></p>");
+    let refresh = (!job.state.is_terminal()).then_some(5);
+    Html(layout(&format!("Job #{}", job.id), &body, refresh, &viewer)).into_response()
+}
+
+fn event_html(e: &JobEvent) -> String {
+    format!(
+        "<li><time>{}</time> <b>{}</b> <span class=actor>{}</span> {}</li>",
+        format_time(e.at),
+        escape(&e.event),
+        escape(&e.actor),
+        escape(e.detail.as_deref().unwrap_or(""))
+    )
+}
+
+/// A one-line summary of the job's evidence bundle, when the runner left one.
+fn evidence_summary(state: &AppState, id: i64) -> Option<String> {
+    let path = state
+        .config
+        .server
+        .data_dir
+        .join("jobs")
+        .join(id.to_string())
+        .join("evidence.json");
+    let meta = std::fs::metadata(&path).ok()?;
+    if meta.len() > 16 * 1024 * 1024 {
+        return Some("evidence bundle too large to summarise here".into());
+    }
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
+    let count = |k: &str| doc.get(k).and_then(|v| v.as_array()).map_or(0, Vec::len);
+    Some(format!(
+        "{} commits, {} merged pull requests",
+        count("commits"),
+        count("pull_requests")
+    ))
+}
+
+/// Links into the forge for a job's source and wiki (GitHub sources only).
+struct Links {
+    source_base: Option<String>,
+    wiki_base: Option<String>,
+}
+
+impl Links {
+    fn for_job(state: &AppState, job: &Job) -> Links {
+        let source = state.config.source(&job.source);
+        match (source, &state.config.github) {
+            (Some(s), Some(gh)) if s.forge == Forge::GitHub => Links {
+                source_base: Some(format!("{}/{}", gh.git_url, s.repository)),
+                wiki_base: Some(format!("{}/{}/wiki", gh.git_url, s.wiki_repository)),
+            },
+            _ => Links {
+                source_base: None,
+                wiki_base: None,
+            },
+        }
+    }
+
+    fn commit(&self, sha: &str) -> String {
+        match &self.source_base {
+            Some(b) => format!(
+                "<a href=\"{}/commit/{}\"><code>{}</code></a>",
+                escape(b),
+                escape(sha),
+                escape(short(sha))
+            ),
+            None => format!(
+                "<code title=\"{0}\">{1}</code>",
+                escape(sha),
+                escape(short(sha))
+            ),
+        }
+    }
+
+    fn what(&self, job: &Job) -> String {
+        match job.job_kind() {
+            JobKind::Range { before, after, .. } => {
+                let compare = match &self.source_base {
+                    Some(b) => format!(
+                        " (<a href=\"{}/compare/{}...{}\">compare</a>)",
+                        escape(b),
+                        escape(&before),
+                        escape(&after)
+                    ),
+                    None => String::new(),
+                };
+                format!(
+                    "range {}..{}{compare}",
+                    self.commit(&before),
+                    self.commit(&after)
+                )
+            }
+            JobKind::PullRequest { number, merge_sha } => {
+                let pr = match &self.source_base {
+                    Some(b) => format!("<a href=\"{}/pull/{number}\">PR #{number}</a>", escape(b)),
+                    None => format!("PR #{number}"),
+                };
+                format!("{pr}, merge commit {}", self.commit(&merge_sha))
+            }
+        }
+    }
+
+    fn wiki_commit(&self, sha: &str) -> String {
+        match &self.wiki_base {
+            Some(b) => format!(
+                "<a href=\"{}/_compare/{}\"><code>{}</code></a>",
+                escape(b),
+                escape(sha),
+                escape(sha)
+            ),
+            None => format!("<code>{}</code>", escape(sha)),
+        }
+    }
+}
+
+fn wiki_sha(job: &Job) -> Option<String> {
+    job.receipt
+        .as_ref()?
+        .get("wiki_sha")?
+        .as_str()
+        .map(str::to_string)
+}
+
+fn describe(job: &Job) -> String {
+    match job.job_kind() {
+        JobKind::Range { before, after, .. } => format!("{}..{}", short(&before), short(&after)),
+        JobKind::PullRequest { number, .. } => format!("PR #{number}"),
+    }
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(10)]
+}
+
+fn format_time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_default()
+}
+
+fn age(ms: i64) -> String {
+    let s = (ms / 1000).max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86_400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// Escapes text for HTML element content and quoted attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn internal(e: QueueError) -> Response {
+    tracing::error!(error = %e, "dashboard query failed");
+    page_error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal error; the server log has the details",
+    )
+}
+
+fn page_error(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        Html(layout(
+            status.canonical_reason().unwrap_or("Error"),
+            &format!(
+                "<p class=error>{}</p><p><a href=\"/\">← all jobs</a></p>",
+                escape(message)
+            ),
+            None,
+            &Viewer::Local,
+        )),
+    )
+        .into_response()
+}
+
+const STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1f2328;background:#fff}\
+header{display:flex;justify-content:space-between;align-items:center;padding:.6rem 1rem;background:#24292f;color:#fff}\
+header a{color:#fff}main{padding:1rem;max-width:72rem;margin:auto}\
+table{border-collapse:collapse;width:100%}th,td{padding:.35rem .5rem;border-bottom:1px solid #d0d7de;text-align:left;vertical-align:top}\
+.state{padding:.05rem .45rem;border-radius:1rem;background:#eaeef2;font-size:.85em;white-space:nowrap}\
+.succeeded,.no_change{background:#dafbe1}.failed,.rejected{background:#ffebe9}.running{background:#ddf4ff}.cancelled,.skipped{background:#fff8c5}\
+dl{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem}dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}\
+pre{background:#f6f8fa;padding:.75rem;overflow:auto}.filters{margin-bottom:1rem}.error{color:#cf222e}\
+.timeline time{color:#57606a;font-size:.9em}\
+@media (max-width:40rem){thead{display:none}tr{display:block;border-bottom:1px solid #d0d7de;padding:.4rem 0}td{display:inline-block;border:0;padding:.1rem .4rem}}";
+
+fn layout(title: &str, body: &str, refresh: Option<u32>, viewer: &Viewer) -> String {
+    let refresh = refresh
+        .map(|s| format!("<meta http-equiv=\"refresh\" content=\"{s}\">"))
+        .unwrap_or_default();
+    let who = match viewer {
+        Viewer::Local => "local operator".to_string(),
+        Viewer::Token(p) => format!("{} · <a href=\"/logout\">log out</a>", escape(&p.name)),
+    };
+    format!(
+        "<!doctype html><html lang=en><head><meta charset=utf-8>\
+<meta name=viewport content=\"width=device-width,initial-scale=1\">{refresh}\
+<title>{title} · teammem</title><style>{STYLE}</style></head><body>\
+<header><a href=\"/\"><b>teammem</b></a><span>{who}</span></header><main><h1>{title}</h1>{body}</main></body></html>",
+        title = escape(title)
+    )
+}
+
+fn login_html(error: Option<&str>) -> String {
+    let error = error
+        .map(|e| format!("<p class=error>{}</p>", escape(e)))
+        .unwrap_or_default();
+    format!(
+        "<!doctype html><html lang=en><head><meta charset=utf-8>\
+<meta name=viewport content=\"width=device-width,initial-scale=1\"><title>Log in · teammem</title>\
+<style>{STYLE}</style></head><body><header><b>teammem</b></header><main><h1>Log in</h1>{error}\
+<form method=post action=\"/login\"><p><label>API token<br><input type=password name=token autocomplete=off size=50 required></label></p>\
+<p><button>Log in</button></p></form><p>Create a token with <code>teammem tokens create --name NAME</code>.</p></main></body></html>"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_covers_markup_and_quotes() {
+        assert_eq!(
+            escape("<a href=\"x\">'&'</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
+        );
+    }
+
+    #[test]
+    fn forwarded_requests_are_never_local() {
+        let peer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let mut headers = HeaderMap::new();
+        assert!(is_local(peer, &headers));
+        headers.insert("x-forwarded-for", HeaderValue::from_static("203.0.113.9"));
+        assert!(!is_local(peer, &headers));
+        let remote: SocketAddr = "192.0.2.1:5000".parse().unwrap();
+        assert!(!is_local(remote, &HeaderMap::new()));
+    }
+
+    #[test]
+    fn ages_read_naturally() {
+        assert_eq!(age(5_000), "5s");
+        assert_eq!(age(120_000), "2m");
+        assert_eq!(age(7_200_000), "2h");
+        assert_eq!(age(3 * 86_400_000), "3d");
+    }
+}

@@ -1,0 +1,300 @@
+//! What a server is bound to and how a tool call reaches a wiki.
+//!
+//! Invariants:
+//! - the destination wiki comes only from trusted configuration: a tool names the
+//!   *source* (`repository`) and never a URL, host, path, token or remote;
+//! - the writer takes its binding only from the environment (`TEAMMEM_CONFIG`,
+//!   `TEAMMEM_WRITER_SOURCE`, optional `TEAMMEM_WRITER_JOB`,
+//!   `TEAMMEM_WRITER_RANGE`, `TEAMMEM_WRITER_TOKEN`) and serves exactly one
+//!   source; any other `repository` is refused with `permission_denied` before
+//!   configuration is even consulted;
+//! - a write's `expected_wiki_repository` is compared with the resolved wiki
+//!   before any credential is looked at or any disk or network work starts;
+//! - the writer token is registered with the [`SecretGuard`] before the server
+//!   answers anything, so no result can carry it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::config::{self, Config, Forge, Source};
+use crate::wiki::{Destination, Identity as Committer, Remote, Secret, Trailer, Wiki, WikiStore};
+
+use super::McpError;
+use super::envelope::{Identity, SecretGuard, ToolError};
+use super::toolsets::{Profile, ServerKind};
+
+/// Environment variables of the writer binding.
+pub const ENV_CONFIG: &str = "TEAMMEM_CONFIG";
+pub const ENV_WRITER_SOURCE: &str = "TEAMMEM_WRITER_SOURCE";
+pub const ENV_WRITER_JOB: &str = "TEAMMEM_WRITER_JOB";
+pub const ENV_WRITER_RANGE: &str = "TEAMMEM_WRITER_RANGE";
+pub const ENV_WRITER_TOKEN: &str = "TEAMMEM_WRITER_TOKEN";
+
+/// Commit trailer keys.
+pub const TRAILER_JOB: &str = "Teammem-Job";
+pub const TRAILER_SOURCE: &str = "Teammem-Source";
+pub const TRAILER_RANGE: &str = "Teammem-Range";
+pub const TRAILER_ORIGIN: &str = "Teammem-Origin";
+
+/// The job a writer serves.
+#[derive(Debug, Clone)]
+pub struct WriterBinding {
+    /// The one source (`owner/name`) this writer serves.
+    pub source: String,
+    pub job: Option<String>,
+    pub range: Option<String>,
+    /// Credential for an HTTP wiki remote; never in a result, a log line or argv.
+    pub token: Option<Secret>,
+}
+
+/// Who is writing, for the commit trailers.
+#[derive(Debug, Clone)]
+pub enum WriteOrigin {
+    /// The job-bound writer child.
+    Job(WriterBinding),
+    /// `teammem wiki write|patch` run by an operator.
+    Operator,
+}
+
+/// A server's configuration and binding.
+#[derive(Debug, Clone)]
+pub struct Binding {
+    pub config: Arc<Config>,
+    pub profile: Profile,
+    pub writer: Option<WriterBinding>,
+}
+
+impl Binding {
+    /// `teammem mcp --config FILE [--read-only]`: read tools for every source.
+    pub fn agent(config: Config, read_only: bool) -> Self {
+        Self {
+            config: Arc::new(config),
+            profile: Profile {
+                kind: ServerKind::Agent,
+                read_only,
+            },
+            writer: None,
+        }
+    }
+
+    /// `teammem mcp --wiki-writer`: the binding read from the environment
+    /// (`get` is `std::env::var` in production, a map in tests).
+    pub fn writer_from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, McpError> {
+        let get = |name: &str| get(name).filter(|value| !value.is_empty());
+        let config_path = get(ENV_CONFIG).ok_or_else(|| {
+            McpError::Binding(format!(
+                "{ENV_CONFIG} is not set; the wiki writer takes its configuration path only from the environment"
+            ))
+        })?;
+        let config = Config::load(&PathBuf::from(config_path)).map_err(McpError::Config)?;
+        let source = get(ENV_WRITER_SOURCE).ok_or_else(|| {
+            McpError::Binding(format!(
+                "{ENV_WRITER_SOURCE} is not set; name the one source (owner/name) this writer serves"
+            ))
+        })?;
+        if !config::is_repository_name(&source) {
+            return Err(McpError::Binding(format!(
+                "{ENV_WRITER_SOURCE} must be owner/name, got {source:?}"
+            )));
+        }
+        let Some(configured) = config.source(&source) else {
+            return Err(McpError::Binding(format!(
+                "{ENV_WRITER_SOURCE} names {source}, which is not a configured source; add it to the configuration or fix the name"
+            )));
+        };
+        let source = configured.repository.clone();
+        for name in [ENV_WRITER_JOB, ENV_WRITER_RANGE] {
+            if let Some(value) = get(name)
+                && (value.len() > 512 || value.chars().any(char::is_control))
+            {
+                return Err(McpError::Binding(format!(
+                    "{name} must be one line of at most 512 bytes"
+                )));
+            }
+        }
+        Ok(Self {
+            config: Arc::new(config),
+            profile: Profile {
+                kind: ServerKind::WikiWriter,
+                read_only: false,
+            },
+            writer: Some(WriterBinding {
+                source,
+                job: get(ENV_WRITER_JOB),
+                range: get(ENV_WRITER_RANGE),
+                token: get(ENV_WRITER_TOKEN).map(Secret::new),
+            }),
+        })
+    }
+}
+
+/// A source a call resolved to.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub source: Source,
+    pub identity: Identity,
+}
+
+/// Everything a tool handler needs; one per server process.
+pub struct Context {
+    pub binding: Binding,
+    pub store: WikiStore,
+    pub guard: SecretGuard,
+}
+
+impl Context {
+    /// A context with its mirrors under `{data_dir}/mirrors/` and the writer
+    /// token (if any) registered with the guard.
+    pub fn new(binding: Binding) -> Self {
+        let store = WikiStore::new(binding.config.server.data_dir.join("mirrors"));
+        let guard = SecretGuard::new();
+        if let Some(token) = binding.writer.as_ref().and_then(|w| w.token.as_ref()) {
+            guard.register(token);
+        }
+        Self {
+            binding,
+            store,
+            guard,
+        }
+    }
+
+    /// Resolves a `repository` argument to a configured source this server may serve.
+    pub fn resolve(&self, repository: &str) -> Result<Resolved, ToolError> {
+        if let Some(writer) = &self.binding.writer
+            && !writer.source.eq_ignore_ascii_case(repository)
+        {
+            return Err(ToolError::permission_denied(format!(
+                "this wiki writer is bound to {}; it cannot serve {:?}",
+                writer.source,
+                shorten(repository)
+            )));
+        }
+        if !config::is_repository_name(repository) {
+            return Err(ToolError::invalid_input(format!(
+                "repository must be the source repository as owner/name, got {:?}",
+                shorten(repository)
+            )));
+        }
+        let Some(source) = self.binding.config.source(repository) else {
+            let known: Vec<&str> = self
+                .binding
+                .config
+                .sources
+                .iter()
+                .map(|s| s.repository.as_str())
+                .collect();
+            return Err(ToolError::not_found(format!(
+                "{repository} is not a configured source; use one of: {}",
+                if known.is_empty() {
+                    "(none configured)".to_string()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        };
+        Ok(Resolved {
+            identity: Identity {
+                source_repository: source.repository.clone(),
+                wiki_repository: source.wiki_repository.clone(),
+            },
+            source: source.clone(),
+        })
+    }
+
+    /// The write precondition: `expected_wiki_repository` must name the resolved
+    /// wiki. Checked before any credential, disk or network use.
+    pub fn check_destination(resolved: &Resolved, expected: &str) -> Result<(), ToolError> {
+        if !config::is_repository_name(expected) {
+            return Err(ToolError::invalid_input(format!(
+                "expected_wiki_repository must be owner/name as returned by get_wiki_snapshot, got {:?}",
+                shorten(expected)
+            )));
+        }
+        if !expected.eq_ignore_ascii_case(&resolved.identity.wiki_repository) {
+            return Err(ToolError::new(
+                crate::wiki::ErrorKind::DestinationChanged,
+                format!(
+                    "the wiki of {} is now {}, not {expected}; read a fresh snapshot and re-establish the destination before writing",
+                    resolved.identity.source_repository, resolved.identity.wiki_repository
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A handle on the resolved source's wiki.
+    pub fn wiki(&self, resolved: &Resolved) -> Result<Wiki, ToolError> {
+        let source = &resolved.source;
+        let remote = match &source.forge {
+            Forge::Local { wiki, .. } => Remote::LocalBare { path: wiki.clone() },
+            Forge::GitHub => {
+                let Some(github) = &self.binding.config.github else {
+                    return Err(ToolError::configuration(
+                        "the source lives on GitHub but the configuration has no [github] section",
+                    ));
+                };
+                Remote::Http {
+                    url: format!("{}/{}.wiki.git", github.git_url, source.wiki_repository),
+                    token: self.token_for(source),
+                }
+            }
+        };
+        let destination = Destination {
+            id: source.destination(),
+            remote,
+        };
+        Ok(self.store.wiki(&destination)?)
+    }
+
+    /// The credential for a source's wiki remote: the writer's token for its one
+    /// source; none otherwise (anonymous reads of public wikis).
+    fn token_for(&self, source: &Source) -> Option<Secret> {
+        let writer = self.binding.writer.as_ref()?;
+        if writer.source.eq_ignore_ascii_case(&source.repository) {
+            writer.token.clone()
+        } else {
+            None
+        }
+    }
+
+    /// The committer of wiki writes (`[github] bot_name/bot_email`).
+    pub fn committer(&self) -> Committer {
+        Committer {
+            name: self.binding.config.bot.name.clone(),
+            email: self.binding.config.bot.email.clone(),
+        }
+    }
+}
+
+/// The trailers a write commit carries.
+pub fn trailers(origin: &WriteOrigin, source: &str) -> Vec<Trailer> {
+    let trailer = |key: &str, value: &str| Trailer {
+        key: key.to_owned(),
+        value: value.to_owned(),
+    };
+    let mut out = Vec::new();
+    match origin {
+        WriteOrigin::Job(writer) => {
+            if let Some(job) = &writer.job {
+                out.push(trailer(TRAILER_JOB, job));
+            }
+            out.push(trailer(TRAILER_SOURCE, source));
+            if let Some(range) = &writer.range {
+                out.push(trailer(TRAILER_RANGE, range));
+            }
+        }
+        WriteOrigin::Operator => {
+            out.push(trailer(TRAILER_SOURCE, source));
+            out.push(trailer(TRAILER_ORIGIN, "operator"));
+        }
+    }
+    out
+}
+
+/// An argument echoed in a message, bounded.
+fn shorten(text: &str) -> &str {
+    match text.char_indices().nth(100) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    }
+}

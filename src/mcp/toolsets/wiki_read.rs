@@ -1,0 +1,287 @@
+//! The wiki read toolset: snapshot, list, get, search, history, diff.
+//!
+//! Served by every server kind. Every tool is read-only, non-destructive,
+//! idempotent and closed-world (the team memory of configured sources, nothing
+//! else), and takes `repository` = the *source*; the wiki is resolved from
+//! configuration. Rules on refs, paths, limits and sizes are the engine's
+//! (`crate::wiki::validate`) and come back as envelope errors.
+
+use rmcp::model::JsonObject;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
+use crate::mcp::context::Context;
+use crate::mcp::envelope::{ToolError, ToolOutcome};
+use crate::wiki::WikiError;
+
+pub const TOOLSET: Toolset = Toolset {
+    name: "wiki_read",
+    served_by: &[ServerKind::Agent, ServerKind::WikiWriter],
+    tools: &[
+        ToolDef {
+            name: "get_wiki_snapshot",
+            title: "Wiki snapshot",
+            description: "Resolve the source's wiki: its default branch and full tip sha (initialized: false for an empty wiki). Pin later reads to this sha; writes take it as expected_base together with wiki_repository as expected_wiki_repository.",
+            hints: READ,
+            input_schema: snapshot_schema,
+            handler: get_wiki_snapshot,
+        },
+        ToolDef {
+            name: "list_wiki_pages",
+            title: "List wiki pages",
+            description: "List the Markdown pages (path, blob sha, size) of the wiki at a ref; at most 2,000 pages (truncated says when there were more).",
+            hints: READ,
+            input_schema: list_schema,
+            handler: list_wiki_pages,
+        },
+        ToolDef {
+            name: "get_wiki_page",
+            title: "Read a wiki page",
+            description: "Read one page at a ref: its content and blob sha (the expected_sha of a patch).",
+            hints: READ,
+            input_schema: page_schema,
+            handler: get_wiki_page,
+        },
+        ToolDef {
+            name: "search_wiki",
+            title: "Search the wiki",
+            description: "Pages whose content contains query (case-insensitive substring, at most 512 bytes), with the first matching lines; scans at most 8 MiB (truncated says when the budget ended first).",
+            hints: READ,
+            input_schema: search_schema,
+            handler: search_wiki,
+        },
+        ToolDef {
+            name: "list_wiki_history",
+            title: "Wiki history",
+            description: "Commits (sha, message, time), newest first, reachable from a ref; only those touching path when given; limit 1-100 (default 20).",
+            hints: READ,
+            input_schema: history_schema,
+            handler: list_wiki_history,
+        },
+        ToolDef {
+            name: "get_wiki_diff",
+            title: "Wiki diff",
+            description: "Unified diff of the wiki between two refs (at most 512 KiB).",
+            hints: READ,
+            input_schema: diff_schema,
+            handler: get_wiki_diff,
+        },
+    ],
+};
+
+const READ: Hints = Hints {
+    read_only: true,
+    destructive: false,
+    idempotent: true,
+    open_world: false,
+};
+
+fn object_schema(properties: Value, required: &[&str]) -> Value {
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+fn snapshot_schema() -> Value {
+    object_schema(
+        json!({"repository": super::repository_schema()}),
+        &["repository"],
+    )
+}
+
+fn list_schema() -> Value {
+    object_schema(
+        json!({
+            "repository": super::repository_schema(),
+            "ref": super::ref_schema("The commit to list (default HEAD)"),
+        }),
+        &["repository"],
+    )
+}
+
+fn page_schema() -> Value {
+    object_schema(
+        json!({
+            "repository": super::repository_schema(),
+            "path": {"type": "string", "description": "Page path, e.g. Home.md or area/Topic.md"},
+            "ref": super::ref_schema("The commit to read at (default HEAD)"),
+        }),
+        &["repository", "path"],
+    )
+}
+
+fn search_schema() -> Value {
+    object_schema(
+        json!({
+            "repository": super::repository_schema(),
+            "query": {"type": "string", "minLength": 1, "maxLength": 512, "description": "Text to find, case-insensitively"},
+            "ref": super::ref_schema("The commit to search (default HEAD)"),
+        }),
+        &["repository", "query"],
+    )
+}
+
+fn history_schema() -> Value {
+    object_schema(
+        json!({
+            "repository": super::repository_schema(),
+            "path": {"type": "string", "description": "Only commits touching this page"},
+            "ref": super::ref_schema("The commit to start from (default HEAD)"),
+            "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20, "description": "Most commits to return"},
+        }),
+        &["repository"],
+    )
+}
+
+fn diff_schema() -> Value {
+    object_schema(
+        json!({
+            "repository": super::repository_schema(),
+            "from": super::ref_schema("The older commit"),
+            "to": super::ref_schema("The newer commit"),
+        }),
+        &["repository", "from", "to"],
+    )
+}
+
+fn head() -> String {
+    "HEAD".into()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotArgs {
+    repository: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListArgs {
+    repository: String,
+    #[serde(rename = "ref", default = "head")]
+    git_ref: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PageArgs {
+    repository: String,
+    path: String,
+    #[serde(rename = "ref", default = "head")]
+    git_ref: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    repository: String,
+    query: String,
+    #[serde(rename = "ref", default = "head")]
+    git_ref: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistoryArgs {
+    repository: String,
+    path: Option<String>,
+    #[serde(rename = "ref", default = "head")]
+    git_ref: String,
+    /// Any integer parses; the range is a rule (an envelope error), not a type.
+    #[serde(default = "default_limit")]
+    limit: i64,
+}
+
+fn default_limit() -> i64 {
+    20
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DiffArgs {
+    repository: String,
+    from: String,
+    to: String,
+}
+
+/// A serializable engine result as the envelope's `result`.
+pub(crate) fn to_outcome<T: Serialize>(result: Result<T, WikiError>) -> ToolOutcome {
+    let value = result?;
+    serde_json::to_value(value)
+        .map_err(|error| ToolError::internal("encoding a tool result", error))
+}
+
+/// Resolves the source, opens its wiki and runs `read` on it.
+macro_rules! read_tool {
+    ($context:expr, $repository:expr, |$wiki:ident| $body:expr) => {{
+        let resolved = match $context.resolve(&$repository) {
+            Ok(resolved) => resolved,
+            Err(error) => return Ok(Answer::new(None, Err(error))),
+        };
+        let identity = Some(resolved.identity.clone());
+        let $wiki = match $context.wiki(&resolved) {
+            Ok(wiki) => wiki,
+            Err(error) => return Ok(Answer::new(identity, Err(error))),
+        };
+        Ok(Answer::new(identity, to_outcome($body.await)))
+    }};
+}
+
+fn get_wiki_snapshot(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
+    Box::pin(async move {
+        let args: SnapshotArgs = parse_arguments("get_wiki_snapshot", arguments)?;
+        read_tool!(context, args.repository, |wiki| wiki.snapshot())
+    })
+}
+
+fn list_wiki_pages(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
+    Box::pin(async move {
+        let args: ListArgs = parse_arguments("list_wiki_pages", arguments)?;
+        read_tool!(context, args.repository, |wiki| wiki
+            .list_pages(&args.git_ref))
+    })
+}
+
+fn get_wiki_page(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
+    Box::pin(async move {
+        let args: PageArgs = parse_arguments("get_wiki_page", arguments)?;
+        read_tool!(context, args.repository, |wiki| wiki
+            .get_page(&args.git_ref, &args.path))
+    })
+}
+
+fn search_wiki(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
+    Box::pin(async move {
+        let args: SearchArgs = parse_arguments("search_wiki", arguments)?;
+        read_tool!(context, args.repository, |wiki| wiki
+            .search(&args.git_ref, &args.query))
+    })
+}
+
+fn list_wiki_history(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
+    Box::pin(async move {
+        let args: HistoryArgs = parse_arguments("list_wiki_history", arguments)?;
+        let limit = u32::try_from(args.limit).map_err(|_| {
+            WikiError::invalid_input(format!(
+                "limit must be between 1 and 100, got {}",
+                args.limit
+            ))
+        });
+        read_tool!(context, args.repository, |wiki| async {
+            wiki.history(&args.git_ref, args.path.as_deref(), limit?)
+                .await
+        })
+    })
+}
+
+fn get_wiki_diff(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
+    Box::pin(async move {
+        let args: DiffArgs = parse_arguments("get_wiki_diff", arguments)?;
+        read_tool!(context, args.repository, |wiki| wiki
+            .diff(&args.from, &args.to))
+    })
+}

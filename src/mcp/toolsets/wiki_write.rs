@@ -1,0 +1,325 @@
+//! The wiki write toolset: `write_wiki_pages` and `patch_wiki_pages`.
+//!
+//! Served only by the job-bound writer (`teammem mcp --wiki-writer`), never by a
+//! read-only server. Both tools are annotated as writes that may replace page
+//! text (`destructiveHint: true`) and are idempotent (repeating a call whose
+//! pages already match answers `no-change` and writes nothing).
+//!
+//! Order of checks, each failure an envelope error that changed nothing:
+//! binding (`permission_denied`), source (`not_found`), destination
+//! precondition (`destination_changed`, before any credential or network use),
+//! then the engine's argument rules, then one compare-and-swap publish. The
+//! commit carries the job's trailers (`Teammem-Job`, `Teammem-Source`,
+//! `Teammem-Range`). The evidence tools of the writer (`get_job_evidence`,
+//! `list_pull_request_files`, `get_source_file`) will be a sibling toolset served
+//! by the same server kind.
+
+use std::collections::BTreeMap;
+
+use rmcp::model::JsonObject;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::wiki_read::to_outcome;
+use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
+use crate::mcp::context::{self, Context, WriteOrigin};
+use crate::mcp::envelope::ToolError;
+use crate::wiki::{CommitSpec, PagePatch, PageWrite, Replacement};
+
+pub const TOOLSET: Toolset = Toolset {
+    name: "wiki_write",
+    served_by: &[ServerKind::WikiWriter],
+    tools: &[
+        ToolDef {
+            name: "write_wiki_pages",
+            title: "Write wiki pages",
+            description: "Create or replace 1-20 Markdown pages with full contents (each at most 64 KiB, 256 KiB in all) in one commit whose only parent is expected_base. Take expected_base (sha) and expected_wiki_repository (wiki_repository) from one get_wiki_snapshot. Returns status updated or no-change and the new (or unchanged) tip sha. On conflict read a fresh snapshot and reconcile; never retry blindly.",
+            hints: WRITE,
+            input_schema: write_schema,
+            handler: write_wiki_pages,
+        },
+        ToolDef {
+            name: "patch_wiki_pages",
+            title: "Patch wiki pages",
+            description: "Exact-anchor replacements in 1-20 existing pages, in one commit whose only parent is expected_base. Every non-empty old must occur exactly once in the page at expected_base; replacements may not overlap; an empty old appends new at the end (one per page); at most 40 replacements and 256 KiB of replacement input. Untouched bytes are kept exactly.",
+            hints: WRITE,
+            input_schema: patch_schema,
+            handler: patch_wiki_pages,
+        },
+    ],
+};
+
+const WRITE: Hints = Hints {
+    read_only: false,
+    destructive: true,
+    idempotent: true,
+    open_world: false,
+};
+
+fn common_properties() -> serde_json::Map<String, Value> {
+    let Value::Object(properties) = json!({
+        "repository": super::repository_schema(),
+        "expected_wiki_repository": {"type": "string", "description": "wiki_repository from the snapshot the change is based on (owner/name); a precondition, never a destination override"},
+        "expected_base": {"type": "string", "description": "sha from the same snapshot: the full 40-character commit the change is based on"},
+        "message": {"type": "string", "maxLength": 512, "description": "One-line commit message (at most 512 bytes); cite the full source commit sha; trailers naming the job are added"},
+    }) else {
+        unreachable!("a JSON object literal")
+    };
+    properties
+}
+
+const COMMON_REQUIRED: [&str; 4] = [
+    "repository",
+    "expected_wiki_repository",
+    "expected_base",
+    "message",
+];
+
+fn write_schema() -> Value {
+    let mut properties = common_properties();
+    properties.insert(
+        "pages".into(),
+        json!({
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 20,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "Page path ending in .md"},
+                    "content": {"type": "string", "description": "The full UTF-8 content (at most 64 KiB)"},
+                },
+                "required": ["path", "content"],
+                "additionalProperties": false,
+            },
+        }),
+    );
+    let mut required = COMMON_REQUIRED.to_vec();
+    required.push("pages");
+    json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
+}
+
+fn patch_schema() -> Value {
+    let mut properties = common_properties();
+    properties.insert(
+        "patches".into(),
+        json!({
+            "type": "object",
+            "description": "Page path -> its patch",
+            "minProperties": 1,
+            "maxProperties": 20,
+            "additionalProperties": {
+                "type": "object",
+                "properties": {
+                    "expected_sha": {"type": "string", "description": "The page's blob sha at expected_base (from list_wiki_pages or get_wiki_page)"},
+                    "replacements": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "old": {"type": "string", "description": "Exact text occurring once in the page, or empty to append"},
+                                "new": {"type": "string"},
+                            },
+                            "required": ["old", "new"],
+                            "additionalProperties": false,
+                        },
+                    },
+                },
+                "required": ["expected_sha", "replacements"],
+                "additionalProperties": false,
+            },
+        }),
+    );
+    let mut required = COMMON_REQUIRED.to_vec();
+    required.push("patches");
+    json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PageArg {
+    path: String,
+    content: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    repository: String,
+    expected_wiki_repository: String,
+    expected_base: String,
+    message: String,
+    pages: Vec<PageArg>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplacementArg {
+    old: String,
+    new: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchArg {
+    expected_sha: String,
+    replacements: Vec<ReplacementArg>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchArgs {
+    repository: String,
+    expected_wiki_repository: String,
+    expected_base: String,
+    message: String,
+    patches: BTreeMap<String, PatchArg>,
+}
+
+/// What a write changes.
+pub enum Change {
+    Write(Vec<PageWrite>),
+    Patch(Vec<PagePatch>),
+}
+
+/// One write request, from a tool call or the operator CLI.
+pub struct WriteRequest {
+    pub repository: String,
+    /// `None` only for the operator, who is checked against the resolved wiki anyway.
+    pub expected_wiki_repository: Option<String>,
+    pub expected_base: String,
+    pub message: String,
+    pub change: Change,
+}
+
+/// Runs one write: binding, source, destination precondition, then the engine.
+pub async fn run(context: &Context, origin: &WriteOrigin, request: WriteRequest) -> Answer {
+    let resolved = match context.resolve(&request.repository) {
+        Ok(resolved) => resolved,
+        Err(error) => return Answer::new(None, Err(error)),
+    };
+    let identity = Some(resolved.identity.clone());
+    if let Some(expected) = &request.expected_wiki_repository
+        && let Err(error) = Context::check_destination(&resolved, expected)
+    {
+        return Answer::new(identity, Err(error));
+    }
+    let wiki = match context.wiki(&resolved) {
+        Ok(wiki) => wiki,
+        Err(error) => return Answer::new(identity, Err(error)),
+    };
+    let spec = CommitSpec {
+        expected_destination: None,
+        expected_base: request.expected_base,
+        message: request.message,
+        identity: context.committer(),
+        trailers: context::trailers(origin, &resolved.source.repository),
+    };
+    let result = match request.change {
+        Change::Write(pages) => wiki.write(&spec, pages).await,
+        Change::Patch(patches) => wiki.patch(&spec, patches).await,
+    };
+    Answer::new(identity, to_outcome(result))
+}
+
+/// The origin of a tool call: the job this writer is bound to.
+fn origin(context: &Context) -> Result<WriteOrigin, ToolError> {
+    context
+        .binding
+        .writer
+        .clone()
+        .map(WriteOrigin::Job)
+        .ok_or_else(|| {
+            ToolError::permission_denied("wiki writes are served only by the job-bound wiki writer")
+        })
+}
+
+fn write_wiki_pages(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
+    Box::pin(async move {
+        let args: WriteArgs = parse_arguments("write_wiki_pages", arguments)?;
+        let origin = match origin(context) {
+            Ok(origin) => origin,
+            Err(error) => return Ok(Answer::new(None, Err(error))),
+        };
+        let pages = args
+            .pages
+            .into_iter()
+            .map(|page| PageWrite {
+                path: page.path,
+                content: page.content,
+            })
+            .collect();
+        let request = WriteRequest {
+            repository: args.repository,
+            expected_wiki_repository: Some(args.expected_wiki_repository),
+            expected_base: args.expected_base,
+            message: args.message,
+            change: Change::Write(pages),
+        };
+        Ok(run(context, &origin, request).await)
+    })
+}
+
+fn patch_wiki_pages(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
+    Box::pin(async move {
+        let args: PatchArgs = parse_arguments("patch_wiki_pages", arguments)?;
+        let origin = match origin(context) {
+            Ok(origin) => origin,
+            Err(error) => return Ok(Answer::new(None, Err(error))),
+        };
+        let request = WriteRequest {
+            repository: args.repository,
+            expected_wiki_repository: Some(args.expected_wiki_repository),
+            expected_base: args.expected_base,
+            message: args.message,
+            change: Change::Patch(patches_from(args.patches)),
+        };
+        Ok(run(context, &origin, request).await)
+    })
+}
+
+/// `{path: {expected_sha, replacements}}` as the engine's list.
+fn patches_from(patches: BTreeMap<String, PatchArg>) -> Vec<PagePatch> {
+    patches
+        .into_iter()
+        .map(|(path, patch)| PagePatch {
+            path,
+            expected_sha: patch.expected_sha,
+            replacements: patch
+                .replacements
+                .into_iter()
+                .map(|r| Replacement {
+                    old: r.old,
+                    new: r.new,
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Parses the operator's `--patches` JSON (same shape as the tool's `patches`).
+pub fn parse_patches(value: Value) -> Result<Vec<PagePatch>, ToolError> {
+    let patches: BTreeMap<String, PatchArg> = serde_json::from_value(value).map_err(|error| {
+        ToolError::invalid_input(format!(
+            "patches must be an object {{path: {{expected_sha, replacements: [{{old, new}}]}}}}: {error}"
+        ))
+    })?;
+    Ok(patches_from(patches))
+}
+
+/// Parses the operator's `--pages` JSON (same shape as the tool's `pages`).
+pub fn parse_pages(value: Value) -> Result<Vec<PageWrite>, ToolError> {
+    let pages: Vec<PageArg> = serde_json::from_value(value).map_err(|error| {
+        ToolError::invalid_input(format!(
+            "pages must be an array of {{path, content}} objects: {error}"
+        ))
+    })?;
+    Ok(pages
+        .into_iter()
+        .map(|page| PageWrite {
+            path: page.path,
+            content: page.content,
+        })
+        .collect())
+}

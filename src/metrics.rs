@@ -1,0 +1,261 @@
+//! Process-wide Prometheus metrics: labelled counters and histograms that any
+//! module records into, rendered by `GET /metrics`.
+//!
+//! Invariants: label values come from small closed sets chosen by the code
+//! (answer codes, states, outcomes), never from request input, so the series
+//! count stays bounded; recording never fails and never blocks for long (one
+//! short mutex per metric).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// A counter with one set of label values per series.
+pub struct Counter {
+    name: &'static str,
+    help: &'static str,
+    labels: &'static [&'static str],
+    series: Mutex<BTreeMap<Vec<&'static str>, u64>>,
+}
+
+impl Counter {
+    pub const fn new(
+        name: &'static str,
+        help: &'static str,
+        labels: &'static [&'static str],
+    ) -> Counter {
+        Counter {
+            name,
+            help,
+            labels,
+            series: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Adds one to the series with these label values (in the order of `labels`).
+    pub fn inc(&self, values: &[&'static str]) {
+        debug_assert_eq!(values.len(), self.labels.len(), "{}", self.name);
+        let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        *series.entry(values.to_vec()).or_default() += 1;
+    }
+
+    pub fn get(&self, values: &[&'static str]) -> u64 {
+        let series = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        series.get(values).copied().unwrap_or(0)
+    }
+
+    fn render(&self, out: &mut String) {
+        let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
+        let _ = writeln!(out, "# TYPE {} counter", self.name);
+        let series = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        for (values, n) in series.iter() {
+            let _ = writeln!(
+                out,
+                "{}{} {n}",
+                self.name,
+                labels(self.labels, values, None)
+            );
+        }
+    }
+}
+
+/// A histogram of seconds with fixed buckets.
+pub struct Histogram {
+    name: &'static str,
+    help: &'static str,
+    labels: &'static [&'static str],
+    buckets: &'static [f64],
+    series: Mutex<BTreeMap<Vec<&'static str>, HistogramSeries>>,
+}
+
+#[derive(Default, Clone)]
+struct HistogramSeries {
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    pub const fn new(
+        name: &'static str,
+        help: &'static str,
+        labels: &'static [&'static str],
+        buckets: &'static [f64],
+    ) -> Histogram {
+        Histogram {
+            name,
+            help,
+            labels,
+            buckets,
+            series: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn observe(&self, values: &[&'static str], elapsed: Duration) {
+        let secs = elapsed.as_secs_f64();
+        let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        let s = series
+            .entry(values.to_vec())
+            .or_insert_with(|| HistogramSeries {
+                counts: vec![0; self.buckets.len()],
+                ..HistogramSeries::default()
+            });
+        for (i, upper) in self.buckets.iter().enumerate() {
+            if secs <= *upper {
+                s.counts[i] += 1;
+            }
+        }
+        s.sum += secs;
+        s.count += 1;
+    }
+
+    fn render(&self, out: &mut String) {
+        let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
+        let _ = writeln!(out, "# TYPE {} histogram", self.name);
+        let series = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        for (values, s) in series.iter() {
+            for (upper, n) in self.buckets.iter().zip(&s.counts) {
+                let le = format!("{upper}");
+                let _ = writeln!(
+                    out,
+                    "{}_bucket{} {n}",
+                    self.name,
+                    labels(self.labels, values, Some(&le))
+                );
+            }
+            let _ = writeln!(
+                out,
+                "{}_bucket{} {}",
+                self.name,
+                labels(self.labels, values, Some("+Inf")),
+                s.count
+            );
+            let plain = labels(self.labels, values, None);
+            let _ = writeln!(out, "{}_sum{plain} {}", self.name, s.sum);
+            let _ = writeln!(out, "{}_count{plain} {}", self.name, s.count);
+        }
+    }
+}
+
+fn labels(names: &[&str], values: &[&str], le: Option<&str>) -> String {
+    let mut parts: Vec<String> = names
+        .iter()
+        .zip(values)
+        .map(|(n, v)| format!("{n}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
+        .collect();
+    if let Some(le) = le {
+        parts.push(format!("le=\"{le}\""));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("{{{}}}", parts.join(","))
+    }
+}
+
+const JOB_BUCKETS: &[f64] = &[0.1, 0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0];
+const CALL_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
+
+/// `POST /v1/dispatch` and `POST /v1/requests` answers by route and code.
+pub static REQUESTS: Counter = Counter::new(
+    "teammem_ingest_requests_total",
+    "Dispatch and PR-request answers by route and answer code.",
+    &["route", "code"],
+);
+
+/// Finished job attempts by kind and resulting state.
+pub static JOBS_FINISHED: Counter = Counter::new(
+    "teammem_job_attempts_total",
+    "Finished job attempts by job kind and the state they left the job in.",
+    &["kind", "state"],
+);
+
+pub static JOB_DURATION: Histogram = Histogram::new(
+    "teammem_job_duration_seconds",
+    "Wall time of one job attempt, by job kind.",
+    &["kind"],
+    JOB_BUCKETS,
+);
+
+/// Wiki publishes by outcome (`updated`, `no_change`, `conflict`, ...).
+pub static WIKI_PUBLISHES: Counter = Counter::new(
+    "teammem_wiki_publishes_total",
+    "Wiki write attempts by outcome.",
+    &["outcome"],
+);
+
+/// GitHub REST API calls by status class.
+pub static GITHUB_CALLS: Counter = Counter::new(
+    "teammem_github_api_calls_total",
+    "GitHub REST API calls by answer status (2xx, 3xx, 4xx, 5xx, timeout, error).",
+    &["status"],
+);
+
+pub static GITHUB_CALL_DURATION: Histogram = Histogram::new(
+    "teammem_github_api_call_duration_seconds",
+    "Latency of GitHub REST API calls.",
+    &[],
+    CALL_BUCKETS,
+);
+
+/// Tool calls an agent made through the writer, by agent kind.
+pub static AGENT_STEPS: Counter = Counter::new(
+    "teammem_agent_steps_total",
+    "Tool calls agents made through the wiki writer, by agent kind.",
+    &["agent"],
+);
+
+/// Renders every process-wide metric.
+pub fn render(out: &mut String) {
+    REQUESTS.render(out);
+    JOBS_FINISHED.render(out);
+    JOB_DURATION.render(out);
+    WIKI_PUBLISHES.render(out);
+    GITHUB_CALLS.render(out);
+    GITHUB_CALL_DURATION.render(out);
+    AGENT_STEPS.render(out);
+}
+
+/// The status label of an HTTP answer.
+pub fn status_class(status: u16) -> &'static str {
+    match status {
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_series_render_in_exposition_format() {
+        static C: Counter = Counter::new("t_total", "Test.", &["code"]);
+        C.inc(&["ok"]);
+        C.inc(&["ok"]);
+        C.inc(&["bad_signature"]);
+        let mut out = String::new();
+        C.render(&mut out);
+        assert_eq!(
+            out,
+            "# HELP t_total Test.\n# TYPE t_total counter\nt_total{code=\"bad_signature\"} 1\nt_total{code=\"ok\"} 2\n"
+        );
+    }
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        static H: Histogram = Histogram::new("t_seconds", "Test.", &[], &[0.1, 1.0]);
+        H.observe(&[], Duration::from_millis(50));
+        H.observe(&[], Duration::from_millis(500));
+        H.observe(&[], Duration::from_secs(5));
+        let mut out = String::new();
+        H.render(&mut out);
+        assert!(out.contains("t_seconds_bucket{le=\"0.1\"} 1\n"), "{out}");
+        assert!(out.contains("t_seconds_bucket{le=\"1\"} 2\n"), "{out}");
+        assert!(out.contains("t_seconds_bucket{le=\"+Inf\"} 3\n"), "{out}");
+        assert!(out.contains("t_seconds_count 3\n"), "{out}");
+    }
+}

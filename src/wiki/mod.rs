@@ -1,0 +1,355 @@
+//! The wiki engine: the team memory as a git repository, read and written
+//! through gix (the only module that imports it). It knows nothing of jobs,
+//! HTTP APIs or GitHub's REST API; it takes a destination (a smart-HTTP URL with
+//! an optional token, or a local bare repository) and enforces DESIGN §7:
+//! bounded reads, checked writes, one compare-and-swap publish per write with
+//! outcomes `updated` / `no-change` / `conflict` / `publish_rejected` /
+//! `outcome_unknown`, a deadline per call, and no credential ever on disk or in
+//! a result.
+//!
+//! Blocking gix work runs in `spawn_blocking`. Fetch and publish of one
+//! destination are serialized by an async mutex; reads of known commits run
+//! concurrently.
+
+mod engine;
+pub mod error;
+pub mod patch;
+pub mod paths;
+mod publish;
+mod read;
+mod receive_pack;
+pub mod remote;
+mod tree;
+pub mod types;
+pub mod validate;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gix::ObjectId;
+
+use engine::{Backend, PageChange, SendGate, WikiState};
+pub use error::{ErrorKind, Outcome, WikiError};
+pub use remote::{Destination, Remote, Secret};
+pub use types::*;
+use validate::RefSpec;
+
+/// Default deadline of one call (DESIGN §7).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
+
+/// What every handle of one destination shares.
+struct Shared {
+    location: PathBuf,
+    repo: gix::ThreadSafeRepository,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    cache: Arc<tree::IndexCache>,
+}
+
+/// Owns the mirrors (one bare repository per HTTP destination under
+/// `mirrors_dir`) and the per-destination locks.
+pub struct WikiStore {
+    mirrors_dir: PathBuf,
+    deadline: Duration,
+    shared: std::sync::Mutex<HashMap<String, Arc<Shared>>>,
+}
+
+impl WikiStore {
+    /// A store keeping its mirrors under `mirrors_dir` (created on first use).
+    pub fn new(mirrors_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            mirrors_dir: mirrors_dir.into(),
+            deadline: DEFAULT_DEADLINE,
+            shared: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Overrides the per-call deadline.
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The mirror directory a destination id uses (for operators and tests).
+    pub fn mirror_path(&self, destination_id: &str) -> PathBuf {
+        self.mirrors_dir
+            .join(engine::mirror_dir_name(destination_id))
+    }
+
+    /// A handle for one destination. Checks the remote's configuration (https,
+    /// or http only to loopback) and opens or creates its mirror; nothing is
+    /// sent yet. Call it per use: a rotated token takes effect immediately.
+    pub fn wiki(&self, destination: &Destination) -> Result<Wiki, WikiError> {
+        if destination.id.trim().is_empty() {
+            return Err(WikiError::not_applied(
+                ErrorKind::ConfigurationError,
+                "the wiki destination id must not be empty",
+            ));
+        }
+        let (backend, location) = match &destination.remote {
+            Remote::Http { url, token } => (
+                Backend::Http {
+                    http: remote::validate_http(url, token.as_ref())?,
+                },
+                self.mirror_path(&destination.id),
+            ),
+            Remote::LocalBare { path } => (Backend::Local, path.clone()),
+        };
+        let shared = {
+            let mut all = self
+                .shared
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            match all.get(&destination.id) {
+                Some(existing) if existing.location == location => existing.clone(),
+                _ => {
+                    let repo = match backend {
+                        Backend::Http { .. } => engine::open_mirror(&location)?,
+                        Backend::Local => engine::open_isolated(&location).map_err(|_| {
+                            WikiError::not_applied(
+                                ErrorKind::ConfigurationError,
+                                "the local wiki repository could not be opened; check local_wiki_path",
+                            )
+                        })?,
+                    };
+                    let shared = Arc::new(Shared {
+                        location: location.clone(),
+                        repo,
+                        lock: Arc::new(tokio::sync::Mutex::new(())),
+                        cache: Arc::new(tree::IndexCache::default()),
+                    });
+                    all.insert(destination.id.clone(), shared.clone());
+                    shared
+                }
+            }
+        };
+        Ok(Wiki {
+            state: Arc::new(WikiState {
+                id: destination.id.clone(),
+                backend,
+                repo: shared.repo.clone(),
+                cache: shared.cache.clone(),
+                lock: shared.lock.clone(),
+            }),
+            deadline: self.deadline,
+        })
+    }
+}
+
+/// A handle on one destination's wiki. Cheap to clone.
+#[derive(Clone)]
+pub struct Wiki {
+    state: Arc<WikiState>,
+    deadline: Duration,
+}
+
+fn timed_out() -> WikiError {
+    WikiError::not_applied(
+        ErrorKind::Timeout,
+        "the wiki call did not finish before its deadline; try again",
+    )
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, WikiError> + Send + 'static,
+) -> Result<T, WikiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| WikiError::internal("running a wiki task", err))?
+}
+
+impl Wiki {
+    /// The destination id this handle serves.
+    pub fn destination_id(&self) -> &str {
+        &self.state.id
+    }
+
+    async fn with_deadline<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, WikiError>>,
+    ) -> Result<T, WikiError> {
+        tokio::time::timeout(self.deadline, work)
+            .await
+            .unwrap_or_else(|_| Err(timed_out()))
+    }
+
+    /// Resolves a read ref to a local commit (`None`: `HEAD` of an empty wiki).
+    async fn resolve(
+        &self,
+        spec: RefSpec,
+        deadline: Instant,
+    ) -> Result<Option<ObjectId>, WikiError> {
+        if let RefSpec::Commit(id) = spec {
+            let state = self.state.clone();
+            if blocking(move || Ok(tree::has_commit(&state.repo(), id))).await? {
+                return Ok(Some(id));
+            }
+        }
+        let guard = self.state.lock.clone().lock_owned().await;
+        let state = self.state.clone();
+        blocking(move || {
+            let _serialized = guard;
+            state.resolve_locked(spec, deadline)
+        })
+        .await
+    }
+
+    async fn resolve_initialized(
+        &self,
+        spec: RefSpec,
+        deadline: Instant,
+    ) -> Result<ObjectId, WikiError> {
+        self.resolve(spec, deadline).await?.ok_or_else(|| {
+            WikiError::not_found("the wiki has no pages yet; create its first page in GitHub's web interface, then read a snapshot")
+        })
+    }
+
+    /// `get_wiki_snapshot`: the remote's default branch and tip (fetching new
+    /// commits into the mirror when there are any).
+    pub async fn snapshot(&self) -> Result<Snapshot, WikiError> {
+        let deadline = Instant::now() + self.deadline;
+        self.with_deadline(async {
+            let guard = self.state.lock.clone().lock_owned().await;
+            let state = self.state.clone();
+            let head = blocking(move || {
+                let _serialized = guard;
+                state.sync(deadline)
+            })
+            .await?;
+            Ok(Snapshot {
+                branch: head.branch,
+                sha: head.tip.map(|tip| tip.to_string()),
+                initialized: head.tip.is_some(),
+            })
+        })
+        .await
+    }
+
+    /// `list_wiki_pages` at `HEAD` or a full sha (at most 2,000 pages, sorted by path).
+    pub async fn list_pages(&self, git_ref: &str) -> Result<PageList, WikiError> {
+        let spec = validate::parse_ref(git_ref, "ref")?;
+        let deadline = Instant::now() + self.deadline;
+        self.with_deadline(async {
+            let commit = self.resolve_initialized(spec, deadline).await?;
+            let state = self.state.clone();
+            blocking(move || read::list_pages(&state.repo(), &state.cache, commit)).await
+        })
+        .await
+    }
+
+    /// `get_wiki_page`.
+    pub async fn get_page(&self, git_ref: &str, path: &str) -> Result<Page, WikiError> {
+        let spec = validate::parse_ref(git_ref, "ref")?;
+        validate::check_page_path_argument(path)?;
+        let deadline = Instant::now() + self.deadline;
+        let path = path.to_owned();
+        self.with_deadline(async {
+            let commit = self.resolve_initialized(spec, deadline).await?;
+            let state = self.state.clone();
+            blocking(move || read::get_page(&state.repo(), &state.cache, commit, &path)).await
+        })
+        .await
+    }
+
+    /// `search_wiki`: pages containing `query`, case-insensitively (scans at most 8 MiB).
+    pub async fn search(&self, git_ref: &str, query: &str) -> Result<SearchResult, WikiError> {
+        let spec = validate::parse_ref(git_ref, "ref")?;
+        validate::check_query(query)?;
+        let deadline = Instant::now() + self.deadline;
+        let query = query.to_owned();
+        self.with_deadline(async {
+            let commit = self.resolve_initialized(spec, deadline).await?;
+            let state = self.state.clone();
+            blocking(move || read::search(&state.repo(), &state.cache, commit, &query)).await
+        })
+        .await
+    }
+
+    /// `list_wiki_history`: newest first, commits touching `path` when given.
+    pub async fn history(
+        &self,
+        git_ref: &str,
+        path: Option<&str>,
+        limit: u32,
+    ) -> Result<History, WikiError> {
+        let spec = validate::parse_ref(git_ref, "ref")?;
+        validate::check_history_limit(limit)?;
+        if let Some(path) = path {
+            validate::check_page_path_argument(path)?;
+        }
+        let deadline = Instant::now() + self.deadline;
+        let path = path.map(str::to_owned);
+        self.with_deadline(async {
+            let tip = self.resolve_initialized(spec, deadline).await?;
+            let state = self.state.clone();
+            blocking(move || read::history(&state.repo(), tip, path.as_deref(), limit as usize))
+                .await
+        })
+        .await
+    }
+
+    /// `get_wiki_diff`: unified diff from `from` to `to` (at most 512 KiB).
+    pub async fn diff(&self, from: &str, to: &str) -> Result<Diff, WikiError> {
+        let from_spec = validate::parse_ref(from, "from")?;
+        let to_spec = validate::parse_ref(to, "to")?;
+        let deadline = Instant::now() + self.deadline;
+        self.with_deadline(async {
+            let from = self.resolve_initialized(from_spec, deadline).await?;
+            let to = self.resolve_initialized(to_spec, deadline).await?;
+            let state = self.state.clone();
+            blocking(move || read::diff(&state.repo(), &state.cache, from, to)).await
+        })
+        .await
+    }
+
+    /// `write_wiki_pages`: full contents for 1–20 `.md` pages.
+    pub async fn write(
+        &self,
+        spec: &CommitSpec,
+        pages: Vec<PageWrite>,
+    ) -> Result<WriteResult, WikiError> {
+        let base = validate::check_commit_spec(spec, &self.state.id)?;
+        validate::check_write_pages(&pages)?;
+        self.publish(spec, base, PageChange::Write(pages)).await
+    }
+
+    /// `patch_wiki_pages`: exact-anchor replacements in 1–20 existing pages.
+    pub async fn patch(
+        &self,
+        spec: &CommitSpec,
+        patches: Vec<PagePatch>,
+    ) -> Result<WriteResult, WikiError> {
+        let base = validate::check_commit_spec(spec, &self.state.id)?;
+        validate::check_patches(&patches)?;
+        self.publish(spec, base, PageChange::Patch(patches)).await
+    }
+
+    async fn publish(
+        &self,
+        spec: &CommitSpec,
+        base: ObjectId,
+        change: PageChange,
+    ) -> Result<WriteResult, WikiError> {
+        let deadline = Instant::now() + self.deadline;
+        let gate = Arc::new(SendGate::default());
+        let state = self.state.clone();
+        let spec = spec.clone();
+        let task_gate = gate.clone();
+        let work = async move {
+            let guard = state.lock.clone().lock_owned().await;
+            blocking(move || {
+                let _serialized = guard;
+                state.write(&spec, base, &change, &task_gate, deadline)
+            })
+            .await
+        };
+        match tokio::time::timeout(self.deadline, work).await {
+            Ok(result) => result,
+            Err(_) if gate.cancel() => Err(timed_out()),
+            Err(_) => Err(WikiError::outcome_unknown(
+                "the call's deadline passed after the update was sent; read a fresh snapshot and compare the pages before writing again",
+            )),
+        }
+    }
+}

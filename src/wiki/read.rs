@@ -1,0 +1,292 @@
+//! The read operations on one resolved commit of a local repository: list, get,
+//! search, history and diff. Every read goes through the validated tree index,
+//! so a wiki with a rejected path is reported, never half-read; every result is
+//! bounded by the DESIGN §7 limits.
+
+use gix::ObjectId;
+
+use super::error::{ErrorKind, WikiError};
+use super::tree::{IndexCache, commit_tree, read_blob, tree_delta};
+use super::types::{
+    Diff, History, HistoryEntry, MatchedLine, Page, PageInfo, PageList, SearchHit, SearchResult,
+};
+use super::validate::{
+    MAX_DIFF_BYTES, MAX_LISTED_PAGES, MAX_READ_PAGE_BYTES, MAX_SEARCH_SCAN_BYTES,
+};
+
+const LINES_PER_HIT: usize = 3;
+const MAX_LINE_BYTES: usize = 240;
+const MAX_HITS: usize = 200;
+
+pub fn list_pages(
+    repo: &gix::Repository,
+    cache: &IndexCache,
+    commit: ObjectId,
+) -> Result<PageList, WikiError> {
+    let index = cache.get_or_build(repo, commit_tree(repo, commit)?)?;
+    let mut pages = Vec::with_capacity(index.pages.len().min(MAX_LISTED_PAGES));
+    for (path, page) in index.pages.iter().take(MAX_LISTED_PAGES) {
+        let size = repo
+            .find_header(page.blob)
+            .map_err(|err| WikiError::internal("reading a page header", err))?
+            .size();
+        pages.push(PageInfo {
+            path: path.clone(),
+            sha: page.blob.to_string(),
+            size,
+        });
+    }
+    Ok(PageList {
+        commit: commit.to_string(),
+        total: index.pages.len(),
+        truncated: index.pages.len() > pages.len(),
+        pages,
+    })
+}
+
+pub fn get_page(
+    repo: &gix::Repository,
+    cache: &IndexCache,
+    commit: ObjectId,
+    path: &str,
+) -> Result<Page, WikiError> {
+    let index = cache.get_or_build(repo, commit_tree(repo, commit)?)?;
+    let page = index.pages.get(path).ok_or_else(|| {
+        WikiError::not_found(format!(
+            "the page {path:?} does not exist at {commit}; list the pages to see which exist"
+        ))
+    })?;
+    let size = repo
+        .find_header(page.blob)
+        .map_err(|err| WikiError::internal("reading a page header", err))?
+        .size();
+    if size > MAX_READ_PAGE_BYTES {
+        return Err(WikiError::limit_exceeded(format!(
+            "the page {path:?} is {size} bytes and pages larger than {MAX_READ_PAGE_BYTES} bytes cannot be returned"
+        )));
+    }
+    let content = String::from_utf8(read_blob(repo, page.blob)?).map_err(|_| {
+        WikiError::not_applied(
+            ErrorKind::UpstreamError,
+            format!("the page {path:?} is not valid UTF-8 text"),
+        )
+    })?;
+    Ok(Page {
+        path: path.to_owned(),
+        commit: commit.to_string(),
+        sha: page.blob.to_string(),
+        content,
+    })
+}
+
+pub fn search(
+    repo: &gix::Repository,
+    cache: &IndexCache,
+    commit: ObjectId,
+    query: &str,
+) -> Result<SearchResult, WikiError> {
+    let index = cache.get_or_build(repo, commit_tree(repo, commit)?)?;
+    let needle = query.to_lowercase();
+    let mut hits = Vec::new();
+    let mut scanned_bytes = 0u64;
+    let mut truncated = false;
+    for (path, page) in &index.pages {
+        let size = repo
+            .find_header(page.blob)
+            .map_err(|err| WikiError::internal("reading a page header", err))?
+            .size();
+        if scanned_bytes + size > MAX_SEARCH_SCAN_BYTES || hits.len() >= MAX_HITS {
+            truncated = true;
+            break;
+        }
+        scanned_bytes += size;
+        let data = read_blob(repo, page.blob)?;
+        let text = String::from_utf8_lossy(&data);
+        let mut lines = Vec::new();
+        let mut matched = false;
+        for (number, line) in text.lines().enumerate() {
+            if line.to_lowercase().contains(&needle) {
+                matched = true;
+                if lines.len() < LINES_PER_HIT {
+                    lines.push(MatchedLine {
+                        line: number + 1,
+                        text: super::validate::shorten(line, MAX_LINE_BYTES).to_owned(),
+                    });
+                } else {
+                    break;
+                }
+            }
+        }
+        // A query spanning lines still matches the page.
+        if matched || text.to_lowercase().contains(&needle) {
+            hits.push(SearchHit {
+                path: path.clone(),
+                sha: page.blob.to_string(),
+                lines,
+            });
+        }
+    }
+    Ok(SearchResult {
+        commit: commit.to_string(),
+        query: query.to_owned(),
+        hits,
+        scanned_bytes,
+        truncated,
+    })
+}
+
+pub fn history(
+    repo: &gix::Repository,
+    tip: ObjectId,
+    path: Option<&str>,
+    limit: usize,
+) -> Result<History, WikiError> {
+    let walk = repo
+        .rev_walk([tip])
+        .sorting(gix::revision::walk::Sorting::ByCommitTime(
+            Default::default(),
+        ))
+        .all()
+        .map_err(|err| WikiError::internal("walking the wiki history", err))?;
+    let mut commits = Vec::new();
+    for info in walk {
+        if commits.len() >= limit {
+            break;
+        }
+        let info = info.map_err(|err| WikiError::internal("walking the wiki history", err))?;
+        let commit = info
+            .object()
+            .map_err(|err| WikiError::internal("reading a commit", err))?;
+        if let Some(path) = path {
+            let entry_at = |commit_id: ObjectId| -> Result<
+                Option<(ObjectId, gix::objs::tree::EntryKind)>,
+                WikiError,
+            > {
+                let tree = repo
+                    .find_tree(commit_tree(repo, commit_id)?)
+                    .map_err(|err| WikiError::internal("reading a tree", err))?;
+                let entry = tree
+                    .lookup_entry_by_path(path)
+                    .map_err(|err| WikiError::internal("looking up a path", err))?;
+                Ok(entry.map(|entry| (entry.object_id(), entry.mode().kind())))
+            };
+            let here = entry_at(commit.id)?;
+            let parents: Vec<ObjectId> = commit.parent_ids().map(|id| id.detach()).collect();
+            let touched = if parents.is_empty() {
+                here.is_some()
+            } else {
+                let mut differs_from_all = true;
+                for parent in parents {
+                    if entry_at(parent)? == here {
+                        differs_from_all = false;
+                        break;
+                    }
+                }
+                differs_from_all
+            };
+            if !touched {
+                continue;
+            }
+        }
+        let message = commit
+            .message_raw()
+            .map_err(|err| WikiError::internal("reading a commit message", err))?
+            .to_string();
+        let seconds = commit
+            .time()
+            .map_err(|err| WikiError::internal("reading a commit time", err))?
+            .seconds;
+        let time = chrono::DateTime::from_timestamp(seconds, 0)
+            .map(|time| time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+            .unwrap_or_default();
+        commits.push(HistoryEntry {
+            sha: commit.id.to_string(),
+            message: message.trim_end().to_owned(),
+            time,
+        });
+    }
+    Ok(History {
+        commit: tip.to_string(),
+        path: path.map(str::to_owned),
+        commits,
+    })
+}
+
+pub fn diff(
+    repo: &gix::Repository,
+    cache: &IndexCache,
+    from: ObjectId,
+    to: ObjectId,
+) -> Result<Diff, WikiError> {
+    let from_tree = commit_tree(repo, from)?;
+    let to_tree = commit_tree(repo, to)?;
+    // Both trees must be valid wikis before anything is rendered from them.
+    cache.get_or_build(repo, from_tree)?;
+    cache.get_or_build(repo, to_tree)?;
+    let delta = tree_delta(repo, Some(from_tree), to_tree)?;
+    let mut out = String::new();
+    for change in &delta.changes {
+        let old = match change.old {
+            Some(id) => read_blob(repo, id)?,
+            None => Vec::new(),
+        };
+        let new = match change.new {
+            Some(id) => read_blob(repo, id)?,
+            None => Vec::new(),
+        };
+        let path = &change.path;
+        out.push_str(&format!("diff --git a/{path} b/{path}\n"));
+        match (change.old, change.new) {
+            (None, Some(_)) => out.push_str("new file mode 100644\n"),
+            (Some(_), None) => out.push_str("deleted file mode 100644\n"),
+            _ => {}
+        }
+        let short = |id: Option<ObjectId>| {
+            id.map_or_else(
+                || "0000000".to_owned(),
+                |id| id.to_hex_with_len(7).to_string(),
+            )
+        };
+        out.push_str(&format!(
+            "index {}..{}\n",
+            short(change.old),
+            short(change.new)
+        ));
+        out.push_str(&match change.old {
+            Some(_) => format!("--- a/{path}\n"),
+            None => "--- /dev/null\n".to_owned(),
+        });
+        out.push_str(&match change.new {
+            Some(_) => format!("+++ b/{path}\n"),
+            None => "+++ /dev/null\n".to_owned(),
+        });
+        out.push_str(&unified_hunks(&old, &new)?);
+        if out.len() > MAX_DIFF_BYTES {
+            return Err(WikiError::limit_exceeded(format!(
+                "the diff between {from} and {to} is larger than {MAX_DIFF_BYTES} bytes (512 KiB); compare closer commits or read single pages"
+            )));
+        }
+    }
+    Ok(Diff {
+        from: from.to_string(),
+        to: to.to_string(),
+        diff: out,
+    })
+}
+
+fn unified_hunks(old: &[u8], new: &[u8]) -> Result<String, WikiError> {
+    use gix::diff::blob::{
+        Algorithm, InternedInput, UnifiedDiff, diff_with_slider_heuristics, unified_diff,
+    };
+    let input = InternedInput::new(old, new);
+    let diff = diff_with_slider_heuristics(Algorithm::Histogram, &input);
+    let rendered = UnifiedDiff::new(
+        &diff,
+        &input,
+        unified_diff::ConsumeBinaryHunk::new(gix::bstr::BString::default(), "\n"),
+        unified_diff::ContextSize::symmetrical(3),
+    )
+    .consume()
+    .map_err(|err| WikiError::internal("rendering a diff", err))?;
+    Ok(String::from_utf8_lossy(&rendered).into_owned())
+}

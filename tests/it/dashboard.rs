@@ -1,0 +1,189 @@
+//! The dashboard over real HTTP: local viewers see it, forwarded or remote ones
+//! must log in with a token (signed HttpOnly SameSite cookie), token scopes
+//! apply, revocation ends sessions, and untrusted text is escaped.
+
+use teammem::config::Config;
+use teammem::queue::{JobKind, NewJob, Origin};
+
+use crate::harness::inproc;
+
+fn config(dir: &std::path::Path) -> Config {
+    Config::parse(&format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+data_dir = "{}"
+
+[[sources]]
+repository = "octo/app"
+local_path = "/srv/app.git"
+local_wiki_path = "/srv/app.wiki.git"
+webhook_secret_env = "S1"
+
+[[sources]]
+repository = "octo/lib"
+local_path = "/srv/lib.git"
+local_wiki_path = "/srv/lib.wiki.git"
+webhook_secret_env = "S2"
+
+[queue]
+workers = 1
+"#,
+        dir.display()
+    ))
+    .unwrap()
+}
+
+fn job(source: &str, number: i64, actor: &str) -> NewJob {
+    NewJob {
+        source: source.into(),
+        destination: format!("local:{source}"),
+        origin: Origin::Request,
+        kind: JobKind::PullRequest {
+            number,
+            merge_sha: format!("{number:040x}"),
+        },
+        actor: actor.into(),
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_viewers_see_jobs_and_remote_ones_must_log_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let mut d = inproc::start(cfg.clone()).await;
+    let pool = teammem::db::open(&cfg.server.data_dir).await.unwrap();
+    let app_token = teammem::tokens::create(&pool, "app", &["octo/app".into()])
+        .await
+        .unwrap()
+        .expose()
+        .to_string();
+
+    let app_job = d
+        .queue
+        .enqueue(job("octo/app", 12, "<script>alert(1)</script>"), None)
+        .await
+        .unwrap()
+        .job;
+    d.queue
+        .enqueue(job("octo/lib", 34, "someone"), None)
+        .await
+        .unwrap();
+    assert_eq!(d.started.recv().await, Some(app_job.id));
+
+    let http = client();
+    // A loopback client without forwarding headers is the local operator.
+    let page = http.get(d.url("/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("octo/app") && html.contains("octo/lib"),
+        "{html}"
+    );
+    assert!(html.contains("http-equiv=\"refresh\""));
+    assert!(html.contains("name=viewport"));
+
+    let detail = http
+        .get(d.url(&format!("/jobs/{}", app_job.id)))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        detail.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{detail}"
+    );
+    assert!(!detail.contains("<script>"));
+    assert!(
+        detail.contains("enqueued") && detail.contains("claimed"),
+        "{detail}"
+    );
+
+    // Through a proxy (forwarding headers) the same client must log in.
+    let forwarded = http
+        .get(d.url("/"))
+        .header("X-Forwarded-For", "203.0.113.7")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forwarded.status(), 303);
+    assert_eq!(forwarded.headers()["location"], "/login");
+
+    let refused = http
+        .post(d.url("/login"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("token=tmm_wrong")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    assert!(refused.headers().get("set-cookie").is_none());
+
+    let login = http
+        .post(d.url("/login"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(format!("token={app_token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 303);
+    let cookie = login.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    assert!(
+        !cookie.contains(&app_token),
+        "the cookie must not carry the token"
+    );
+    let session = cookie.split(';').next().unwrap().to_string();
+
+    let scoped = http
+        .get(d.url("/"))
+        .header("X-Forwarded-For", "203.0.113.7")
+        .header("Cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(scoped.status(), 200);
+    let html = scoped.text().await.unwrap();
+    assert!(html.contains("PR #12"), "{html}");
+    assert!(
+        !html.contains("PR #34"),
+        "a token limited to octo/app must not see octo/lib jobs"
+    );
+
+    // A tampered cookie is worth nothing.
+    let tampered = session.replace("teammem_session=", "teammem_session=00");
+    let r = http
+        .get(d.url("/"))
+        .header("X-Forwarded-For", "203.0.113.7")
+        .header("Cookie", tampered)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+
+    // Revoking the token ends the session.
+    teammem::tokens::revoke(&pool, "app").await.unwrap();
+    let r = http
+        .get(d.url("/"))
+        .header("X-Forwarded-For", "203.0.113.7")
+        .header("Cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+
+    d.permits.add_permits(10);
+    d.shutdown().await.unwrap();
+}

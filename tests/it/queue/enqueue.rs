@@ -1,0 +1,288 @@
+//! Idempotent enqueue (by identity and by delivery id) and coalescing of
+//! contiguous ranges into a still-queued job.
+
+use teammem::queue::{Disposition, JobState, QueueError};
+
+use super::*;
+
+#[tokio::test]
+async fn duplicate_identity_returns_the_existing_job() {
+    let t = test_queue().await;
+    let first = t
+        .queue
+        .enqueue(dispatched("octo/app", 1, 2, 77, 1), Some("delivery-1"))
+        .await
+        .unwrap();
+    assert_eq!(first.disposition, Disposition::Created);
+    assert_eq!(first.job.state, JobState::Queued);
+    assert_eq!(first.job.run_id, Some(77));
+
+    // Same run and attempt, new delivery id: the same job, and the new
+    // delivery id now points at it.
+    let again = t
+        .queue
+        .enqueue(dispatched("octo/app", 1, 2, 77, 1), Some("delivery-2"))
+        .await
+        .unwrap();
+    assert_eq!(again.disposition, Disposition::Duplicate);
+    assert_eq!(again.job.id, first.job.id);
+    let replay = t
+        .queue
+        .enqueue(dispatched("octo/app", 1, 2, 77, 1), Some("delivery-2"))
+        .await
+        .unwrap();
+    assert_eq!(replay.disposition, Disposition::Duplicate);
+    assert_eq!(replay.job.id, first.job.id);
+
+    // A re-run of the workflow is a new attempt, hence a new identity.
+    let rerun = t
+        .queue
+        .enqueue(dispatched("octo/app", 1, 2, 77, 2), None)
+        .await
+        .unwrap();
+    assert_eq!(rerun.disposition, Disposition::Created);
+    assert_ne!(rerun.job.id, first.job.id);
+
+    // Pull-request identity: source + number + merge sha.
+    let pr = t
+        .queue
+        .enqueue(pull_request("octo/app", "octo/app", 5), None)
+        .await
+        .unwrap();
+    let pr_again = t
+        .queue
+        .enqueue(pull_request("octo/app", "octo/app", 5), None)
+        .await
+        .unwrap();
+    assert_eq!(pr_again.disposition, Disposition::Duplicate);
+    assert_eq!(pr_again.job.id, pr.job.id);
+
+    assert_eq!(count(&t.pool, "jobs").await, 3);
+    assert_eq!(count(&t.pool, "deliveries").await, 2);
+    // Duplicates are not transitions: one event per created job.
+    assert_eq!(count(&t.pool, "job_events").await, 3);
+    assert_eq!(t.queue.stats().duplicates, 3);
+}
+
+#[tokio::test]
+async fn known_delivery_id_returns_its_job_whatever_the_body() {
+    let t = test_queue().await;
+    let first = t
+        .queue
+        .enqueue(dispatched("octo/app", 1, 2, 10, 1), Some("d-1"))
+        .await
+        .unwrap();
+    // A replay carrying a different body under the same delivery id does not
+    // create anything.
+    let replay = t
+        .queue
+        .enqueue(pull_request("octo/app", "octo/app", 9), Some("d-1"))
+        .await
+        .unwrap();
+    assert_eq!(replay.disposition, Disposition::Duplicate);
+    assert_eq!(replay.job, first.job);
+    assert_eq!(count(&t.pool, "jobs").await, 1);
+}
+
+#[tokio::test]
+async fn concurrent_enqueues_of_one_identity_create_one_job() {
+    let t = test_queue().await;
+    let mut tasks = Vec::new();
+    for n in 0..8 {
+        let queue = t.queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let delivery = format!("delivery-{n}");
+            queue
+                .enqueue(dispatched("octo/app", 1, 2, 5, 1), Some(&delivery))
+                .await
+        }));
+    }
+    let mut created = 0;
+    let mut ids = std::collections::BTreeSet::new();
+    for task in tasks {
+        let enqueued = task.await.unwrap().unwrap();
+        created += usize::from(enqueued.disposition == Disposition::Created);
+        ids.insert(enqueued.job.id);
+    }
+    assert_eq!(created, 1);
+    assert_eq!(ids.len(), 1);
+    assert_eq!(count(&t.pool, "jobs").await, 1);
+    assert_eq!(count(&t.pool, "deliveries").await, 8);
+}
+
+#[tokio::test]
+async fn contiguous_range_extends_a_queued_job() {
+    let t = test_queue().await;
+    let first = t
+        .queue
+        .enqueue(dispatched("octo/app", 1, 2, 100, 1), Some("d-1"))
+        .await
+        .unwrap();
+    let second = t
+        .queue
+        .enqueue(dispatched("octo/app", 2, 3, 101, 1), Some("d-2"))
+        .await
+        .unwrap();
+    assert_eq!(
+        second.disposition,
+        Disposition::Coalesced { into: first.job.id }
+    );
+    assert_eq!(second.job.id, first.job.id);
+    assert_eq!(second.job.push_before, Some(sha(1)));
+    assert_eq!(second.job.push_after, Some(sha(3)));
+    assert_eq!(second.job.coalesced_count, 1);
+    assert_eq!(second.job.state, JobState::Queued);
+
+    // A third contiguous push keeps extending the same job.
+    let third = t
+        .queue
+        .enqueue(range("octo/app", 3, 4), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        third.disposition,
+        Disposition::Coalesced { into: first.job.id }
+    );
+    assert_eq!(third.job.push_after, Some(sha(4)));
+    assert_eq!(third.job.coalesced_count, 2);
+
+    // Both identities and both deliveries answer with the merged job.
+    for (job, delivery) in [
+        (dispatched("octo/app", 1, 2, 100, 1), "d-1"),
+        (dispatched("octo/app", 2, 3, 101, 1), "d-2"),
+    ] {
+        let by_identity = t.queue.enqueue(job.clone(), None).await.unwrap();
+        assert_eq!(by_identity.disposition, Disposition::Duplicate);
+        assert_eq!(by_identity.job.id, first.job.id);
+        let by_delivery = t
+            .queue
+            .enqueue(range("other/repo", 8, 9), Some(delivery))
+            .await
+            .unwrap();
+        assert_eq!(by_delivery.job.id, first.job.id);
+    }
+    assert_eq!(count(&t.pool, "jobs").await, 1);
+    let events = t.queue.events(first.job.id).await.unwrap();
+    assert_eq!(event_names(&events), ["enqueued", "coalesced", "coalesced"]);
+    assert_eq!(t.queue.stats().coalesced, 2);
+}
+
+#[tokio::test]
+async fn non_contiguous_range_is_a_new_job() {
+    let t = test_queue().await;
+    let first = t
+        .queue
+        .enqueue(range("octo/app", 1, 2), None)
+        .await
+        .unwrap();
+    let gap = t
+        .queue
+        .enqueue(range("octo/app", 3, 4), None)
+        .await
+        .unwrap();
+    assert_eq!(gap.disposition, Disposition::Created);
+    assert_ne!(gap.job.id, first.job.id);
+    // Nor does a range that ends where the queued one begins.
+    let before = t
+        .queue
+        .enqueue(range("octo/app", 0, 1), None)
+        .await
+        .unwrap();
+    assert_eq!(before.disposition, Disposition::Created);
+    assert_eq!(t.queue.get(first.job.id).await.unwrap(), first.job);
+}
+
+#[tokio::test]
+async fn range_never_coalesces_into_a_running_job() {
+    let t = test_queue().await;
+    let first = t
+        .queue
+        .enqueue(range("octo/app", 1, 2), None)
+        .await
+        .unwrap();
+    let claimed = claim_one(&t.queue, "worker-a").await;
+    assert_eq!(claimed.job.id, first.job.id);
+
+    let next = t
+        .queue
+        .enqueue(range("octo/app", 2, 3), None)
+        .await
+        .unwrap();
+    assert_eq!(next.disposition, Disposition::Created);
+    assert_ne!(next.job.id, first.job.id);
+    let running = t.queue.get(first.job.id).await.unwrap();
+    assert_eq!(running.push_after, Some(sha(2)), "a running range is fixed");
+    assert_eq!(running.coalesced_count, 0);
+}
+
+#[tokio::test]
+async fn range_never_coalesces_across_sources_destinations_or_with_pull_requests() {
+    let t = test_queue().await;
+    let first = t
+        .queue
+        .enqueue(range("octo/app", 1, 2), None)
+        .await
+        .unwrap();
+
+    let other_source = t
+        .queue
+        .enqueue(range("octo/lib", 2, 3), None)
+        .await
+        .unwrap();
+    assert_eq!(other_source.disposition, Disposition::Created);
+
+    let mut other_destination = range("octo/app", 2, 3);
+    other_destination.destination = "octo/app-docs".into();
+    let other_destination = t.queue.enqueue(other_destination, None).await.unwrap();
+    assert_eq!(other_destination.disposition, Disposition::Created);
+
+    let pr = t
+        .queue
+        .enqueue(pull_request("octo/app", "octo/app", 3), None)
+        .await
+        .unwrap();
+    assert_eq!(pr.disposition, Disposition::Created);
+
+    assert_eq!(t.queue.get(first.job.id).await.unwrap(), first.job);
+    assert_eq!(count(&t.pool, "jobs").await, 4);
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_and_writes_nothing() {
+    let t = test_queue().await;
+    let mut no_owner = range("octo/app", 1, 2);
+    no_owner.source = "octo".into();
+    let empty_range = range("octo/app", 1, 1);
+    let short_sha = {
+        let mut job = range("octo/app", 1, 2);
+        job.kind = teammem::queue::JobKind::Range {
+            before: "abc123".into(),
+            after: sha(2),
+            run_id: None,
+            run_attempt: None,
+        };
+        job
+    };
+    for (job, delivery, expected) in [
+        (no_owner, None, "source: expected owner/name, got \"octo\""),
+        (empty_range, None, "push_after: equals push_before"),
+        (short_sha, None, "push_before: expected a full commit SHA"),
+        (
+            range("octo/app", 1, 2),
+            Some(""),
+            "delivery_id: must not be empty",
+        ),
+    ] {
+        let error = t.queue.enqueue(job, delivery).await.unwrap_err();
+        assert!(
+            matches!(error, QueueError::InvalidInput { .. }),
+            "{error:?}"
+        );
+        let message = error.to_string();
+        assert!(message.starts_with(expected), "{message}");
+        assert!(!message.ends_with('.'));
+    }
+    for table in ["jobs", "job_events", "job_identities", "deliveries"] {
+        assert_eq!(count(&t.pool, table).await, 0, "{table}");
+    }
+}

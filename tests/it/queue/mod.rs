@@ -1,0 +1,142 @@
+//! Queue tests: real SQLite files in temp dirs, time moved by a ManualClock,
+//! no sleeps. Helpers shared by the queue test modules live here.
+
+mod claim;
+mod enqueue;
+mod lease;
+mod read;
+mod retention;
+mod steer;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::SqlitePool;
+use teammem::db;
+use teammem::queue::{
+    Claimed, Clock, Completion, Job, JobEvent, JobKind, ManualClock, NewJob, Origin, Queue,
+    QueueSettings,
+};
+
+/// A migrated queue on a fresh database file, with its clock.
+pub struct TestQueue {
+    pub queue: Queue,
+    pub clock: Arc<ManualClock>,
+    pub pool: SqlitePool,
+    _dir: tempfile::TempDir,
+}
+
+pub fn settings() -> QueueSettings {
+    QueueSettings {
+        max_attempts: 3,
+        lease: Duration::from_secs(60),
+        retention: Duration::from_secs(7 * 24 * 3600),
+        delivery_retention: Duration::from_secs(3 * 24 * 3600),
+    }
+}
+
+pub async fn test_queue() -> TestQueue {
+    test_queue_with(settings()).await
+}
+
+pub async fn test_queue_with(settings: QueueSettings) -> TestQueue {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pool = db::open_with(dir.path(), 12).await.expect("open database");
+    db::migrate(&pool).await.expect("migrate");
+    let clock = Arc::new(ManualClock::default());
+    let queue = Queue::new(pool.clone(), clock.clone(), settings);
+    TestQueue {
+        queue,
+        clock,
+        pool,
+        _dir: dir,
+    }
+}
+
+/// A distinct, well-formed 40-hex SHA for each `n`.
+pub fn sha(n: u64) -> String {
+    format!("{:040x}", n + 0xabc0)
+}
+
+pub fn range(source: &str, before: u64, after: u64) -> NewJob {
+    NewJob {
+        source: source.into(),
+        destination: source.into(),
+        origin: Origin::Sweep,
+        kind: JobKind::Range {
+            before: sha(before),
+            after: sha(after),
+            run_id: None,
+            run_attempt: None,
+        },
+        actor: "scheduler".into(),
+    }
+}
+
+pub fn dispatched(source: &str, before: u64, after: u64, run_id: i64, attempt: i64) -> NewJob {
+    NewJob {
+        origin: Origin::Dispatch,
+        kind: JobKind::Range {
+            before: sha(before),
+            after: sha(after),
+            run_id: Some(run_id),
+            run_attempt: Some(attempt),
+        },
+        actor: "dispatch".into(),
+        ..range(source, before, after)
+    }
+}
+
+pub fn pull_request(source: &str, destination: &str, number: i64) -> NewJob {
+    NewJob {
+        source: source.into(),
+        destination: destination.into(),
+        origin: Origin::Request,
+        kind: JobKind::PullRequest {
+            number,
+            merge_sha: sha(1000 + number as u64),
+        },
+        actor: "maintainer".into(),
+    }
+}
+
+pub fn succeeded() -> Completion {
+    Completion::Succeeded {
+        receipt: serde_json::json!({"pages": ["Home.md"]}),
+    }
+}
+
+pub async fn claim_one(queue: &Queue, worker: &str) -> Claimed {
+    queue
+        .claim(worker)
+        .await
+        .expect("claim")
+        .expect("a claimable job")
+}
+
+/// A job row and its events, to show that a refused request changed nothing.
+pub async fn snapshot(queue: &Queue, id: i64) -> (Job, Vec<JobEvent>) {
+    (
+        queue.get(id).await.expect("job"),
+        queue.events(id).await.expect("events"),
+    )
+}
+
+/// Rows in a table, to show nothing was written anywhere.
+pub async fn count(pool: &SqlitePool, table: &str) -> i64 {
+    let sql = match table {
+        "jobs" => "SELECT COUNT(*) FROM jobs",
+        "job_events" => "SELECT COUNT(*) FROM job_events",
+        "job_identities" => "SELECT COUNT(*) FROM job_identities",
+        "deliveries" => "SELECT COUNT(*) FROM deliveries",
+        other => panic!("no count for table {other}"),
+    };
+    sqlx::query_scalar(sql)
+        .fetch_one(pool)
+        .await
+        .expect("count")
+}
+
+pub fn event_names(events: &[JobEvent]) -> Vec<&str> {
+    events.iter().map(|event| event.event.as_str()).collect()
+}

@@ -1,0 +1,179 @@
+//! The local bare-repository remote (the local forge): the same reads, writes,
+//! conflicts and races, with a ref transaction in place of receive-pack.
+
+use teammem::wiki::{
+    Destination, ErrorKind, Outcome, PagePatch, PageWrite, Remote, Replacement, WikiStore,
+    WriteStatus,
+};
+
+use super::{DESTINATION, sample_history, spec};
+use crate::harness::git_http::{bare_with_commits, git, init_bare, tip};
+
+struct LocalFixture {
+    dir: tempfile::TempDir,
+    bare: std::path::PathBuf,
+}
+
+impl LocalFixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let bare = bare_with_commits(dir.path(), "wiki.git", &sample_history());
+        Self { dir, bare }
+    }
+
+    fn store(&self, name: &str) -> WikiStore {
+        WikiStore::new(self.dir.path().join(name))
+    }
+
+    fn destination(&self) -> Destination {
+        Destination {
+            id: DESTINATION.into(),
+            remote: Remote::LocalBare {
+                path: self.bare.clone(),
+            },
+        }
+    }
+}
+
+fn page(path: &str, content: &str) -> PageWrite {
+    PageWrite {
+        path: path.into(),
+        content: content.into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_write_and_patch_publish_one_commit_each() {
+    let fixture = LocalFixture::new();
+    let store = fixture.store("m");
+    let wiki = store.wiki(&fixture.destination()).unwrap();
+    let snapshot = wiki.snapshot().await.unwrap();
+    assert_eq!(snapshot.branch.as_deref(), Some("master"));
+    let base = snapshot.sha.unwrap();
+    assert_eq!(base, tip(&fixture.bare, "master"));
+
+    let result = wiki
+        .write(&spec(&base), vec![page("new/Page.md", "body\r\n")])
+        .await
+        .unwrap();
+    assert_eq!(result.status, WriteStatus::Updated);
+    assert_eq!(tip(&fixture.bare, "master"), result.sha);
+    assert_eq!(
+        git(&fixture.bare, &["show", "master:new/Page.md"]),
+        "body\r\n"
+    );
+    let parents = git(
+        &fixture.bare,
+        &["rev-list", "--parents", "-n", "1", "master"],
+    );
+    assert_eq!(parents.trim(), format!("{} {base}", result.sha));
+    assert!(git(&fixture.bare, &["log", "-1", "--format=%B"]).contains("Teammem-Job: job-42"));
+
+    let blob = wiki.get_page("HEAD", "Home.md").await.unwrap().sha;
+    let patched = wiki
+        .patch(
+            &spec(&result.sha),
+            vec![PagePatch {
+                path: "Home.md".into(),
+                expected_sha: blob,
+                replacements: vec![Replacement {
+                    old: "Setup guide".into(),
+                    new: "setup guide".into(),
+                }],
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        git(&fixture.bare, &["show", "master:Home.md"]),
+        "# Home v2\n\nWelcome to the wiki.\nSee the setup guide.\n"
+    );
+    assert_eq!(tip(&fixture.bare, "master"), patched.sha);
+    git(&fixture.bare, &["fsck", "--strict", "--no-progress"]);
+    // No mirror is made for a local remote.
+    assert!(!fixture.dir.path().join("m").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_stale_base_conflicts_and_matching_pages_are_no_change() {
+    let fixture = LocalFixture::new();
+    let store = fixture.store("m");
+    let wiki = store.wiki(&fixture.destination()).unwrap();
+    let base = wiki.snapshot().await.unwrap().sha.unwrap();
+    let first = wiki
+        .write(&spec(&base), vec![page("A.md", "a\n")])
+        .await
+        .unwrap();
+
+    let err = wiki
+        .write(&spec(&base), vec![page("A.md", "other\n")])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Conflict);
+    assert_eq!(err.outcome, Outcome::NotApplied);
+    assert_eq!(tip(&fixture.bare, "master"), first.sha);
+
+    let same = wiki
+        .write(&spec(&base), vec![page("A.md", "a\n")])
+        .await
+        .unwrap();
+    assert_eq!(same.status, WriteStatus::NoChange);
+    assert_eq!(same.sha, first.sha);
+    assert_eq!(tip(&fixture.bare, "master"), first.sha);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_four_writers_one_wins() {
+    let fixture = LocalFixture::new();
+    let base = tip(&fixture.bare, "master");
+    let stores: Vec<WikiStore> = (0..4).map(|i| fixture.store(&format!("m{i}"))).collect();
+    let mut tasks = Vec::new();
+    for (i, store) in stores.iter().enumerate() {
+        let wiki = store.wiki(&fixture.destination()).unwrap();
+        let base = base.clone();
+        tasks.push(tokio::spawn(async move {
+            wiki.write(
+                &spec(&base),
+                vec![page("Home.md", &format!("writer {i}\n"))],
+            )
+            .await
+        }));
+    }
+    let mut updated = 0;
+    let mut conflicts = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(result) => {
+                assert_eq!(result.status, WriteStatus::Updated);
+                updated += 1;
+            }
+            Err(err) => {
+                assert_eq!(err.kind, ErrorKind::Conflict, "{err:?}");
+                conflicts += 1;
+            }
+        }
+    }
+    assert_eq!((updated, conflicts), (1, 3));
+    git(&fixture.bare, &["fsck", "--strict", "--no-progress"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_empty_repository_is_uninitialized() {
+    let dir = tempfile::tempdir().unwrap();
+    let bare = init_bare(dir.path(), "empty.git");
+    let store = WikiStore::new(dir.path().join("m"));
+    let wiki = store
+        .wiki(&Destination {
+            id: DESTINATION.into(),
+            remote: Remote::LocalBare { path: bare },
+        })
+        .unwrap();
+    let snapshot = wiki.snapshot().await.unwrap();
+    assert!(!snapshot.initialized);
+    assert_eq!(snapshot.branch.as_deref(), Some("master"));
+    let err = wiki
+        .write(&spec(&"a".repeat(40)), vec![page("Home.md", "x")])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::NotFound);
+}

@@ -1,0 +1,661 @@
+//! Writes and patches over smart HTTP: byte-exact results, one commit on the
+//! base, trailers, fsck; conflicts, no-change, races, lost answers, request
+//! counts, every limit at its boundary, and the token never leaking.
+
+use teammem::wiki::{ErrorKind, Outcome, PagePatch, PageWrite, Replacement, WriteStatus};
+
+use super::{DESTINATION, Fixture, TOKEN, files_containing, spec};
+use crate::harness::git_http::{Fault, git, tip};
+
+fn page(path: &str, content: &str) -> PageWrite {
+    PageWrite {
+        path: path.into(),
+        content: content.into(),
+    }
+}
+
+fn replace(old: &str, new: &str) -> Replacement {
+    Replacement {
+        old: old.into(),
+        new: new.into(),
+    }
+}
+
+fn fsck(bare: &std::path::Path) {
+    git(bare, &["fsck", "--strict", "--no-progress"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_makes_one_commit_on_the_base_with_exact_bytes_and_trailers() {
+    let fixture = Fixture::sample().await;
+    let wiki = fixture.wiki();
+    let base = wiki.snapshot().await.unwrap().sha.unwrap();
+    let tricky = "Line one\r\nTrailing spaces   \n\ttab\n\u{feff}BOM-like\nno final newline";
+    let result = wiki
+        .write(
+            &spec(&base),
+            vec![
+                page("Home.md", "# Home v3\n"),
+                page("deploy/Ünïcode Steps.md", tricky),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.status, WriteStatus::Updated);
+    assert_eq!(result.branch, "master");
+    assert_eq!(result.sha, tip(&fixture.bare, "master"));
+    assert_eq!(
+        git(&fixture.bare, &["show", "master:Home.md"]),
+        "# Home v3\n"
+    );
+    assert_eq!(
+        git(&fixture.bare, &["show", "master:deploy/Ünïcode Steps.md"]),
+        tricky
+    );
+    let parents = git(
+        &fixture.bare,
+        &["rev-list", "--parents", "-n", "1", "master"],
+    );
+    assert_eq!(parents.trim(), format!("{} {base}", result.sha));
+    let message = git(&fixture.bare, &["log", "-1", "--format=%B", "master"]);
+    assert!(
+        message.starts_with("Record the deploy steps\n\n"),
+        "{message}"
+    );
+    assert!(message.contains("Teammem-Job: job-42\n"), "{message}");
+    assert!(message.contains("Teammem-Source: octo/app\n"), "{message}");
+    assert!(
+        message.contains(&format!(
+            "Teammem-Range: {}..{}\n",
+            "1".repeat(40),
+            "2".repeat(40)
+        )),
+        "{message}"
+    );
+    let trailers = git(
+        &fixture.bare,
+        &[
+            "log",
+            "-1",
+            "--format=%(trailers:key=Teammem-Job,valueonly)",
+            "master",
+        ],
+    );
+    assert_eq!(trailers.trim(), "job-42");
+    assert_eq!(
+        git(
+            &fixture.bare,
+            &["log", "-1", "--format=%an <%ae>|%cn <%ce>", "master"]
+        )
+        .trim(),
+        "teammem[bot] <12345+teammem[bot]@users.noreply.github.com>|teammem[bot] <12345+teammem[bot]@users.noreply.github.com>"
+    );
+    // Untouched pages keep their blobs.
+    assert_eq!(
+        git(&fixture.bare, &["rev-parse", "master:guides/Setup.md"]),
+        git(
+            &fixture.bare,
+            &["rev-parse", &format!("{base}:guides/Setup.md")]
+        )
+    );
+    let pages: Vec<(&str, String)> = result
+        .pages
+        .iter()
+        .map(|p| (p.path.as_str(), p.sha.clone()))
+        .collect();
+    assert_eq!(
+        pages[1].1,
+        git(
+            &fixture.bare,
+            &["rev-parse", "master:deploy/Ünïcode Steps.md"]
+        )
+        .trim()
+    );
+    fsck(&fixture.bare);
+
+    // The engine reads its own write back.
+    let read = wiki
+        .get_page("HEAD", "deploy/Ünïcode Steps.md")
+        .await
+        .unwrap();
+    assert_eq!(read.content, tricky);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_replaces_anchors_and_preserves_every_other_byte() {
+    let original = "# Runbook\r\n\r\nStep 1: build   \n\tStep 2: deploy\nFooter ✓";
+    let fixture = Fixture::with_commits(&[(
+        "Runbook",
+        &[("ops/Runbook.md", original), ("Home.md", "home\n")],
+    )])
+    .await;
+    let wiki = fixture.wiki();
+    let base = wiki.snapshot().await.unwrap().sha.unwrap();
+    let blob = wiki.get_page("HEAD", "ops/Runbook.md").await.unwrap().sha;
+    let result = wiki
+        .patch(
+            &spec(&base),
+            vec![PagePatch {
+                path: "ops/Runbook.md".into(),
+                expected_sha: blob,
+                replacements: vec![
+                    replace("Step 2: deploy", "Step 2: deploy with care"),
+                    replace("# Runbook", "# Run book"),
+                    replace("", "\nappended"),
+                ],
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.status, WriteStatus::Updated);
+    assert_eq!(
+        git(&fixture.bare, &["show", "master:ops/Runbook.md"]),
+        "# Run book\r\n\r\nStep 1: build   \n\tStep 2: deploy with care\nFooter ✓\nappended"
+    );
+    let parents = git(
+        &fixture.bare,
+        &["rev-list", "--parents", "-n", "1", "master"],
+    );
+    assert_eq!(parents.trim(), format!("{} {base}", result.sha));
+    fsck(&fixture.bare);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_refusals_name_the_problem_and_change_nothing() {
+    let fixture = Fixture::with_commits(&[(
+        "Pages",
+        &[("A.md", "alpha beta alpha\n"), ("B.md", "bee\n")],
+    )])
+    .await;
+    let wiki = fixture.wiki();
+    let base = wiki.snapshot().await.unwrap().sha.unwrap();
+    let blob = wiki.get_page("HEAD", "A.md").await.unwrap().sha;
+    let patch = |path: &str, expected_sha: &str, replacements: Vec<Replacement>| PagePatch {
+        path: path.into(),
+        expected_sha: expected_sha.into(),
+        replacements,
+    };
+    let cases = [
+        (
+            patch("A.md", &blob, vec![replace("gamma", "x")]),
+            ErrorKind::InvalidInput,
+            "does not occur",
+        ),
+        (
+            patch("A.md", &blob, vec![replace("alpha", "x")]),
+            ErrorKind::InvalidInput,
+            "occurs 2 times",
+        ),
+        (
+            patch(
+                "A.md",
+                &blob,
+                vec![replace("alpha beta", "x"), replace("beta alpha", "y")],
+            ),
+            ErrorKind::InvalidInput,
+            "overlap",
+        ),
+        (
+            patch("A.md", &"0".repeat(40), vec![replace("beta", "x")]),
+            ErrorKind::Conflict,
+            "expected_sha",
+        ),
+        (
+            patch("C.md", &blob, vec![replace("beta", "x")]),
+            ErrorKind::NotFound,
+            "does not exist",
+        ),
+    ];
+    for (bad, kind, words) in cases {
+        let err = wiki.patch(&spec(&base), vec![bad]).await.unwrap_err();
+        assert_eq!(err.kind, kind, "{err:?}");
+        assert_eq!(err.outcome, Outcome::NotApplied);
+        assert!(err.message.contains(words), "{}", err.message);
+        assert!(!err.message.ends_with('.'), "{}", err.message);
+    }
+    assert_eq!(tip(&fixture.bare, "master"), base);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_base_is_a_conflict_and_leaves_the_ref_alone() {
+    let fixture = Fixture::sample().await;
+    let wiki = fixture.wiki();
+    let base = wiki.snapshot().await.unwrap().sha.unwrap();
+    // Someone else writes with the git CLI.
+    let work = fixture.dir.path().join("other");
+    git(
+        fixture.dir.path(),
+        &[
+            "clone",
+            "--quiet",
+            fixture.bare.to_str().unwrap(),
+            work.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(work.join("Home.md"), "# Human edit\n").unwrap();
+    git(&work, &["commit", "--quiet", "-am", "Human edit"]);
+    git(&work, &["push", "--quiet", "origin", "master"]);
+    let moved = tip(&fixture.bare, "master");
+
+    let err = wiki
+        .write(&spec(&base), vec![page("Home.md", "# Bot edit\n")])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Conflict);
+    assert_eq!(err.outcome, Outcome::NotApplied);
+    assert!(
+        err.message.contains("read a fresh snapshot"),
+        "{}",
+        err.message
+    );
+    assert_eq!(tip(&fixture.bare, "master"), moved);
+
+    // The same write on a base that is not in the wiki at all.
+    let err = wiki
+        .write(&spec(&"ab".repeat(20)), vec![page("Home.md", "x\n")])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Conflict);
+    assert_eq!(tip(&fixture.bare, "master"), moved);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn matching_pages_are_no_change_on_the_base_and_on_a_newer_tip() {
+    let fixture = Fixture::sample().await;
+    let wiki = fixture.wiki();
+    let base = wiki.snapshot().await.unwrap().sha.unwrap();
+    let written = wiki
+        .write(&spec(&base), vec![page("Notes.md", "notes\n")])
+        .await
+        .unwrap();
+    assert_eq!(written.status, WriteStatus::Updated);
+
+    // Same content again on the same tip.
+    let again = wiki
+        .write(&spec(&written.sha), vec![page("Notes.md", "notes\n")])
+        .await
+        .unwrap();
+    assert_eq!(again.status, WriteStatus::NoChange);
+    assert_eq!(again.sha, written.sha);
+
+    // A human commit on top touching another page.
+    let work = fixture.dir.path().join("other");
+    git(
+        fixture.dir.path(),
+        &[
+            "clone",
+            "--quiet",
+            fixture.bare.to_str().unwrap(),
+            work.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(work.join("guides/Setup.md"), "changed\n").unwrap();
+    git(&work, &["commit", "--quiet", "-am", "Human edit"]);
+    git(&work, &["push", "--quiet", "origin", "master"]);
+    let newer = tip(&fixture.bare, "master");
+    let commits_before = git(&fixture.bare, &["rev-list", "--count", "master"]);
+
+    let result = wiki
+        .write(&spec(&written.sha), vec![page("Notes.md", "notes\n")])
+        .await
+        .unwrap();
+    assert_eq!(result.status, WriteStatus::NoChange);
+    assert_eq!(result.sha, newer);
+    assert_eq!(tip(&fixture.bare, "master"), newer);
+    assert_eq!(
+        git(&fixture.bare, &["rev-list", "--count", "master"]),
+        commits_before
+    );
+
+    // A partly matching batch on the newer tip is a conflict.
+    let err = wiki
+        .write(
+            &spec(&written.sha),
+            vec![page("Notes.md", "notes\n"), page("Other.md", "new\n")],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Conflict);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_writers_on_one_base_one_wins_three_conflict() {
+    let fixture = Fixture::sample().await;
+    let base = fixture.wiki().snapshot().await.unwrap().sha.unwrap();
+    // Four independent stores (own mirrors, own locks): they race at the server.
+    let stores: Vec<_> = (0..4)
+        .map(|i| fixture.other_store(&format!("mirrors-{i}")))
+        .collect();
+    let wikis: Vec<_> = stores
+        .iter()
+        .map(|store| store.wiki(&fixture.destination()).unwrap())
+        .collect();
+    for wiki in &wikis {
+        wiki.snapshot().await.unwrap();
+    }
+    let mut tasks = Vec::new();
+    for (i, wiki) in wikis.into_iter().enumerate() {
+        let base = base.clone();
+        tasks.push(tokio::spawn(async move {
+            wiki.write(
+                &spec(&base),
+                vec![page("Home.md", &format!("writer {i}\n"))],
+            )
+            .await
+        }));
+    }
+    let mut updated = Vec::new();
+    let mut conflicts = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(result) => {
+                assert_eq!(result.status, WriteStatus::Updated);
+                updated.push(result.sha);
+            }
+            Err(err) => {
+                assert_eq!(err.kind, ErrorKind::Conflict, "{err:?}");
+                assert_eq!(err.outcome, Outcome::NotApplied);
+                conflicts += 1;
+            }
+        }
+    }
+    assert_eq!(updated.len(), 1);
+    assert_eq!(conflicts, 3);
+    assert_eq!(tip(&fixture.bare, "master"), updated[0]);
+    fsck(&fixture.bare);
+
+    // Four writers through one store are serialized: still one winner.
+    let wiki = fixture.wiki();
+    let base = wiki.snapshot().await.unwrap().sha.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..4 {
+        let wiki = wiki.clone();
+        let base = base.clone();
+        tasks.push(tokio::spawn(async move {
+            wiki.write(&spec(&base), vec![page("Home.md", &format!("again {i}\n"))])
+                .await
+        }));
+    }
+    let mut kinds = Vec::new();
+    for task in tasks {
+        kinds.push(task.await.unwrap().map(|r| r.status).map_err(|e| e.kind));
+    }
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| matches!(k, Ok(WriteStatus::Updated)))
+            .count(),
+        1,
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| matches!(k, Err(ErrorKind::Conflict)))
+            .count(),
+        3,
+        "{kinds:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_answer_after_the_pack_left_is_outcome_unknown() {
+    let fixture = Fixture::sample().await;
+    let wiki = fixture.wiki();
+    let base = wiki.snapshot().await.unwrap().sha.unwrap();
+
+    fixture.server.inject(Fault::DropReceivePackAnswer);
+    let err = wiki
+        .write(&spec(&base), vec![page("Home.md", "lost\n")])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::OutcomeUnknown, "{err:?}");
+    assert_eq!(err.outcome, Outcome::Unknown);
+    assert_eq!(tip(&fixture.bare, "master"), base);
+
+    // The server applies the update and the answer is lost: still unknown to
+    // the caller, and the message says where the wiki is now.
+    fixture.server.inject(Fault::ApplyThenDropReceivePackAnswer);
+    let err = wiki
+        .write(&spec(&base), vec![page("Home.md", "landed\n")])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::OutcomeUnknown, "{err:?}");
+    assert_eq!(err.outcome, Outcome::Unknown);
+    let now = tip(&fixture.bare, "master");
+    assert_ne!(now, base);
+    assert!(err.message.contains(&now), "{}", err.message);
+    fsck(&fixture.bare);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_failures_map_to_error_types() {
+    let fixture = Fixture::sample().await;
+    let wiki = fixture.wiki();
+    let base = wiki.snapshot().await.unwrap().sha.unwrap();
+    for (status, kind) in [
+        (403, ErrorKind::PermissionDenied),
+        (404, ErrorKind::NotFound),
+        (429, ErrorKind::RateLimited),
+        (500, ErrorKind::UpstreamError),
+    ] {
+        fixture.server.inject(Fault::Status {
+            suffix: "info/refs?service=git-receive-pack".into(),
+            status,
+        });
+        let err = wiki
+            .write(&spec(&base), vec![page("Home.md", "x\n")])
+            .await
+            .unwrap_err();
+        assert_eq!((status, err.kind), (status, kind), "{err:?}");
+        assert_eq!(err.outcome, Outcome::NotApplied);
+    }
+    assert_eq!(tip(&fixture.bare, "master"), base);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_write_costs_three_requests_and_no_fetch() {
+    let fixture = Fixture::sample().await;
+    let wiki = fixture.wiki();
+    let base = wiki.snapshot().await.unwrap().sha.unwrap();
+    let blob = wiki.get_page(&base, "Home.md").await.unwrap().sha;
+    fixture.server.clear_requests();
+    let result = wiki
+        .patch(
+            &spec(&base),
+            vec![PagePatch {
+                path: "Home.md".into(),
+                expected_sha: blob,
+                replacements: vec![replace("v2", "v3")],
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.status, WriteStatus::Updated);
+    let seen: Vec<String> = fixture
+        .server
+        .requests()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.target))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            "GET /wiki.git/info/refs?service=git-receive-pack",
+            "POST /wiki.git/git-receive-pack",
+            "GET /wiki.git/info/refs?service=git-upload-pack",
+        ]
+    );
+    // The next snapshot finds the new tip in the mirror: one request, no fetch.
+    fixture.server.clear_requests();
+    assert_eq!(wiki.snapshot().await.unwrap().sha.unwrap(), result.sha);
+    let seen: Vec<String> = fixture
+        .server
+        .requests()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.target))
+        .collect();
+    assert_eq!(seen, ["GET /wiki.git/info/refs?service=git-upload-pack"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_hold_at_their_exact_boundaries_before_any_request() {
+    let fixture = Fixture::sample().await;
+    let wiki = fixture.wiki();
+    let base = wiki.snapshot().await.unwrap().sha.unwrap();
+    let full = "x".repeat(64 * 1024);
+    fixture.server.clear_requests();
+
+    let refusals: Vec<(Vec<PageWrite>, ErrorKind)> = vec![
+        (
+            vec![page("Big.md", &format!("{full}y"))],
+            ErrorKind::LimitExceeded,
+        ),
+        (
+            (0..21).map(|i| page(&format!("p{i}.md"), "x")).collect(),
+            ErrorKind::LimitExceeded,
+        ),
+        (vec![], ErrorKind::InvalidInput),
+        (vec![page("notes.txt", "x")], ErrorKind::InvalidInput),
+        (vec![page("a/../b.md", "x")], ErrorKind::InvalidInput),
+        (vec![page(".git/config.md", "x")], ErrorKind::InvalidInput),
+        (vec![page("con.md", "x")], ErrorKind::InvalidInput),
+        (vec![page("a\u{200b}b.md", "x")], ErrorKind::InvalidInput),
+        (
+            vec![page(&format!("{}.md", "p".repeat(238)), "x")],
+            ErrorKind::InvalidInput,
+        ),
+        (
+            (0..5).map(|i| page(&format!("p{i}.md"), &full)).collect(),
+            ErrorKind::LimitExceeded,
+        ),
+        (
+            vec![page("Same.md", "1"), page("same.md", "2")],
+            ErrorKind::InvalidInput,
+        ),
+    ];
+    for (pages, kind) in refusals {
+        let err = wiki.write(&spec(&base), pages).await.unwrap_err();
+        assert_eq!(err.kind, kind, "{err:?}");
+        assert_eq!(err.outcome, Outcome::NotApplied);
+    }
+    let mut long_message = spec(&base);
+    long_message.message = "m".repeat(513);
+    assert_eq!(
+        wiki.write(&long_message, vec![page("a.md", "x")])
+            .await
+            .unwrap_err()
+            .kind,
+        ErrorKind::LimitExceeded
+    );
+    let mut other_destination = spec(&base);
+    other_destination.expected_destination = Some("octo/other".into());
+    assert_eq!(
+        wiki.write(&other_destination, vec![page("a.md", "x")])
+            .await
+            .unwrap_err()
+            .kind,
+        ErrorKind::DestinationChanged
+    );
+    assert_eq!(
+        fixture.server.requests(),
+        Vec::new(),
+        "refusals must not touch the network"
+    );
+
+    // The exact boundaries pass and publish.
+    let mut max_message = spec(&base);
+    max_message.message = "m".repeat(512);
+    let result = wiki
+        .write(
+            &max_message,
+            vec![
+                page("Big.md", &full),
+                page(&format!("{}.md", "p".repeat(237)), "x"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.status, WriteStatus::Updated);
+    assert_eq!(
+        git(&fixture.bare, &["cat-file", "-s", "master:Big.md"]).trim(),
+        "65536"
+    );
+    let twenty: Vec<PageWrite> = (0..20)
+        .map(|i| page(&format!("many/p{i}.md"), "x"))
+        .collect();
+    let result = wiki.write(&spec(&result.sha), twenty).await.unwrap();
+    assert_eq!(result.status, WriteStatus::Updated);
+    let four_full: Vec<PageWrite> = (0..4)
+        .map(|i| page(&format!("full/p{i}.md"), &full))
+        .collect();
+    let result = wiki.write(&spec(&result.sha), four_full).await.unwrap();
+    assert_eq!(result.status, WriteStatus::Updated);
+    fsck(&fixture.bare);
+
+    // New paths may not clash with existing ones.
+    for clash in ["home.md", "Home.md/Sub.md", "GUIDES/setup.md"] {
+        let err = wiki
+            .write(&spec(&result.sha), vec![page(clash, "x")])
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidInput, "{clash}: {err:?}");
+    }
+    let _ = DESTINATION;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_never_appears_in_results_errors_or_the_mirror() {
+    let fixture = Fixture::sample().await;
+    let wiki = fixture.wiki();
+    let snapshot = wiki.snapshot().await.unwrap();
+    let base = snapshot.sha.clone().unwrap();
+    let mut outputs = vec![serde_json::to_string(&snapshot).unwrap()];
+    outputs.push(serde_json::to_string(&wiki.list_pages("HEAD").await.unwrap()).unwrap());
+    outputs.push(serde_json::to_string(&wiki.history("HEAD", None, 10).await.unwrap()).unwrap());
+    let written = wiki
+        .write(&spec(&base), vec![page("T.md", "t\n")])
+        .await
+        .unwrap();
+    outputs.push(serde_json::to_string(&written).unwrap());
+    let conflict = wiki
+        .write(&spec(&base), vec![page("T.md", "u\n")])
+        .await
+        .unwrap_err();
+    outputs.push(serde_json::to_string(&conflict).unwrap());
+    fixture.server.inject(Fault::DropReceivePackAnswer);
+    let lost = wiki
+        .write(&spec(&written.sha), vec![page("T.md", "v\n")])
+        .await
+        .unwrap_err();
+    outputs.push(serde_json::to_string(&lost).unwrap());
+    outputs.push(format!("{lost:?} {lost} {:?}", fixture.destination()));
+    fixture.server.inject(Fault::Status {
+        suffix: "service=git-upload-pack".into(),
+        status: 500,
+    });
+    let failed = wiki.snapshot().await.unwrap_err();
+    outputs.push(serde_json::to_string(&failed).unwrap());
+    for output in &outputs {
+        assert!(!output.contains(TOKEN), "{output}");
+    }
+    assert!(
+        outputs[4].contains("\"type\":\"conflict\""),
+        "{}",
+        outputs[4]
+    );
+    assert!(
+        outputs[4].contains("\"outcome\":\"not_applied\""),
+        "{}",
+        outputs[4]
+    );
+    assert!(
+        outputs[3].contains("\"status\":\"updated\""),
+        "{}",
+        outputs[3]
+    );
+    assert_eq!(
+        files_containing(&fixture.mirrors_dir(), TOKEN.as_bytes()),
+        Vec::<std::path::PathBuf>::new()
+    );
+}
