@@ -4,4 +4,5 @@
 
 mod evidence; // commits, merge and squash "pull requests", manifests, bounds
 #[allow(dead_code)] // shared helpers; not every test module uses each one
-pub mod fixture; // source and wiki repositories built with the git CLI
+pub mod fixture;
+mod handler; // the JobHandler end to end with the real writer child and the git CLI as oracle // source and wiki repositories built with the git CLI
