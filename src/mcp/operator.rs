@@ -80,6 +80,7 @@ pub async fn run(config: Config, request: Request) -> Value {
             job: None,
             range: None,
             token: request.token.clone(),
+            evidence: None,
         }),
     };
     let context = Context::new(binding);

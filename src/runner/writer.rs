@@ -21,13 +21,11 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
+pub use crate::mcp::context::ENV_WRITER_EVIDENCE;
 use crate::mcp::context::{
     ENV_CONFIG, ENV_WRITER_JOB, ENV_WRITER_RANGE, ENV_WRITER_SOURCE, ENV_WRITER_TOKEN,
 };
 use crate::wiki::Secret;
-
-/// The environment variable naming the job's evidence bundle file.
-pub const ENV_WRITER_EVIDENCE: &str = "TEAMMEM_WRITER_EVIDENCE";
 
 /// Everything the writer child is bound to.
 #[derive(Debug, Clone)]
