@@ -12,6 +12,7 @@ pub mod receipt;
 
 pub use crate::forge::local::evidence as local_source;
 pub mod agent;
+pub mod openai;
 pub mod writer;
 
 use std::future::Future;
@@ -182,8 +183,34 @@ impl Runner {
         };
         let outcome = match &self.config.agent {
             Agent::Builtin => agent::run_builtin(&client, &task).await,
-            Agent::OpenAi { .. } | Agent::Command { .. } => Err(agent::AgentError {
-                reason: "the configured agent backend is not available in this build; use kind = \"builtin\"".into(),
+            Agent::OpenAi {
+                base_url,
+                model,
+                api_key_env,
+                max_steps,
+                max_output_tokens,
+                timeout,
+            } => {
+                let api_key = match api_key_env {
+                    None => None,
+                    Some(name) => Some(std::env::var(name).map_err(|_| {
+                        permanent(format!(
+                            "agent.api_key_env names {name}, which is not set in the daemon's environment; set it and retry the job"
+                        ))
+                    })?),
+                };
+                let settings = openai::OpenAiSettings {
+                    base_url: base_url.clone(),
+                    model: model.clone(),
+                    api_key,
+                    max_steps: *max_steps,
+                    max_output_tokens: *max_output_tokens,
+                    timeout: *timeout,
+                };
+                openai::run(&client, &task, &settings).await
+            }
+            Agent::Command { .. } => Err(agent::AgentError {
+                reason: "the command agent backend is not available in this build; use kind = \"builtin\" or \"openai\"".into(),
                 retryable: false,
             }),
         }
