@@ -12,6 +12,7 @@ pub mod receipt;
 
 pub use crate::forge::local::evidence as local_source;
 pub mod agent;
+pub mod command;
 pub mod openai;
 pub mod writer;
 
@@ -209,10 +210,18 @@ impl Runner {
                 };
                 openai::run(&client, &task, &settings).await
             }
-            Agent::Command { .. } => Err(agent::AgentError {
-                reason: "the command agent backend is not available in this build; use kind = \"builtin\" or \"openai\"".into(),
-                retryable: false,
-            }),
+            Agent::Command {
+                argv,
+                timeout,
+                env_allow,
+            } => {
+                let settings = command::CommandSettings {
+                    argv: argv.clone(),
+                    timeout: *timeout,
+                    env_allow: env_allow.clone(),
+                };
+                command::run(&launch, &dir, &task, &settings).await
+            }
         }
         .map_err(|e| JobFailure {
             reason: e.reason,
