@@ -95,8 +95,14 @@ struct McpArgs {
 
 #[derive(Debug, Args)]
 struct WikiArgs {
-    #[command(flatten)]
-    config: ConfigArg,
+    /// Path to teammem.toml
+    #[arg(
+        long,
+        global = true,
+        env = "TEAMMEM_CONFIG",
+        default_value = "teammem.toml"
+    )]
+    config: PathBuf,
     /// The source repository (owner/name) whose wiki to use
     #[arg(long, global = true)]
     repository: Option<String>,
@@ -681,7 +687,7 @@ fn json_arg(flag: &str, value: &str) -> Result<serde_json::Value, Failure> {
 }
 
 async fn run_wiki(args: WikiArgs) -> Result<(), Failure> {
-    let config = load_config(&args.config.config)?;
+    let config = load_config(&args.config)?;
     let repository = args.repository.ok_or_else(|| {
         Failure::usage(format!(
             "--repository: required (one of: {})",

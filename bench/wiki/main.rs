@@ -10,15 +10,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
-use axum::response::Response;
 use teammem::wiki::{
     CommitSpec, Destination, Identity, PagePatch, Remote, Replacement, WikiStore, WriteStatus,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const PAGE: &str = "section-07/page-0042.md";
+/// The same smart-HTTP server the integration tests use (no auth here).
+#[allow(dead_code)]
+#[path = "../../tests/it/harness/git_http.rs"]
+mod git_http;
+
+const PAGE: &str = "section-02/page-0042.md";
 
 struct Args {
     root: PathBuf,
@@ -56,17 +57,12 @@ fn parse_args() -> Args {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args = parse_args();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let root = args.root.clone();
-    let router = axum::Router::new()
-        .fallback(move |method, uri, headers, body| cgi(root.clone(), method, uri, headers, body));
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let server = git_http::GitHttpServer::start(&args.root, None).await;
 
     let scratch = tempfile::tempdir().unwrap();
     let mut table = Vec::new();
     for repo in &args.repos {
-        let url = format!("http://{address}/{repo}");
+        let url = server.url(repo);
         let pages = Command::new("git")
             .args([
                 "-C",
@@ -86,6 +82,19 @@ async fn main() {
         std::fs::create_dir_all(&work).unwrap();
         let n = args.iterations;
         let warm = teammem_warm(&url, &work, n).await;
+        // Requests of one more warm round trip, by kind.
+        let store = WikiStore::new(work.join("warm-mirrors"));
+        server.clear_requests();
+        teammem_round_trip(&store, &url, "counted\n".into()).await;
+        let requests: Vec<String> = server
+            .requests()
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.target))
+            .collect();
+        eprintln!(
+            "{repo}: one warm round trip = {} requests: {requests:?}",
+            requests.len()
+        );
         let cold = teammem_cold(&url, &work, n).await;
         let shallow = time_blocking(n, |i| git_shallow_round_trip(&url, &work, i));
         let kept_dir = work.join("kept");
@@ -309,85 +318,4 @@ fn dulwich_round_trip(args: &Args, url: &str, i: usize) -> Option<Duration> {
         .parse()
         .expect("dulwich prints ms");
     Some(Duration::from_secs_f64(millis / 1000.0))
-}
-
-/// CGI bridge to `git http-backend` (no auth: every contender runs unauthenticated).
-async fn cgi(root: PathBuf, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
-    let mut command = tokio::process::Command::new("git");
-    command
-        .arg("http-backend")
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("GIT_PROJECT_ROOT", &root)
-        .env("GIT_HTTP_EXPORT_ALL", "1")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", &root)
-        .env("REMOTE_USER", "bench")
-        .env("REQUEST_METHOD", method.as_str())
-        .env("PATH_INFO", uri.path())
-        .env("QUERY_STRING", uri.query().unwrap_or(""))
-        .env("CONTENT_LENGTH", body.len().to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    for (name, var) in [
-        (header::CONTENT_TYPE.as_str(), "CONTENT_TYPE"),
-        ("git-protocol", "GIT_PROTOCOL"),
-        (header::CONTENT_ENCODING.as_str(), "HTTP_CONTENT_ENCODING"),
-    ] {
-        if let Some(value) = headers.get(name).and_then(|v| v.to_str().ok()) {
-            command.env(var, value);
-        }
-    }
-    let mut child = command.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let feed = tokio::spawn(async move {
-        let _ = stdin.write_all(&body).await;
-    });
-    let mut output = Vec::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_end(&mut output)
-        .await
-        .unwrap();
-    let _ = feed.await;
-    let _ = child.wait().await;
-    let at = output
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|at| (at, 4))
-        .or_else(|| {
-            output
-                .windows(2)
-                .position(|w| w == b"\n\n")
-                .map(|at| (at, 2))
-        });
-    let Some((at, separator)) = at else {
-        let mut response = Response::new(Body::from("bad CGI output"));
-        *response.status_mut() = StatusCode::BAD_GATEWAY;
-        return response;
-    };
-    let head = String::from_utf8_lossy(&output[..at]).into_owned();
-    let mut response = Response::new(Body::from(output[at + separator..].to_vec()));
-    for line in head.lines() {
-        let Some((name, value)) = line.split_once(':') else {
-            continue;
-        };
-        if name.eq_ignore_ascii_case("status") {
-            let code = value
-                .split_whitespace()
-                .next()
-                .and_then(|c| c.parse().ok())
-                .unwrap_or(500);
-            *response.status_mut() = StatusCode::from_u16(code).unwrap();
-        } else if let (Ok(name), Ok(value)) = (
-            header::HeaderName::from_bytes(name.trim().as_bytes()),
-            header::HeaderValue::from_str(value.trim()),
-        ) {
-            response.headers_mut().append(name, value);
-        }
-    }
-    response
 }

@@ -11,9 +11,12 @@
 //! - a write's `expected_wiki_repository` is compared with the resolved wiki
 //!   before any credential is looked at or any disk or network work starts;
 //! - the writer token is registered with the [`SecretGuard`] before the server
-//!   answers anything, so no result can carry it.
+//!   answers anything, and every token a [`WikiCredentials`] provider hands out
+//!   is registered before it is used, so no result can carry either.
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::config::{self, Config, Forge, Source};
@@ -50,6 +53,28 @@ pub struct WriterBinding {
     /// The job's evidence bundle (`TEAMMEM_WRITER_EVIDENCE`); the evidence tools
     /// answer only from it.
     pub evidence: Option<PathBuf>,
+}
+
+impl WriterBinding {
+    /// The environment a runner starts `teammem mcp --wiki-writer` with (after
+    /// clearing its own): the inverse of [`Binding::writer_from_env`]. The token
+    /// travels here, never in argv.
+    pub fn environment(&self, config_path: &std::path::Path) -> Vec<(&'static str, String)> {
+        let mut env = vec![
+            (ENV_CONFIG, config_path.display().to_string()),
+            (ENV_WRITER_SOURCE, self.source.clone()),
+        ];
+        if let Some(job) = &self.job {
+            env.push((ENV_WRITER_JOB, job.clone()));
+        }
+        if let Some(range) = &self.range {
+            env.push((ENV_WRITER_RANGE, range.clone()));
+        }
+        if let Some(token) = &self.token {
+            env.push((ENV_WRITER_TOKEN, token.expose().to_owned()));
+        }
+        env
+    }
 }
 
 /// Who is writing, for the commit trailers.
@@ -141,11 +166,25 @@ pub struct Resolved {
     pub identity: Identity,
 }
 
+/// A token provider's answer.
+pub type CredentialFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<Secret>, ToolError>> + Send + 'a>>;
+
+/// Where a server gets the credential for a GitHub wiki remote when it holds no
+/// writer token for it (e.g. the GitHub App's installation token, scoped to the
+/// wiki's repository and to contents read or write). `Ok(None)` reads
+/// anonymously. Errors are envelope errors (`authentication_error`,
+/// `permission_denied`, ...) with sentences an agent can act on.
+pub trait WikiCredentials: Send + Sync {
+    fn token<'a>(&'a self, wiki_repository: &'a str, write: bool) -> CredentialFuture<'a>;
+}
+
 /// Everything a tool handler needs; one per server process.
 pub struct Context {
     pub binding: Binding,
     pub store: WikiStore,
     pub guard: SecretGuard,
+    pub credentials: Option<Arc<dyn WikiCredentials>>,
 }
 
 impl Context {
@@ -161,7 +200,14 @@ impl Context {
             binding,
             store,
             guard,
+            credentials: None,
         }
+    }
+
+    /// Adds a token provider for GitHub wiki remotes the binding has no token for.
+    pub fn with_credentials(mut self, credentials: Arc<dyn WikiCredentials>) -> Self {
+        self.credentials = Some(credentials);
+        self
     }
 
     /// Resolves a `repository` argument to a configured source this server may serve.
@@ -228,8 +274,9 @@ impl Context {
         Ok(())
     }
 
-    /// A handle on the resolved source's wiki.
-    pub fn wiki(&self, resolved: &Resolved) -> Result<Wiki, ToolError> {
+    /// A handle on the resolved source's wiki; `write` asks for a credential
+    /// that may write.
+    pub async fn wiki(&self, resolved: &Resolved, write: bool) -> Result<Wiki, ToolError> {
         let source = &resolved.source;
         let remote = match &source.forge {
             Forge::Local { wiki, .. } => Remote::LocalBare { path: wiki.clone() },
@@ -241,7 +288,7 @@ impl Context {
                 };
                 Remote::Http {
                     url: format!("{}/{}.wiki.git", github.git_url, source.wiki_repository),
-                    token: self.token_for(source),
+                    token: self.token_for(source, write).await?,
                 }
             }
         };
@@ -253,14 +300,22 @@ impl Context {
     }
 
     /// The credential for a source's wiki remote: the writer's token for its one
-    /// source; none otherwise (anonymous reads of public wikis).
-    fn token_for(&self, source: &Source) -> Option<Secret> {
-        let writer = self.binding.writer.as_ref()?;
-        if writer.source.eq_ignore_ascii_case(&source.repository) {
-            writer.token.clone()
-        } else {
-            None
+    /// source, else the provider's (registered with the guard first), else none.
+    async fn token_for(&self, source: &Source, write: bool) -> Result<Option<Secret>, ToolError> {
+        if let Some(writer) = &self.binding.writer
+            && writer.source.eq_ignore_ascii_case(&source.repository)
+            && writer.token.is_some()
+        {
+            return Ok(writer.token.clone());
         }
+        let Some(credentials) = &self.credentials else {
+            return Ok(None);
+        };
+        let token = credentials.token(&source.wiki_repository, write).await?;
+        if let Some(token) = &token {
+            self.guard.register(token);
+        }
+        Ok(token)
     }
 
     /// The committer of wiki writes (`[github] bot_name/bot_email`).

@@ -24,7 +24,7 @@ use std::path::PathBuf;
 
 use rmcp::ServiceExt;
 
-pub use context::Binding;
+pub use context::{Binding, Context, WikiCredentials};
 pub use server::WikiServer;
 
 /// Which server `teammem mcp` runs.
@@ -54,13 +54,15 @@ pub enum McpError {
 /// The default configuration path of `teammem mcp` without `--config`.
 pub const DEFAULT_CONFIG: &str = "teammem.toml";
 
-/// Builds the binding of a server: from `config_path` (default
-/// [`DEFAULT_CONFIG`]) for the agent server, from the process environment for the
-/// writer (which refuses a `--config`).
+/// Builds the binding of a server. The agent server reads `config_path`, else
+/// `TEAMMEM_CONFIG`, else [`DEFAULT_CONFIG`]; the writer reads only the process
+/// environment and refuses a `--config`.
 pub fn binding(config_path: Option<PathBuf>, mode: Mode) -> Result<Binding, McpError> {
     match mode {
         Mode::Agent { read_only } => {
-            let path = config_path.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
+            let path = config_path
+                .or_else(|| std::env::var_os(context::ENV_CONFIG).map(PathBuf::from))
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
             let config = crate::config::Config::load(&path).map_err(McpError::Config)?;
             Ok(Binding::agent(config, read_only))
         }
@@ -78,14 +80,24 @@ pub fn binding(config_path: Option<PathBuf>, mode: Mode) -> Result<Binding, McpE
 
 /// Serves MCP over stdin/stdout until the client disconnects.
 pub async fn run_stdio(config_path: Option<PathBuf>, mode: Mode) -> Result<(), McpError> {
-    let binding = binding(config_path, mode)?;
+    serve_stdio(WikiServer::new(binding(config_path, mode)?)).await
+}
+
+/// Serves a prepared server (e.g. with a credentials provider) over stdin/stdout
+/// until the client disconnects.
+pub async fn serve_stdio(server: WikiServer) -> Result<(), McpError> {
+    let binding = &server.context().binding;
+    let writer = binding.writer.as_ref();
     tracing::info!(
         target: "teammem::mcp",
         kind = ?binding.profile.kind,
         read_only = binding.profile.read_only,
+        source = writer.map(|w| w.source.as_str()),
+        job = writer.and_then(|w| w.job.as_deref()),
+        holds_token = writer.is_some_and(|w| w.token.is_some()),
         "serving MCP on stdio"
     );
-    let running = WikiServer::new(binding)
+    let running = server
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|error| McpError::Transport(error.to_string()))?;

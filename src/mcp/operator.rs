@@ -8,9 +8,11 @@
 //! instead of a job's trailers. The printed envelope passes the same size and
 //! credential checks as a tool result.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
-use super::context::{Binding, Context, WriteOrigin, WriterBinding};
+use super::context::{Binding, Context, WikiCredentials, WriteOrigin, WriterBinding};
 use super::envelope::{self, Secret, ToolError};
 use super::toolsets::wiki_write::{self, Change, WriteRequest};
 use super::toolsets::{self, Profile, ServerKind};
@@ -69,8 +71,18 @@ pub enum Command {
 
 /// Runs one operator command and returns the envelope to print.
 pub async fn run(config: Config, request: Request) -> Value {
+    run_with(config, request, None).await
+}
+
+/// [`run`] with a token provider for GitHub wikis (used when `request.token` is
+/// `None`).
+pub async fn run_with(
+    config: Config,
+    request: Request,
+    credentials: Option<Arc<dyn WikiCredentials>>,
+) -> Value {
     let binding = Binding {
-        config: std::sync::Arc::new(config),
+        config: Arc::new(config),
         profile: Profile {
             kind: ServerKind::WikiWriter,
             read_only: false,
@@ -83,56 +95,55 @@ pub async fn run(config: Config, request: Request) -> Value {
             evidence: None,
         }),
     };
-    let context = Context::new(binding);
-    let repository = request.repository.clone();
-    let (may_write, answer) = match request.command {
+    let mut context = Context::new(binding);
+    if let Some(credentials) = credentials {
+        context = context.with_credentials(credentials);
+    }
+    let repository = request.repository;
+    let (expected_base, expected_wiki_repository, message, change) = match request.command {
         Command::Write {
             expected_base,
             expected_wiki_repository,
             message,
             pages,
-        } => (
-            true,
-            match wiki_write::parse_pages(pages) {
-                Ok(pages) => Some(WriteRequest {
-                    repository,
-                    expected_wiki_repository,
-                    expected_base,
-                    message,
-                    change: Change::Write(pages),
-                }),
-                Err(error) => return print(&context, Err(error), true),
-            },
-        ),
+        } => match wiki_write::parse_pages(pages) {
+            Ok(pages) => (
+                expected_base,
+                expected_wiki_repository,
+                message,
+                Change::Write(pages),
+            ),
+            Err(error) => return print(&context, Err(error), true),
+        },
         Command::Patch {
             expected_base,
             expected_wiki_repository,
             message,
             patches,
-        } => (
-            true,
-            match wiki_write::parse_patches(patches) {
-                Ok(patches) => Some(WriteRequest {
-                    repository,
-                    expected_wiki_repository,
-                    expected_base,
-                    message,
-                    change: Change::Patch(patches),
-                }),
-                Err(error) => return print(&context, Err(error), true),
-            },
-        ),
+        } => match wiki_write::parse_patches(patches) {
+            Ok(patches) => (
+                expected_base,
+                expected_wiki_repository,
+                message,
+                Change::Patch(patches),
+            ),
+            Err(error) => return print(&context, Err(error), true),
+        },
         read => return run_read(&context, repository, read).await,
     };
-    let Some(write) = answer else {
-        unreachable!("write commands build a request")
+    let write = WriteRequest {
+        repository,
+        expected_wiki_repository,
+        expected_base,
+        message,
+        change,
     };
     let answer = wiki_write::run(&context, &WriteOrigin::Operator, write).await;
     envelope_value(envelope::respond(
         answer.outcome,
         answer.identity.as_ref(),
         &context.guard,
-        may_write,
+        true,
     ))
 }
 

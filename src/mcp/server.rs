@@ -32,11 +32,24 @@ pub struct WikiServer {
 
 impl WikiServer {
     pub fn new(binding: Binding) -> Self {
-        let tools = toolsets::exposed(binding.profile);
+        Self::with_context(Context::new(binding))
+    }
+
+    /// A server over a prepared context (e.g. one with a [`WikiCredentials`]
+    /// provider).
+    ///
+    /// [`WikiCredentials`]: super::context::WikiCredentials
+    pub fn with_context(context: Context) -> Self {
+        let tools = toolsets::exposed(context.binding.profile);
         Self {
-            context: Arc::new(Context::new(binding)),
+            context: Arc::new(context),
             tools: Arc::new(tools),
         }
+    }
+
+    /// The context the tools run in.
+    pub fn context(&self) -> &Context {
+        &self.context
     }
 
     fn find(&self, name: &str) -> Option<&'static ToolDef> {

@@ -44,7 +44,13 @@ pub(crate) struct WikiState {
     pub repo: gix::ThreadSafeRepository,
     pub cache: Arc<IndexCache>,
     pub lock: Arc<tokio::sync::Mutex<()>>,
+    /// A file in the mirror that serializes fetch and publish across
+    /// processes (the daemon and a writer child may share a mirror).
+    pub mirror_lock: Option<PathBuf>,
 }
+
+/// Holds the cross-process mirror lock until dropped.
+pub(crate) struct MirrorGuard(#[allow(dead_code)] Option<std::fs::File>);
 
 /// The write requests the engine knows.
 pub(crate) enum PageChange {
@@ -96,6 +102,23 @@ fn timeout_before_send() -> WikiError {
 }
 
 impl WikiState {
+    /// Takes the cross-process lock of an HTTP mirror (a no-op for a local
+    /// remote, whose ref transactions already compare and swap).
+    pub fn lock_mirror(&self) -> Result<MirrorGuard, WikiError> {
+        let Some(path) = &self.mirror_lock else {
+            return Ok(MirrorGuard(None));
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(|err| WikiError::internal("opening the mirror lock", err))?;
+        file.lock()
+            .map_err(|err| WikiError::internal("locking the mirror", err))?;
+        Ok(MirrorGuard(Some(file)))
+    }
+
     pub fn repo(&self) -> gix::Repository {
         self.repo.to_thread_local()
     }
@@ -139,6 +162,7 @@ impl WikiState {
     fn fetch(&self, http: &HttpRemote, deadline: Instant) -> Result<RemoteHead, WikiError> {
         use gix::remote::Direction;
         let repo = self.repo();
+        self.load_objects_of_local_branches(&repo);
         let transport = http.connect(gix::protocol::transport::Protocol::V1, deadline)?;
         let internal = |err: gix::Error| WikiError::internal("preparing the wiki fetch", err);
         let remote = repo
@@ -195,6 +219,23 @@ impl WikiState {
             self.point_head_at(&repo, branch)?;
         }
         Ok(RemoteHead { branch, tip })
+    }
+
+    /// gix negotiates without refreshing the object store, so packs another
+    /// process (or store) added to this mirror would look missing. Looking the
+    /// branch tips up once, with refresh, loads them.
+    fn load_objects_of_local_branches(&self, repo: &gix::Repository) {
+        let Ok(references) = repo.references() else {
+            return;
+        };
+        let Ok(branches) = references.local_branches() else {
+            return;
+        };
+        for branch in branches.flatten() {
+            if let Some(id) = branch.target().try_id() {
+                repo.has_object(id);
+            }
+        }
     }
 
     /// Makes the mirror's `HEAD` name the remote's default branch, so later

@@ -124,8 +124,13 @@ impl WikiStore {
                 }
             }
         };
+        let mirror_lock = match backend {
+            Backend::Http { .. } => Some(location.join("teammem.lock")),
+            Backend::Local => None,
+        };
         Ok(Wiki {
             state: Arc::new(WikiState {
+                mirror_lock,
                 id: destination.id.clone(),
                 backend,
                 repo: shared.repo.clone(),
@@ -190,6 +195,7 @@ impl Wiki {
         let state = self.state.clone();
         blocking(move || {
             let _serialized = guard;
+            let _mirror = state.lock_mirror()?;
             state.resolve_locked(spec, deadline)
         })
         .await
@@ -214,6 +220,7 @@ impl Wiki {
             let state = self.state.clone();
             let head = blocking(move || {
                 let _serialized = guard;
+                let _mirror = state.lock_mirror()?;
                 state.sync(deadline)
             })
             .await?;
@@ -340,6 +347,7 @@ impl Wiki {
             let guard = state.lock.clone().lock_owned().await;
             blocking(move || {
                 let _serialized = guard;
+                let _mirror = state.lock_mirror()?;
                 state.write(&spec, base, &change, &task_gate, deadline)
             })
             .await

@@ -49,7 +49,7 @@ impl std::fmt::Display for PathRuleViolation {
             Self::DotSegment => write!(f, "it has a . or .. segment"),
             Self::GitSegment => write!(f, "it has a segment that git reserves (.git or git~N)"),
             Self::LeadingDash => write!(f, "a segment starts with -"),
-            Self::TrailingSpaceOrDot => write!(f, "a segment ends with a space or a ."),
+            Self::TrailingSpaceOrDot => write!(f, "a segment ends with a space or a dot"),
             Self::DeviceName => write!(
                 f,
                 "a segment is a Windows device name (con, prn, aux, nul, com1-com9, lpt1-lpt9)"

@@ -100,7 +100,7 @@ impl AdvertisedRefs {
 
 /// Maps a transport failure to an error kind by what the server answered.
 pub fn classify_transport_error(doing: &str, err: &dyn std::fmt::Debug) -> WikiError {
-    let text = format!("{err:?}");
+    let text = format!("{err:#?}");
     let (kind, message) = if text.contains("HTTP status 401")
         || text.contains("AuthenticationRequired")
         || text.contains("uthentication")
@@ -145,7 +145,10 @@ pub fn classify_transport_error(doing: &str, err: &dyn std::fmt::Debug) -> WikiE
             ErrorKind::Timeout,
             format!("the wiki remote did not answer in time while {doing}"),
         )
-    } else if text.contains("outside the smart-HTTP URLs") || text.contains("redirect") {
+    } else if text.contains("outside the smart-HTTP URLs")
+        || text.contains("redirect")
+        || text.contains("'smart' protocol")
+    {
         (
             ErrorKind::ConfigurationError,
             format!(
@@ -286,6 +289,12 @@ impl PushSession {
                         }
                     }
                 }
+                Some(Err(err)) if refused_before_processing(&err) => {
+                    return Err(PushFailure::NotSent(classify_transport_error(
+                        "sending the wiki update",
+                        &err,
+                    )));
+                }
                 Some(Ok(Err(_))) | Some(Err(_)) => return Err(PushFailure::AnswerLost),
             }
         }
@@ -296,6 +305,17 @@ impl PushSession {
         }
         Ok(report)
     }
+}
+
+/// A 4xx answer to the receive-pack POST means the server refused the request
+/// itself (authentication, permission, size, rate): git never ran, nothing was
+/// applied. A 5xx or a broken connection stays ambiguous.
+fn refused_before_processing(err: &std::io::Error) -> bool {
+    let text = format!("{err:#?}");
+    ["401", "403", "404", "413", "429"]
+        .iter()
+        .any(|status| text.contains(&format!("HTTP status {status}")))
+        || text.contains("AuthenticationRequired")
 }
 
 fn encode_pkt_line(data: &[u8]) -> Vec<u8> {
@@ -387,6 +407,31 @@ mod tests {
         stream.extend(pkt("ng refs/heads/master unpacker error\n"));
         let report = parse_report(&stream, "master").unwrap();
         assert!(!report.unpack_ok && !report.ref_ok);
+    }
+
+    #[test]
+    fn transport_errors_are_classified_by_what_the_server_said() {
+        for (text, kind) in [
+            ("Received HTTP status 401", ErrorKind::AuthenticationError),
+            ("Received HTTP status 403", ErrorKind::PermissionDenied),
+            ("Received HTTP status 404", ErrorKind::NotFound),
+            ("Received HTTP status 429", ErrorKind::RateLimited),
+            ("Received HTTP status 503", ErrorKind::UpstreamError),
+            ("operation timed out", ErrorKind::Timeout),
+            (
+                "Didn't find header to indicate 'smart' protocol",
+                ErrorKind::ConfigurationError,
+            ),
+            ("connection refused", ErrorKind::TransportError),
+        ] {
+            let err = classify_transport_error("reading", &text);
+            assert_eq!(err.kind, kind, "{text}");
+            assert!(
+                !err.message.contains(text),
+                "raw text must not leak: {}",
+                err.message
+            );
+        }
     }
 
     #[test]

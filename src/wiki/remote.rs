@@ -158,12 +158,20 @@ impl HttpRemote {
         let remaining = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1));
+        // Plain http only ever goes to loopback: never through a proxy from the
+        // environment, which would see the token.
+        let plain_http = self.base.starts_with("http://");
         let backend = http::reqwest::Options {
             configure_client: Some(Box::new(move |builder| {
-                Ok(builder
+                let builder = builder
                     .timeout(remaining)
                     .connect_timeout(remaining)
-                    .redirect(reqwest::redirect::Policy::none()))
+                    .redirect(reqwest::redirect::Policy::none());
+                Ok(if plain_http {
+                    builder.no_proxy()
+                } else {
+                    builder
+                })
             })),
             configure_request: Some(Box::new(move |request| {
                 let url = request.url().as_str();

@@ -223,7 +223,7 @@ macro_rules! read_tool {
             Err(error) => return Ok(Answer::new(None, Err(error))),
         };
         let identity = Some(resolved.identity.clone());
-        let $wiki = match $context.wiki(&resolved) {
+        let $wiki = match $context.wiki(&resolved, false).await {
             Ok(wiki) => wiki,
             Err(error) => return Ok(Answer::new(identity, Err(error))),
         };

@@ -205,7 +205,7 @@ pub async fn run(context: &Context, origin: &WriteOrigin, request: WriteRequest)
     {
         return Answer::new(identity, Err(error));
     }
-    let wiki = match context.wiki(&resolved) {
+    let wiki = match context.wiki(&resolved, true).await {
         Ok(wiki) => wiki,
         Err(error) => return Answer::new(identity, Err(error)),
     };

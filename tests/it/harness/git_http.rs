@@ -28,6 +28,11 @@ pub enum Fault {
     ApplyThenDropReceivePackAnswer,
     /// Answer the next request whose path ends with `suffix` with `status`.
     Status { suffix: String, status: u16 },
+    /// Redirect the next request whose path ends with `suffix` to `location`.
+    Redirect { suffix: String, location: String },
+    /// Never answer the next request whose path ends with `suffix` (after
+    /// reading its body).
+    Hang { suffix: String },
 }
 
 /// One request the server saw: method and path with query.
@@ -170,7 +175,11 @@ async fn handle(
             Some(Fault::DropReceivePackAnswer | Fault::ApplyThenDropReceivePackAnswer) => {
                 is_receive_pack_post
             }
-            Some(Fault::Status { suffix, .. }) => target.ends_with(suffix.as_str()),
+            Some(
+                Fault::Status { suffix, .. }
+                | Fault::Redirect { suffix, .. }
+                | Fault::Hang { suffix },
+            ) => target.ends_with(suffix.as_str()),
             None => false,
         };
         if fires { armed.take() } else { None }
@@ -180,6 +189,14 @@ async fn handle(
         Some(Fault::Status { status, .. }) => {
             return status_response(StatusCode::from_u16(status).unwrap(), "injected failure");
         }
+        Some(Fault::Redirect { location, .. }) => {
+            let mut response = status_response(StatusCode::FOUND, "moved");
+            response
+                .headers_mut()
+                .insert(header::LOCATION, location.parse().unwrap());
+            return response;
+        }
+        Some(Fault::Hang { .. }) => std::future::pending::<()>().await,
         _ => {}
     }
     let answer = run_http_backend(&state.root, &method, &uri, &headers, body).await;

@@ -200,12 +200,13 @@ pub struct Client {
 
 impl Client {
     pub async fn connect(binding: Binding) -> Self {
+        Self::connect_to(WikiServer::new(binding)).await
+    }
+
+    pub async fn connect_to(server: WikiServer) -> Self {
         let (server_io, client_io) = tokio::io::duplex(4 << 20);
         let server = tokio::spawn(async move {
-            let running = WikiServer::new(binding)
-                .serve(server_io)
-                .await
-                .expect("server handshake");
+            let running = server.serve(server_io).await.expect("server handshake");
             let _ = running.waiting().await;
         });
         let service = ().serve(client_io).await.expect("client handshake");

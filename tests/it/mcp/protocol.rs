@@ -1,4 +1,5 @@
-//! What each server mode lists and how it answers calls it cannot run.
+//! What each server mode lists and how it answers calls it cannot run, in the
+//! handshake era and in the stateless 2026-07-28 era.
 //!
 //! The tool lists (names, titles, descriptions, schemas, annotations) of every
 //! mode are compared exactly with `tests/it/snapshots/mcp_tools.json`. After an
@@ -296,4 +297,59 @@ fn nothing_under_src_mcp_writes_to_stdout() {
         }
     }
     assert!(files >= 5, "the scan found the mcp sources");
+}
+
+#[tokio::test]
+async fn the_stateless_2026_era_gets_the_same_tools_and_envelopes() {
+    use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt, model::ProtocolVersion};
+
+    let fixture = Fixture::new();
+    let binding = teammem::mcp::Binding::agent(fixture.config(), false);
+    let (server_io, client_io) = tokio::io::duplex(1 << 20);
+    let server = tokio::spawn(async move {
+        let running = teammem::mcp::WikiServer::new(binding)
+            .serve(server_io)
+            .await
+            .expect("server starts");
+        let _ = running.waiting().await;
+    });
+    let client = ()
+        .serve_with_lifecycle(
+            client_io,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("discover handshake");
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .iter()
+        .map(|tool| tool.name.to_string())
+        .collect();
+    assert_eq!(names, READS);
+    let result = client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("get_wiki_snapshot")
+                .with_arguments(json!({"repository": SOURCE}).as_object().unwrap().clone()),
+        )
+        .await
+        .expect("tools/call");
+    let envelope = super::fixture::check_shape(&result);
+    assert_eq!(envelope["result"]["sha"], fixture.head());
+    let error = client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("write_wiki_pages")
+                .with_arguments(json!({"repository": SOURCE}).as_object().unwrap().clone()),
+        )
+        .await
+        .expect_err("unknown tool");
+    assert!(
+        matches!(&error, rmcp::service::ServiceError::McpError(e) if e.code == rmcp::model::ErrorCode::INVALID_PARAMS),
+        "{error:?}"
+    );
+    client.cancel().await.expect("close");
+    server.await.expect("server ends");
 }

@@ -307,3 +307,68 @@ async fn the_writer_token_never_leaves_in_a_result() {
     agent.close().await;
     writer.close().await;
 }
+
+#[tokio::test]
+async fn the_runner_side_environment_round_trips_into_the_same_binding() {
+    let fixture = Fixture::new();
+    let env = fixture.writer_env();
+    let binding = Binding::writer_from_env(|name| env.get(name).cloned()).expect("binding");
+    let writer = binding.writer.as_ref().expect("a writer binding");
+    let rebuilt: HashMap<String, String> = writer
+        .environment(&fixture.config_path)
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), value))
+        .collect();
+    assert_eq!(rebuilt, env);
+}
+
+#[tokio::test]
+async fn four_writers_on_one_base_give_one_update_and_three_conflicts() {
+    let fixture = Fixture::new();
+    let base = fixture.head();
+    // Four writer servers, each with its own store and locks, as four children would be.
+    let mut writers = Vec::new();
+    for _ in 0..4 {
+        writers.push(fixture.writer().await);
+    }
+    let calls = writers.iter().enumerate().map(|(i, writer)| {
+        let base = base.clone();
+        async move {
+            writer
+                .envelope(
+                    "write_wiki_pages",
+                    write_args(
+                        &base,
+                        json!([{"path": "Race.md", "content": format!("writer {i}\n")}]),
+                    ),
+                )
+                .await
+        }
+    });
+    let results = futures_util::future::join_all(calls).await;
+    let updated: Vec<&Value> = results
+        .iter()
+        .filter(|e| e["success"] == true && e["result"]["status"] == "updated")
+        .collect();
+    let conflicts = results
+        .iter()
+        .filter(|e| e["success"] == false && e["error"]["type"] == "conflict")
+        .count();
+    assert_eq!((updated.len(), conflicts), (1, 3), "{results:#?}");
+    let winner = updated[0]["result"]["sha"].as_str().unwrap();
+    assert_eq!(fixture.head(), winner);
+    assert_eq!(
+        fixture.git(&["log", "-1", "--format=%P", winner]).trim(),
+        base
+    );
+    assert_eq!(
+        fixture
+            .git(&["rev-list", "--count", &format!("{base}..master")])
+            .trim(),
+        "1"
+    );
+    fixture.git(&["fsck", "--strict"]);
+    for writer in writers {
+        writer.close().await;
+    }
+}

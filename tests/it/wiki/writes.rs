@@ -450,6 +450,27 @@ async fn server_failures_map_to_error_types() {
         assert_eq!((status, err.kind), (status, kind), "{err:?}");
         assert_eq!(err.outcome, Outcome::NotApplied);
     }
+    // Refusals of the POST itself are known not to have been applied; a 5xx
+    // after the pack left is not.
+    for (status, kind, outcome) in [
+        (403, ErrorKind::PermissionDenied, Outcome::NotApplied),
+        (429, ErrorKind::RateLimited, Outcome::NotApplied),
+        (502, ErrorKind::OutcomeUnknown, Outcome::Unknown),
+    ] {
+        fixture.server.inject(Fault::Status {
+            suffix: "/git-receive-pack".into(),
+            status,
+        });
+        let err = wiki
+            .write(&spec(&base), vec![page("Home.md", "x\n")])
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (status, err.kind, err.outcome),
+            (status, kind, outcome),
+            "{err:?}"
+        );
+    }
     assert_eq!(tip(&fixture.bare, "master"), base);
 }
 
@@ -658,4 +679,138 @@ async fn the_token_never_appears_in_results_errors_or_the_mirror() {
         files_containing(&fixture.mirrors_dir(), TOKEN.as_bytes()),
         Vec::<std::path::PathBuf>::new()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlines_end_calls_and_say_whether_the_update_may_have_left() {
+    let fixture = Fixture::sample().await;
+    let base = fixture.wiki().snapshot().await.unwrap().sha.unwrap();
+    let store = fixture
+        .other_store("short-deadline")
+        .with_deadline(std::time::Duration::from_secs(4));
+    let wiki = store.wiki(&fixture.destination()).unwrap();
+    wiki.snapshot().await.unwrap();
+
+    // A hanging read: timeout, nothing written.
+    fixture.server.inject(Fault::Hang {
+        suffix: "service=git-upload-pack".into(),
+    });
+    let err = wiki.snapshot().await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Timeout, "{err:?}");
+    assert_eq!(err.outcome, Outcome::NotApplied);
+
+    // A write whose receive-pack never answers: the pack left, so unknown.
+    fixture.server.inject(Fault::Hang {
+        suffix: "/git-receive-pack".into(),
+    });
+    let err = wiki
+        .write(&spec(&base), vec![page("Home.md", "slow\n")])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::OutcomeUnknown, "{err:?}");
+    assert_eq!(err.outcome, Outcome::Unknown);
+    assert_eq!(tip(&fixture.bare, "master"), base);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects_are_not_followed_and_plain_http_needs_loopback() {
+    let fixture = Fixture::sample().await;
+    let wiki = fixture.wiki();
+    fixture.server.inject(Fault::Redirect {
+        suffix: "service=git-upload-pack".into(),
+        location: fixture
+            .server
+            .url("elsewhere.git/info/refs?service=git-upload-pack"),
+    });
+    let err = wiki.snapshot().await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::ConfigurationError, "{err:?}");
+    assert!(
+        err.message.contains("does not follow redirects"),
+        "{}",
+        err.message
+    );
+    assert!(
+        fixture
+            .server
+            .requests()
+            .iter()
+            .all(|r| !r.target.contains("elsewhere")),
+        "{:?}",
+        fixture.server.requests()
+    );
+
+    for url in [
+        "http://example.org/wiki.git",
+        "ftp://127.0.0.1/wiki.git",
+        "https://user:pw@example.org/w.git",
+    ] {
+        let destination = teammem::wiki::Destination {
+            id: DESTINATION.into(),
+            remote: teammem::wiki::Remote::Http {
+                url: url.into(),
+                token: Some(teammem::wiki::Secret::new(TOKEN)),
+            },
+        };
+        let err = fixture.store.wiki(&destination).err().expect("refused");
+        assert_eq!(err.kind, ErrorKind::ConfigurationError, "{url}");
+        assert!(!err.message.contains(TOKEN));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_sharing_a_mirror_are_serialized_by_its_file_lock() {
+    let fixture = Fixture::sample().await;
+    // Two stores on one mirrors dir stand for the daemon and a writer child:
+    // separate in-process locks, one mirror on disk.
+    let first = fixture.store.wiki(&fixture.destination()).unwrap();
+    let second_store = teammem::wiki::WikiStore::new(fixture.mirrors_dir());
+    let second = second_store.wiki(&fixture.destination()).unwrap();
+    let work = fixture.dir.path().join("other");
+    git(
+        fixture.dir.path(),
+        &[
+            "clone",
+            "--quiet",
+            fixture.bare.to_str().unwrap(),
+            work.to_str().unwrap(),
+        ],
+    );
+    for round in 0..4 {
+        // New commits arrive, then both fetch at once.
+        std::fs::write(work.join("Home.md"), format!("round {round}\n")).unwrap();
+        git(&work, &["commit", "--quiet", "-am", "Human edit"]);
+        git(&work, &["push", "--quiet", "origin", "master"]);
+        let (a, b) = tokio::join!(first.snapshot(), second.snapshot());
+        let expected = tip(&fixture.bare, "master");
+        assert_eq!(a.unwrap().sha.unwrap(), expected);
+        assert_eq!(b.unwrap().sha.unwrap(), expected);
+        // And both write at once on that base: one wins, one conflicts.
+        let on_expected = spec(&expected);
+        let (a, b) = tokio::join!(
+            first.write(&on_expected, vec![page(&format!("A{round}.md"), "a\n")]),
+            second.write(&on_expected, vec![page(&format!("B{round}.md"), "b\n")]),
+        );
+        let kinds = [
+            a.map(|r| r.status).map_err(|e| e.kind),
+            b.map(|r| r.status).map_err(|e| e.kind),
+        ];
+        assert_eq!(
+            kinds
+                .iter()
+                .filter(|k| matches!(k, Ok(WriteStatus::Updated)))
+                .count(),
+            1,
+            "{kinds:?}"
+        );
+        assert_eq!(
+            kinds
+                .iter()
+                .filter(|k| matches!(k, Err(ErrorKind::Conflict)))
+                .count(),
+            1,
+            "{kinds:?}"
+        );
+        git(&work, &["pull", "--quiet", "--ff-only", "origin", "master"]);
+    }
+    fsck(&fixture.bare);
 }
