@@ -6,6 +6,7 @@
 
 mod auth;
 mod dashboard;
+mod dispatch; // POST /v1/dispatch: signed, verified, then enqueued
 mod error;
 mod health;
 mod jobs;
@@ -22,6 +23,7 @@ use crate::config::Config;
 use crate::queue::Queue;
 
 pub use auth::Caller;
+pub use dispatch::new_job;
 pub use error::ApiError;
 
 /// Everything a request handler may use. Cheap to clone.
@@ -38,6 +40,8 @@ pub struct AppState {
     pub ready: Arc<AtomicBool>,
     /// Signs dashboard session cookies (see `session_key` in daemon.rs).
     pub session_key: Arc<[u8; 32]>,
+    /// The dispatch front door; `None` answers `POST /v1/dispatch` with 503.
+    pub ingest: Option<Arc<crate::ingest::Ingest>>,
 }
 
 impl AppState {
@@ -57,7 +61,14 @@ impl AppState {
             workers_alive,
             ready: Arc::new(AtomicBool::new(true)),
             session_key: Arc::new(session_key),
+            ingest: None,
         }
+    }
+
+    /// Serves `POST /v1/dispatch` through `ingest`.
+    pub fn with_ingest(mut self, ingest: Arc<crate::ingest::Ingest>) -> AppState {
+        self.ingest = Some(ingest);
+        self
     }
 }
 
@@ -68,6 +79,7 @@ pub fn router(state: AppState) -> Router {
         .merge(metrics::router())
         .merge(jobs::router())
         .merge(dashboard::router())
+        .merge(dispatch::router())
         .fallback(error::not_found)
         .with_state(state)
 }

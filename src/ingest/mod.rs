@@ -23,7 +23,7 @@ use std::sync::Arc;
 use crate::config::{Config, Forge, Source};
 use crate::forge::github::GitHubForge;
 use crate::forge::{RunRef, local};
-use crate::secrets::{Secret, SecretError, webhook_secret_from_env};
+use crate::secrets::{Secret, webhook_secret_from_env};
 use oidc::OidcVerifier;
 
 /// Largest accepted body.
@@ -69,28 +69,11 @@ pub struct VerifiedDispatch {
     pub kind: VerifiedKind,
 }
 
-impl VerifiedDispatch {
-    /// The job identity for idempotent enqueue (DESIGN §5): source + run for
-    /// dispatches, source + PR + merge SHA for PR requests, source + range for
-    /// local sources without a run.
-    pub fn idempotency_key(&self) -> String {
-        match (&self.kind, self.run) {
-            (VerifiedKind::Range { .. }, Some(run)) => {
-                format!("dispatch:{}:{}:{}", self.source, run.id, run.attempt)
-            }
-            (VerifiedKind::Range { before, after, .. }, None) => {
-                format!("range:{}:{before}..{after}", self.source)
-            }
-            (VerifiedKind::PullRequest { number, merge_sha }, _) => {
-                format!("pull:{}:{number}:{merge_sha}", self.source)
-            }
-        }
-    }
-}
-
 struct SourceEntry {
     source: Source,
-    secret: Secret,
+    /// `None` when the environment variable was not set at start-up: every
+    /// dispatch of the source is then refused.
+    secret: Option<Secret>,
 }
 
 /// The configured sources with their secrets, and the verifiers.
@@ -109,25 +92,60 @@ impl std::fmt::Debug for Ingest {
 }
 
 impl Ingest {
+    /// Everything `teammem serve` needs: each source's dispatch secret from its
+    /// environment variable (a source whose variable is unset refuses every
+    /// dispatch; `serve` checks the environment before), and with `[github]` the
+    /// App key (Key Vault or file) and the GitHub client.
+    pub async fn start(config: &Config) -> Result<Self, String> {
+        let github = match &config.github {
+            Some(gh) => {
+                let key = crate::secrets::load_app_key(gh)
+                    .await
+                    .map_err(|e| format!("github.private_key: {e}"))?;
+                Some(Arc::new(
+                    GitHubForge::new(gh, &key).map_err(|e| format!("github.private_key: {e}"))?,
+                ))
+            }
+            None => None,
+        };
+        Ok(Self::from_config(config, github))
+    }
+
     /// Reads every source's dispatch secret from its environment variable.
-    pub fn from_config(
-        config: &Config,
-        github: Option<Arc<GitHubForge>>,
-    ) -> Result<Self, SecretError> {
+    pub fn from_config(config: &Config, github: Option<Arc<GitHubForge>>) -> Self {
         let mut sources = Vec::new();
         for s in &config.sources {
-            sources.push((s.clone(), webhook_secret_from_env(&s.webhook_secret_env)?));
+            let secret = match webhook_secret_from_env(&s.webhook_secret_env) {
+                Ok(secret) => Some(secret),
+                Err(e) => {
+                    tracing::warn!(source = %s.repository, "{e}; its dispatches will be refused");
+                    None
+                }
+            };
+            sources.push((s.clone(), secret));
         }
         let oidc = config
             .github
             .as_ref()
             .map(|g| OidcVerifier::new(&g.oidc_issuer));
-        Ok(Self::new(sources, github, oidc))
+        Self::with_optional_secrets(sources, github, oidc)
     }
 
     /// Builds from sources and their secrets (tests, the demo).
     pub fn new(
         sources: Vec<(Source, Secret)>,
+        github: Option<Arc<GitHubForge>>,
+        oidc: Option<OidcVerifier>,
+    ) -> Self {
+        Self::with_optional_secrets(
+            sources.into_iter().map(|(s, k)| (s, Some(k))).collect(),
+            github,
+            oidc,
+        )
+    }
+
+    fn with_optional_secrets(
+        sources: Vec<(Source, Option<Secret>)>,
         github: Option<Arc<GitHubForge>>,
         oidc: Option<OidcVerifier>,
     ) -> Self {
@@ -162,7 +180,12 @@ impl Ingest {
             .sources
             .get(&claimed.to_ascii_lowercase())
             .ok_or_else(|| IngestError::unknown_source(&claimed))?;
-        signature::verify(&entry.secret, body, headers.signature)?;
+        let secret = entry.secret.as_ref().ok_or_else(|| {
+            IngestError::bad_signature(
+                "the server has no dispatch secret for this source; the operator must set its webhook_secret_env variable",
+            )
+        })?;
+        signature::verify(secret, body, headers.signature)?;
         // Authenticated from here on.
         let delivery_id = check_delivery(headers.delivery)?;
         let source = &entry.source;

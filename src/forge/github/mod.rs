@@ -16,7 +16,9 @@ mod installations;
 mod verify;
 
 pub use auth::{Access, AppSigner, Permissions};
-pub use installations::{InstallationStatus, check_installations, exit_code};
+pub use installations::{
+    InstallationStatus, check_installations, check_installations_command, exit_code,
+};
 
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -9,14 +9,14 @@
 //! recorded so tests can check what was asked for. Faults (5xx, 429 +
 //! Retry-After, rate-limit exhaustion, hanging answers) are injected per path.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::result_large_err)]
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::encoding::AsDer;
 use axum::Router;
@@ -30,8 +30,19 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-/// A fresh 2048-bit RSA key: (PKCS#8 PEM text, encoding key).
+/// Test keys are generated once per test process (RSA generation is slow in
+/// debug builds): the App key, three OIDC keys, and a spare "wrong" key.
+fn keys() -> &'static [(String, EncodingKey)] {
+    static KEYS: std::sync::OnceLock<Vec<(String, EncodingKey)>> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| (0..5).map(|_| generate_rsa_key()).collect())
+}
+
+/// A 2048-bit RSA key that is not the App's nor an OIDC key: (PEM, encoding key).
 pub fn rsa_key() -> (String, EncodingKey) {
+    keys()[4].clone()
+}
+
+fn generate_rsa_key() -> (String, EncodingKey) {
     let pair = aws_lc_rs::rsa::KeyPair::generate(aws_lc_rs::rsa::KeySize::Rsa2048).unwrap();
     let der = AsDer::<aws_lc_rs::encoding::Pkcs8V1Der>::as_der(&pair).unwrap();
     let der = der.as_ref();
@@ -129,6 +140,45 @@ impl GitRepo {
             .collect()
     }
 
+    /// `n` commits on top of `HEAD` in one `git fast-import` run (fast for
+    /// thousands); returns the new tip.
+    pub fn fast_commits(&self, n: usize) -> String {
+        use std::io::Write;
+        let parent = self.head();
+        let mut stream = String::new();
+        for i in 0..n {
+            let msg = format!("bulk {i}");
+            stream.push_str(&format!(
+                "commit refs/heads/main\ncommitter Test <test@example.org> 1767225600 +0000\ndata {}\n{msg}\n",
+                msg.len()
+            ));
+            if i == 0 {
+                stream.push_str(&format!("from {parent}\n"));
+            }
+            let content = format!("{i}\n");
+            stream.push_str(&format!(
+                "M 100644 inline bulk.txt\ndata {}\n{content}\n",
+                content.len()
+            ));
+        }
+        let mut child = Command::new("git")
+            .arg("-C")
+            .arg(&self.dir)
+            .args(["fast-import", "--quiet", "--force"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stream.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+        self.git(&["reset", "-q", "--hard", "main"]);
+        self.head()
+    }
+
     pub fn head(&self) -> String {
         self.git(&["rev-parse", "HEAD"])
     }
@@ -142,7 +192,12 @@ impl GitRepo {
         let out = Command::new("git")
             .arg("-C")
             .arg(&self.dir)
-            .args(["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")])
+            .args([
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("{rev}^{{commit}}"),
+            ])
             .output()
             .ok()?;
         out.status
@@ -259,11 +314,14 @@ pub const OIDC_KID_UNPUBLISHED: &str = "kid-never";
 impl FakeGitHub {
     pub async fn start() -> FakeGitHub {
         let app_id = 4242;
-        let (app_key_pem, app_enc) = rsa_key();
+        let (app_key_pem, app_enc) = keys()[0].clone();
         let app_key = DecodingKey::from_jwk(&public_jwk(&app_enc, "app")).unwrap();
         let mut oidc_keys = HashMap::new();
-        for kid in [OIDC_KID_1, OIDC_KID_2, OIDC_KID_UNPUBLISHED] {
-            oidc_keys.insert(kid.to_string(), rsa_key().1);
+        for (i, kid) in [OIDC_KID_1, OIDC_KID_2, OIDC_KID_UNPUBLISHED]
+            .into_iter()
+            .enumerate()
+        {
+            oidc_keys.insert(kid.to_string(), keys()[1 + i].1.clone());
         }
         let shared = Arc::new(Shared {
             app_id,
@@ -286,7 +344,10 @@ impl FakeGitHub {
             )
             .route("/repos/{owner}/{repo}/compare/{basehead}", get(compare))
             .route("/repos/{owner}/{repo}/pulls/{number}", get(pull))
-            .route("/repos/{owner}/{repo}/commits/{sha}/pulls", get(commit_pulls))
+            .route(
+                "/repos/{owner}/{repo}/commits/{sha}/pulls",
+                get(commit_pulls),
+            )
             .route("/app/installations/{id}/access_tokens", post(access_token))
             .route("/.well-known/jwks", get(jwks))
             .layer(middleware::from_fn_with_state(shared.clone(), faults))
@@ -312,7 +373,13 @@ impl FakeGitHub {
 
     /// Registers `owner/name` backed by `git`; returns its numeric id. The App is
     /// installed on it unless `installed` is false.
-    pub fn add_repo(&self, full_name: &str, git: &GitRepo, visibility: &str, installed: bool) -> u64 {
+    pub fn add_repo(
+        &self,
+        full_name: &str,
+        git: &GitRepo,
+        visibility: &str,
+        installed: bool,
+    ) -> u64 {
         let mut s = self.inner();
         s.next_id += 1;
         let id = s.next_id;
@@ -345,7 +412,9 @@ impl FakeGitHub {
 
     /// The next request whose path contains `path_part` gets `fault`.
     pub fn inject(&self, path_part: &str, fault: Fault) {
-        self.inner().faults.push_back((path_part.to_string(), fault));
+        self.inner()
+            .faults
+            .push_back((path_part.to_string(), fault));
     }
 
     pub fn mints(&self) -> Vec<Mint> {
@@ -382,6 +451,7 @@ impl FakeGitHub {
     }
 
     /// Valid Actions claims for `repo` (id `repository_id`), run, sha, event, workflow.
+    #[allow(clippy::too_many_arguments)]
     pub fn actions_claims(
         &self,
         audience: &str,
@@ -433,7 +503,10 @@ async fn faults(State(s): State<AppState>, req: Request, next: Next) -> Response
     let fault = {
         let mut inner = s.inner.lock().unwrap();
         inner.requests.push(format!("{} {}", req.method(), path));
-        let pos = inner.faults.iter().position(|(p, _)| path.contains(p.as_str()));
+        let pos = inner
+            .faults
+            .iter()
+            .position(|(p, _)| path.contains(p.as_str()));
         pos.and_then(|i| inner.faults.remove(i)).map(|(_, f)| f)
     };
     match fault {
@@ -475,7 +548,8 @@ fn bearer(headers: &HeaderMap) -> Option<String> {
 /// not expired, lifetime at most 10 minutes.
 fn check_app_jwt(s: &Shared, headers: &HeaderMap) -> Result<(), Response> {
     let unauthorized = |m: &str| error(StatusCode::UNAUTHORIZED, m);
-    let token = bearer(headers).ok_or_else(|| unauthorized("A JSON web token could not be decoded"))?;
+    let token =
+        bearer(headers).ok_or_else(|| unauthorized("A JSON web token could not be decoded"))?;
     let mut v = Validation::new(Algorithm::RS256);
     v.set_required_spec_claims(&["exp", "iat", "iss"]);
     v.set_issuer(&[s.app_id.to_string()]);
@@ -485,7 +559,9 @@ fn check_app_jwt(s: &Shared, headers: &HeaderMap) -> Result<(), Response> {
     let iat = data.claims["iat"].as_u64().unwrap_or(0);
     let exp = data.claims["exp"].as_u64().unwrap_or(0);
     if iat > now() + 1 || exp <= iat || exp - iat > 660 || exp > now() + 600 {
-        return Err(unauthorized("'Expiration time' claim ('exp') is too far in the future"));
+        return Err(unauthorized(
+            "'Expiration time' claim ('exp') is too far in the future",
+        ));
     }
     Ok(())
 }
@@ -510,7 +586,10 @@ fn check_token(
     };
     let (owner, name) = r.full_name.split_once('/').unwrap();
     if !grant.owner.eq_ignore_ascii_case(owner)
-        || !grant.repositories.iter().any(|g| g.eq_ignore_ascii_case(name))
+        || !grant
+            .repositories
+            .iter()
+            .any(|g| g.eq_ignore_ascii_case(name))
     {
         return Err(error(StatusCode::NOT_FOUND, "Not Found"));
     }
@@ -565,7 +644,13 @@ async fn repo(
     UrlPath((owner, name)): UrlPath<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    let base = format!("http://{}", headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("localhost"));
+    let base = format!(
+        "http://{}",
+        headers
+            .get("host")
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost")
+    );
     match check_token(&s, &headers, &format!("{owner}/{name}"), None) {
         Ok(r) => axum::Json(repo_json(&r, &base)).into_response(),
         Err(e) => e,
@@ -614,7 +699,11 @@ async fn access_token(
     };
     let repositories: Vec<String> = req["repositories"]
         .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     let mut permissions: Vec<(String, String)> = req["permissions"]
         .as_object()
@@ -631,15 +720,20 @@ async fn access_token(
         .values()
         .filter(|r| r.installation == Some(id))
         .collect();
-    let Some(owner) = covered.first().map(|r| r.full_name.split_once('/').unwrap().0.to_string())
+    let Some(owner) = covered
+        .first()
+        .map(|r| r.full_name.split_once('/').unwrap().0.to_string())
     else {
         return error(StatusCode::NOT_FOUND, "Not Found");
     };
     for name in &repositories {
-        if !covered
-            .iter()
-            .any(|r| r.full_name.split_once('/').unwrap().1.eq_ignore_ascii_case(name))
-        {
+        if !covered.iter().any(|r| {
+            r.full_name
+                .split_once('/')
+                .unwrap()
+                .1
+                .eq_ignore_ascii_case(name)
+        }) {
             return error(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "There is at least one repository that does not exist or is not accessible to the parent installation.",
@@ -691,7 +785,13 @@ async fn run_attempt(
     let Some(fr) = inner.runs.get(&(full.to_ascii_lowercase(), run, attempt)) else {
         return error(StatusCode::NOT_FOUND, "Not Found");
     };
-    let base = format!("http://{}", headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("localhost"));
+    let base = format!(
+        "http://{}",
+        headers
+            .get("host")
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost")
+    );
     let mut repository = repo_json(&r, &base);
     repository["id"] = json!(fr.repository_id);
     axum::Json(json!({
@@ -750,7 +850,13 @@ async fn compare(
             r.git.count(&format!("{h}..{b}")),
         )
     };
-    let base_url = format!("http://{}", headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("localhost"));
+    let base_url = format!(
+        "http://{}",
+        headers
+            .get("host")
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost")
+    );
     axum::Json(json!({
         "url": format!("{base_url}/repos/{full}/compare/{basehead}"),
         "html_url": format!("https://github.example/{full}/compare/{basehead}"),
@@ -803,11 +909,24 @@ async fn pull(
     if let Err(e) = check_token(&s, &headers, &full, Some("pull_requests")) {
         return e;
     }
-    if headers.get("x-github-api-version").and_then(|v| v.to_str().ok()) != Some("2022-11-28") {
-        return error(StatusCode::BAD_REQUEST, "pin X-GitHub-Api-Version: 2022-11-28");
+    if headers
+        .get("x-github-api-version")
+        .and_then(|v| v.to_str().ok())
+        != Some("2022-11-28")
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "pin X-GitHub-Api-Version: 2022-11-28",
+        );
     }
     let inner = s.inner.lock().unwrap();
-    let base_url = format!("http://{}", headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("localhost"));
+    let base_url = format!(
+        "http://{}",
+        headers
+            .get("host")
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost")
+    );
     match inner.pulls.get(&(full.to_ascii_lowercase(), number)) {
         Some(p) => axum::Json(pull_json(&full, number, p, &base_url)).into_response(),
         None => error(StatusCode::NOT_FOUND, "Not Found"),
@@ -824,11 +943,19 @@ async fn commit_pulls(
         return e;
     }
     let inner = s.inner.lock().unwrap();
-    let base_url = format!("http://{}", headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("localhost"));
+    let base_url = format!(
+        "http://{}",
+        headers
+            .get("host")
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost")
+    );
     let list: Vec<Value> = inner
         .pulls
         .iter()
-        .filter(|((r, _), p)| *r == full.to_ascii_lowercase() && p.merge_commit_sha.as_deref() == Some(sha.as_str()))
+        .filter(|((r, _), p)| {
+            *r == full.to_ascii_lowercase() && p.merge_commit_sha.as_deref() == Some(sha.as_str())
+        })
         .map(|((_, n), p)| pull_json(&full, *n, p, &base_url))
         .collect();
     axum::Json(list).into_response()
