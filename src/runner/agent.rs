@@ -6,8 +6,8 @@
 //! Invariants:
 //! - every write names the snapshot it was planned on (`expected_base`) and the
 //!   destination the snapshot reported (`expected_wiki_repository`);
-//! - on `conflict` the builtin agent re-reads a fresh snapshot and rebuilds its
-//!   edit exactly once; entries keyed by merge sha make the rebuild skip what
+//! - on `conflict` (or `outcome_unknown`) the builtin agent re-reads a fresh
+//!   snapshot and rebuilds its edit exactly once; entries keyed by merge sha make the rebuild skip what
 //!   already landed; a second conflict ends the run with a receipt that says so;
 //! - the receipt lists every PR of the evidence.
 
@@ -305,7 +305,11 @@ pub async fn run_builtin(
                     retry_failed: false,
                 });
             }
-            Err((CallError::Tool(failure), tip, changed)) if failure.kind == "conflict" => {
+            // A conflict, or a write whose outcome is unknown: re-read the wiki
+            // (the markers tell what landed) and rebuild once.
+            Err((CallError::Tool(failure), tip, changed))
+                if failure.kind == "conflict" || failure.kind == "outcome_unknown" =>
+            {
                 if changed {
                     last_tip = Some(tip);
                 }
