@@ -2,10 +2,19 @@
 //! evidence collection on the local forge, the writer's evidence tools, the
 //! handler end to end with the real writer child, and the agent backends.
 
+// The command backend with a small test agent that drives its own writer.
 mod command;
-mod evidence; // commits, merge and squash "pull requests", manifests, bounds
-mod evidence_tools; // get_job_evidence, list_pull_request_files, get_source_file through the writer child
-#[allow(dead_code)] // shared helpers; not every test module uses each one
-pub mod fixture; // source and wiki repositories built with the git CLI
-mod handler; // the JobHandler end to end with the real writer child and the git CLI as oracle
-mod openai; // the openai backend against a scripted chat-completions fake on loopback // the command backend with a small test agent that drives its own writer
+// The runner inside the real daemon: signed dispatch to a succeeded job and wiki pages.
+mod daemon;
+// Commits, merge and squash "pull requests", manifests, bounds.
+mod evidence;
+// get_job_evidence, list_pull_request_files, get_source_file through the writer child.
+mod evidence_tools;
+// Source and wiki repositories built with the git CLI (shared helpers; not
+// every test module uses each one).
+#[allow(dead_code)]
+pub mod fixture;
+// The JobHandler end to end with the real writer child and the git CLI as oracle.
+mod handler;
+// The openai backend against a scripted chat-completions fake on loopback.
+mod openai;
