@@ -6,15 +6,17 @@
 //! Invariant: the runner never writes the wiki itself; every edit goes through
 //! the writer child, and a job succeeds only on a receipt the wiki confirms.
 
-pub mod builtin;
-pub mod evidence;
-pub mod receipt;
+pub mod agent; // what agents get and give back; the builtin agent's MCP driver
+pub mod builtin; // the builtin agent's pure edit planner (Home, Areas, Changelog)
+pub mod command; // the external agent CLI backend
+pub mod evidence; // the evidence bundle model and the job work dir
+pub mod openai; // the OpenAI-compatible chat-completions backend
+pub mod receipt; // receipts and their checks against evidence and wiki
+pub mod writer; // the job-bound writer child and its rmcp client
 
+/// The local forge's source reader (it lives with the forge: only `forge/local/`
+/// opens source repositories with gix).
 pub use crate::forge::local::evidence as local_source;
-pub mod agent;
-pub mod command;
-pub mod openai;
-pub mod writer;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
