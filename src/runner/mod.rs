@@ -231,7 +231,7 @@ impl Runner {
         })?;
 
         // 6. The receipt, checked against the evidence and the wiki.
-        let facts = wiki_facts(&client, &source, start_base).await?;
+        let facts = wiki_facts(&client, &source, job.id, start_base).await?;
         client.close().await;
         check(&outcome.receipt, &bundle, &facts).map_err(|reason| JobFailure {
             reason: format!("the agent's receipt does not hold: {reason}"),
@@ -280,6 +280,7 @@ pub fn check(receipt: &Receipt, bundle: &EvidenceBundle, facts: &WikiFacts) -> R
 async fn wiki_facts(
     client: &WriterClient,
     source: &Source,
+    job_id: i64,
     start_base: String,
 ) -> Result<WikiFacts, JobFailure> {
     let failure = |e: writer::CallError| JobFailure {
@@ -301,19 +302,31 @@ async fn wiki_facts(
         )
         .await
         .map_err(failure)?;
-    let history = history["commits"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["sha"].as_str().map(str::to_owned))
-        .collect();
+    let trailer = format!("{}: {job_id}", crate::mcp::context::TRAILER_JOB);
+    let mut shas = Vec::new();
+    let mut job_commits = Vec::new();
+    let mut before_base = true;
+    for commit in history["commits"].as_array().into_iter().flatten() {
+        let Some(sha) = commit["sha"].as_str() else {
+            continue;
+        };
+        if sha.eq_ignore_ascii_case(&start_base) {
+            before_base = false;
+        }
+        let message = commit["message"].as_str().unwrap_or_default();
+        if before_base && message.lines().any(|line| line.trim() == trailer) {
+            job_commits.push(sha.to_owned());
+        }
+        shas.push(sha.to_owned());
+    }
     Ok(WikiFacts {
         wiki_repository: snapshot["wiki_repository"]
             .as_str()
             .unwrap_or(&source.wiki_repository)
             .to_owned(),
         start_base,
-        history,
+        history: shas,
+        job_commits,
     })
 }
 

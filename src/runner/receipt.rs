@@ -8,7 +8,9 @@
 //!   with its merge sha, and no PR from outside the bundle;
 //! - an `updated` (or `partial`) receipt's `wiki_sha` must be reachable from the
 //!   destination's current tip and descend from the base the *runner* read when
-//!   the job started (the agent's own `base_sha` is not trusted for this);
+//!   the job started (the agent's own `base_sha` is not trusted for this), and
+//!   carry this job's `Teammem-Job` trailer; a `no_change` receipt is refused
+//!   when the job did commit;
 //! - only a checked receipt becomes a [`Completion`].
 
 use std::collections::BTreeMap;
@@ -206,6 +208,9 @@ pub struct WikiFacts {
     /// Commits reachable from the destination's current tip, newest first
     /// (bounded; the tip first).
     pub history: Vec<String>,
+    /// The commits after `start_base` whose message carries this job's
+    /// `Teammem-Job` trailer (written through this job's writer).
+    pub job_commits: Vec<String>,
 }
 
 /// Checks a receipt's claims against the wiki itself.
@@ -233,6 +238,15 @@ pub fn check_against_wiki(receipt: &Receipt, facts: &WikiFacts) -> Result<(), St
                     "receipt.wiki_sha: {sha} is not on the wiki's branch; the agent's write did not land"
                 ));
             };
+            if !facts
+                .job_commits
+                .iter()
+                .any(|c| c.eq_ignore_ascii_case(sha))
+            {
+                return Err(format!(
+                    "receipt.wiki_sha: {sha} was not written by this job's writer"
+                ));
+            }
             match position(&facts.start_base) {
                 Some(base) if base > at => Ok(()),
                 Some(base) if base == at => Err(format!(
@@ -245,6 +259,10 @@ pub fn check_against_wiki(receipt: &Receipt, facts: &WikiFacts) -> Result<(), St
             }
         }
         ReceiptStatus::NoChange => match receipt.wiki_sha.as_deref() {
+            _ if !facts.job_commits.is_empty() => Err(format!(
+                "receipt.status: no_change, but this job committed {} to the wiki",
+                facts.job_commits.join(", ")
+            )),
             Some(sha) if position(sha).is_none() => Err(format!(
                 "receipt.wiki_sha: {sha} is not on the wiki's branch"
             )),
@@ -354,6 +372,7 @@ mod tests {
             wiki_repository: "demo/app".into(),
             start_base: sha('d'),
             history: history.iter().map(|c| sha(*c)).collect(),
+            job_commits: vec![sha('e')],
         }
     }
 
@@ -440,6 +459,16 @@ mod tests {
                 .unwrap_err()
                 .contains("does not descend")
         );
+        // Someone else's commit is not this job's write.
+        let foreign = WikiFacts {
+            job_commits: vec![sha('c')],
+            ..facts(&['e', 'c', 'd'])
+        };
+        assert!(
+            check_against_wiki(&r, &foreign)
+                .unwrap_err()
+                .contains("not written by this job")
+        );
         // Another destination.
         let mut other = facts(&['e', 'd']);
         other.wiki_repository = "evil/wiki".into();
@@ -453,7 +482,17 @@ mod tests {
     #[test]
     fn statuses_map_to_job_ends() {
         let no = Receipt::parse(&receipt("no_change", &both("no_change"))).unwrap();
-        check_against_wiki(&no, &facts(&['e', 'd'])).unwrap();
+        let quiet = WikiFacts {
+            job_commits: vec![],
+            ..facts(&['e', 'd'])
+        };
+        check_against_wiki(&no, &quiet).unwrap();
+        // A no_change receipt from a job that did commit is a lie.
+        assert!(
+            check_against_wiki(&no, &facts(&['e', 'd']))
+                .unwrap_err()
+                .contains("this job committed")
+        );
         assert!(matches!(
             completion(&no, false),
             Ok(Completion::NoChange { .. })
