@@ -402,3 +402,40 @@ async fn a_policy_that_is_not_utf8_fails_the_job_permanently() {
         failure.reason
     );
 }
+
+#[tokio::test]
+async fn a_pull_request_job_records_only_its_pull_request() {
+    let s = Setup::new();
+    let mut job = s.full_range(1);
+    job.kind = JobKindName::PullRequest;
+    job.push_before = None;
+    job.push_after = None;
+    job.pull_number = Some(13);
+    job.merge_sha = Some(s.source.squash_13.clone());
+    let done = s.runner().run(&job).await.unwrap();
+    assert!(matches!(done, Completion::Succeeded { .. }), "{done:?}");
+    let changelog = s.page("Changelog.md");
+    assert!(changelog.contains(&s.source.squash_13));
+    assert!(!changelog.contains(&s.source.merge_12));
+    // The range job that follows records #12 and leaves #13's entry alone.
+    let next = s.runner().run(&s.full_range(2)).await.unwrap();
+    assert!(matches!(next, Completion::Succeeded { .. }), "{next:?}");
+    let changelog = s.page("Changelog.md");
+    assert_eq!(changelog.matches(&s.source.squash_13).count(), 2);
+    assert_eq!(changelog.matches(&s.source.merge_12).count(), 2);
+    let numbers: Vec<(u64, String)> = receipt_of(&next)["pull_requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["number"].as_u64().unwrap(),
+                p["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        numbers,
+        vec![(12, "updated".into()), (13, "no_change".into())]
+    );
+}
