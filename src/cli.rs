@@ -328,9 +328,10 @@ async fn serve(path: &Path) -> Result<(), Failure> {
     config
         .check_environment()
         .map_err(|e| Failure::usage(format!("invalid configuration\n{e}")))?;
+    let config = Arc::new(config);
     daemon::run(
-        Arc::new(config),
-        daemon::default_handler(),
+        config.clone(),
+        daemon::default_handler(config, path),
         daemon::shutdown_signal(),
     )
     .await

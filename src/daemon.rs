@@ -39,9 +39,20 @@ pub enum DaemonError {
     Ingest(String),
 }
 
-/// The handler `teammem serve` runs jobs with.
-pub fn default_handler() -> Arc<dyn JobHandler> {
-    Arc::new(NoRunner)
+/// The handler `teammem serve` runs jobs with: the job runner, spawning this
+/// executable's `mcp --wiki-writer` bound to `config_path` for each job.
+pub fn default_handler(config: Arc<Config>, config_path: &std::path::Path) -> Arc<dyn JobHandler> {
+    match std::env::current_exe() {
+        Ok(program) => Arc::new(crate::runner::Runner::new(
+            config,
+            config_path.to_path_buf(),
+            program,
+        )),
+        Err(error) => {
+            tracing::error!(%error, "cannot find the teammem executable; jobs will fail until the daemon is restarted");
+            Arc::new(NoRunner)
+        }
+    }
 }
 
 /// The queue of a configuration, on an open pool, with the system clock.

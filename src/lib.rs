@@ -12,6 +12,7 @@ pub mod forge; // where sources live: GitHub's REST API (App auth, verification)
 pub mod secrets; // the GitHub App key (Key Vault or a 0600 file), secrets that never print
 pub mod queue; // the durable job queue: the only SQL about jobs
 pub mod worker; // the worker pool: claims jobs and runs them through a JobHandler
+pub mod runner; // runs one job: evidence bundle, writer child, agents, checked receipts
 pub mod scheduler; // cron schedules for rescue, retention and sweep
 pub mod wiki; // the team memory as git: mirrors, reads, checked writes, publish (the only gix user for wikis)
 pub mod mcp; // MCP servers over the wiki (read tools, job-bound writer) and the `teammem wiki` functions

@@ -32,6 +32,8 @@ pub const ENV_WRITER_SOURCE: &str = "TEAMMEM_WRITER_SOURCE";
 pub const ENV_WRITER_JOB: &str = "TEAMMEM_WRITER_JOB";
 pub const ENV_WRITER_RANGE: &str = "TEAMMEM_WRITER_RANGE";
 pub const ENV_WRITER_TOKEN: &str = "TEAMMEM_WRITER_TOKEN";
+/// The job's evidence bundle file (served by the evidence toolset).
+pub const ENV_WRITER_EVIDENCE: &str = "TEAMMEM_WRITER_EVIDENCE";
 
 /// Commit trailer keys.
 pub const TRAILER_JOB: &str = "Teammem-Job";
@@ -48,6 +50,9 @@ pub struct WriterBinding {
     pub range: Option<String>,
     /// Credential for an HTTP wiki remote; never in a result, a log line or argv.
     pub token: Option<Secret>,
+    /// The job's evidence bundle (`TEAMMEM_WRITER_EVIDENCE`); the evidence tools
+    /// answer only from it.
+    pub evidence: Option<PathBuf>,
 }
 
 impl WriterBinding {
@@ -148,6 +153,7 @@ impl Binding {
                 job: get(ENV_WRITER_JOB),
                 range: get(ENV_WRITER_RANGE),
                 token: get(ENV_WRITER_TOKEN).map(Secret::new),
+                evidence: get(ENV_WRITER_EVIDENCE).map(PathBuf::from),
             }),
         })
     }

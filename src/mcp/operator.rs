@@ -92,6 +92,7 @@ pub async fn run_with(
             job: None,
             range: None,
             token: request.token.clone(),
+            evidence: None,
         }),
     };
     let mut context = Context::new(binding);

@@ -13,4 +13,5 @@ mod harness; // starts real things: the daemon, git servers, fakes
 mod jobs_api; // /v1/jobs over HTTP, token scopes, graceful shutdown
 mod mcp; // the wiki MCP server through rmcp's client: modes, envelope, reads, the job-bound writer
 mod queue; // the durable job queue: enqueue, claim, leases, rescue, steering, retention
+mod runner; // the job runner: evidence, builtin agent, receipts, writer child
 mod wiki; // the wiki engine against real git repositories, the git CLI as oracle

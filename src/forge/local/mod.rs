@@ -8,6 +8,8 @@
 //! request is recognised only from a commit reachable from the tip whose subject
 //! is `Merge pull request #N from ...` or `Title (#N)`. Walks are bounded.
 
+pub mod evidence; // the runner's reads of a local source: range evidence, re-checks, files
+
 use std::path::Path;
 
 use gix::ObjectId;

@@ -21,6 +21,7 @@
 //! field, an unknown field) are a JSON-RPC `-32602` error; arguments that parse
 //! but break a rule are an envelope error the agent can read and correct.
 
+pub mod evidence;
 pub mod wiki_read;
 pub mod wiki_write;
 
@@ -118,7 +119,11 @@ pub struct Toolset {
 }
 
 /// Every toolset, in `tools/list` order.
-pub const TOOLSETS: &[&Toolset] = &[&wiki_read::TOOLSET, &wiki_write::TOOLSET];
+pub const TOOLSETS: &[&Toolset] = &[
+    &wiki_read::TOOLSET,
+    &wiki_write::TOOLSET,
+    &evidence::TOOLSET,
+];
 
 /// The filter (see the module doc): does a server with `profile` expose `tool`
 /// of `toolset`?
@@ -209,15 +214,24 @@ mod tests {
             kind: ServerKind::WikiWriter,
             read_only: false,
         };
+        let evidence = [
+            "get_job_evidence",
+            "list_pull_request_files",
+            "get_source_file",
+        ];
         let mut with_writes = reads.to_vec();
         with_writes.extend(["write_wiki_pages", "patch_wiki_pages"]);
+        with_writes.extend(evidence);
         assert_eq!(names(writer), with_writes);
-        // Read-only beats everything, writer mode included.
+        // Read-only beats everything, writer mode included (the evidence tools
+        // only read).
         let read_only_writer = Profile {
             kind: ServerKind::WikiWriter,
             read_only: true,
         };
-        assert_eq!(names(read_only_writer), reads);
+        let mut reads_and_evidence = reads.to_vec();
+        reads_and_evidence.extend(evidence);
+        assert_eq!(names(read_only_writer), reads_and_evidence);
     }
 
     #[test]

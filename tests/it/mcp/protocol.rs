@@ -24,6 +24,12 @@ const READS: [&str; 6] = [
     "get_wiki_diff",
 ];
 const WRITES: [&str; 2] = ["write_wiki_pages", "patch_wiki_pages"];
+/// The writer's evidence tools (read-only, served only in writer mode).
+const EVIDENCE: [&str; 3] = [
+    "get_job_evidence",
+    "list_pull_request_files",
+    "get_source_file",
+];
 
 fn listed(tools: &[rmcp::model::Tool]) -> Value {
     serde_json::to_value(tools).expect("tools serialize")
@@ -68,6 +74,7 @@ async fn each_mode_lists_exactly_its_tools_with_explicit_annotations() {
     let writer_tools = writer.tools().await;
     let mut expected: Vec<&str> = READS.to_vec();
     expected.extend(WRITES);
+    expected.extend(EVIDENCE);
     assert_eq!(names(&writer_tools), expected);
 
     for tool in &writer_tools {

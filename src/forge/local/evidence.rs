@@ -1,0 +1,634 @@
+//! Evidence from a local-forge source (a plain git repository read with gix):
+//! the job-start ancestry re-check, the commits and "pull requests" of a range,
+//! changed-file manifests from tree diffs, and bounded file reads at a commit.
+//!
+//! Invariants:
+//! - only commits of the authorized range are read: `before..after` (hidden
+//!   `before`), or the one merge commit of a PR job; a file is read only at a
+//!   commit the caller has checked is inside that range;
+//! - a "pull request" is a commit on the range's first-parent chain whose
+//!   subject is `Merge pull request #N from ...` (title: the body's first line)
+//!   or `Title (#N)`; its manifest is the diff against its first parent;
+//! - repository text is decoded lossily and bounded; it is returned as data.
+
+use std::path::Path;
+
+use gix::ObjectId;
+use gix::bstr::ByteSlice;
+
+use crate::runner::evidence::{
+    self, ChangedFile, CommitInfo, EvidenceBundle, FileStatus, JobScope, MAX_BODY_BYTES,
+    MAX_COMMITS, MAX_FILES, MAX_PULLS, MAX_TITLE_BYTES, PullRequest, SourceInfo,
+};
+
+/// How many commits a reachability walk visits before giving up.
+const WALK_LIMIT: usize = 200_000;
+/// Blobs larger than this are not line-diffed (their counts are 0).
+const MAX_DIFF_BLOB: usize = 1 << 20;
+
+/// Why reading the source failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    /// The job's range is no longer what was verified (force-push, unknown commit).
+    #[error("{0}")]
+    Rejected(String),
+    /// The repository could not be read; trying again later may work.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The request itself is out of bounds (too many commits, file too large, not UTF-8).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn unavailable(what: &str, e: impl std::fmt::Display) -> SourceError {
+    SourceError::Unavailable(format!("{what} failed in the local source repository: {e}"))
+}
+
+fn open(path: &Path) -> Result<gix::Repository, SourceError> {
+    gix::open(path).map_err(|e| {
+        SourceError::Unavailable(format!(
+            "the local source repository {} cannot be opened: {e}; check local_path",
+            path.display()
+        ))
+    })
+}
+
+/// (default branch short name, tip).
+fn default_branch(repo: &gix::Repository) -> Result<(String, ObjectId), SourceError> {
+    let name = repo.head_name().ok().flatten().ok_or_else(|| {
+        SourceError::Rejected(
+            "the source repository's HEAD is detached or unreadable; point HEAD at the default branch"
+                .into(),
+        )
+    })?;
+    let branch = name.shorten().to_string();
+    let tip = repo.head_id().map_err(|_| {
+        SourceError::Rejected(format!("the default branch {branch} has no commits"))
+    })?;
+    Ok((branch, tip.detach()))
+}
+
+fn commit_id(repo: &gix::Repository, field: &str, sha: &str) -> Result<ObjectId, SourceError> {
+    let unknown = || {
+        SourceError::Rejected(format!(
+            "{field} {sha} is not a commit of the source repository (force-pushed away?)"
+        ))
+    };
+    if !evidence::is_full_sha(sha) {
+        return Err(unknown());
+    }
+    let id = ObjectId::from_hex(sha.as_bytes()).map_err(|_| unknown())?;
+    match repo.find_object(id) {
+        Ok(object) if object.kind == gix::object::Kind::Commit => Ok(id),
+        _ => Err(unknown()),
+    }
+}
+
+/// Is `ancestor` reachable from `tip` (or equal to it)?
+fn reaches(repo: &gix::Repository, tip: ObjectId, ancestor: ObjectId) -> Result<bool, SourceError> {
+    if tip == ancestor {
+        return Ok(true);
+    }
+    let walk = repo
+        .rev_walk([tip])
+        .all()
+        .map_err(|e| unavailable("walking history", e))?;
+    for (n, info) in walk.enumerate() {
+        let info = info.map_err(|e| unavailable("walking history", e))?;
+        if info.id == ancestor {
+            return Ok(true);
+        }
+        if n >= WALK_LIMIT {
+            return Err(SourceError::Invalid(format!(
+                "the history walk passed {WALK_LIMIT} commits without an answer"
+            )));
+        }
+    }
+    Ok(false)
+}
+
+/// Re-checks at job start what ingest verified: `before` is an ancestor of
+/// `after` and `after` is still on the current default branch. Returns the
+/// default branch's name.
+pub fn recheck_range(path: &Path, before: &str, after: &str) -> Result<String, SourceError> {
+    let repo = open(path)?;
+    let before_id = commit_id(&repo, "push_before", before)?;
+    let after_id = commit_id(&repo, "push_after", after)?;
+    let (branch, tip) = default_branch(&repo)?;
+    if !reaches(&repo, after_id, before_id)? {
+        return Err(SourceError::Rejected(format!(
+            "push_before {before} is no longer an ancestor of push_after {after}"
+        )));
+    }
+    if !reaches(&repo, tip, after_id)? {
+        return Err(SourceError::Rejected(format!(
+            "push_after {after} is no longer on {branch} (force-pushed since the dispatch was verified)"
+        )));
+    }
+    Ok(branch)
+}
+
+/// Re-checks that a PR job's merge commit is still on the default branch.
+pub fn recheck_commit(path: &Path, sha: &str) -> Result<String, SourceError> {
+    let repo = open(path)?;
+    let id = commit_id(&repo, "merge_sha", sha)?;
+    let (branch, tip) = default_branch(&repo)?;
+    if !reaches(&repo, tip, id)? {
+        return Err(SourceError::Rejected(format!(
+            "merge commit {sha} is no longer on {branch} (force-pushed since the request was verified)"
+        )));
+    }
+    Ok(branch)
+}
+
+/// The PR number and kind a commit subject names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullSubject {
+    /// `Merge pull request #N from owner/branch`.
+    Merge(u64),
+    /// `Title (#N)`.
+    Squash(u64),
+}
+
+impl PullSubject {
+    pub fn number(self) -> u64 {
+        match self {
+            PullSubject::Merge(n) | PullSubject::Squash(n) => n,
+        }
+    }
+}
+
+fn pr_number(text: &str) -> Option<u64> {
+    if text.is_empty() || text.len() > 12 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok().filter(|n| *n > 0)
+}
+
+/// Recognises a pull request from a commit subject.
+pub fn parse_pull_subject(subject: &str) -> Option<PullSubject> {
+    if let Some(rest) = subject.strip_prefix("Merge pull request #") {
+        let (n, tail) = rest.split_once(' ')?;
+        return if tail.starts_with("from ") {
+            pr_number(n).map(PullSubject::Merge)
+        } else {
+            None
+        };
+    }
+    let inner = subject.trim_end().strip_suffix(')')?;
+    let (head, n) = inner.rsplit_once("(#")?;
+    if head.trim().is_empty() || !head.ends_with(' ') {
+        return None;
+    }
+    pr_number(n).map(PullSubject::Squash)
+}
+
+/// Splits a commit message into (subject, rest after the blank line).
+fn split_message(message: &str) -> (&str, &str) {
+    let message = message.trim_start_matches('\n');
+    match message.split_once('\n') {
+        Some((subject, rest)) => (
+            subject.trim_end_matches('\r'),
+            rest.trim_start_matches(['\r', '\n']),
+        ),
+        None => (message, ""),
+    }
+}
+
+/// Title and body of a recognised PR commit.
+fn title_and_body(kind: PullSubject, subject: &str, rest: &str) -> (String, String) {
+    match kind {
+        PullSubject::Merge(_) => {
+            let (title, body) = match rest.split_once('\n') {
+                Some((title, body)) => (title.trim(), body.trim()),
+                None => (rest.trim(), ""),
+            };
+            if title.is_empty() {
+                // No title line: keep what the subject says after "from".
+                let from = subject.split_once(" from ").map(|(_, b)| b).unwrap_or("");
+                (from.trim().to_owned(), body.to_owned())
+            } else {
+                (title.to_owned(), body.to_owned())
+            }
+        }
+        PullSubject::Squash(n) => {
+            let suffix = format!("(#{n})");
+            let title = subject.trim_end().strip_suffix(&suffix).unwrap_or(subject);
+            (title.trim().to_owned(), rest.trim().to_owned())
+        }
+    }
+}
+
+fn rfc3339(seconds: i64) -> String {
+    chrono::DateTime::<chrono::Utc>::from_timestamp(seconds, 0)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_else(|| seconds.to_string())
+}
+
+fn author_name(commit: &gix::Commit<'_>) -> String {
+    commit
+        .author()
+        .map(|a| a.name.to_str_lossy().trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// Collects the bundle of a job on the local forge.
+pub fn collect(
+    path: &Path,
+    repository: &str,
+    scope: &JobScope,
+) -> Result<EvidenceBundle, SourceError> {
+    let repo = open(path)?;
+    let (branch, _) = default_branch(&repo)?;
+    let (commit_ids, first_parent_ids): (Vec<ObjectId>, Vec<ObjectId>) = match scope {
+        JobScope::Range { before, after, .. } => {
+            let before_id = commit_id(&repo, "push_before", before)?;
+            let after_id = commit_id(&repo, "push_after", after)?;
+            let mut all = Vec::new();
+            let walk = repo
+                .rev_walk([after_id])
+                .with_hidden([before_id])
+                .all()
+                .map_err(|e| unavailable("walking the range", e))?;
+            for info in walk {
+                let info = info.map_err(|e| unavailable("walking the range", e))?;
+                all.push(info.id);
+                if all.len() > MAX_COMMITS {
+                    return Err(SourceError::Invalid(format!(
+                        "the range {before}..{after} holds more than {MAX_COMMITS} commits; dispatch smaller ranges"
+                    )));
+                }
+            }
+            let mut chain = Vec::new();
+            let walk = repo
+                .rev_walk([after_id])
+                .with_hidden([before_id])
+                .first_parent_only()
+                .all()
+                .map_err(|e| unavailable("walking the range", e))?;
+            for info in walk {
+                chain.push(info.map_err(|e| unavailable("walking the range", e))?.id);
+            }
+            all.reverse();
+            chain.reverse();
+            (all, chain)
+        }
+        JobScope::PullRequest { merge_sha, .. } => {
+            let id = commit_id(&repo, "merge_sha", merge_sha)?;
+            (vec![id], vec![id])
+        }
+    };
+
+    let mut commits = Vec::with_capacity(commit_ids.len());
+    for id in &commit_ids {
+        let commit = repo
+            .find_commit(*id)
+            .map_err(|e| unavailable("reading a commit", e))?;
+        let message = commit.message_raw_sloppy().to_str_lossy().into_owned();
+        let (subject, _) = split_message(&message);
+        commits.push(CommitInfo {
+            sha: id.to_string(),
+            parents: commit.parent_ids().map(|p| p.to_string()).collect(),
+            author: evidence::bound(&author_name(&commit), MAX_TITLE_BYTES).0,
+            committed_at: rfc3339(commit.time().map(|t| t.seconds).unwrap_or(0)),
+            subject: evidence::bound(subject, MAX_TITLE_BYTES).0,
+        });
+    }
+
+    let mut pull_requests = Vec::new();
+    let mut pull_requests_truncated = false;
+    for id in &first_parent_ids {
+        let commit = repo
+            .find_commit(*id)
+            .map_err(|e| unavailable("reading a commit", e))?;
+        let message = commit.message_raw_sloppy().to_str_lossy().into_owned();
+        let (subject, rest) = split_message(&message);
+        let Some(kind) = parse_pull_subject(subject) else {
+            continue;
+        };
+        if let JobScope::PullRequest { number, .. } = scope
+            && kind.number() != *number
+        {
+            return Err(SourceError::Rejected(format!(
+                "commit {id} does not merge pull request #{number} (its subject names #{})",
+                kind.number()
+            )));
+        }
+        if pull_requests.len() == MAX_PULLS {
+            pull_requests_truncated = true;
+            break;
+        }
+        let (title, body) = title_and_body(kind, subject, rest);
+        let parents: Vec<ObjectId> = commit.parent_ids().map(|p| p.detach()).collect();
+        let author = match (kind, parents.get(1)) {
+            // A merge commit is made by whoever merged; the PR's author wrote its head.
+            (PullSubject::Merge(_), Some(head)) => repo
+                .find_commit(*head)
+                .map(|c| author_name(&c))
+                .unwrap_or_else(|_| author_name(&commit)),
+            _ => author_name(&commit),
+        };
+        let (files, files_truncated) = manifest(&repo, parents.first().copied(), *id)?;
+        let (title, _) = evidence::bound(&title, MAX_TITLE_BYTES);
+        let (body, body_truncated) = evidence::bound(&body, MAX_BODY_BYTES);
+        pull_requests.push(PullRequest {
+            number: kind.number(),
+            title,
+            body,
+            body_truncated,
+            author: evidence::bound(&author, MAX_TITLE_BYTES).0,
+            labels: Vec::new(),
+            merged_at: rfc3339(commit.time().map(|t| t.seconds).unwrap_or(0)),
+            merge_sha: id.to_string(),
+            files,
+            files_truncated,
+        });
+    }
+    if let JobScope::PullRequest {
+        number, merge_sha, ..
+    } = scope
+        && pull_requests.is_empty()
+    {
+        return Err(SourceError::Rejected(format!(
+            "commit {merge_sha} does not look like the merge of pull request #{number}"
+        )));
+    }
+
+    let bundle = EvidenceBundle {
+        version: evidence::BUNDLE_VERSION,
+        source: SourceInfo {
+            repository: repository.to_owned(),
+            forge: "local".into(),
+            default_branch: branch,
+        },
+        job: scope.clone(),
+        commits,
+        commits_truncated: false,
+        pull_requests,
+        pull_requests_truncated,
+    };
+    bundle.validate().map_err(SourceError::Invalid)?;
+    Ok(bundle)
+}
+
+fn tree_of(repo: &gix::Repository, commit: Option<ObjectId>) -> Result<gix::Tree<'_>, SourceError> {
+    match commit {
+        None => Ok(repo.empty_tree()),
+        Some(id) => repo
+            .find_commit(id)
+            .and_then(|c| c.tree())
+            .map_err(|e| unavailable("reading a tree", e)),
+    }
+}
+
+fn blob_bytes(repo: &gix::Repository, id: ObjectId) -> Option<Vec<u8>> {
+    let object = repo.find_object(id).ok()?;
+    (object.kind == gix::object::Kind::Blob && object.data.len() <= MAX_DIFF_BLOB)
+        .then(|| object.data.clone())
+}
+
+/// Added and removed line counts between two blob contents (0/0 for binary).
+fn line_counts(old: &[u8], new: &[u8]) -> (u64, u64) {
+    use gix::diff::blob::{Algorithm, Diff, InternedInput};
+    if old.contains(&0) || new.contains(&0) {
+        return (0, 0);
+    }
+    let input = InternedInput::new(old, new);
+    let diff = Diff::compute(Algorithm::Histogram, &input);
+    (
+        u64::from(diff.count_additions()),
+        u64::from(diff.count_removals()),
+    )
+}
+
+/// The changed files of `commit` against `parent` (the empty tree for a root
+/// commit): blobs and links only, sorted by path, at most [`MAX_FILES`].
+fn manifest(
+    repo: &gix::Repository,
+    parent: Option<ObjectId>,
+    commit: ObjectId,
+) -> Result<(Vec<ChangedFile>, bool), SourceError> {
+    use gix::object::tree::diff::ChangeDetached as Change;
+    let old = tree_of(repo, parent)?;
+    let new = tree_of(repo, Some(commit))?;
+    let changes = repo
+        .diff_tree_to_tree(&old, &new, gix::diff::Options::default())
+        .map_err(|e| unavailable("diffing trees", e))?;
+    let mut files = Vec::new();
+    for change in changes {
+        let (path, status, old_id, new_id) = match change {
+            Change::Addition {
+                location,
+                entry_mode,
+                id,
+                ..
+            } if !entry_mode.is_tree() => (location, FileStatus::Added, None, Some(id)),
+            Change::Deletion {
+                location,
+                entry_mode,
+                id,
+                ..
+            } if !entry_mode.is_tree() => (location, FileStatus::Removed, Some(id), None),
+            Change::Modification {
+                location,
+                entry_mode,
+                previous_id,
+                id,
+                ..
+            } if !entry_mode.is_tree() => {
+                (location, FileStatus::Modified, Some(previous_id), Some(id))
+            }
+            _ => continue,
+        };
+        let old_bytes = old_id
+            .and_then(|id| blob_bytes(repo, id))
+            .unwrap_or_default();
+        let new_bytes = new_id
+            .and_then(|id| blob_bytes(repo, id))
+            .unwrap_or_default();
+        let (additions, deletions) = line_counts(&old_bytes, &new_bytes);
+        files.push(ChangedFile {
+            path: path.to_str_lossy().into_owned(),
+            status,
+            additions,
+            deletions,
+        });
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let truncated = files.len() > MAX_FILES;
+    files.truncate(MAX_FILES);
+    Ok((files, truncated))
+}
+
+/// One file's patch (unified diff) for `list_pull_request_files`.
+pub fn file_patches(
+    path: &Path,
+    merge_sha: &str,
+) -> Result<Vec<(ChangedFile, Option<String>)>, SourceError> {
+    use gix::diff::blob::{Algorithm, Diff, InternedInput};
+    let repo = open(path)?;
+    let id = commit_id(&repo, "merge_sha", merge_sha)?;
+    let commit = repo
+        .find_commit(id)
+        .map_err(|e| unavailable("reading a commit", e))?;
+    let parent = commit.parent_ids().next().map(|p| p.detach());
+    let (files, _) = manifest(&repo, parent, id)?;
+    let old_tree = tree_of(&repo, parent)?;
+    let new_tree = tree_of(&repo, Some(id))?;
+    let mut out = Vec::with_capacity(files.len());
+    for file in files {
+        let read = |tree: &gix::Tree<'_>| -> Vec<u8> {
+            tree.lookup_entry_by_path(&file.path)
+                .ok()
+                .flatten()
+                .and_then(|e| blob_bytes(&repo, e.object_id()))
+                .unwrap_or_default()
+        };
+        let (old, new) = (read(&old_tree), read(&new_tree));
+        let patch = if old.contains(&0) || new.contains(&0) {
+            None
+        } else {
+            let old_text = String::from_utf8_lossy(&old);
+            let new_text = String::from_utf8_lossy(&new);
+            let input = InternedInput::new(old_text.as_ref(), new_text.as_ref());
+            let diff = Diff::compute(Algorithm::Histogram, &input);
+            Some(unified(&input, &diff))
+        };
+        out.push((file, patch));
+    }
+    Ok(out)
+}
+
+/// A minimal unified diff (3 lines of context) of one file's hunks.
+fn unified(input: &gix::diff::blob::InternedInput<&str>, diff: &gix::diff::blob::Diff) -> String {
+    let before: Vec<&str> = input.before.iter().map(|t| input.interner[*t]).collect();
+    let after: Vec<&str> = input.after.iter().map(|t| input.interner[*t]).collect();
+    let mut out = String::new();
+    for hunk in diff.hunks() {
+        let ctx = 3u32;
+        let b_start = hunk.before.start.saturating_sub(ctx);
+        let b_end = (hunk.before.end + ctx).min(before.len() as u32);
+        let a_start = hunk.after.start.saturating_sub(ctx);
+        let a_end = (hunk.after.end + ctx).min(after.len() as u32);
+        out.push_str(&format!(
+            "@@ -{},{} +{},{} @@\n",
+            b_start + 1,
+            b_end - b_start,
+            a_start + 1,
+            a_end - a_start
+        ));
+        for line in &before[b_start as usize..hunk.before.start as usize] {
+            push_line(&mut out, ' ', line);
+        }
+        for line in &before[hunk.before.start as usize..hunk.before.end as usize] {
+            push_line(&mut out, '-', line);
+        }
+        for line in &after[hunk.after.start as usize..hunk.after.end as usize] {
+            push_line(&mut out, '+', line);
+        }
+        for line in &before[hunk.before.end as usize..(b_end as usize).min(before.len())] {
+            push_line(&mut out, ' ', line);
+        }
+    }
+    out
+}
+
+fn push_line(out: &mut String, sign: char, line: &str) {
+    out.push(sign);
+    out.push_str(line.strip_suffix('\n').unwrap_or(line));
+    out.push('\n');
+}
+
+/// Reads `file` at `commit` (which the caller has checked is inside the job's
+/// range): `Ok(None)` when the path is not a file there, an error when it is
+/// larger than `max` bytes or not UTF-8.
+pub fn read_file_at(
+    path: &Path,
+    commit: &str,
+    file: &str,
+    max: usize,
+) -> Result<Option<String>, SourceError> {
+    let repo = open(path)?;
+    let id = commit_id(&repo, "commit", commit)?;
+    let tree = tree_of(&repo, Some(id))?;
+    let clean = file.trim_start_matches('/');
+    if clean.is_empty()
+        || clean
+            .split('/')
+            .any(|s| s.is_empty() || s == "." || s == "..")
+    {
+        return Err(SourceError::Invalid(format!(
+            "path {file:?} is not a repository-relative file path; use a/b/c.ext"
+        )));
+    }
+    let Some(entry) = tree
+        .lookup_entry_by_path(clean)
+        .map_err(|e| unavailable("looking up a path", e))?
+    else {
+        return Ok(None);
+    };
+    if !entry.mode().is_blob() {
+        return Ok(None);
+    }
+    let object = repo
+        .find_object(entry.object_id())
+        .map_err(|e| unavailable("reading a blob", e))?;
+    if object.data.len() > max {
+        return Err(SourceError::Invalid(format!(
+            "{file} at {commit} is {} bytes, more than the {max}-byte limit",
+            object.data.len()
+        )));
+    }
+    String::from_utf8(object.data.clone())
+        .map(Some)
+        .map_err(|_| SourceError::Invalid(format!("{file} at {commit} is not UTF-8 text")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pull_subjects_are_recognised() {
+        assert_eq!(
+            parse_pull_subject("Merge pull request #12 from octo/feature"),
+            Some(PullSubject::Merge(12))
+        );
+        assert_eq!(
+            parse_pull_subject("Add the thing (#7)"),
+            Some(PullSubject::Squash(7))
+        );
+        assert_eq!(parse_pull_subject("Merge pull request #12"), None);
+        assert_eq!(parse_pull_subject("(#7)"), None);
+        assert_eq!(parse_pull_subject("Fix (#x)"), None);
+        assert_eq!(parse_pull_subject("Fix (#0)"), None);
+        assert_eq!(parse_pull_subject("Refs #7"), None);
+        assert_eq!(parse_pull_subject("Fix(#7)"), None);
+    }
+
+    #[test]
+    fn titles_come_from_the_merge_body_or_the_squash_subject() {
+        let (subject, rest) =
+            split_message("Merge pull request #3 from o/b\n\nFaster search\n\nDetails here\n");
+        let kind = parse_pull_subject(subject).unwrap();
+        assert_eq!(
+            title_and_body(kind, subject, rest),
+            ("Faster search".into(), "Details here".into())
+        );
+        let (subject, rest) = split_message("Ünïcode *title* (#4)\n\n* a\n* b");
+        let kind = parse_pull_subject(subject).unwrap();
+        assert_eq!(
+            title_and_body(kind, subject, rest),
+            ("Ünïcode *title*".into(), "* a\n* b".into())
+        );
+        let (subject, rest) = split_message("Merge pull request #5 from o/topic");
+        let kind = parse_pull_subject(subject).unwrap();
+        assert_eq!(title_and_body(kind, subject, rest).0, "o/topic");
+    }
+
+    #[test]
+    fn line_counts_ignore_binary() {
+        assert_eq!(line_counts(b"a\nb\n", b"a\nc\nd\n"), (2, 1));
+        assert_eq!(line_counts(b"a\0", b"b"), (0, 0));
+    }
+}

@@ -1,0 +1,720 @@
+//! The builtin agent's edit planner: deterministic, no network, pure. From an
+//! evidence bundle and the current pages it computes the edits that keep
+//! `Home.md` (topic index), `Areas/<area>.md` (one page per area touched, with
+//! a "Recent changes" list) and `Changelog.md` in step.
+//!
+//! Invariants:
+//! - every entry cites the PR number, title, author and the full merge-commit
+//!   SHA, and ends with the marker `<!-- teammem:<sha> -->`; an entry whose
+//!   marker is already on a page is never written again, so replaying a range
+//!   plans nothing;
+//! - existing pages are only patched at exact anchors (insert after a marker
+//!   line, or append at the end); new pages are written whole;
+//! - untrusted text (titles, authors, paths) is escaped so it renders as text:
+//!   it cannot open HTML, forge a marker, start a heading or break a line.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::evidence::{EvidenceBundle, PullRequest};
+
+pub const HOME: &str = "Home.md";
+pub const CHANGELOG: &str = "Changelog.md";
+/// The folder of the area pages.
+pub const AREAS_DIR: &str = "Areas";
+/// The area of files at the repository root.
+pub const ROOT_AREA: &str = "root";
+
+/// The anchor lines new entries are inserted after.
+pub const CHANGELOG_ANCHOR: &str = "<!-- teammem:changelog -->\n";
+pub const RECENT_ANCHOR: &str = "<!-- teammem:recent-changes -->\n";
+pub const TOPICS_ANCHOR: &str = "<!-- teammem:topics -->\n";
+
+/// How many changed paths an area entry names before "and N more".
+const PATHS_PER_ENTRY: usize = 5;
+
+/// The marker that keys an entry by its merge commit.
+pub fn entry_marker(sha: &str) -> String {
+    format!("<!-- teammem:{} -->", sha.to_ascii_lowercase())
+}
+
+fn area_link_marker(slug: &str) -> String {
+    format!("<!-- teammem:area:{slug} -->")
+}
+
+const CHANGELOG_LINK_MARKER: &str = "<!-- teammem:changelog-link -->";
+
+/// A page as it is at the snapshot the plan starts from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurrentPage {
+    /// Blob sha (the patch's `expected_sha`).
+    pub sha: String,
+    pub content: String,
+}
+
+/// Full content for a new page (`write_wiki_pages`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewPage {
+    pub path: String,
+    pub content: String,
+}
+
+/// One exact-anchor replacement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replacement {
+    pub old: String,
+    pub new: String,
+}
+
+/// Replacements in one existing page (`patch_wiki_pages`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PagePatch {
+    pub expected_sha: String,
+    pub replacements: Vec<Replacement>,
+}
+
+/// What the plan does for one pull request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullPlan {
+    pub number: u64,
+    pub merge_sha: String,
+    /// Pages that carry (or will carry) the PR's entry.
+    pub pages: Vec<String>,
+    /// True when every page already carried the entry.
+    pub already_recorded: bool,
+}
+
+/// The edits of one run.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plan {
+    pub writes: Vec<NewPage>,
+    pub patches: BTreeMap<String, PagePatch>,
+    pub pulls: Vec<PullPlan>,
+}
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.patches.is_empty()
+    }
+}
+
+/// The area of a changed path: its first segment, `root` for top-level files.
+pub fn area_of(path: &str) -> String {
+    match path.split_once('/') {
+        Some((first, _)) if !first.is_empty() => first.to_owned(),
+        _ => ROOT_AREA.to_owned(),
+    }
+}
+
+const DEVICE_NAMES: [&str; 22] = [
+    "con", "prn", "aux", "nul", "com1", "com2", "com3", "com4", "com5", "com6", "com7", "com8",
+    "com9", "lpt1", "lpt2", "lpt3", "lpt4", "lpt5", "lpt6", "lpt7", "lpt8", "lpt9",
+];
+
+/// A page-path-safe, case-folded name for an area: lowercase letters and
+/// digits (any script), `-`, `_`; everything else becomes `-`; never empty,
+/// never a device name or a git-reserved name, at most 64 bytes.
+pub fn area_slug(area: &str) -> String {
+    let mut slug = String::new();
+    for ch in area.chars().flat_map(char::to_lowercase) {
+        let keep = ch.is_alphanumeric() || ch == '-' || ch == '_';
+        let next = if keep { ch } else { '-' };
+        if next == '-' && slug.ends_with('-') {
+            continue;
+        }
+        if slug.len() + next.len_utf8() > 64 {
+            break;
+        }
+        slug.push(next);
+    }
+    let slug = slug.trim_matches('-').to_owned();
+    let reserved = slug.is_empty()
+        || DEVICE_NAMES.contains(&slug.as_str())
+        || slug == "git"
+        || slug.starts_with("git~");
+    if reserved {
+        format!("area-{slug}").trim_end_matches('-').to_owned()
+    } else {
+        slug
+    }
+}
+
+/// The page of an area slug.
+pub fn area_page(slug: &str) -> String {
+    format!("{AREAS_DIR}/{slug}.md")
+}
+
+/// Escapes untrusted text for one line of Markdown: whitespace runs (newlines
+/// included) become one space, control and format characters are dropped,
+/// `& < >` become entities and Markdown punctuation is backslash-escaped.
+pub fn escape_markdown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut space = false;
+    for ch in text.chars() {
+        if ch.is_whitespace() {
+            space = !out.is_empty();
+            continue;
+        }
+        if ch.is_control() || is_format_char(ch) {
+            continue;
+        }
+        if space {
+            out.push(' ');
+            space = false;
+        }
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '+' | '-' | '.'
+            | '!' | '|' | '~' | ':' | '@' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            _ => out.push(ch),
+        }
+    }
+    out
+}
+
+/// Unicode format characters (bidi overrides, zero-width joiners, ...).
+fn is_format_char(ch: char) -> bool {
+    matches!(ch,
+        '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+}
+
+fn date_of(rfc3339: &str) -> &str {
+    rfc3339.get(..10).unwrap_or(rfc3339)
+}
+
+/// The Changelog line of a PR.
+pub fn changelog_entry(pull: &PullRequest) -> String {
+    format!(
+        "- {} — #{} {} (by {}) — merge commit `{}` {}\n",
+        escape_markdown(date_of(&pull.merged_at)),
+        pull.number,
+        escape_markdown(&pull.title),
+        escape_markdown(&pull.author),
+        pull.merge_sha.to_ascii_lowercase(),
+        entry_marker(&pull.merge_sha)
+    )
+}
+
+/// The "Recent changes" line of a PR on an area page, naming the area's paths.
+pub fn area_entry(pull: &PullRequest, paths: &[&str]) -> String {
+    let mut named: Vec<String> = paths
+        .iter()
+        .take(PATHS_PER_ENTRY)
+        .map(|p| escape_markdown(p))
+        .collect();
+    if paths.len() > PATHS_PER_ENTRY {
+        named.push(format!("and {} more", paths.len() - PATHS_PER_ENTRY));
+    }
+    let files = if named.is_empty() {
+        String::new()
+    } else {
+        format!(" — {}", named.join(", "))
+    };
+    format!(
+        "- #{} {} (by {}, {}) — merge commit `{}`{} {}\n",
+        pull.number,
+        escape_markdown(&pull.title),
+        escape_markdown(&pull.author),
+        escape_markdown(date_of(&pull.merged_at)),
+        pull.merge_sha.to_ascii_lowercase(),
+        files,
+        entry_marker(&pull.merge_sha)
+    )
+}
+
+fn area_title(area: &str) -> String {
+    if area == ROOT_AREA {
+        "files at the repository root".to_owned()
+    } else {
+        format!("files under `{}/`", area.replace('`', "'"))
+    }
+}
+
+fn new_area_page(area: &str, slug: &str, entries: &str) -> String {
+    format!(
+        "# Area: {}\n\nPull requests that changed {} (kept by teammem).\n\n## Recent changes\n\n{RECENT_ANCHOR}{entries}",
+        escape_markdown(slug),
+        area_title(area)
+    )
+}
+
+fn new_changelog(entries: &str) -> String {
+    format!(
+        "# Changelog\n\nMerged pull requests, newest first (kept by teammem).\n\n{CHANGELOG_ANCHOR}{entries}"
+    )
+}
+
+fn topic_line(slug: &str) -> String {
+    format!(
+        "- [{}]({AREAS_DIR}/{slug}) {}\n",
+        escape_markdown(slug),
+        area_link_marker(slug)
+    )
+}
+
+fn changelog_link() -> String {
+    format!("- [Changelog](Changelog) {CHANGELOG_LINK_MARKER}\n")
+}
+
+/// Counts the non-overlapping occurrences of `needle` in `haystack`.
+fn occurrences(haystack: &str, needle: &str) -> usize {
+    haystack.matches(needle).count()
+}
+
+/// A replacement that inserts `block` right after `anchor` when the anchor
+/// occurs exactly once, or appends `fallback(block)` at the end otherwise.
+fn insert_after_anchor(
+    page: &CurrentPage,
+    anchor: &str,
+    block: &str,
+    fallback: impl FnOnce(&str) -> String,
+) -> Replacement {
+    if occurrences(&page.content, anchor) == 1 {
+        Replacement {
+            old: anchor.to_owned(),
+            new: format!("{anchor}{block}"),
+        }
+    } else {
+        let sep = if page.content.is_empty() || page.content.ends_with('\n') {
+            ""
+        } else {
+            "\n"
+        };
+        Replacement {
+            old: String::new(),
+            new: format!("{sep}{}", fallback(block)),
+        }
+    }
+}
+
+/// Plans the edits for `bundle` against `pages` (the current contents of the
+/// pages it may touch; absent = the page does not exist).
+pub fn plan(bundle: &EvidenceBundle, pages: &BTreeMap<String, CurrentPage>) -> Plan {
+    let recorded = |path: &str, sha: &str| {
+        pages
+            .get(path)
+            .is_some_and(|p| p.content.contains(&entry_marker(sha)))
+    };
+
+    // Newest first on every page: walk the PRs in reverse merge order.
+    let newest_first: Vec<&PullRequest> = bundle.pull_requests.iter().rev().collect();
+
+    let mut changelog = String::new();
+    // slug -> (area name as seen first, entries)
+    let mut areas: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut pulls = Vec::new();
+    for pull in bundle.pull_requests.iter() {
+        let mut by_area: BTreeMap<String, (String, Vec<&str>)> = BTreeMap::new();
+        for file in &pull.files {
+            let area = area_of(&file.path);
+            let entry = by_area
+                .entry(area_slug(&area))
+                .or_insert_with(|| (area, Vec::new()));
+            entry.1.push(&file.path);
+        }
+        let mut touched = vec![CHANGELOG.to_owned()];
+        let mut all_recorded = recorded(CHANGELOG, &pull.merge_sha);
+        for slug in by_area.keys() {
+            let page = area_page(slug);
+            all_recorded &= recorded(&page, &pull.merge_sha);
+            touched.push(page);
+        }
+        pulls.push(PullPlan {
+            number: pull.number,
+            merge_sha: pull.merge_sha.clone(),
+            pages: touched,
+            already_recorded: all_recorded,
+        });
+    }
+    for pull in newest_first {
+        if !recorded(CHANGELOG, &pull.merge_sha) {
+            changelog.push_str(&changelog_entry(pull));
+        }
+        let mut by_area: BTreeMap<String, (String, Vec<&str>)> = BTreeMap::new();
+        for file in &pull.files {
+            let area = area_of(&file.path);
+            by_area
+                .entry(area_slug(&area))
+                .or_insert_with(|| (area, Vec::new()))
+                .1
+                .push(&file.path);
+        }
+        for (slug, (area, paths)) in by_area {
+            let page = area_page(&slug);
+            let slot = areas.entry(slug).or_insert_with(|| (area, String::new()));
+            if !recorded(&page, &pull.merge_sha) {
+                slot.1.push_str(&area_entry(pull, &paths));
+            }
+        }
+    }
+
+    let mut out = Plan {
+        pulls,
+        ..Plan::default()
+    };
+
+    if !changelog.is_empty() {
+        match pages.get(CHANGELOG) {
+            None => out.writes.push(NewPage {
+                path: CHANGELOG.into(),
+                content: new_changelog(&changelog),
+            }),
+            Some(page) => {
+                let r = insert_after_anchor(page, CHANGELOG_ANCHOR, &changelog, |b| {
+                    format!("\n{CHANGELOG_ANCHOR}{b}")
+                });
+                out.patches.insert(
+                    CHANGELOG.into(),
+                    PagePatch {
+                        expected_sha: page.sha.clone(),
+                        replacements: vec![r],
+                    },
+                );
+            }
+        }
+    }
+
+    for (slug, (area, entries)) in &areas {
+        if entries.is_empty() {
+            continue;
+        }
+        let path = area_page(slug);
+        match pages.get(&path) {
+            None => out.writes.push(NewPage {
+                content: new_area_page(area, slug, entries),
+                path,
+            }),
+            Some(page) => {
+                let r = insert_after_anchor(page, RECENT_ANCHOR, entries, |b| {
+                    format!("\n## Recent changes\n\n{RECENT_ANCHOR}{b}")
+                });
+                out.patches.insert(
+                    path,
+                    PagePatch {
+                        expected_sha: page.sha.clone(),
+                        replacements: vec![r],
+                    },
+                );
+            }
+        }
+    }
+
+    // Home: a topic index linking the Changelog and every area page.
+    let mut links = String::new();
+    let home = pages.get(HOME);
+    let home_has = |marker: &str| home.is_some_and(|p| p.content.contains(marker));
+    if !bundle.pull_requests.is_empty() && !home_has(CHANGELOG_LINK_MARKER) {
+        links.push_str(&changelog_link());
+    }
+    let slugs: BTreeSet<&String> = areas.keys().collect();
+    for slug in slugs {
+        if !home_has(&area_link_marker(slug)) {
+            links.push_str(&topic_line(slug));
+        }
+    }
+    if !links.is_empty() {
+        match home {
+            None => out.writes.push(NewPage {
+                path: HOME.into(),
+                content: format!("# Home\n\n## Topics\n\n{TOPICS_ANCHOR}{links}"),
+            }),
+            Some(page) => {
+                let r = insert_after_anchor(page, TOPICS_ANCHOR, &links, |b| {
+                    format!("\n## Topics\n\n{TOPICS_ANCHOR}{b}")
+                });
+                out.patches.insert(
+                    HOME.into(),
+                    PagePatch {
+                        expected_sha: page.sha.clone(),
+                        replacements: vec![r],
+                    },
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The pages a plan for `bundle` may read: Home, Changelog and the area pages.
+pub fn pages_of_interest(bundle: &EvidenceBundle) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = [HOME.to_owned(), CHANGELOG.to_owned()].into();
+    for pull in &bundle.pull_requests {
+        for file in &pull.files {
+            out.insert(area_page(&area_slug(&area_of(&file.path))));
+        }
+    }
+    out
+}
+
+/// Applies a plan to the pages in memory, as the writer would (for tests and
+/// for checking a plan before sending it): the pages after the edit.
+pub fn apply(pages: &BTreeMap<String, CurrentPage>, plan: &Plan) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = pages
+        .iter()
+        .map(|(k, v)| (k.clone(), v.content.clone()))
+        .collect();
+    for write in &plan.writes {
+        out.insert(write.path.clone(), write.content.clone());
+    }
+    for (path, patch) in &plan.patches {
+        let text = out.get(path).cloned().unwrap_or_default();
+        let mut result = text.clone();
+        for r in &patch.replacements {
+            if r.old.is_empty() {
+                result.push_str(&r.new);
+            } else {
+                assert_eq!(occurrences(&text, &r.old), 1, "anchor must be unique");
+                result = result.replacen(&r.old, &r.new, 1);
+            }
+        }
+        out.insert(path.clone(), result);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::evidence::{
+        BUNDLE_VERSION, ChangedFile, FileStatus, JobScope, PullRequest, SourceInfo,
+    };
+
+    fn pull(number: u64, title: &str, sha_char: char, paths: &[&str]) -> PullRequest {
+        PullRequest {
+            number,
+            title: title.into(),
+            body: String::new(),
+            body_truncated: false,
+            author: "Zoë".into(),
+            labels: vec![],
+            merged_at: "2026-11-30T10:00:00Z".into(),
+            merge_sha: sha_char.to_string().repeat(40),
+            files: paths
+                .iter()
+                .map(|p| ChangedFile {
+                    path: (*p).into(),
+                    status: FileStatus::Modified,
+                    additions: 1,
+                    deletions: 0,
+                })
+                .collect(),
+            files_truncated: false,
+        }
+    }
+
+    fn bundle(pulls: Vec<PullRequest>) -> EvidenceBundle {
+        EvidenceBundle {
+            version: BUNDLE_VERSION,
+            source: SourceInfo {
+                repository: "demo/app".into(),
+                forge: "local".into(),
+                default_branch: "main".into(),
+            },
+            job: JobScope::Range {
+                job_id: 1,
+                before: "0".repeat(39) + "1",
+                after: "f".repeat(40),
+            },
+            commits: vec![],
+            commits_truncated: false,
+            pull_requests: pulls,
+            pull_requests_truncated: false,
+        }
+    }
+
+    fn home() -> BTreeMap<String, CurrentPage> {
+        [(
+            HOME.to_owned(),
+            CurrentPage {
+                sha: "h".repeat(40),
+                content: "# Welcome\n".into(),
+            },
+        )]
+        .into()
+    }
+
+    fn as_current(pages: BTreeMap<String, String>) -> BTreeMap<String, CurrentPage> {
+        pages
+            .into_iter()
+            .map(|(k, content)| {
+                (
+                    k,
+                    CurrentPage {
+                        sha: "s".repeat(40),
+                        content,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_first_run_writes_new_pages_and_patches_home() {
+        let b = bundle(vec![
+            pull(12, "Faster search", 'a', &["src/search.rs", "README.md"]),
+            pull(13, "Docs", 'b', &["docs/guide.md"]),
+        ]);
+        let plan = plan(&b, &home());
+        let written: Vec<&str> = plan.writes.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!(
+            written,
+            vec![CHANGELOG, "Areas/docs.md", "Areas/root.md", "Areas/src.md"]
+        );
+        assert_eq!(plan.patches.keys().collect::<Vec<_>>(), vec![HOME]);
+        let pages = apply(&home(), &plan);
+        let changelog = &pages[CHANGELOG];
+        // Newest first, full shas, authors, markers.
+        let i13 = changelog.find("#13").unwrap();
+        let i12 = changelog.find("#12").unwrap();
+        assert!(i13 < i12, "{changelog}");
+        assert!(changelog.contains(&"a".repeat(40)));
+        assert!(changelog.contains(&entry_marker(&"b".repeat(40))));
+        assert!(changelog.contains("by Zoë"));
+        assert!(pages["Areas/src.md"].contains("## Recent changes"));
+        assert!(pages["Areas/src.md"].contains("src/search\\.rs"));
+        assert!(!pages["Areas/src.md"].contains("#13"));
+        let home = &pages[HOME];
+        assert!(home.starts_with("# Welcome\n"));
+        for link in ["(Areas/src)", "(Areas/docs)", "(Areas/root)", "(Changelog)"] {
+            assert!(home.contains(link), "{home}");
+        }
+        assert_eq!(plan.pulls.len(), 2);
+        assert!(plan.pulls.iter().all(|p| !p.already_recorded));
+        assert_eq!(
+            plan.pulls[0].pages,
+            vec![CHANGELOG, "Areas/root.md", "Areas/src.md"]
+        );
+    }
+
+    #[test]
+    fn replaying_a_range_plans_nothing() {
+        let b = bundle(vec![pull(12, "Faster search", 'a', &["src/a.rs"])]);
+        let after = as_current(apply(&home(), &plan(&b, &home())));
+        let again = plan(&b, &after);
+        assert!(again.is_empty(), "{again:?}");
+        assert!(again.pulls.iter().all(|p| p.already_recorded));
+    }
+
+    #[test]
+    fn a_later_range_patches_after_the_anchors_and_keeps_old_entries() {
+        let first = bundle(vec![pull(12, "One", 'a', &["src/a.rs"])]);
+        let pages = as_current(apply(&home(), &plan(&first, &home())));
+        let second = bundle(vec![
+            pull(12, "One", 'a', &["src/a.rs"]),
+            pull(14, "Two", 'c', &["src/b.rs"]),
+        ]);
+        let p = plan(&second, &pages);
+        assert!(p.writes.is_empty(), "{:?}", p.writes);
+        let keys: Vec<&String> = p.patches.keys().collect();
+        assert_eq!(keys, vec!["Areas/src.md", CHANGELOG]);
+        for patch in p.patches.values() {
+            assert_eq!(patch.replacements.len(), 1);
+            assert!(!patch.replacements[0].old.is_empty());
+        }
+        let after = apply(&pages, &p);
+        let log = &after[CHANGELOG];
+        assert_eq!(log.matches(&entry_marker(&"a".repeat(40))).count(), 1);
+        assert!(log.find("#14").unwrap() < log.find("#12").unwrap());
+        assert!(plan(&second, &as_current(after)).is_empty());
+    }
+
+    #[test]
+    fn a_page_without_its_anchor_gets_an_appended_section() {
+        let mut pages = home();
+        pages.insert(
+            CHANGELOG.into(),
+            CurrentPage {
+                sha: "c".repeat(40),
+                content: "# Changelog\nhand-written".into(),
+            },
+        );
+        let b = bundle(vec![pull(1, "X", 'd', &["a.txt"])]);
+        let p = plan(&b, &pages);
+        let r = &p.patches[CHANGELOG].replacements[0];
+        assert!(r.old.is_empty());
+        assert!(r.new.starts_with('\n'));
+        let after = apply(&pages, &p);
+        assert!(after[CHANGELOG].starts_with("# Changelog\nhand-written\n"));
+        assert!(plan(&b, &as_current(after)).is_empty());
+    }
+
+    #[test]
+    fn titles_are_escaped_and_cannot_forge_markers() {
+        let forged = format!(
+            "*bold* [x](http://e) <!-- teammem:{} --> # h\nnext | `c` \u{202E}",
+            "e".repeat(40)
+        );
+        let b = bundle(vec![
+            pull(1, &forged, 'd', &["a.txt"]),
+            pull(2, "Later", 'e', &["a.txt"]),
+        ]);
+        let entry = changelog_entry(&b.pull_requests[0]);
+        assert_eq!(entry.lines().count(), 1);
+        assert!(entry.contains("\\*bold\\*"));
+        assert!(entry.contains("\\[x\\]\\(http\\://e\\)"));
+        assert!(entry.contains("&lt;\\!\\-\\- teammem"));
+        assert!(!entry.contains('\u{202E}'));
+        assert!(entry.contains("\\# h next \\| \\`c\\`"));
+        // The forged marker does not hide PR #2's entry.
+        let after = apply(&home(), &plan(&b, &home()));
+        assert!(after[CHANGELOG].contains("#2 Later"));
+        assert_eq!(
+            after[CHANGELOG]
+                .matches(&entry_marker(&"e".repeat(40)))
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn unicode_titles_survive() {
+        let b = bundle(vec![pull(3, "Ünïcode 日本語 🚀", 'f', &["ü/x"])]);
+        let after = apply(&home(), &plan(&b, &home()));
+        assert!(after[CHANGELOG].contains("Ünïcode 日本語 🚀"));
+        assert!(after.contains_key("Areas/ü.md"));
+    }
+
+    #[test]
+    fn areas_map_to_safe_case_folded_pages() {
+        assert_eq!(area_of("src/lib.rs"), "src");
+        assert_eq!(area_of("README.md"), ROOT_AREA);
+        assert_eq!(area_of("/abs"), ROOT_AREA);
+        assert_eq!(area_slug("Docs"), "docs");
+        assert_eq!(area_slug(".github"), "github");
+        assert_eq!(area_slug("a:b<c>"), "a-b-c");
+        assert_eq!(area_slug("CON"), "area-con");
+        assert_eq!(area_slug(".git"), "area-git");
+        assert_eq!(area_slug("..."), "area");
+        assert_eq!(area_slug("-x-"), "x");
+        assert!(area_slug(&"x".repeat(300)).len() <= 64);
+        // Two spellings of one area share one page.
+        let b = bundle(vec![pull(1, "A", 'a', &["Docs/a", "docs/b"])]);
+        let p = plan(&b, &home());
+        assert_eq!(
+            p.writes
+                .iter()
+                .filter(|w| w.path == "Areas/docs.md")
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_range_without_pull_requests_plans_nothing() {
+        assert!(plan(&bundle(vec![]), &home()).is_empty());
+    }
+
+    #[test]
+    fn pages_of_interest_name_every_touched_area() {
+        let b = bundle(vec![pull(1, "A", 'a', &["x/y", "z"])]);
+        let set: Vec<String> = pages_of_interest(&b).into_iter().collect();
+        assert_eq!(set, vec!["Areas/root.md", "Areas/x.md", CHANGELOG, HOME]);
+    }
+}

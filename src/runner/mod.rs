@@ -1,0 +1,377 @@
+//! The job runner: turns one verified range (or one merged PR) into wiki pages.
+//! It re-checks ancestry, collects the authorized evidence, spawns the job-bound
+//! wiki-writer MCP child and runs the configured agent against it, then checks
+//! the agent's receipt against the wiki before the job may succeed.
+//!
+//! Invariant: the runner never writes the wiki itself; every edit goes through
+//! the writer child, and a job succeeds only on a receipt the wiki confirms.
+
+pub mod agent; // what agents get and give back; the builtin agent's MCP driver
+pub mod builtin; // the builtin agent's pure edit planner (Home, Areas, Changelog)
+pub mod command; // the external agent CLI backend
+pub mod evidence; // the evidence bundle model and the job work dir
+pub mod openai; // the OpenAI-compatible chat-completions backend
+pub mod receipt; // receipts and their checks against evidence and wiki
+pub mod writer; // the job-bound writer child and its rmcp client
+
+/// The local forge's source reader (it lives with the forge: only `forge/local/`
+/// opens source repositories with gix).
+pub use crate::forge::local::evidence as local_source;
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::config::{Agent, Config, Forge, Source};
+use crate::queue::{Completion, Job, JobKind};
+use crate::worker::{JobFailure, JobFuture, JobHandler};
+use evidence::{EvidenceBundle, JobScope};
+use local_source::SourceError;
+use receipt::{Receipt, WikiFacts};
+use writer::{WriterClient, WriterLaunch};
+
+/// A policy file larger than this is refused.
+pub const MAX_POLICY_BYTES: usize = 64 * 1024;
+
+/// A test hook: called with a number (the writer child's pid, or the builtin
+/// agent's write attempt); the runner awaits the returned future.
+pub type Hook = Arc<dyn Fn(u32) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// The job handler the daemon's workers call.
+pub struct Runner {
+    config: Arc<Config>,
+    config_path: PathBuf,
+    program: PathBuf,
+    on_spawn: Option<Hook>,
+    before_write: Option<Hook>,
+}
+
+impl Runner {
+    /// A runner for `config` (read by the writer child from `config_path`),
+    /// spawning `program mcp --wiki-writer` (the daemon's own executable).
+    pub fn new(config: Arc<Config>, config_path: PathBuf, program: PathBuf) -> Self {
+        let config_path = std::fs::canonicalize(&config_path).unwrap_or(config_path);
+        Self {
+            config,
+            config_path,
+            program,
+            on_spawn: None,
+            before_write: None,
+        }
+    }
+
+    /// Observes (or holds) the writer child after it started.
+    pub fn with_spawn_hook(mut self, hook: Hook) -> Self {
+        self.on_spawn = Some(hook);
+        self
+    }
+
+    /// Runs `hook(attempt)` before each write attempt of the builtin agent.
+    pub fn with_write_hook(mut self, hook: Hook) -> Self {
+        self.before_write = Some(hook);
+        self
+    }
+
+    async fn run_job(&self, job: &Job) -> Result<Completion, JobFailure> {
+        let Some(source) = self.config.source(&job.source).cloned() else {
+            return Err(permanent(format!(
+                "source {} is no longer configured; add it back to the configuration or cancel the job",
+                job.source
+            )));
+        };
+        let scope = scope_of(job)?;
+        let Forge::Local { repo, .. } = &source.forge else {
+            return Err(permanent(format!(
+                "source {} lives on GitHub, and this build's runner reads evidence from local-forge sources only; configure local_path or wait for GitHub evidence support",
+                source.repository
+            )));
+        };
+
+        // 1. Ancestry, against the current default branch.
+        let recheck = {
+            let (repo, scope) = (repo.clone(), scope.clone());
+            blocking(move || match &scope {
+                JobScope::Range { before, after, .. } => {
+                    local_source::recheck_range(&repo, before, after)
+                }
+                JobScope::PullRequest { merge_sha, .. } => {
+                    local_source::recheck_commit(&repo, merge_sha)
+                }
+            })
+            .await?
+        };
+        match recheck {
+            Ok(_) => {}
+            Err(SourceError::Rejected(reason)) => return Ok(Completion::Rejected { reason }),
+            Err(e) => return Err(source_failure(e)),
+        }
+
+        // 2. Evidence, into the job's work directory.
+        let bundle = {
+            let (repo, scope, name) = (repo.clone(), scope.clone(), source.repository.clone());
+            blocking(move || local_source::collect(&repo, &name, &scope)).await?
+        };
+        let bundle = match bundle {
+            Ok(bundle) => bundle,
+            Err(SourceError::Rejected(reason)) => return Ok(Completion::Rejected { reason }),
+            Err(e) => return Err(source_failure(e)),
+        };
+        let dir = evidence::work_dir(&self.config.server.data_dir, job.id);
+        let evidence_path = evidence::write_bundle(&dir, &bundle).map_err(|e| JobFailure {
+            reason: format!(
+                "cannot write the evidence bundle into {}: {e}; check data_dir's permissions and free space",
+                dir.display()
+            ),
+            retryable: true,
+        })?;
+        if bundle.pull_requests.is_empty() {
+            return Ok(Completion::Skipped {
+                reason: format!(
+                    "no merged pull requests in {}; nothing to reconcile",
+                    scope.describe()
+                ),
+            });
+        }
+
+        // 3. The policy, at the verified sha.
+        let policy = self.policy(&source, repo, scope.tip()).await?;
+
+        // 4. The writer child, bound to this job.
+        let launch = WriterLaunch {
+            program: self.program.clone(),
+            config_path: self.config_path.clone(),
+            source: source.repository.clone(),
+            job_id: job.id,
+            range: scope.describe(),
+            evidence: evidence_path,
+            token: None,
+            path: std::env::var_os("PATH"),
+        };
+        let client = WriterClient::spawn(&launch)
+            .await
+            .map_err(|reason| JobFailure {
+                reason,
+                retryable: true,
+            })?;
+        if let (Some(hook), Some(pid)) = (&self.on_spawn, client.pid()) {
+            hook(pid).await;
+        }
+        let start = client
+            .result(
+                "get_wiki_snapshot",
+                json!({"repository": source.repository}),
+            )
+            .await
+            .map_err(|e| JobFailure {
+                reason: format!("reading the wiki's starting snapshot failed: {e}"),
+                retryable: true,
+            })?;
+        let Some(start_base) = start["sha"].as_str().map(str::to_owned) else {
+            return Err(permanent(format!(
+                "the wiki of {} has no commits yet; create its first page (Home), then retry the job",
+                source.repository
+            )));
+        };
+
+        // 5. The agent.
+        let task = agent::AgentTask {
+            repository: &source.repository,
+            job_id: job.id,
+            bundle: &bundle,
+            policy: policy.as_deref(),
+            before_write: self.before_write.as_ref(),
+        };
+        let outcome = match &self.config.agent {
+            Agent::Builtin => agent::run_builtin(&client, &task).await,
+            Agent::OpenAi {
+                base_url,
+                model,
+                api_key_env,
+                max_steps,
+                max_output_tokens,
+                timeout,
+            } => {
+                let api_key = match api_key_env {
+                    None => None,
+                    Some(name) => Some(std::env::var(name).map_err(|_| {
+                        permanent(format!(
+                            "agent.api_key_env names {name}, which is not set in the daemon's environment; set it and retry the job"
+                        ))
+                    })?),
+                };
+                let settings = openai::OpenAiSettings {
+                    base_url: base_url.clone(),
+                    model: model.clone(),
+                    api_key,
+                    max_steps: *max_steps,
+                    max_output_tokens: *max_output_tokens,
+                    timeout: *timeout,
+                };
+                openai::run(&client, &task, &settings).await
+            }
+            Agent::Command {
+                argv,
+                timeout,
+                env_allow,
+            } => {
+                let settings = command::CommandSettings {
+                    argv: argv.clone(),
+                    timeout: *timeout,
+                    env_allow: env_allow.clone(),
+                };
+                command::run(&launch, &dir, &task, &settings).await
+            }
+        }
+        .map_err(|e| JobFailure {
+            reason: e.reason,
+            retryable: e.retryable,
+        })?;
+
+        // 6. The receipt, checked against the evidence and the wiki.
+        let facts = wiki_facts(&client, &source, job.id, start_base).await?;
+        client.close().await;
+        check(&outcome.receipt, &bundle, &facts).map_err(|reason| JobFailure {
+            reason: format!("the agent's receipt does not hold: {reason}"),
+            retryable: false,
+        })?;
+        receipt::completion(&outcome.receipt, outcome.retry_failed)
+    }
+
+    async fn policy(
+        &self,
+        source: &Source,
+        repo: &Path,
+        sha: &str,
+    ) -> Result<Option<String>, JobFailure> {
+        let Some(policy_path) = source.policy_path.clone() else {
+            return Ok(None);
+        };
+        let (repo, sha) = (repo.to_path_buf(), sha.to_owned());
+        let path = policy_path.clone();
+        match blocking(move || local_source::read_file_at(&repo, &sha, &path, MAX_POLICY_BYTES))
+            .await?
+        {
+            Ok(text) => Ok(text),
+            Err(SourceError::Invalid(reason)) => Err(permanent(format!(
+                "the policy file {policy_path} cannot be used: {reason}; keep it UTF-8 and at most {MAX_POLICY_BYTES} bytes"
+            ))),
+            Err(e) => Err(source_failure(e)),
+        }
+    }
+}
+
+impl JobHandler for Runner {
+    fn run<'a>(&'a self, job: &'a Job) -> JobFuture<'a> {
+        Box::pin(self.run_job(job))
+    }
+}
+
+/// The receipt's coverage and its claims against the wiki.
+pub fn check(receipt: &Receipt, bundle: &EvidenceBundle, facts: &WikiFacts) -> Result<(), String> {
+    receipt.validate_shape()?;
+    receipt.check_coverage(bundle)?;
+    receipt::check_against_wiki(receipt, facts)
+}
+
+/// Reads the destination's current tip and recent history through the writer.
+async fn wiki_facts(
+    client: &WriterClient,
+    source: &Source,
+    job_id: i64,
+    start_base: String,
+) -> Result<WikiFacts, JobFailure> {
+    let failure = |e: writer::CallError| JobFailure {
+        reason: format!("reading the wiki to check the receipt failed: {e}"),
+        retryable: true,
+    };
+    let snapshot = client
+        .result(
+            "get_wiki_snapshot",
+            json!({"repository": source.repository}),
+        )
+        .await
+        .map_err(failure)?;
+    let tip = snapshot["sha"].as_str().unwrap_or(&start_base).to_owned();
+    let history = client
+        .result(
+            "list_wiki_history",
+            json!({"repository": source.repository, "ref": tip, "limit": 100}),
+        )
+        .await
+        .map_err(failure)?;
+    let trailer = format!("{}: {job_id}", crate::mcp::context::TRAILER_JOB);
+    let mut shas = Vec::new();
+    let mut job_commits = Vec::new();
+    let mut before_base = true;
+    for commit in history["commits"].as_array().into_iter().flatten() {
+        let Some(sha) = commit["sha"].as_str() else {
+            continue;
+        };
+        if sha.eq_ignore_ascii_case(&start_base) {
+            before_base = false;
+        }
+        let message = commit["message"].as_str().unwrap_or_default();
+        if before_base && message.lines().any(|line| line.trim() == trailer) {
+            job_commits.push(sha.to_owned());
+        }
+        shas.push(sha.to_owned());
+    }
+    Ok(WikiFacts {
+        wiki_repository: snapshot["wiki_repository"]
+            .as_str()
+            .unwrap_or(&source.wiki_repository)
+            .to_owned(),
+        start_base,
+        history: shas,
+        job_commits,
+    })
+}
+
+fn permanent(reason: String) -> JobFailure {
+    JobFailure {
+        reason,
+        retryable: false,
+    }
+}
+
+fn source_failure(e: SourceError) -> JobFailure {
+    JobFailure {
+        retryable: matches!(e, SourceError::Unavailable(_)),
+        reason: e.to_string(),
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, JobFailure> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| JobFailure {
+            reason: format!("a source-reading task stopped unexpectedly: {e}"),
+            retryable: true,
+        })
+}
+
+/// What the job may reconcile, from the queue's row.
+pub fn scope_of(job: &Job) -> Result<JobScope, JobFailure> {
+    match job.job_kind() {
+        JobKind::Range { before, after, .. } => Ok(JobScope::Range {
+            job_id: job.id,
+            before,
+            after,
+        }),
+        JobKind::PullRequest { number, merge_sha } => Ok(JobScope::PullRequest {
+            job_id: job.id,
+            number: u64::try_from(number).map_err(|_| {
+                permanent(format!(
+                    "job {} names pull request {number}, not a positive number",
+                    job.id
+                ))
+            })?,
+            merge_sha,
+        }),
+    }
+}

@@ -1,0 +1,311 @@
+//! The job-bound wiki-writer child (`teammem mcp --wiki-writer`) and the rmcp
+//! client the runner and its agents talk to it with.
+//!
+//! Invariants:
+//! - the child starts with a cleared environment: only `TEAMMEM_CONFIG`,
+//!   `TEAMMEM_WRITER_SOURCE`, `TEAMMEM_WRITER_JOB`, `TEAMMEM_WRITER_RANGE`,
+//!   `TEAMMEM_WRITER_EVIDENCE`, `PATH` and (GitHub wikis) `TEAMMEM_WRITER_TOKEN`;
+//!   the token is never in argv, a log line or an error message;
+//! - the child dies with the job: the process is spawned `kill_on_drop`, so a
+//!   cancelled or timed-out job (its future dropped) kills it;
+//! - tool results are read from the envelope's `structuredContent`; anything
+//!   else is an error naming the tool.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, Tool};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::Value;
+
+pub use crate::mcp::context::ENV_WRITER_EVIDENCE;
+use crate::mcp::context::{
+    ENV_CONFIG, ENV_WRITER_JOB, ENV_WRITER_RANGE, ENV_WRITER_SOURCE, ENV_WRITER_TOKEN,
+};
+use crate::wiki::Secret;
+
+/// Everything the writer child is bound to.
+#[derive(Debug, Clone)]
+pub struct WriterLaunch {
+    /// The `teammem` binary (`std::env::current_exe()` in the daemon).
+    pub program: PathBuf,
+    pub config_path: PathBuf,
+    /// The one source (`owner/name`) the child serves.
+    pub source: String,
+    pub job_id: i64,
+    /// `before..after`, or `#N@sha` for a PR job.
+    pub range: String,
+    pub evidence: PathBuf,
+    /// The wiki credential (GitHub wikis only).
+    pub token: Option<Secret>,
+    /// `PATH` for the child (git helpers); the daemon's own by default.
+    pub path: Option<OsString>,
+}
+
+impl WriterLaunch {
+    /// The child's command: argv carries no secret, the environment only the binding.
+    pub fn command(&self) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(&self.program);
+        cmd.arg("mcp")
+            .arg("--wiki-writer")
+            .env_clear()
+            .env(ENV_CONFIG, &self.config_path)
+            .env(ENV_WRITER_SOURCE, &self.source)
+            .env(ENV_WRITER_JOB, self.job_id.to_string())
+            .env(ENV_WRITER_RANGE, &self.range)
+            .env(ENV_WRITER_EVIDENCE, &self.evidence)
+            .kill_on_drop(true);
+        if let Some(path) = &self.path {
+            cmd.env("PATH", path);
+        }
+        if let Some(token) = &self.token {
+            cmd.env(ENV_WRITER_TOKEN, token.expose());
+        }
+        cmd
+    }
+}
+
+/// A tool's envelope: `success`, `outcome`, `result`, `error`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    pub success: bool,
+    pub outcome: String,
+    pub result: Value,
+    /// `error.type` (e.g. `conflict`), empty on success.
+    pub error_type: String,
+    pub error_message: String,
+}
+
+impl Envelope {
+    pub fn from_value(tool: &str, value: &Value) -> Result<Envelope, String> {
+        let success = value["success"].as_bool().ok_or_else(|| {
+            format!("the wiki writer's answer to {tool} is not an envelope (no success field)")
+        })?;
+        Ok(Envelope {
+            success,
+            outcome: value["outcome"].as_str().unwrap_or_default().to_owned(),
+            result: value["result"].clone(),
+            error_type: value["error"]["type"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            error_message: value["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        })
+    }
+
+    /// `Ok(result)` on success, else the error as one line.
+    pub fn into_result(self, tool: &str) -> Result<Value, ToolFailure> {
+        if self.success {
+            Ok(self.result)
+        } else {
+            Err(ToolFailure {
+                tool: tool.to_owned(),
+                kind: self.error_type,
+                outcome: self.outcome,
+                message: self.error_message,
+            })
+        }
+    }
+}
+
+/// A tool call that ended in an envelope error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolFailure {
+    pub tool: String,
+    /// `error.type`: `conflict`, `timeout`, ...
+    pub kind: String,
+    /// `not_applied` or `unknown`.
+    pub outcome: String,
+    pub message: String,
+}
+
+impl ToolFailure {
+    /// Causes that may clear up by trying again later.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self.kind.as_str(),
+            "conflict"
+                | "timeout"
+                | "transport_error"
+                | "rate_limited"
+                | "upstream_error"
+                | "outcome_unknown"
+        )
+    }
+}
+
+impl std::fmt::Display for ToolFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} failed with {} ({}): {}",
+            self.tool,
+            self.kind,
+            self.outcome,
+            self.message.trim_end_matches('.')
+        )
+    }
+}
+
+/// The runner's connection to its writer child.
+pub struct WriterClient {
+    service: RunningService<RoleClient, ()>,
+    pid: Option<u32>,
+}
+
+impl WriterClient {
+    /// Spawns the child and completes the MCP handshake.
+    pub async fn spawn(launch: &WriterLaunch) -> Result<WriterClient, String> {
+        let (transport, _stderr) = TokioChildProcess::builder(launch.command())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| {
+                format!(
+                    "cannot start the wiki writer {} mcp --wiki-writer: {e}; check the teammem installation",
+                    launch.program.display()
+                )
+            })?;
+        let pid = transport.id();
+        let service = ().serve(transport).await.map_err(|e| {
+            format!("the wiki writer did not complete the MCP handshake: {e}; see its stderr")
+        })?;
+        Ok(WriterClient { service, pid })
+    }
+
+    /// The child's process id (for tests and logs).
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// The tools the writer offers.
+    pub async fn tools(&self) -> Result<Vec<Tool>, String> {
+        self.service
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("listing the wiki writer's tools failed: {e}"))
+    }
+
+    /// Calls a tool; `Err(String)` for a protocol-level failure (unknown tool,
+    /// unparseable arguments, a dead child), else the envelope.
+    pub async fn call(&self, tool: &str, arguments: Value) -> Result<Envelope, String> {
+        let Value::Object(arguments) = arguments else {
+            return Err(format!("the arguments of {tool} must be a JSON object"));
+        };
+        let result = self
+            .service
+            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+            .await
+            .map_err(|e| format!("calling {tool} on the wiki writer failed: {e}"))?;
+        let value = result.structured_content.clone().ok_or_else(|| {
+            format!("the wiki writer's answer to {tool} has no structuredContent")
+        })?;
+        Envelope::from_value(tool, &value)
+    }
+
+    /// Calls a tool and returns its result, or the envelope error.
+    pub async fn result(&self, tool: &str, arguments: Value) -> Result<Value, CallError> {
+        self.call(tool, arguments)
+            .await
+            .map_err(CallError::Protocol)?
+            .into_result(tool)
+            .map_err(CallError::Tool)
+    }
+
+    /// Closes the connection; the child exits when its stdin closes.
+    pub async fn close(self) {
+        let _ = self.service.cancel().await;
+    }
+}
+
+/// A failed call: the protocol broke, or the tool answered with an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    Protocol(String),
+    Tool(ToolFailure),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Protocol(message) => f.write_str(message),
+            CallError::Tool(failure) => failure.fmt(f),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_carries_only_the_binding() {
+        let launch = WriterLaunch {
+            program: "/usr/bin/teammem".into(),
+            config_path: "/etc/teammem.toml".into(),
+            source: "octo/app".into(),
+            job_id: 9,
+            range: "a..b".into(),
+            evidence: "/data/jobs/9/evidence.json".into(),
+            token: Some(Secret::new("ghs_secret")),
+            path: Some("/usr/bin".into()),
+        };
+        let cmd = launch.command();
+        let std = cmd.as_std();
+        let args: Vec<_> = std.get_args().collect();
+        assert_eq!(args, ["mcp", "--wiki-writer"]);
+        let mut envs: Vec<(String, String)> = std
+            .get_envs()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.unwrap().to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        envs.sort();
+        let names: Vec<&str> = envs.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "PATH",
+                "TEAMMEM_CONFIG",
+                "TEAMMEM_WRITER_EVIDENCE",
+                "TEAMMEM_WRITER_JOB",
+                "TEAMMEM_WRITER_RANGE",
+                "TEAMMEM_WRITER_SOURCE",
+                "TEAMMEM_WRITER_TOKEN",
+            ]
+        );
+        assert!(!format!("{launch:?}").contains("ghs_secret"));
+    }
+
+    #[test]
+    fn envelopes_become_results_or_failures() {
+        let ok = serde_json::json!({"success": true, "outcome": "completed", "result": {"sha": "x"}, "error": null});
+        assert_eq!(
+            Envelope::from_value("t", &ok)
+                .unwrap()
+                .into_result("t")
+                .unwrap()["sha"],
+            "x"
+        );
+        let conflict = serde_json::json!({"success": false, "outcome": "not_applied", "result": null,
+            "error": {"type": "conflict", "message": "wiki base changed.", "http_status": null}});
+        let failure = Envelope::from_value("patch_wiki_pages", &conflict)
+            .unwrap()
+            .into_result("patch_wiki_pages")
+            .unwrap_err();
+        assert!(failure.is_transient());
+        assert_eq!(
+            failure.to_string(),
+            "patch_wiki_pages failed with conflict (not_applied): wiki base changed"
+        );
+        assert!(Envelope::from_value("t", &serde_json::json!("text")).is_err());
+    }
+}

@@ -1,0 +1,20 @@
+//! The job runner against real git repositories made with the `git` CLI:
+//! evidence collection on the local forge, the writer's evidence tools, the
+//! handler end to end with the real writer child, and the agent backends.
+
+// The command backend with a small test agent that drives its own writer.
+mod command;
+// The runner inside the real daemon: signed dispatch to a succeeded job and wiki pages.
+mod daemon;
+// Commits, merge and squash "pull requests", manifests, bounds.
+mod evidence;
+// get_job_evidence, list_pull_request_files, get_source_file through the writer child.
+mod evidence_tools;
+// Source and wiki repositories built with the git CLI (shared helpers; not
+// every test module uses each one).
+#[allow(dead_code)]
+pub mod fixture;
+// The JobHandler end to end with the real writer child and the git CLI as oracle.
+mod handler;
+// The openai backend against a scripted chat-completions fake on loopback.
+mod openai;
