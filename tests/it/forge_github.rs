@@ -84,7 +84,10 @@ async fn tokens_are_cached_per_repository_and_permission_set() {
     // Secrets never print.
     assert_eq!(format!("{write:?}"), "Secret(<redacted>)");
     let debug = format!("{:?} {:?}", f.forge, f.ingest);
-    assert!(!debug.contains("PRIVATE KEY") && !debug.contains("ghs_"), "{debug}");
+    assert!(
+        !debug.contains("PRIVATE KEY") && !debug.contains("ghs_"),
+        "{debug}"
+    );
     let _ = Permissions::of(&[("contents", Access::Write), ("metadata", Access::Read)]);
 }
 
