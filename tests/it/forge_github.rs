@@ -65,8 +65,8 @@ async fn tokens_are_cached_per_repository_and_permission_set() {
         vec![("contents".to_string(), "read".to_string())]
     );
     assert_eq!(mints[2].repositories, vec!["oidc".to_string()]);
-    // Verification (read-only calls) never reuses the cached write token: its
-    // compare call mints its own contents:read token... which is the cached one.
+    // Verification makes only read calls: it mints read tokens for what it lacks
+    // and takes contents:read from the cache, never the contents:write token.
     f.send(&f.range("octo/app")).await.unwrap();
     let after = f.fake.mints();
     assert!(
