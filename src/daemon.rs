@@ -35,6 +35,8 @@ pub enum DaemonError {
     },
     #[error("the HTTP server failed: {0}")]
     Http(std::io::Error),
+    #[error("cannot start dispatch ingest: {0}")]
+    Ingest(String),
 }
 
 /// The handler `teammem serve` runs jobs with.
@@ -158,6 +160,10 @@ pub async fn run_with(
             source: e.into(),
         })?;
     let queue = Queue::new(pool.clone(), options.clock.clone(), queue_settings(&config));
+    // Before any worker starts: a bad App key stops the daemon here.
+    let ingest = crate::ingest::Ingest::start(&config)
+        .await
+        .map_err(DaemonError::Ingest)?;
 
     let workers = Pool::start(
         queue.clone(),
@@ -210,7 +216,8 @@ pub async fn run_with(
         workers.wake.clone(),
         workers.alive.clone(),
         session_key,
-    );
+    )
+    .with_ingest(Arc::new(ingest));
     let listener = TcpListener::bind(config.server.listen)
         .await
         .map_err(|source| DaemonError::Listen {

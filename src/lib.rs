@@ -6,11 +6,14 @@ pub mod cli; // the command line: clap definitions and what each command does
 pub mod config; // teammem.toml, validated once into typed config
 pub mod daemon; // starts HTTP, workers and scheduler; owns graceful shutdown
 pub mod db; // the SQLite pool (WAL, busy timeout) and migrations; nothing else
+pub mod forge; // where sources live: GitHub's REST API (App auth, verification) and local git
 pub mod http; // the HTTP API: one router per resource, errors mapped in one place
+pub mod ingest; // signed dispatches: HMAC, OIDC, parsing, verification, one error per check
 pub mod mcp; // MCP servers over the wiki (read tools, job-bound writer) and the `teammem wiki` functions
 pub mod metrics; // process-wide Prometheus counters and histograms
 pub mod queue; // the durable job queue: the only SQL about jobs
 pub mod scheduler; // cron schedules for rescue, retention and sweep
+pub mod secrets; // the GitHub App key (Key Vault or a 0600 file), secrets that never print
 pub mod tokens; // maintainer API tokens, stored as SHA-256 hashes
 pub mod wiki; // the team memory as git: mirrors, reads, checked writes, publish (the only gix user for wikis)
 pub mod worker; // the worker pool: claims jobs and runs them through a JobHandler

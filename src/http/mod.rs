@@ -6,10 +6,13 @@
 
 mod auth;
 mod dashboard;
+mod dispatch; // POST /v1/dispatch: signed, verified, then enqueued
 mod error;
 mod health;
 mod jobs;
+mod mcp; // /mcp: the coordinator MCP server over Streamable HTTP, Origin and token checked first
 mod metrics;
+pub mod requests; // POST /v1/requests: maintainers ask for one merged PR (shared with the MCP coordinator)
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
@@ -22,6 +25,7 @@ use crate::config::Config;
 use crate::queue::Queue;
 
 pub use auth::Caller;
+pub use dispatch::new_job;
 pub use error::ApiError;
 
 /// Everything a request handler may use. Cheap to clone.
@@ -38,6 +42,8 @@ pub struct AppState {
     pub ready: Arc<AtomicBool>,
     /// Signs dashboard session cookies (see `session_key` in daemon.rs).
     pub session_key: Arc<[u8; 32]>,
+    /// The dispatch front door; `None` answers `POST /v1/dispatch` with 503.
+    pub ingest: Option<Arc<crate::ingest::Ingest>>,
 }
 
 impl AppState {
@@ -57,7 +63,14 @@ impl AppState {
             workers_alive,
             ready: Arc::new(AtomicBool::new(true)),
             session_key: Arc::new(session_key),
+            ingest: None,
         }
+    }
+
+    /// Serves `POST /v1/dispatch` through `ingest`.
+    pub fn with_ingest(mut self, ingest: Arc<crate::ingest::Ingest>) -> AppState {
+        self.ingest = Some(ingest);
+        self
     }
 }
 
@@ -68,6 +81,9 @@ pub fn router(state: AppState) -> Router {
         .merge(metrics::router())
         .merge(jobs::router())
         .merge(dashboard::router())
+        .merge(dispatch::router())
+        .merge(requests::router())
+        .merge(mcp::router(&state))
         .fallback(error::not_found)
         .with_state(state)
 }

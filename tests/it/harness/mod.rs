@@ -1,5 +1,6 @@
 //! Test harness: real things started on loopback and in temp directories.
 
 pub mod daemon;
+pub mod fake_github; // stateful fake of GitHub's REST API + OIDC issuer, backed by real git repos
 pub mod git_http;
 pub mod inproc;

@@ -1,0 +1,303 @@
+//! The only code that talks to GitHub's REST API (base URL from config, so tests
+//! point it at a loopback fake): App authentication, installation tokens,
+//! verification of dispatches, installation checks.
+//!
+//! Invariants:
+//! - every request carries an installation token minted for exactly the
+//!   repository it reads and the permission the call needs (see [`auth`]);
+//! - every request is pinned to `X-GitHub-Api-Version: 2022-11-28`;
+//! - rate limits (403/429 with `Retry-After` or `x-ratelimit-remaining: 0`),
+//!   5xx answers and timeouts become [`GitHubError::Unavailable`] with a retry
+//!   delay, never a verdict about the dispatch;
+//! - tokens and JWTs never appear in errors or logs.
+
+pub mod auth;
+mod installations;
+mod maintainers; // token owners and their role on a source (requests with GitHub tokens)
+mod verify;
+
+pub use auth::{Access, AppSigner, Permissions};
+pub use installations::{InstallationStatus, check_installations, exit_code};
+pub use maintainers::{Role, TokenOwner};
+
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reqwest::{Method, StatusCode};
+use serde::de::DeserializeOwned;
+
+use crate::config::GitHub;
+use crate::secrets::Secret;
+use auth::{CachedToken, TokenAnswer, TokenCache, usable_until};
+
+/// The REST API version every request is pinned to (pull requests still carry
+/// `merge_commit_sha` in it).
+pub const API_VERSION: &str = "2022-11-28";
+
+/// Default pause suggested to callers when GitHub gave no hint.
+const DEFAULT_RETRY: u64 = 30;
+
+/// Why a GitHub call did not produce an answer to use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GitHubError {
+    /// 404: the thing (or the App's access to it) does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// Rate limit, 5xx, timeout, connection failure: ask again later.
+    #[error("{message}")]
+    Unavailable { retry_after: u64, message: String },
+    /// 401/403 for the App itself, or a permission the App lacks.
+    #[error("{0}")]
+    Denied(String),
+    /// Any other answer we cannot use (422, malformed JSON, ...).
+    #[error("{0}")]
+    Unexpected(String),
+}
+
+/// A client for one GitHub App on one API base URL.
+pub struct GitHubForge {
+    http: reqwest::Client,
+    api_url: String,
+    signer: AppSigner,
+    cache: Mutex<TokenCache>,
+    verify_timeout: Duration,
+}
+
+impl std::fmt::Debug for GitHubForge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitHubForge")
+            .field("api_url", &self.api_url)
+            .field("app_id", &self.signer.app_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl GitHubForge {
+    /// Builds the client from `[github]` and the App's PEM key.
+    pub fn new(config: &GitHub, key: &Secret) -> Result<Self, String> {
+        let signer = AppSigner::new(config.app_id, key)?;
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("teammem/", env!("CARGO_PKG_VERSION")))
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(config.verify_timeout)
+            .build()
+            .map_err(|e| format!("cannot build the GitHub HTTP client: {e}"))?;
+        Ok(GitHubForge {
+            http,
+            api_url: config.api_url.trim_end_matches('/').to_string(),
+            signer,
+            cache: Mutex::new(TokenCache::default()),
+            verify_timeout: config.verify_timeout,
+        })
+    }
+
+    pub fn verify_timeout(&self) -> Duration {
+        self.verify_timeout
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.api_url)
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        bearer: &Secret,
+        body: Option<serde_json::Value>,
+    ) -> Result<reqwest::Response, GitHubError> {
+        let mut req = self
+            .http
+            .request(method, self.url(path))
+            .header("Accept", "application/vnd.github+json")
+            .header("X-GitHub-Api-Version", API_VERSION)
+            .bearer_auth(bearer.expose_str().unwrap_or_default());
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.map_err(|e| GitHubError::Unavailable {
+            retry_after: DEFAULT_RETRY,
+            message: if e.is_timeout() {
+                format!("GitHub did not answer {path} in time")
+            } else {
+                format!(
+                    "GitHub could not be reached for {path}: {}",
+                    e.without_url()
+                )
+            },
+        })?;
+        classify(path, resp).await
+    }
+
+    async fn json<T: DeserializeOwned>(
+        path: &str,
+        resp: reqwest::Response,
+    ) -> Result<T, GitHubError> {
+        let bytes = resp.bytes().await.map_err(|e| GitHubError::Unavailable {
+            retry_after: DEFAULT_RETRY,
+            message: format!("GitHub's answer to {path} broke off: {}", e.without_url()),
+        })?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            GitHubError::Unexpected(format!(
+                "GitHub's answer to {path} has an unexpected shape: {e}"
+            ))
+        })
+    }
+
+    /// The installation id of the App on `repository` (`owner/name`), cached.
+    pub async fn installation_id(&self, repository: &str) -> Result<u64, GitHubError> {
+        let key = repository.to_ascii_lowercase();
+        if let Some(id) = self.cache.lock().unwrap().installations.get(&key) {
+            return Ok(*id);
+        }
+        #[derive(serde::Deserialize)]
+        struct Installation {
+            id: u64,
+        }
+        let jwt = self.signer.jwt(SystemTime::now());
+        let path = format!("/repos/{repository}/installation");
+        let resp = self.send(Method::GET, &path, &jwt, None).await?;
+        let inst: Installation = Self::json(&path, resp).await?;
+        self.cache
+            .lock()
+            .unwrap()
+            .installations
+            .insert(key, inst.id);
+        Ok(inst.id)
+    }
+
+    /// An installation token for exactly `repository` and `perms`, from the
+    /// cache when one with that key is still good for 5 minutes.
+    pub async fn installation_token(
+        &self,
+        repository: &str,
+        perms: &Permissions,
+    ) -> Result<Secret, GitHubError> {
+        if let Some(t) = self
+            .cache
+            .lock()
+            .unwrap()
+            .get(repository, perms, SystemTime::now())
+        {
+            return Ok(t);
+        }
+        let id = self.installation_id(repository).await?;
+        let name = repository
+            .split_once('/')
+            .map(|(_, n)| n)
+            .unwrap_or(repository);
+        let body = serde_json::json!({
+            "repositories": [name],
+            "permissions": perms.to_json(),
+        });
+        let jwt = self.signer.jwt(SystemTime::now());
+        let path = format!("/app/installations/{id}/access_tokens");
+        let resp = match self.send(Method::POST, &path, &jwt, Some(body)).await {
+            Err(GitHubError::NotFound(_)) => {
+                // The installation went away: forget it so the next call looks again.
+                self.cache
+                    .lock()
+                    .unwrap()
+                    .installations
+                    .remove(&repository.to_ascii_lowercase());
+                return Err(GitHubError::NotFound(format!(
+                    "the App's installation on {repository} is gone; install the App on it"
+                )));
+            }
+            other => other?,
+        };
+        let answer: TokenAnswer = Self::json(&path, resp).await?;
+        let until = usable_until(&answer.expires_at).unwrap_or_else(|| {
+            SystemTime::now() + Duration::from_secs(3600) - auth::TOKEN_EARLY_EXPIRY
+        });
+        let token = Secret::from(answer.token);
+        self.cache.lock().unwrap().put(
+            repository,
+            perms,
+            CachedToken {
+                token: token.clone(),
+                usable_until: until,
+            },
+        );
+        Ok(token)
+    }
+
+    /// `GET {path}` on `repository` with a token for `perms`.
+    pub(crate) async fn get<T: DeserializeOwned>(
+        &self,
+        repository: &str,
+        perms: &Permissions,
+        path: &str,
+    ) -> Result<T, GitHubError> {
+        let token = self.installation_token(repository, perms).await?;
+        let resp = match self.send(Method::GET, path, &token, None).await {
+            Err(GitHubError::Denied(m)) => {
+                // A revoked token: do not reuse it.
+                self.cache.lock().unwrap().forget(repository, perms);
+                return Err(GitHubError::Denied(m));
+            }
+            other => other?,
+        };
+        Self::json(path, resp).await
+    }
+}
+
+/// Turns a non-success answer into the matching [`GitHubError`].
+async fn classify(path: &str, resp: reqwest::Response) -> Result<reqwest::Response, GitHubError> {
+    let status = resp.status();
+    if status.is_success() {
+        return Ok(resp);
+    }
+    let headers = resp.headers();
+    let header_u64 = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    let retry_after = header_u64("retry-after");
+    let exhausted = headers
+        .get("x-ratelimit-remaining")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim() == "0")
+        .unwrap_or(false);
+    let reset = header_u64("x-ratelimit-reset");
+    if status == StatusCode::TOO_MANY_REQUESTS
+        || (status == StatusCode::FORBIDDEN && (retry_after.is_some() || exhausted))
+    {
+        let wait = retry_after
+            .or_else(|| {
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_secs();
+                reset.filter(|_| exhausted).map(|r| r.saturating_sub(now))
+            })
+            .unwrap_or(60)
+            .clamp(1, 3600);
+        return Err(GitHubError::Unavailable {
+            retry_after: wait,
+            message: format!("GitHub rate-limited {path}; retry in {wait} s"),
+        });
+    }
+    if status.is_server_error() {
+        return Err(GitHubError::Unavailable {
+            retry_after: retry_after.unwrap_or(DEFAULT_RETRY).clamp(1, 3600),
+            message: format!("GitHub answered {path} with {}", status.as_u16()),
+        });
+    }
+    match status {
+        StatusCode::NOT_FOUND => Err(GitHubError::NotFound(format!(
+            "GitHub answered 404 for {path}"
+        ))),
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(GitHubError::Denied(format!(
+            "GitHub refused {path} with {}; check the App's id, key and permissions",
+            status.as_u16()
+        ))),
+        other => Err(GitHubError::Unexpected(format!(
+            "GitHub answered {path} with {}",
+            other.as_u16()
+        ))),
+    }
+}

@@ -1,0 +1,212 @@
+//! The local forge: verification of dispatches for sources that are plain git
+//! repositories on this machine (`local_path`), by commit-graph walks with gix.
+//!
+//! Invariants (the same as GitHub's compare checks): the default branch is the
+//! target of `HEAD`; `before` must be an ancestor of `after`, `after` must be
+//! reachable from the branch's current tip (a force-push that dropped it is
+//! refused), and the range holds at most [`MAX_RANGE_COMMITS`] commits. A pull
+//! request is recognised only from a commit reachable from the tip whose subject
+//! is `Merge pull request #N from ...` or `Title (#N)`. Walks are bounded.
+
+use std::path::Path;
+
+use gix::ObjectId;
+
+use super::{MAX_RANGE_COMMITS, Refusal, VerifiedPull, VerifiedRange, precheck_range};
+
+/// How many commits a reachability walk visits before giving up.
+const WALK_LIMIT: usize = 200_000;
+
+fn open(path: &Path) -> Result<gix::Repository, Refusal> {
+    gix::open(path).map_err(|e| {
+        Refusal::unavailable(
+            30,
+            format!(
+                "the local source repository {} cannot be opened: {e}",
+                path.display()
+            ),
+        )
+    })
+}
+
+/// (default branch short name, its tip).
+fn default_branch(repo: &gix::Repository) -> Result<(String, ObjectId), Refusal> {
+    let name = repo
+        .head_name()
+        .ok()
+        .flatten()
+        .ok_or_else(|| Refusal::rejected("not_on_default_branch", "the source repository's HEAD is detached or unreadable; point HEAD at the default branch"))?;
+    let tip = repo.head_id().map_err(|_| {
+        Refusal::rejected(
+            "not_on_default_branch",
+            format!("the default branch {} has no commits", name.shorten()),
+        )
+    })?;
+    Ok((name.shorten().to_string(), tip.detach()))
+}
+
+fn commit_id(repo: &gix::Repository, field: &str, sha: &str) -> Result<ObjectId, Refusal> {
+    let unknown = || {
+        Refusal::rejected(
+            "unknown_commit",
+            format!("{field} {sha} is not a commit of the source repository"),
+        )
+    };
+    let id = ObjectId::from_hex(sha.as_bytes()).map_err(|_| unknown())?;
+    let object = repo.find_object(id).map_err(|_| unknown())?;
+    if object.kind != gix::object::Kind::Commit {
+        return Err(unknown());
+    }
+    Ok(id)
+}
+
+/// Is `ancestor` reachable from `tip` (or equal to it)?
+fn reaches(repo: &gix::Repository, tip: ObjectId, ancestor: ObjectId) -> Result<bool, Refusal> {
+    if tip == ancestor {
+        return Ok(true);
+    }
+    let walk = repo.rev_walk([tip]).all().map_err(walk_error)?;
+    for (n, info) in walk.enumerate() {
+        let info = info.map_err(walk_error)?;
+        if info.id == ancestor {
+            return Ok(true);
+        }
+        if n >= WALK_LIMIT {
+            return Err(Refusal::rejected(
+                "range_too_large",
+                format!("history walk exceeded {WALK_LIMIT} commits"),
+            ));
+        }
+    }
+    Ok(false)
+}
+
+fn walk_error(e: impl std::fmt::Display) -> Refusal {
+    Refusal::unavailable(30, format!("walking the source repository failed: {e}"))
+}
+
+/// Verifies `before..after` on the repository at `path`.
+pub fn verify_range(path: &Path, before: &str, after: &str) -> Result<VerifiedRange, Refusal> {
+    precheck_range(before, after)?;
+    let repo = open(path)?;
+    let before_id = commit_id(&repo, "push_before", before)?;
+    let after_id = commit_id(&repo, "push_after", after)?;
+    let (branch, tip) = default_branch(&repo)?;
+
+    if !reaches(&repo, after_id, before_id)? {
+        return Err(Refusal::rejected(
+            "not_fast_forward",
+            format!("push_before {before} is not an ancestor of push_after {after}"),
+        ));
+    }
+    // Count before..after, stopping once the limit is passed.
+    let mut commits = 0u64;
+    let walk = repo
+        .rev_walk([after_id])
+        .with_hidden([before_id])
+        .all()
+        .map_err(walk_error)?;
+    for info in walk {
+        info.map_err(walk_error)?;
+        commits += 1;
+        if commits > MAX_RANGE_COMMITS {
+            return Err(Refusal::rejected(
+                "range_too_large",
+                format!(
+                    "the range holds more than {MAX_RANGE_COMMITS} commits; dispatch smaller ranges"
+                ),
+            ));
+        }
+    }
+    if !reaches(&repo, tip, after_id)? {
+        return Err(Refusal::rejected(
+            "not_on_default_branch",
+            format!(
+                "push_after {after} is not on the current {branch} (force-pushed away, or never merged)"
+            ),
+        ));
+    }
+    Ok(VerifiedRange {
+        default_branch: branch,
+        commits,
+        repository_id: None,
+        run: None,
+    })
+}
+
+/// The PR number a commit subject names: `Merge pull request #12 from ...` or
+/// `Title (#12)`.
+pub fn pull_number_of_subject(subject: &str) -> Option<u64> {
+    let digits = |s: &str| -> Option<u64> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        s.parse().ok().filter(|n| *n > 0)
+    };
+    if let Some(rest) = subject.strip_prefix("Merge pull request #") {
+        let (n, tail) = rest.split_once(' ')?;
+        return if tail.starts_with("from ") {
+            digits(n)
+        } else {
+            None
+        };
+    }
+    let inner = subject.trim_end().strip_suffix(')')?;
+    let (head, n) = inner.rsplit_once("(#")?;
+    if head.is_empty() || !head.ends_with(' ') {
+        return None;
+    }
+    digits(n)
+}
+
+/// Finds the merge commit of PR `number` among the commits reachable from the
+/// default branch's tip.
+pub fn verify_pull(path: &Path, number: u64) -> Result<VerifiedPull, Refusal> {
+    let repo = open(path)?;
+    let (branch, tip) = default_branch(&repo)?;
+    let walk = repo.rev_walk([tip]).all().map_err(walk_error)?;
+    for (n, info) in walk.enumerate() {
+        let info = info.map_err(walk_error)?;
+        if n >= WALK_LIMIT {
+            break;
+        }
+        let commit = repo.find_commit(info.id).map_err(walk_error)?;
+        let message = commit.message_raw_sloppy();
+        let subject =
+            String::from_utf8_lossy(message.split(|b| *b == b'\n').next().unwrap_or_default());
+        if pull_number_of_subject(&subject) == Some(number) {
+            return Ok(VerifiedPull {
+                number,
+                merge_sha: info.id.to_string(),
+                default_branch: branch,
+                repository_id: None,
+                run: None,
+            });
+        }
+    }
+    Err(Refusal::rejected(
+        "pull_not_merged",
+        format!(
+            "no commit on {branch} merges pull request #{number}; only merged pull requests can be reconciled"
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pull_subjects() {
+        assert_eq!(
+            pull_number_of_subject("Merge pull request #12 from octo/feature"),
+            Some(12)
+        );
+        assert_eq!(pull_number_of_subject("Add the thing (#7)"), Some(7));
+        assert_eq!(pull_number_of_subject("Merge pull request #12"), None);
+        assert_eq!(pull_number_of_subject("(#7)"), None);
+        assert_eq!(pull_number_of_subject("Fix (#x)"), None);
+        assert_eq!(pull_number_of_subject("Fix (#0)"), None);
+        assert_eq!(pull_number_of_subject("Refs #7"), None);
+    }
+}

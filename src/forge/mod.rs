@@ -1,0 +1,108 @@
+//! Where sources live: `github/` (the only code that talks to GitHub's REST API)
+//! and `local/` (plain git repositories on this machine, read with gix).
+//!
+//! Both answer the same questions — is this push range a fast-forward that is
+//! still on the default branch, was this PR merged into it — and both refuse with
+//! a [`Refusal`] whose `code` names the check that failed. Invariant: a forge
+//! never says yes on a guess; anything it could not establish is a refusal
+//! (`Rejected`) or "ask again later" (`Unavailable`).
+
+pub mod github;
+pub mod local;
+
+/// At most this many commits in one dispatched range.
+pub const MAX_RANGE_COMMITS: u64 = 1000;
+
+/// The all-zero SHA git uses for "no commit" (branch creation/deletion).
+pub const ZERO_SHA: &str = "0000000000000000000000000000000000000000";
+
+/// A workflow run a dispatch names (`source_run_id`, `source_run_attempt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RunRef {
+    pub id: u64,
+    pub attempt: u64,
+}
+
+/// What the forge established about a run (GitHub only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedRun {
+    pub id: u64,
+    pub attempt: u64,
+    pub head_sha: String,
+}
+
+/// A push range the forge vouches for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedRange {
+    pub default_branch: String,
+    /// Commits in `before..after`.
+    pub commits: u64,
+    /// GitHub's numeric repository id (`None` for local sources).
+    pub repository_id: Option<u64>,
+    pub run: Option<VerifiedRun>,
+}
+
+/// A merged pull request the forge vouches for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedPull {
+    pub number: u64,
+    /// The merge (or squash) commit on the default branch, 40 hex.
+    pub merge_sha: String,
+    pub default_branch: String,
+    pub repository_id: Option<u64>,
+    pub run: Option<VerifiedRun>,
+}
+
+/// Why a forge would not vouch for a dispatch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// A check failed; `code` names it (`not_fast_forward`, `run_mismatch`, ...).
+    Rejected { code: &'static str, message: String },
+    /// The forge could not be asked (rate limit, outage, deadline); retry later.
+    Unavailable { retry_after: u64, message: String },
+}
+
+impl Refusal {
+    pub fn rejected(code: &'static str, message: impl Into<String>) -> Self {
+        Refusal::Rejected {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn unavailable(retry_after: u64, message: impl Into<String>) -> Self {
+        Refusal::Unavailable {
+            retry_after: retry_after.max(1),
+            message: message.into(),
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::Rejected { code, .. } => code,
+            Refusal::Unavailable { .. } => "upstream_unavailable",
+        }
+    }
+}
+
+/// `true` for 40 lowercase-or-uppercase hex digits.
+pub fn is_full_sha(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Checks that need no forge: zero SHAs and empty ranges are refused before any call.
+pub fn precheck_range(before: &str, after: &str) -> Result<(), Refusal> {
+    if before == ZERO_SHA || after == ZERO_SHA {
+        return Err(Refusal::rejected(
+            "zero_sha",
+            "push_before and push_after must name commits; a zero SHA (branch creation or deletion) is not a range to reconcile",
+        ));
+    }
+    if before.eq_ignore_ascii_case(after) {
+        return Err(Refusal::rejected(
+            "empty_range",
+            "push_before equals push_after; the range is empty",
+        ));
+    }
+    Ok(())
+}

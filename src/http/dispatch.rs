@@ -1,0 +1,142 @@
+//! `POST /v1/dispatch`: the signed front door of the post-merge and request
+//! workflows. The request goes through [`crate::ingest::Ingest`] (signature,
+//! parsing, OIDC, forge verification) and only a verified dispatch reaches the
+//! queue.
+//!
+//! Invariants: nothing is stored for a refused request (the queue is called only
+//! with a `VerifiedDispatch`); the body is read with a hard 64 KiB cap; answers
+//! are `202 {job_id, state, coalesced_into}` for a new or coalesced job, `200`
+//! with the same job for a delivery or job identity seen before, and
+//! `{"error": {"code", "message"}}` with the status of DESIGN §4 otherwise.
+
+use axum::Json;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::json;
+
+use super::{ApiError, AppState};
+use crate::ingest::{DispatchHeaders, IngestError, MAX_BODY_BYTES, VerifiedDispatch, VerifiedKind};
+use crate::queue::{Disposition, JobKind, NewJob, Origin};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/dispatch", post(dispatch))
+}
+
+impl From<IngestError> for ApiError {
+    fn from(e: IngestError) -> ApiError {
+        let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
+        let mut api = ApiError::new(status, e.code, e.message);
+        api.retry_after = e.retry_after;
+        api
+    }
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The queue's view of a verified dispatch.
+pub fn new_job(v: &VerifiedDispatch) -> NewJob {
+    let (origin, kind) = match &v.kind {
+        VerifiedKind::Range { before, after, .. } => (
+            Origin::Dispatch,
+            JobKind::Range {
+                before: before.clone(),
+                after: after.clone(),
+                run_id: v.run.map(|r| r.id as i64),
+                run_attempt: v.run.map(|r| r.attempt as i64),
+            },
+        ),
+        VerifiedKind::PullRequest { number, merge_sha } => (
+            Origin::Request,
+            JobKind::PullRequest {
+                number: *number as i64,
+                merge_sha: merge_sha.clone(),
+            },
+        ),
+    };
+    let actor = match v.run {
+        Some(run) => format!("workflow run {} attempt {}", run.id, run.attempt),
+        None => "signed dispatch".to_string(),
+    };
+    NewJob {
+        source: v.source.clone(),
+        destination: v.destination.clone(),
+        origin,
+        kind,
+        actor,
+    }
+}
+
+async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
+    match handle(state, request).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn handle(state: AppState, request: Request) -> Result<Response, ApiError> {
+    let Some(ingest) = state.ingest.clone() else {
+        return Err(ApiError {
+            retry_after: Some(60),
+            ..ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "dispatch_unavailable",
+                "this daemon was started without dispatch ingest; start it with teammem serve",
+            )
+        });
+    };
+    let (parts, body) = request.into_parts();
+    let declared = header(&parts.headers, header::CONTENT_LENGTH.as_str())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+        return Err(IngestError::body_too_large(MAX_BODY_BYTES).into());
+    }
+    let body = axum::body::to_bytes(Body::new(body), MAX_BODY_BYTES)
+        .await
+        .map_err(|_| ApiError::from(IngestError::body_too_large(MAX_BODY_BYTES)))?;
+    let headers = DispatchHeaders {
+        content_type: header(&parts.headers, "content-type"),
+        signature: header(&parts.headers, "x-hub-signature-256"),
+        delivery: header(&parts.headers, "x-teammem-delivery"),
+        authorization: header(&parts.headers, "authorization"),
+    };
+    let verified = match ingest.ingest(&headers, &body).await {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::info!(code = e.code, status = e.status, "dispatch refused");
+            return Err(e.into());
+        }
+    };
+    let enqueued = state
+        .queue
+        .enqueue(new_job(&verified), Some(&verified.delivery_id))
+        .await?;
+    let (status, coalesced_into) = match enqueued.disposition {
+        Disposition::Created => (StatusCode::ACCEPTED, None),
+        Disposition::Coalesced { into } => (StatusCode::ACCEPTED, Some(into)),
+        Disposition::Duplicate => (StatusCode::OK, None),
+    };
+    if status == StatusCode::ACCEPTED {
+        state.wake_workers.notify_one();
+    }
+    tracing::info!(
+        job = enqueued.job.id,
+        source = %verified.source,
+        delivery = %verified.delivery_id,
+        "dispatch accepted"
+    );
+    Ok((
+        status,
+        Json(json!({
+            "job_id": enqueued.job.id,
+            "state": enqueued.job.state,
+            "coalesced_into": coalesced_into,
+        })),
+    )
+        .into_response())
+}

@@ -1,0 +1,188 @@
+//! The local forge on real git repositories built with the `git` CLI: the same
+//! ancestry cases as GitHub's compare checks, pull requests recognised from merge
+//! and squash subjects, and the pipeline with a local source (run fields optional).
+
+use serde_json::json;
+use teammem::config::Config;
+use teammem::forge::local::{verify_pull, verify_range};
+use teammem::ingest::{DispatchHeaders, Ingest, VerifiedKind, signature};
+use teammem::secrets::Secret;
+
+use crate::harness::fake_github::GitRepo;
+
+struct Local {
+    _dir: tempfile::TempDir,
+    git: GitRepo,
+    before: String,
+    after: String,
+}
+
+fn local() -> Local {
+    let dir = tempfile::tempdir().unwrap();
+    let git = GitRepo::init(&dir.path().join("src"));
+    git.commits(2, "base");
+    let before = git.head();
+    git.commits(3, "pushed");
+    let after = git.head();
+    Local {
+        _dir: dir,
+        git,
+        before,
+        after,
+    }
+}
+
+fn code<T: std::fmt::Debug>(r: Result<T, teammem::forge::Refusal>) -> &'static str {
+    r.expect_err("must be refused").code()
+}
+
+#[test]
+fn a_fast_forward_on_the_default_branch_is_verified() {
+    let l = local();
+    let v = verify_range(&l.git.dir, &l.before, &l.after).unwrap();
+    assert_eq!(v.default_branch, "main");
+    assert_eq!(v.commits, 3);
+}
+
+#[test]
+fn ancestry_failures_are_refused() {
+    let l = local();
+    // Reversed.
+    assert_eq!(
+        code(verify_range(&l.git.dir, &l.after, &l.before)),
+        "not_fast_forward"
+    );
+    // Side branch.
+    l.git.git(&["checkout", "-q", "-b", "side", &l.before]);
+    let side = l.git.commit("side.txt", "side");
+    l.git.git(&["checkout", "-q", "main"]);
+    assert_eq!(
+        code(verify_range(&l.git.dir, &side, &l.after)),
+        "not_fast_forward"
+    );
+    // Unknown commit.
+    assert_eq!(
+        code(verify_range(&l.git.dir, &"1".repeat(40), &l.after)),
+        "unknown_commit"
+    );
+    // A commit on a branch that is not the default one.
+    assert_eq!(
+        code(verify_range(&l.git.dir, &l.before, &side)),
+        "not_on_default_branch"
+    );
+    // Zero SHA and empty range.
+    assert_eq!(
+        code(verify_range(&l.git.dir, &"0".repeat(40), &l.after)),
+        "zero_sha"
+    );
+    assert_eq!(
+        code(verify_range(&l.git.dir, &l.after, &l.after)),
+        "empty_range"
+    );
+}
+
+#[test]
+fn a_force_pushed_default_branch_is_refused() {
+    let l = local();
+    l.git.reset_main(&l.before);
+    l.git.commit("x.txt", "rewritten");
+    assert_eq!(
+        code(verify_range(&l.git.dir, &l.before, &l.after)),
+        "not_on_default_branch"
+    );
+}
+
+#[test]
+fn more_than_a_thousand_commits_is_too_large() {
+    let l = local();
+    let tip = l.git.fast_commits(1001);
+    assert_eq!(
+        code(verify_range(&l.git.dir, &l.after, &tip)),
+        "range_too_large"
+    );
+    let exactly = l.git.git(&["rev-parse", "HEAD~1"]);
+    assert_eq!(
+        verify_range(&l.git.dir, &l.after, &exactly)
+            .unwrap()
+            .commits,
+        1000
+    );
+}
+
+#[test]
+fn pull_requests_are_found_from_merge_and_squash_subjects() {
+    let l = local();
+    // A merge commit.
+    l.git.git(&["checkout", "-q", "-b", "feature"]);
+    l.git.commit("f.txt", "feature work");
+    l.git.git(&["checkout", "-q", "main"]);
+    l.git.git(&[
+        "merge",
+        "-q",
+        "--no-ff",
+        "feature",
+        "-m",
+        "Merge pull request #12 from octo/feature",
+    ]);
+    let merge = l.git.head();
+    // A squash merge.
+    let squash = l.git.commit("s.txt", "Add the thing (#13)");
+    // An unmerged PR's commit on another branch.
+    l.git.git(&["checkout", "-q", "-b", "open"]);
+    l.git.commit("o.txt", "Open work (#14)");
+    l.git.git(&["checkout", "-q", "main"]);
+
+    assert_eq!(verify_pull(&l.git.dir, 12).unwrap().merge_sha, merge);
+    assert_eq!(verify_pull(&l.git.dir, 13).unwrap().merge_sha, squash);
+    assert_eq!(code(verify_pull(&l.git.dir, 14)), "pull_not_merged");
+    assert_eq!(code(verify_pull(&l.git.dir, 99)), "pull_not_merged");
+}
+
+#[tokio::test]
+async fn the_pipeline_accepts_local_sources_without_run_fields() {
+    let l = local();
+    let wiki = l._dir.path().join("wiki");
+    let text = format!(
+        r#"
+[server]
+data_dir = "{}"
+
+[[sources]]
+repository = "demo/app"
+local_path = "{}"
+local_wiki_path = "{}"
+webhook_secret_env = "TEAMMEM_TEST_LOCAL"
+"#,
+        l._dir.path().join("data").display(),
+        l.git.dir.display(),
+        wiki.display()
+    );
+    let config = Config::parse(&text).unwrap();
+    let secret = b"local secret";
+    let ingest = Ingest::new(
+        vec![(config.sources[0].clone(), Secret::new(secret.to_vec()))],
+        None,
+        None,
+    );
+    let body = serde_json::to_vec(&json!({
+        "source_repository": "demo/app", "kind": "range",
+        "push_before": l.before, "push_after": l.after,
+    }))
+    .unwrap();
+    let sig = signature::sign(secret, &body);
+    let h = DispatchHeaders {
+        content_type: Some("application/json"),
+        signature: Some(&sig),
+        delivery: Some("local-1"),
+        authorization: None,
+    };
+    let v = ingest.ingest(&h, &body).await.unwrap();
+    assert_eq!(v.destination, format!("local:{}", wiki.display()));
+    assert_eq!(v.run, None);
+    assert!(matches!(v.kind, VerifiedKind::Range { commits: 3, .. }));
+    // The same body with a forced-away after.
+    l.git.reset_main(&l.before);
+    l.git.commit("y.txt", "rewritten");
+    let e = ingest.ingest(&h, &body).await.unwrap_err();
+    assert_eq!((e.status, e.code), (409, "not_on_default_branch"));
+}

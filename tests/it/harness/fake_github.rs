@@ -1,0 +1,1031 @@
+//! A stateful fake of GitHub's REST API on loopback (axum), backed by real git
+//! repositories the test builds with the `git` CLI: compare/ancestry answers come
+//! from the real commit graph (`git merge-base --is-ancestor`, `git rev-list
+//! --count`). It also serves the Actions OIDC issuer (JWKS) and mints OIDC tokens.
+//!
+//! Invariants: App endpoints verify the JWT with the test App's public key;
+//! every REST read requires an installation token the fake minted, for that
+//! repository and with the permission the endpoint needs; every token request is
+//! recorded so tests can check what was asked for. Faults (5xx, 429 +
+//! Retry-After, rate-limit exhaustion, hanging answers) are injected per path.
+
+#![allow(dead_code, clippy::result_large_err)]
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use aws_lc_rs::encoding::AsDer;
+use axum::Router;
+use axum::extract::{Path as UrlPath, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use jsonwebtoken::jwk::{Jwk, JwkSet};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+/// Test keys are generated once per test process (RSA generation is slow in
+/// debug builds): the App key, three OIDC keys, and a spare "wrong" key.
+fn keys() -> &'static [(String, EncodingKey)] {
+    static KEYS: std::sync::OnceLock<Vec<(String, EncodingKey)>> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| (0..5).map(|_| generate_rsa_key()).collect())
+}
+
+/// A 2048-bit RSA key that is not the App's nor an OIDC key: (PEM, encoding key).
+pub fn rsa_key() -> (String, EncodingKey) {
+    keys()[4].clone()
+}
+
+fn generate_rsa_key() -> (String, EncodingKey) {
+    let pair = aws_lc_rs::rsa::KeyPair::generate(aws_lc_rs::rsa::KeySize::Rsa2048).unwrap();
+    let der = AsDer::<aws_lc_rs::encoding::Pkcs8V1Der>::as_der(&pair).unwrap();
+    let der = der.as_ref();
+    let b64 = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, der);
+    let mut pem = String::from("-----BEGIN PRIVATE KEY-----\n");
+    for chunk in b64.as_bytes().chunks(64) {
+        pem.push_str(std::str::from_utf8(chunk).unwrap());
+        pem.push('\n');
+    }
+    pem.push_str("-----END PRIVATE KEY-----\n");
+    let key = EncodingKey::from_rsa_pem(pem.as_bytes()).unwrap();
+    (pem, key)
+}
+
+fn public_jwk(key: &EncodingKey, kid: &str) -> Jwk {
+    let mut jwk = Jwk::from_encoding_key(key, Algorithm::RS256).unwrap();
+    jwk.common.key_id = Some(kid.to_string());
+    jwk
+}
+
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+// --- git ---------------------------------------------------------------------------
+
+/// A real git repository built with the `git` CLI (non-bare, branch `main`).
+#[derive(Debug, Clone)]
+pub struct GitRepo {
+    pub dir: PathBuf,
+}
+
+impl GitRepo {
+    pub fn init(dir: &Path) -> GitRepo {
+        std::fs::create_dir_all(dir).unwrap();
+        let r = GitRepo {
+            dir: dir.to_path_buf(),
+        };
+        r.git(&["init", "-q", "-b", "main"]);
+        r.git(&["config", "user.name", "Test"]);
+        r.git(&["config", "user.email", "test@example.org"]);
+        r.git(&["config", "commit.gpgsign", "false"]);
+        r
+    }
+
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&self.dir)
+            .args(args)
+            .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+            .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+            .output()
+            .expect("git runs");
+        assert!(
+            out.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    fn git_ok(&self, args: &[&str]) -> bool {
+        Command::new("git")
+            .arg("-C")
+            .arg(&self.dir)
+            .args(args)
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    }
+
+    /// Commits a change to `file` with `subject`; returns the new SHA.
+    pub fn commit(&self, file: &str, subject: &str) -> String {
+        let path = self.dir.join(file);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        let mut text = std::fs::read_to_string(&path).unwrap_or_default();
+        text.push_str(subject);
+        text.push('\n');
+        std::fs::write(&path, text).unwrap();
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "-m", subject]);
+        self.head()
+    }
+
+    /// `n` commits in a row; returns their SHAs (oldest first).
+    pub fn commits(&self, n: usize, prefix: &str) -> Vec<String> {
+        (0..n)
+            .map(|i| self.commit("log.txt", &format!("{prefix} {i}")))
+            .collect()
+    }
+
+    /// `n` commits on top of `HEAD` in one `git fast-import` run (fast for
+    /// thousands); returns the new tip.
+    pub fn fast_commits(&self, n: usize) -> String {
+        use std::io::Write;
+        let parent = self.head();
+        let mut stream = String::new();
+        for i in 0..n {
+            let msg = format!("bulk {i}");
+            stream.push_str(&format!(
+                "commit refs/heads/main\ncommitter Test <test@example.org> 1767225600 +0000\ndata {}\n{msg}\n",
+                msg.len()
+            ));
+            if i == 0 {
+                stream.push_str(&format!("from {parent}\n"));
+            }
+            let content = format!("{i}\n");
+            stream.push_str(&format!(
+                "M 100644 inline bulk.txt\ndata {}\n{content}\n",
+                content.len()
+            ));
+        }
+        let mut child = Command::new("git")
+            .arg("-C")
+            .arg(&self.dir)
+            .args(["fast-import", "--quiet", "--force"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stream.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+        self.git(&["reset", "-q", "--hard", "main"]);
+        self.head()
+    }
+
+    pub fn head(&self) -> String {
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    /// Moves `main` to `sha` (a force-push).
+    pub fn reset_main(&self, sha: &str) {
+        self.git(&["reset", "-q", "--hard", sha]);
+    }
+
+    fn resolve(&self, rev: &str) -> Option<String> {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&self.dir)
+            .args([
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("{rev}^{{commit}}"),
+            ])
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    fn is_ancestor(&self, a: &str, b: &str) -> bool {
+        self.git_ok(&["merge-base", "--is-ancestor", a, b])
+    }
+
+    fn count(&self, range: &str) -> u64 {
+        self.git(&["rev-list", "--count", range]).parse().unwrap()
+    }
+}
+
+// --- state -------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+pub struct FakeRepo {
+    pub id: u64,
+    pub full_name: String,
+    pub default_branch: String,
+    pub visibility: String,
+    pub git: GitRepo,
+    pub installation: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct FakeRun {
+    pub repository_id: u64,
+    pub event: String,
+    pub path: String,
+    pub head_branch: String,
+    pub head_sha: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct FakePull {
+    pub merged: bool,
+    pub base_ref: String,
+    pub merge_commit_sha: Option<String>,
+    pub title: String,
+}
+
+/// One token request as the fake received it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mint {
+    pub installation: u64,
+    pub repositories: Vec<String>,
+    pub permissions: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone)]
+struct Grant {
+    owner: String,
+    repositories: Vec<String>,
+    permissions: HashMap<String, String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Fault {
+    /// Answer with this status (5xx, 403, ...).
+    Status(u16),
+    /// 429 with `Retry-After: secs`.
+    TooManyRequests { retry_after: u64 },
+    /// 403 with `x-ratelimit-remaining: 0` and `x-ratelimit-reset: now + secs`.
+    RateLimitExhausted { reset_in: u64 },
+    /// Never answer (until the fake is dropped); `hung` counts these.
+    Hang,
+}
+
+#[derive(Default)]
+struct StateInner {
+    repos: HashMap<String, FakeRepo>,
+    runs: HashMap<(String, u64, u64), FakeRun>,
+    pulls: HashMap<(String, u64), FakePull>,
+    grants: HashMap<String, Grant>,
+    mints: Vec<Mint>,
+    faults: VecDeque<(String, Fault)>,
+    requests: Vec<String>,
+    jwks_fetches: usize,
+    published_kids: Vec<String>,
+    next_id: u64,
+    /// Personal tokens → (login, account type), for `GET /user`.
+    users: HashMap<String, (String, String)>,
+    /// (repo lowercase, login) → (permission, role_name).
+    roles: HashMap<(String, String), (String, String)>,
+}
+
+struct Shared {
+    app_id: u64,
+    app_key: DecodingKey,
+    oidc_keys: HashMap<String, EncodingKey>,
+    inner: Mutex<StateInner>,
+    hung: Notify,
+    never: Notify,
+}
+
+type AppState = Arc<Shared>;
+
+/// The fake, serving on `url` until dropped.
+pub struct FakeGitHub {
+    pub url: String,
+    pub addr: SocketAddr,
+    pub app_id: u64,
+    /// The test App's private key (PEM), for the daemon's key file.
+    pub app_key_pem: String,
+    shared: AppState,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+/// Key ids the fake can sign OIDC tokens with; only `published` ones are in the JWKS.
+pub const OIDC_KID_1: &str = "kid-one";
+pub const OIDC_KID_2: &str = "kid-two";
+pub const OIDC_KID_UNPUBLISHED: &str = "kid-never";
+
+impl FakeGitHub {
+    pub async fn start() -> FakeGitHub {
+        let app_id = 4242;
+        let (app_key_pem, app_enc) = keys()[0].clone();
+        let app_key = DecodingKey::from_jwk(&public_jwk(&app_enc, "app")).unwrap();
+        let mut oidc_keys = HashMap::new();
+        for (i, kid) in [OIDC_KID_1, OIDC_KID_2, OIDC_KID_UNPUBLISHED]
+            .into_iter()
+            .enumerate()
+        {
+            oidc_keys.insert(kid.to_string(), keys()[1 + i].1.clone());
+        }
+        let shared = Arc::new(Shared {
+            app_id,
+            app_key,
+            oidc_keys,
+            inner: Mutex::new(StateInner {
+                next_id: 1000,
+                published_kids: vec![OIDC_KID_1.to_string()],
+                ..Default::default()
+            }),
+            hung: Notify::new(),
+            never: Notify::new(),
+        });
+        let app = Router::new()
+            .route("/repos/{owner}/{repo}", get(repo))
+            .route("/repos/{owner}/{repo}/installation", get(installation))
+            .route(
+                "/repos/{owner}/{repo}/actions/runs/{run}/attempts/{attempt}",
+                get(run_attempt),
+            )
+            .route("/repos/{owner}/{repo}/compare/{basehead}", get(compare))
+            .route("/repos/{owner}/{repo}/pulls/{number}", get(pull))
+            .route(
+                "/repos/{owner}/{repo}/commits/{sha}/pulls",
+                get(commit_pulls),
+            )
+            .route("/user", get(user))
+            .route(
+                "/repos/{owner}/{repo}/collaborators/{login}/permission",
+                get(collaborator_permission),
+            )
+            .route("/app/installations/{id}/access_tokens", post(access_token))
+            .route("/.well-known/jwks", get(jwks))
+            .layer(middleware::from_fn_with_state(shared.clone(), faults))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        FakeGitHub {
+            url: format!("http://{addr}"),
+            addr,
+            app_id,
+            app_key_pem,
+            shared,
+            _server: server,
+        }
+    }
+
+    fn inner(&self) -> std::sync::MutexGuard<'_, StateInner> {
+        self.shared.inner.lock().unwrap()
+    }
+
+    /// Registers `owner/name` backed by `git`; returns its numeric id. The App is
+    /// installed on it unless `installed` is false.
+    pub fn add_repo(
+        &self,
+        full_name: &str,
+        git: &GitRepo,
+        visibility: &str,
+        installed: bool,
+    ) -> u64 {
+        let mut s = self.inner();
+        s.next_id += 1;
+        let id = s.next_id;
+        let installation = installed.then(|| 7_000 + id);
+        s.repos.insert(
+            full_name.to_ascii_lowercase(),
+            FakeRepo {
+                id,
+                full_name: full_name.to_string(),
+                default_branch: "main".into(),
+                visibility: visibility.into(),
+                git: git.clone(),
+                installation,
+            },
+        );
+        id
+    }
+
+    pub fn add_run(&self, full_name: &str, run_id: u64, attempt: u64, run: FakeRun) {
+        self.inner()
+            .runs
+            .insert((full_name.to_ascii_lowercase(), run_id, attempt), run);
+    }
+
+    pub fn add_pull(&self, full_name: &str, number: u64, pull: FakePull) {
+        self.inner()
+            .pulls
+            .insert((full_name.to_ascii_lowercase(), number), pull);
+    }
+
+    /// A personal token owned by `login` (`kind`: `User` or `Bot`).
+    pub fn add_user(&self, token: &str, login: &str, kind: &str) {
+        self.inner()
+            .users
+            .insert(token.to_string(), (login.to_string(), kind.to_string()));
+    }
+
+    /// `login`'s role on `full_name` (`permission`: admin|write|read|none).
+    pub fn set_role(&self, full_name: &str, login: &str, permission: &str, role_name: &str) {
+        self.inner().roles.insert(
+            (full_name.to_ascii_lowercase(), login.to_ascii_lowercase()),
+            (permission.to_string(), role_name.to_string()),
+        );
+    }
+
+    /// The next request whose path contains `path_part` gets `fault`.
+    pub fn inject(&self, path_part: &str, fault: Fault) {
+        self.inner()
+            .faults
+            .push_back((path_part.to_string(), fault));
+    }
+
+    pub fn mints(&self) -> Vec<Mint> {
+        self.inner().mints.clone()
+    }
+
+    pub fn requests(&self) -> Vec<String> {
+        self.inner().requests.clone()
+    }
+
+    pub fn jwks_fetches(&self) -> usize {
+        self.inner().jwks_fetches
+    }
+
+    /// Publishes (or withdraws) an OIDC key in the JWKS.
+    pub fn publish_oidc_key(&self, kid: &str, published: bool) {
+        let mut s = self.inner();
+        s.published_kids.retain(|k| k != kid);
+        if published {
+            s.published_kids.push(kid.to_string());
+        }
+    }
+
+    /// Waits until a request is hanging on a `Fault::Hang`.
+    pub async fn hung(&self) {
+        self.shared.hung.notified().await;
+    }
+
+    /// Signs `claims` as the OIDC issuer with key `kid`.
+    pub fn mint_oidc(&self, kid: &str, claims: &Value) -> String {
+        let mut header = Header::new(Algorithm::RS256);
+        header.kid = Some(kid.to_string());
+        jsonwebtoken::encode(&header, claims, &self.shared.oidc_keys[kid]).unwrap()
+    }
+
+    /// Valid Actions claims for `repo` (id `repository_id`), run, sha, event, workflow.
+    #[allow(clippy::too_many_arguments)]
+    pub fn actions_claims(
+        &self,
+        audience: &str,
+        repo: &str,
+        repository_id: u64,
+        run: (u64, u64),
+        sha: &str,
+        event: &str,
+        workflow: &str,
+    ) -> Value {
+        let now = now();
+        json!({
+            "iss": self.url,
+            "aud": audience,
+            "sub": format!("repo:{repo}:ref:refs/heads/main"),
+            "iat": now - 5,
+            "nbf": now - 5,
+            "exp": now + 300,
+            "repository": repo,
+            "repository_id": repository_id.to_string(),
+            "repository_owner": repo.split('/').next().unwrap(),
+            "run_id": run.0.to_string(),
+            "run_attempt": run.1.to_string(),
+            "sha": sha,
+            "ref": "refs/heads/main",
+            "event_name": event,
+            "workflow_ref": format!("{repo}/{workflow}@refs/heads/main"),
+            "job_workflow_ref": format!("{repo}/{workflow}@refs/heads/main"),
+        })
+    }
+}
+
+// --- handlers ----------------------------------------------------------------------
+
+fn error(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({
+            "message": message,
+            "documentation_url": "https://docs.github.com/rest",
+            "status": status.as_u16().to_string(),
+        })),
+    )
+        .into_response()
+}
+
+async fn faults(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_string();
+    let fault = {
+        let mut inner = s.inner.lock().unwrap();
+        inner.requests.push(format!("{} {}", req.method(), path));
+        let pos = inner
+            .faults
+            .iter()
+            .position(|(p, _)| path.contains(p.as_str()));
+        pos.and_then(|i| inner.faults.remove(i)).map(|(_, f)| f)
+    };
+    match fault {
+        None => next.run(req).await,
+        Some(Fault::Status(code)) => error(StatusCode::from_u16(code).unwrap(), "injected fault"),
+        Some(Fault::TooManyRequests { retry_after }) => {
+            let mut r = error(StatusCode::TOO_MANY_REQUESTS, "secondary rate limit");
+            r.headers_mut()
+                .insert("retry-after", retry_after.to_string().parse().unwrap());
+            r
+        }
+        Some(Fault::RateLimitExhausted { reset_in }) => {
+            let mut r = error(StatusCode::FORBIDDEN, "API rate limit exceeded");
+            let h = r.headers_mut();
+            h.insert("x-ratelimit-limit", "5000".parse().unwrap());
+            h.insert("x-ratelimit-remaining", "0".parse().unwrap());
+            h.insert(
+                "x-ratelimit-reset",
+                (now() + reset_in).to_string().parse().unwrap(),
+            );
+            r
+        }
+        Some(Fault::Hang) => {
+            s.hung.notify_one();
+            s.never.notified().await;
+            error(StatusCode::INTERNAL_SERVER_ERROR, "unreachable")
+        }
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<String> {
+    let v = headers.get("authorization")?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("token"))
+        .then(|| token.to_string())
+}
+
+/// Verifies the App JWT the way GitHub describes: RS256, `iss` = App id,
+/// not expired, lifetime at most 10 minutes.
+fn check_app_jwt(s: &Shared, headers: &HeaderMap) -> Result<(), Response> {
+    let unauthorized = |m: &str| error(StatusCode::UNAUTHORIZED, m);
+    let token =
+        bearer(headers).ok_or_else(|| unauthorized("A JSON web token could not be decoded"))?;
+    let mut v = Validation::new(Algorithm::RS256);
+    v.set_required_spec_claims(&["exp", "iat", "iss"]);
+    v.set_issuer(&[s.app_id.to_string()]);
+    v.leeway = 0;
+    let data = jsonwebtoken::decode::<Value>(&token, &s.app_key, &v)
+        .map_err(|e| unauthorized(&format!("A JSON web token could not be decoded: {e}")))?;
+    let iat = data.claims["iat"].as_u64().unwrap_or(0);
+    let exp = data.claims["exp"].as_u64().unwrap_or(0);
+    if iat > now() + 1 || exp <= iat || exp - iat > 660 || exp > now() + 600 {
+        return Err(unauthorized(
+            "'Expiration time' claim ('exp') is too far in the future",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks an installation token covers `repo` with `permission` (`None`:
+/// metadata, which every token has).
+fn check_token(
+    s: &Shared,
+    headers: &HeaderMap,
+    repo: &str,
+    permission: Option<&str>,
+) -> Result<FakeRepo, Response> {
+    let inner = s.inner.lock().unwrap();
+    let Some(token) = bearer(headers) else {
+        return Err(error(StatusCode::UNAUTHORIZED, "Requires authentication"));
+    };
+    let Some(grant) = inner.grants.get(&token) else {
+        return Err(error(StatusCode::UNAUTHORIZED, "Bad credentials"));
+    };
+    let Some(r) = inner.repos.get(&repo.to_ascii_lowercase()) else {
+        return Err(error(StatusCode::NOT_FOUND, "Not Found"));
+    };
+    let (owner, name) = r.full_name.split_once('/').unwrap();
+    if !grant.owner.eq_ignore_ascii_case(owner)
+        || !grant
+            .repositories
+            .iter()
+            .any(|g| g.eq_ignore_ascii_case(name))
+    {
+        return Err(error(StatusCode::NOT_FOUND, "Not Found"));
+    }
+    if let Some(p) = permission
+        && !grant.permissions.contains_key(p)
+    {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            "Resource not accessible by integration",
+        ));
+    }
+    Ok(r.clone())
+}
+
+fn repo_json(r: &FakeRepo, base: &str) -> Value {
+    let (owner, name) = r.full_name.split_once('/').unwrap();
+    json!({
+        "id": r.id,
+        "node_id": format!("R_{}", r.id),
+        "name": name,
+        "full_name": r.full_name,
+        "private": r.visibility != "public",
+        "owner": {
+            "login": owner, "id": 1, "node_id": "U_1", "avatar_url": "https://avatars.example/u/1",
+            "gravatar_id": "", "url": format!("{base}/users/{owner}"),
+            "html_url": format!("https://github.example/{owner}"),
+            "followers_url": format!("{base}/users/{owner}/followers"),
+            "following_url": format!("{base}/users/{owner}/following{{/other_user}}"),
+            "gists_url": format!("{base}/users/{owner}/gists{{/gist_id}}"),
+            "starred_url": format!("{base}/users/{owner}/starred{{/owner}}{{/repo}}"),
+            "subscriptions_url": format!("{base}/users/{owner}/subscriptions"),
+            "organizations_url": format!("{base}/users/{owner}/orgs"),
+            "repos_url": format!("{base}/users/{owner}/repos"),
+            "events_url": format!("{base}/users/{owner}/events{{/privacy}}"),
+            "received_events_url": format!("{base}/users/{owner}/received_events"),
+            "type": "Organization", "site_admin": false
+        },
+        "html_url": format!("https://github.example/{}", r.full_name),
+        "description": null,
+        "fork": false,
+        "url": format!("{base}/repos/{}", r.full_name),
+        "default_branch": r.default_branch,
+        "visibility": r.visibility,
+        "archived": false,
+        "disabled": false,
+        "has_wiki": true,
+    })
+}
+
+async fn repo(
+    State(s): State<AppState>,
+    UrlPath((owner, name)): UrlPath<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let base = format!(
+        "http://{}",
+        headers
+            .get("host")
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost")
+    );
+    match check_token(&s, &headers, &format!("{owner}/{name}"), None) {
+        Ok(r) => axum::Json(repo_json(&r, &base)).into_response(),
+        Err(e) => e,
+    }
+}
+
+async fn installation(
+    State(s): State<AppState>,
+    UrlPath((owner, name)): UrlPath<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(e) = check_app_jwt(&s, &headers) {
+        return e;
+    }
+    let inner = s.inner.lock().unwrap();
+    match inner
+        .repos
+        .get(&format!("{owner}/{name}").to_ascii_lowercase())
+        .and_then(|r| r.installation)
+    {
+        Some(id) => axum::Json(json!({
+            "id": id,
+            "account": {"login": owner, "id": 1, "type": "Organization"},
+            "app_id": s.app_id,
+            "target_type": "Organization",
+            "repository_selection": "selected",
+            "permissions": {"metadata": "read", "contents": "write", "actions": "read", "pull_requests": "read"},
+            "events": [],
+        }))
+        .into_response(),
+        None => error(StatusCode::NOT_FOUND, "Not Found"),
+    }
+}
+
+async fn access_token(
+    State(s): State<AppState>,
+    UrlPath(id): UrlPath<u64>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(e) = check_app_jwt(&s, &headers) {
+        return e;
+    }
+    let Ok(req) = serde_json::from_slice::<Value>(&body) else {
+        return error(StatusCode::UNPROCESSABLE_ENTITY, "Invalid request");
+    };
+    let repositories: Vec<String> = req["repositories"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut permissions: Vec<(String, String)> = req["permissions"]
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    permissions.sort();
+    let mut inner = s.inner.lock().unwrap();
+    let covered: Vec<&FakeRepo> = inner
+        .repos
+        .values()
+        .filter(|r| r.installation == Some(id))
+        .collect();
+    let Some(owner) = covered
+        .first()
+        .map(|r| r.full_name.split_once('/').unwrap().0.to_string())
+    else {
+        return error(StatusCode::NOT_FOUND, "Not Found");
+    };
+    for name in &repositories {
+        if !covered.iter().any(|r| {
+            r.full_name
+                .split_once('/')
+                .unwrap()
+                .1
+                .eq_ignore_ascii_case(name)
+        }) {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "There is at least one repository that does not exist or is not accessible to the parent installation.",
+            );
+        }
+    }
+    inner.mints.push(Mint {
+        installation: id,
+        repositories: repositories.clone(),
+        permissions: permissions.clone(),
+    });
+    let n = inner.mints.len();
+    let token = format!("ghs_fake{n:04}{}", uuid::Uuid::new_v4().simple());
+    inner.grants.insert(
+        token.clone(),
+        Grant {
+            owner,
+            repositories: repositories.clone(),
+            permissions: permissions.iter().cloned().collect(),
+        },
+    );
+    let expires = chrono::Utc::now() + chrono::Duration::hours(1);
+    (
+        StatusCode::CREATED,
+        axum::Json(json!({
+            "token": token,
+            "expires_at": expires.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            "permissions": permissions
+                .into_iter()
+                .map(|(k, v)| (k, Value::from(v)))
+                .collect::<serde_json::Map<_, _>>(),
+            "repository_selection": "selected",
+        })),
+    )
+        .into_response()
+}
+
+async fn run_attempt(
+    State(s): State<AppState>,
+    UrlPath((owner, name, run, attempt)): UrlPath<(String, String, u64, u64)>,
+    headers: HeaderMap,
+) -> Response {
+    let full = format!("{owner}/{name}");
+    let r = match check_token(&s, &headers, &full, Some("actions")) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let inner = s.inner.lock().unwrap();
+    let Some(fr) = inner.runs.get(&(full.to_ascii_lowercase(), run, attempt)) else {
+        return error(StatusCode::NOT_FOUND, "Not Found");
+    };
+    let base = format!(
+        "http://{}",
+        headers
+            .get("host")
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost")
+    );
+    let mut repository = repo_json(&r, &base);
+    repository["id"] = json!(fr.repository_id);
+    axum::Json(json!({
+        "id": run,
+        "name": "Team memory",
+        "node_id": format!("WFR_{run}"),
+        "head_branch": fr.head_branch,
+        "head_sha": fr.head_sha,
+        "path": fr.path,
+        "display_title": "Team memory",
+        "run_number": run,
+        "run_attempt": attempt,
+        "event": fr.event,
+        "status": "in_progress",
+        "conclusion": null,
+        "workflow_id": 1,
+        "url": format!("{base}/repos/{full}/actions/runs/{run}"),
+        "html_url": format!("https://github.example/{full}/actions/runs/{run}"),
+        "pull_requests": [],
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+        "run_started_at": "2026-01-01T00:00:00Z",
+        "head_commit": {"id": fr.head_sha, "tree_id": fr.head_sha, "message": "x", "timestamp": "2026-01-01T00:00:00Z"},
+        "repository": repository,
+        "head_repository": repository,
+    }))
+    .into_response()
+}
+
+async fn compare(
+    State(s): State<AppState>,
+    UrlPath((owner, name, basehead)): UrlPath<(String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let full = format!("{owner}/{name}");
+    let r = match check_token(&s, &headers, &full, Some("contents")) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let Some((base, head)) = basehead.split_once("...") else {
+        return error(StatusCode::NOT_FOUND, "Not Found");
+    };
+    let (Some(b), Some(h)) = (r.git.resolve(base), r.git.resolve(head)) else {
+        return error(StatusCode::NOT_FOUND, "No commit found for SHA");
+    };
+    let (status, ahead, behind) = if b == h {
+        ("identical", 0, 0)
+    } else if r.git.is_ancestor(&b, &h) {
+        ("ahead", r.git.count(&format!("{b}..{h}")), 0)
+    } else if r.git.is_ancestor(&h, &b) {
+        ("behind", 0, r.git.count(&format!("{h}..{b}")))
+    } else {
+        (
+            "diverged",
+            r.git.count(&format!("{b}..{h}")),
+            r.git.count(&format!("{h}..{b}")),
+        )
+    };
+    let base_url = format!(
+        "http://{}",
+        headers
+            .get("host")
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost")
+    );
+    axum::Json(json!({
+        "url": format!("{base_url}/repos/{full}/compare/{basehead}"),
+        "html_url": format!("https://github.example/{full}/compare/{basehead}"),
+        "permalink_url": format!("https://github.example/{full}/compare/{b}...{h}"),
+        "diff_url": format!("https://github.example/{full}/compare/{basehead}.diff"),
+        "patch_url": format!("https://github.example/{full}/compare/{basehead}.patch"),
+        "base_commit": {"sha": b},
+        "merge_base_commit": {"sha": if status == "behind" { h.clone() } else { b.clone() }},
+        "status": status,
+        "ahead_by": ahead,
+        "behind_by": behind,
+        "total_commits": ahead,
+        "commits": [],
+        "files": [],
+    }))
+    .into_response()
+}
+
+fn pull_json(full: &str, number: u64, p: &FakePull, base_url: &str) -> Value {
+    json!({
+        "url": format!("{base_url}/repos/{full}/pulls/{number}"),
+        "id": 10_000 + number,
+        "node_id": format!("PR_{number}"),
+        "html_url": format!("https://github.example/{full}/pull/{number}"),
+        "number": number,
+        "state": if p.merged { "closed" } else { "open" },
+        "locked": false,
+        "title": p.title,
+        "user": null,
+        "body": "",
+        "labels": [],
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+        "closed_at": if p.merged { json!("2026-01-01T00:00:00Z") } else { Value::Null },
+        "merged_at": if p.merged { json!("2026-01-01T00:00:00Z") } else { Value::Null },
+        "merge_commit_sha": p.merge_commit_sha,
+        "head": {"label": "octo:feature", "ref": "feature", "sha": "1111111111111111111111111111111111111111"},
+        "base": {"label": format!("octo:{}", p.base_ref), "ref": p.base_ref, "sha": "2222222222222222222222222222222222222222"},
+        "merged": p.merged,
+        "draft": false,
+    })
+}
+
+async fn pull(
+    State(s): State<AppState>,
+    UrlPath((owner, name, number)): UrlPath<(String, String, u64)>,
+    headers: HeaderMap,
+) -> Response {
+    let full = format!("{owner}/{name}");
+    if let Err(e) = check_token(&s, &headers, &full, Some("pull_requests")) {
+        return e;
+    }
+    if headers
+        .get("x-github-api-version")
+        .and_then(|v| v.to_str().ok())
+        != Some("2022-11-28")
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "pin X-GitHub-Api-Version: 2022-11-28",
+        );
+    }
+    let inner = s.inner.lock().unwrap();
+    let base_url = format!(
+        "http://{}",
+        headers
+            .get("host")
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost")
+    );
+    match inner.pulls.get(&(full.to_ascii_lowercase(), number)) {
+        Some(p) => axum::Json(pull_json(&full, number, p, &base_url)).into_response(),
+        None => error(StatusCode::NOT_FOUND, "Not Found"),
+    }
+}
+
+async fn user(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    let inner = s.inner.lock().unwrap();
+    match bearer(&headers).and_then(|t| inner.users.get(&t).cloned()) {
+        Some((login, kind)) => {
+            axum::Json(serde_json::json!({"login": login, "id": 1, "type": kind})).into_response()
+        }
+        None => error(StatusCode::UNAUTHORIZED, "Bad credentials"),
+    }
+}
+
+async fn collaborator_permission(
+    State(s): State<AppState>,
+    UrlPath((owner, name, login)): UrlPath<(String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let full = format!("{owner}/{name}");
+    if let Err(e) = check_token(&s, &headers, &full, None) {
+        return e;
+    }
+    let inner = s.inner.lock().unwrap();
+    match inner
+        .roles
+        .get(&(full.to_ascii_lowercase(), login.to_ascii_lowercase()))
+    {
+        Some((permission, role_name)) => axum::Json(serde_json::json!({
+            "permission": permission,
+            "role_name": role_name,
+            "user": {"login": login},
+        }))
+        .into_response(),
+        None => error(StatusCode::NOT_FOUND, &format!("{login} is not a user")),
+    }
+}
+
+async fn commit_pulls(
+    State(s): State<AppState>,
+    UrlPath((owner, name, sha)): UrlPath<(String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let full = format!("{owner}/{name}");
+    if let Err(e) = check_token(&s, &headers, &full, Some("pull_requests")) {
+        return e;
+    }
+    let inner = s.inner.lock().unwrap();
+    let base_url = format!(
+        "http://{}",
+        headers
+            .get("host")
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost")
+    );
+    let list: Vec<Value> = inner
+        .pulls
+        .iter()
+        .filter(|((r, _), p)| {
+            *r == full.to_ascii_lowercase() && p.merge_commit_sha.as_deref() == Some(sha.as_str())
+        })
+        .map(|((_, n), p)| pull_json(&full, *n, p, &base_url))
+        .collect();
+    axum::Json(list).into_response()
+}
+
+async fn jwks(State(s): State<AppState>) -> Response {
+    let mut inner = s.inner.lock().unwrap();
+    inner.jwks_fetches += 1;
+    let keys = inner
+        .published_kids
+        .iter()
+        .map(|kid| public_jwk(&s.oidc_keys[kid], kid))
+        .collect();
+    axum::Json(JwkSet { keys }).into_response()
+}
