@@ -129,14 +129,14 @@ async fn admit(
     origin: Option<&str>,
     authorization: Option<&str>,
 ) -> Result<crate::tokens::Principal, ApiError> {
-    if let Some(origin) = origin {
-        if !origin_allowed(&state.config, origin) {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "origin_not_allowed",
-                "this Origin may not call /mcp; add it to api.allowed_origins or call without a browser",
-            ));
-        }
+    if let Some(origin) = origin
+        && !origin_allowed(&state.config, origin)
+    {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            "this Origin may not call /mcp; add it to api.allowed_origins or call without a browser",
+        ));
     }
     let requests = Requests::from_state(state);
     match requests.authenticate(&state.pool, authorization).await? {
