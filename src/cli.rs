@@ -62,6 +62,14 @@ enum Command {
     Wiki(WikiArgs),
     /// Ask a running daemon to reconcile one merged pull request (token from TEAMMEM_TOKEN)
     Request(RequestArgs),
+    /// Check that the GitHub App is installed on repositories; exit 0 all, 1 some not, 2 config/auth failure
+    CheckInstallations {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Repositories (owner/name) to check
+        #[arg(required = true)]
+        repositories: Vec<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -300,6 +308,10 @@ async fn run(command: Command) -> ExitCode {
         Command::Mcp(m) => run_mcp(m).await,
         Command::Wiki(w) => run_wiki(w).await,
         Command::Request(r) => run_request(r).await,
+        Command::CheckInstallations {
+            config,
+            repositories,
+        } => check_installations(&config.config, &repositories).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -582,6 +594,26 @@ async fn run_mcp(args: McpArgs) -> Result<(), Failure> {
             mcp::McpError::Transport(_) => Failure::runtime(e.to_string()),
             _ => Failure::usage(e.to_string()),
         })
+}
+
+async fn check_installations(path: &Path, repositories: &[String]) -> Result<(), Failure> {
+    let config = load_config(path)?;
+    let (lines, code) =
+        crate::forge::github::check_installations_command(&config, repositories).await;
+    for line in &lines {
+        println!("{line}");
+    }
+    match code {
+        0 => Ok(()),
+        code => Err(Failure {
+            code: code.clamp(1, 2) as u8,
+            message: if code == 1 {
+                "the GitHub App is not installed on every repository listed".into()
+            } else {
+                "could not check the installations".into()
+            },
+        }),
+    }
 }
 
 async fn run_request(args: RequestArgs) -> Result<(), Failure> {

@@ -10,7 +10,9 @@ mod dispatch; // POST /v1/dispatch: signed, verified, then enqueued
 mod error;
 mod health;
 mod jobs;
+mod mcp; // /mcp: the coordinator MCP server over Streamable HTTP, Origin and token checked first
 mod metrics;
+pub mod requests; // POST /v1/requests: maintainers ask for one merged PR (shared with the MCP coordinator)
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
@@ -80,6 +82,8 @@ pub fn router(state: AppState) -> Router {
         .merge(jobs::router())
         .merge(dashboard::router())
         .merge(dispatch::router())
+        .merge(requests::router())
+        .merge(mcp::router(&state))
         .fallback(error::not_found)
         .with_state(state)
 }

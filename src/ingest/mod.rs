@@ -286,6 +286,12 @@ impl Ingest {
         })
     }
 
+    /// The GitHub client (`None` without `[github]`), shared with the request
+    /// routes (`/v1/requests`, `/mcp`) for PR verification and maintainer checks.
+    pub fn github_forge(&self) -> Option<Arc<GitHubForge>> {
+        self.github.clone()
+    }
+
     fn github(&self) -> Result<&GitHubForge, IngestError> {
         self.github.as_deref().ok_or_else(|| {
             IngestError::unavailable(

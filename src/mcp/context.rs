@@ -185,6 +185,9 @@ pub struct Context {
     pub store: WikiStore,
     pub guard: SecretGuard,
     pub credentials: Option<Arc<dyn WikiCredentials>>,
+    /// The job queue and PR verification of the coordinator tools (`None`:
+    /// they answer with a configuration error).
+    pub coordinator: Option<crate::http::requests::Requests>,
 }
 
 impl Context {
@@ -201,7 +204,14 @@ impl Context {
             store,
             guard,
             credentials: None,
+            coordinator: None,
         }
+    }
+
+    /// Adds the job queue for the coordinator tools.
+    pub fn with_coordinator(mut self, requests: crate::http::requests::Requests) -> Self {
+        self.coordinator = Some(requests);
+        self
     }
 
     /// Adds a token provider for GitHub wiki remotes the binding has no token for.
@@ -224,6 +234,14 @@ impl Context {
         if !config::is_repository_name(repository) {
             return Err(ToolError::invalid_input(format!(
                 "repository must be the source repository as owner/name, got {:?}",
+                shorten(repository)
+            )));
+        }
+        // A caller limited to some repositories (a scoped token on /mcp) learns
+        // nothing about the others, configured or not.
+        if !super::tasks::current().may_access(repository) {
+            return Err(ToolError::permission_denied(format!(
+                "this token may not act on {}; use a token created for that repository",
                 shorten(repository)
             )));
         }

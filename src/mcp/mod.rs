@@ -18,6 +18,7 @@ pub mod context;
 pub mod envelope;
 pub mod operator;
 pub mod server;
+pub mod tasks;
 pub mod toolsets;
 
 use std::path::PathBuf;
@@ -80,7 +81,56 @@ pub fn binding(config_path: Option<PathBuf>, mode: Mode) -> Result<Binding, McpE
 
 /// Serves MCP over stdin/stdout until the client disconnects.
 pub async fn run_stdio(config_path: Option<PathBuf>, mode: Mode) -> Result<(), McpError> {
-    serve_stdio(WikiServer::new(binding(config_path, mode)?)).await
+    let binding = binding(config_path, mode)?;
+    let context = match mode {
+        Mode::Agent { .. } => {
+            let requests = coordinator(&binding.config).await?;
+            Context::new(binding).with_coordinator(requests)
+        }
+        Mode::WikiWriter => Context::new(binding),
+    };
+    serve_stdio(WikiServer::with_context(context)).await
+}
+
+/// The coordinator tools' queue and forge for the agent server on stdio: the
+/// daemon's database under `server.data_dir` (created and migrated if new) and,
+/// with `[github]`, the App client (without a usable App key, requests for
+/// GitHub sources answer that GitHub is unavailable).
+pub async fn coordinator(
+    config: &std::sync::Arc<crate::config::Config>,
+) -> Result<crate::http::requests::Requests, McpError> {
+    let data_dir = &config.server.data_dir;
+    let pool = crate::db::open(data_dir).await.map_err(|e| {
+        McpError::Binding(format!(
+            "cannot open the job database in {}: {e}; check server.data_dir",
+            data_dir.display()
+        ))
+    })?;
+    crate::db::migrate(&pool).await.map_err(|e| {
+        McpError::Binding(format!(
+            "cannot migrate the job database in {}: {e}",
+            data_dir.display()
+        ))
+    })?;
+    let github = match &config.github {
+        Some(gh) => match match crate::secrets::load_app_key(gh).await {
+            Ok(key) => crate::forge::github::GitHubForge::new(gh, &key),
+            Err(e) => Err(e.to_string()),
+        } {
+            Ok(forge) => Some(std::sync::Arc::new(forge)),
+            Err(e) => {
+                tracing::warn!(target: "teammem::mcp", error = %e, "the GitHub App key could not be loaded; requests for GitHub sources will be refused");
+                None
+            }
+        },
+        None => None,
+    };
+    Ok(crate::http::requests::Requests {
+        config: config.clone(),
+        queue: crate::daemon::queue_for(config, pool),
+        github,
+        wake: None,
+    })
 }
 
 /// Serves a prepared server (e.g. with a credentials provider) over stdin/stdout

@@ -3,6 +3,7 @@
 //! loopback and temp directories.
 
 mod config; // teammem.toml validation: good files, and a table of bad ones
+mod coordinator; // the coordinator MCP server via rmcp clients: /mcp in both eras, tasks across a restart, scope, Origin, stdio
 mod daemon; // the real `teammem serve` process and the offline commands
 mod dashboard; // the HTML dashboard: who may look, login, scopes, escaping
 mod dispatch; // signed dispatch ingest against the fake GitHub: every answer code, forged runs, OIDC
@@ -13,5 +14,6 @@ mod harness; // starts real things: the daemon, git servers, fakes
 mod jobs_api; // /v1/jobs over HTTP, token scopes, graceful shutdown
 mod mcp; // the wiki MCP server through rmcp's client: modes, envelope, reads, the job-bound writer
 mod queue; // the durable job queue: enqueue, claim, leases, rescue, steering, retention
+mod requests; // POST /v1/requests and `teammem request --wait` over real HTTP, local forge and the fake GitHub
 mod runner; // the job runner: evidence, builtin agent, receipts, writer child
 mod wiki; // the wiki engine against real git repositories, the git CLI as oracle

@@ -13,12 +13,14 @@
 
 pub mod auth;
 mod installations;
+mod maintainers; // token owners and their role on a source (requests with GitHub tokens)
 mod verify;
 
 pub use auth::{Access, AppSigner, Permissions};
 pub use installations::{
     InstallationStatus, check_installations, check_installations_command, exit_code,
 };
+pub use maintainers::{Role, TokenOwner};
 
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -21,6 +21,7 @@
 //! field, an unknown field) are a JSON-RPC `-32602` error; arguments that parse
 //! but break a rule are an envelope error the agent can read and correct.
 
+pub mod coordinator;
 pub mod evidence;
 pub mod wiki_read;
 pub mod wiki_write;
@@ -67,11 +68,27 @@ pub struct Hints {
 pub struct Answer {
     pub identity: Option<Identity>,
     pub outcome: ToolOutcome,
+    /// Answer with this task (`resultType: "task"`) instead of the envelope;
+    /// only when the request may receive tasks (see [`super::tasks`]).
+    pub task: Option<rmcp::model::Task>,
 }
 
 impl Answer {
     pub fn new(identity: Option<Identity>, outcome: ToolOutcome) -> Self {
-        Self { identity, outcome }
+        Self {
+            identity,
+            outcome,
+            task: None,
+        }
+    }
+
+    /// A task handle; the envelope (`outcome`) stays for logging only.
+    pub fn task(identity: Option<Identity>, task: rmcp::model::Task) -> Self {
+        Self {
+            identity,
+            outcome: Ok(Value::Null),
+            task: Some(task),
+        }
     }
 }
 
@@ -123,6 +140,7 @@ pub const TOOLSETS: &[&Toolset] = &[
     &wiki_read::TOOLSET,
     &wiki_write::TOOLSET,
     &evidence::TOOLSET,
+    &coordinator::TOOLSET,
 ];
 
 /// The filter (see the module doc): does a server with `profile` expose `tool`
@@ -209,7 +227,17 @@ mod tests {
             kind: ServerKind::Agent,
             read_only: false,
         };
-        assert_eq!(names(agent), reads);
+        let mut agent_tools = reads.to_vec();
+        agent_tools.extend(["request_pr_reconciliation", "get_job", "list_jobs"]);
+        assert_eq!(names(agent), agent_tools);
+        // --read-only removes the coordinator's one write.
+        let read_only_agent = Profile {
+            kind: ServerKind::Agent,
+            read_only: true,
+        };
+        let mut read_only_tools = reads.to_vec();
+        read_only_tools.extend(["get_job", "list_jobs"]);
+        assert_eq!(names(read_only_agent), read_only_tools);
         let writer = Profile {
             kind: ServerKind::WikiWriter,
             read_only: false,
@@ -251,8 +279,9 @@ mod tests {
                 let required = listed.input_schema["required"]
                     .as_array()
                     .expect("required");
+                // Every tool about one source names it; the job tools name jobs.
                 assert!(
-                    required.contains(&Value::from("repository")),
+                    toolset.name == "coordinator" || required.contains(&Value::from("repository")),
                     "{}",
                     tool.name
                 );

@@ -282,6 +282,10 @@ struct StateInner {
     jwks_fetches: usize,
     published_kids: Vec<String>,
     next_id: u64,
+    /// Personal tokens → (login, account type), for `GET /user`.
+    users: HashMap<String, (String, String)>,
+    /// (repo lowercase, login) → (permission, role_name).
+    roles: HashMap<(String, String), (String, String)>,
 }
 
 struct Shared {
@@ -348,6 +352,11 @@ impl FakeGitHub {
                 "/repos/{owner}/{repo}/commits/{sha}/pulls",
                 get(commit_pulls),
             )
+            .route("/user", get(user))
+            .route(
+                "/repos/{owner}/{repo}/collaborators/{login}/permission",
+                get(collaborator_permission),
+            )
             .route("/app/installations/{id}/access_tokens", post(access_token))
             .route("/.well-known/jwks", get(jwks))
             .layer(middleware::from_fn_with_state(shared.clone(), faults))
@@ -408,6 +417,21 @@ impl FakeGitHub {
         self.inner()
             .pulls
             .insert((full_name.to_ascii_lowercase(), number), pull);
+    }
+
+    /// A personal token owned by `login` (`kind`: `User` or `Bot`).
+    pub fn add_user(&self, token: &str, login: &str, kind: &str) {
+        self.inner()
+            .users
+            .insert(token.to_string(), (login.to_string(), kind.to_string()));
+    }
+
+    /// `login`'s role on `full_name` (`permission`: admin|write|read|none).
+    pub fn set_role(&self, full_name: &str, login: &str, permission: &str, role_name: &str) {
+        self.inner().roles.insert(
+            (full_name.to_ascii_lowercase(), login.to_ascii_lowercase()),
+            (permission.to_string(), role_name.to_string()),
+        );
     }
 
     /// The next request whose path contains `path_part` gets `fault`.
@@ -930,6 +954,40 @@ async fn pull(
     match inner.pulls.get(&(full.to_ascii_lowercase(), number)) {
         Some(p) => axum::Json(pull_json(&full, number, p, &base_url)).into_response(),
         None => error(StatusCode::NOT_FOUND, "Not Found"),
+    }
+}
+
+async fn user(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    let inner = s.inner.lock().unwrap();
+    match bearer(&headers).and_then(|t| inner.users.get(&t).cloned()) {
+        Some((login, kind)) => {
+            axum::Json(serde_json::json!({"login": login, "id": 1, "type": kind})).into_response()
+        }
+        None => error(StatusCode::UNAUTHORIZED, "Bad credentials"),
+    }
+}
+
+async fn collaborator_permission(
+    State(s): State<AppState>,
+    UrlPath((owner, name, login)): UrlPath<(String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let full = format!("{owner}/{name}");
+    if let Err(e) = check_token(&s, &headers, &full, None) {
+        return e;
+    }
+    let inner = s.inner.lock().unwrap();
+    match inner
+        .roles
+        .get(&(full.to_ascii_lowercase(), login.to_ascii_lowercase()))
+    {
+        Some((permission, role_name)) => axum::Json(serde_json::json!({
+            "permission": permission,
+            "role_name": role_name,
+            "user": {"login": login},
+        }))
+        .into_response(),
+        None => error(StatusCode::NOT_FOUND, &format!("{login} is not a user")),
     }
 }
 

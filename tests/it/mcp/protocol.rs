@@ -30,6 +30,12 @@ const EVIDENCE: [&str; 3] = [
     "list_pull_request_files",
     "get_source_file",
 ];
+/// The coordinator tools the agent server adds (tests/it/coordinator.rs covers them).
+const COORDINATOR: [&str; 3] = ["request_pr_reconciliation", "get_job", "list_jobs"];
+
+fn agent_tools() -> Vec<&'static str> {
+    READS.iter().chain(&COORDINATOR).copied().collect()
+}
 
 fn listed(tools: &[rmcp::model::Tool]) -> Value {
     serde_json::to_value(tools).expect("tools serialize")
@@ -69,8 +75,8 @@ async fn each_mode_lists_exactly_its_tools_with_explicit_annotations() {
     let names = |tools: &[rmcp::model::Tool]| -> Vec<String> {
         tools.iter().map(|tool| tool.name.to_string()).collect()
     };
-    let agent_tools = agent.tools().await;
-    assert_eq!(names(&agent_tools), READS);
+    let listed = agent.tools().await;
+    assert_eq!(names(&listed), agent_tools());
     let writer_tools = writer.tools().await;
     let mut expected: Vec<&str> = READS.to_vec();
     expected.extend(WRITES);
@@ -329,7 +335,7 @@ async fn the_stateless_2026_era_gets_the_same_tools_and_envelopes() {
         .iter()
         .map(|tool| tool.name.to_string())
         .collect();
-    assert_eq!(names, READS);
+    assert_eq!(names, agent_tools());
     let result = client
         .call_tool(
             rmcp::model::CallToolRequestParams::new("get_wiki_snapshot")

@@ -1,0 +1,170 @@
+//! `/mcp`: the coordinator MCP server (wiki read tools + coordinator tools) over
+//! Streamable HTTP, for coding agents. rmcp's `StreamableHttpService` serves
+//! handshake-era clients with sessions (`initialize`, 2025-11-25) and
+//! 2026-07-28 requests statelessly, from one cheap-to-clone [`WikiServer`].
+//!
+//! In front of rmcp, for every request (POST, GET, DELETE):
+//! 1. `Origin`: absent is fine (not a browser); present, it must be the origin
+//!    of `server.public_url` or one of `api.allowed_origins`, else 403;
+//! 2. `Authorization: Bearer` as for `POST /v1/requests` (a teammem API token,
+//!    or a GitHub token of a maintainer when allowed), else 401; the resulting
+//!    [`Principal`] rides in the request's extensions, where the server reads it
+//!    per call (see `crate::mcp::server`), so each call is limited to the
+//!    repositories the token may see.
+//!
+//! Invariant: no MCP message reaches a handler without both checks passing.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use super::requests::{Credential, Requests};
+use super::{ApiError, AppState};
+use crate::mcp::WikiServer;
+use crate::mcp::context::{Binding, Context};
+use crate::mcp::toolsets::{Profile, ServerKind};
+
+/// The `/mcp` route for `state`'s configuration and queue.
+pub fn router(state: &AppState) -> Router<AppState> {
+    let binding = Binding {
+        config: state.config.clone(),
+        profile: Profile {
+            kind: ServerKind::Agent,
+            read_only: false,
+        },
+        writer: None,
+    };
+    let server = WikiServer::with_context(
+        Context::new(binding).with_coordinator(Requests::from_state(state)),
+    )
+    .remote();
+    let mut hosts = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+        "[::1]".to_string(),
+    ];
+    if let Some(host) = state.config.server.public_url.as_deref().and_then(host_of) {
+        hosts.push(host);
+    }
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(true)
+        .with_allowed_hosts(hosts)
+        .with_max_request_body_bytes(256 * 1024);
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .route_service("/mcp", service)
+        .route_layer(middleware::from_fn_with_state(state.clone(), guard))
+}
+
+/// The origin (`scheme://host[:port]`, lowercase, default port dropped) of a URL.
+fn origin_of(url: &str) -> Option<String> {
+    let url = url.trim().trim_end_matches('/').to_ascii_lowercase();
+    let (scheme, rest) = url.split_once("://")?;
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let authority = rest.split('/').next()?;
+    if authority.is_empty() || authority.contains('@') {
+        return None;
+    }
+    let authority = match (scheme, authority.rsplit_once(':')) {
+        ("http", Some((host, "80"))) | ("https", Some((host, "443"))) => host,
+        _ => authority,
+    };
+    Some(format!("{scheme}://{authority}"))
+}
+
+/// The host (with port, if any) of a URL.
+fn host_of(url: &str) -> Option<String> {
+    origin_of(url).and_then(|o| o.split_once("://").map(|(_, a)| a.to_string()))
+}
+
+/// Is a request's `Origin` header value allowed?
+pub fn origin_allowed(config: &crate::config::Config, origin: &str) -> bool {
+    let Some(origin) = origin_of(origin) else {
+        return false;
+    };
+    config
+        .server
+        .public_url
+        .iter()
+        .chain(config.api.allowed_origins.iter())
+        .filter_map(|allowed| origin_of(allowed))
+        .any(|allowed| allowed == origin)
+}
+
+async fn guard(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let text = |v: &axum::http::HeaderValue| v.to_str().unwrap_or("\u{0}").to_string();
+    let origin = request.headers().get(header::ORIGIN).map(text);
+    let authorization = request.headers().get(header::AUTHORIZATION).map(text);
+    match admit(&state, origin.as_deref(), authorization.as_deref()).await {
+        Ok(principal) => {
+            request.extensions_mut().insert(principal);
+            next.run(request).await
+        }
+        Err(e) => {
+            tracing::info!(
+                code = e.code,
+                status = e.status.as_u16(),
+                "/mcp request refused"
+            );
+            e.into_response()
+        }
+    }
+}
+
+async fn admit(
+    state: &AppState,
+    origin: Option<&str>,
+    authorization: Option<&str>,
+) -> Result<crate::tokens::Principal, ApiError> {
+    if let Some(origin) = origin
+        && !origin_allowed(&state.config, origin)
+    {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            "this Origin may not call /mcp; add it to api.allowed_origins or call without a browser",
+        ));
+    }
+    let requests = Requests::from_state(state);
+    match requests.authenticate(&state.pool, authorization).await? {
+        Credential::Api(principal) => Ok(principal),
+        Credential::GitHub(owner) => requests.github_principal(&owner).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_are_compared_by_scheme_host_and_port() {
+        assert_eq!(
+            origin_of("https://Teammem.example.com/").as_deref(),
+            Some("https://teammem.example.com")
+        );
+        assert_eq!(
+            origin_of("https://a.example:443").as_deref(),
+            Some("https://a.example")
+        );
+        assert_eq!(
+            origin_of("http://a.example:8080/x").as_deref(),
+            Some("http://a.example:8080")
+        );
+        assert_eq!(origin_of("null"), None);
+        assert_eq!(origin_of("ftp://a.example"), None);
+        assert_eq!(origin_of("https://user@a.example"), None);
+    }
+}
