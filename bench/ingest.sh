@@ -7,7 +7,7 @@
 # the numbers measure the whole path (HMAC, parse, gix ancestry walk, SQLite
 # commit), not a cache of refusals. Non-2xx answers are reported as errors.
 #
-# Usage: bench/ingest.sh [DURATION_SECONDS] [CONNECTIONS]
+# Usage: [TEAMMEM_BIN=path] bench/ingest.sh [DURATION_SECONDS] [CONNECTIONS]
 set -euo pipefail
 
 DURATION="${1:-15}"
@@ -21,9 +21,14 @@ if ! command -v wrk >/dev/null; then
     (apt-get update -qq && apt-get install -y -qq wrk) >/dev/null
 fi
 
-echo "building teammem (release)" >&2
-cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
-BIN="$ROOT/target/release/teammem"
+# TEAMMEM_BIN overrides the binary (e.g. a debug build); default: a release build.
+if [ -n "${TEAMMEM_BIN:-}" ]; then
+    BIN="$TEAMMEM_BIN"
+else
+    echo "building teammem (release)" >&2
+    cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
+    BIN="$ROOT/target/release/teammem"
+fi
 
 # A local source with 1,500 commits and an initialised wiki.
 git init -q -b main "$WORK/src"
@@ -42,6 +47,9 @@ for i in range(1500):
     lines.append(f"M 100644 inline f.txt\ndata {len(body)}\n{body}\n")
 subprocess.run(["git", "-C", repo, "fast-import", "--quiet", "--force"], input="".join(lines).encode(), check=True)
 PY
+# As `git gc` leaves a served repository: packed, with a commit-graph (gix walks it
+# without decoding commits).
+git -C "$WORK/src" commit-graph write --reachable
 git init -q --bare -b master "$WORK/wiki.git"
 
 SECRET="bench-secret-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"

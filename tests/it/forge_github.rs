@@ -65,8 +65,8 @@ async fn tokens_are_cached_per_repository_and_permission_set() {
         vec![("contents".to_string(), "read".to_string())]
     );
     assert_eq!(mints[2].repositories, vec!["oidc".to_string()]);
-    // Verification (read-only calls) never reuses the cached write token: its
-    // compare call mints its own contents:read token... which is the cached one.
+    // Verification makes only read calls: it mints read tokens for what it lacks
+    // and takes contents:read from the cache, never the contents:write token.
     f.send(&f.range("octo/app")).await.unwrap();
     let after = f.fake.mints();
     assert!(
@@ -83,6 +83,11 @@ async fn tokens_are_cached_per_repository_and_permission_set() {
     );
     // Secrets never print.
     assert_eq!(format!("{write:?}"), "Secret(<redacted>)");
+    let debug = format!("{:?} {:?}", f.forge, f.ingest);
+    assert!(
+        !debug.contains("PRIVATE KEY") && !debug.contains("ghs_"),
+        "{debug}"
+    );
     let _ = Permissions::of(&[("contents", Access::Write), ("metadata", Access::Read)]);
 }
 
@@ -281,4 +286,24 @@ async fn the_app_key_comes_from_key_vault_after_the_challenge() {
     .to_string();
     assert!(err.contains("kv.vault.azure.net"), "{err}");
     assert!(!err.contains("PRIVATE"), "{err}");
+}
+
+#[tokio::test]
+async fn the_check_installations_command_reports_and_exits() {
+    use teammem::forge::github::check_installations_command;
+    let f = Fixture::new().await;
+    f.fake.add_repo("octo/bare", &f.git, "private", false);
+    let (lines, code) = check_installations_command(&f.config, &["octo/app".into()]).await;
+    assert_eq!(code, 0, "{lines:?}");
+    assert!(lines[0].starts_with("octo/app: installed"), "{lines:?}");
+    let (lines, code) =
+        check_installations_command(&f.config, &["octo/app".into(), "octo/bare".into()]).await;
+    assert_eq!(code, 1);
+    assert_eq!(lines[1], "octo/bare: not installed");
+    let (_, code) = check_installations_command(&f.config, &["not-a-repo".into()]).await;
+    assert_eq!(code, 2);
+    let no_github = teammem::config::Config::parse("[server]\ndata_dir = \"/tmp/x\"\n").unwrap();
+    let (lines, code) = check_installations_command(&no_github, &["octo/app".into()]).await;
+    assert_eq!(code, 2);
+    assert!(lines[0].contains("[github]"));
 }

@@ -76,3 +76,42 @@ pub fn exit_code(results: &[(String, InstallationStatus)]) -> i32 {
         0
     }
 }
+
+/// `teammem check-installations --config FILE owner/name...` without the clap
+/// part: returns the lines to print (one per repository, or the one error) and
+/// the exit code (see [`exit_code`]; 2 also for a missing `[github]` section, a
+/// malformed repository name or an unreadable App key).
+pub async fn check_installations_command(
+    config: &crate::config::Config,
+    repositories: &[String],
+) -> (Vec<String>, i32) {
+    let Some(gh) = &config.github else {
+        return (
+            vec!["error: the configuration has no [github] section; add one with app_id and private_key".into()],
+            2,
+        );
+    };
+    if repositories.is_empty() {
+        return (
+            vec!["error: name at least one repository as owner/name".into()],
+            2,
+        );
+    }
+    if let Some(bad) = repositories
+        .iter()
+        .find(|r| !crate::config::is_repository_name(r))
+    {
+        return (vec![format!("error: expected owner/name, got {bad:?}")], 2);
+    }
+    let key = match crate::secrets::load_app_key(gh).await {
+        Ok(k) => k,
+        Err(e) => return (vec![format!("error: github.private_key: {e}")], 2),
+    };
+    let forge = match GitHubForge::new(gh, &key) {
+        Ok(f) => f,
+        Err(e) => return (vec![format!("error: {e}")], 2),
+    };
+    let results = check_installations(&forge, repositories).await;
+    let lines = results.iter().map(|(r, s)| format!("{r}: {s}")).collect();
+    (lines, exit_code(&results))
+}

@@ -17,7 +17,9 @@ mod maintainers; // token owners and their role on a source (requests with GitHu
 mod verify;
 
 pub use auth::{Access, AppSigner, Permissions};
-pub use installations::{InstallationStatus, check_installations, exit_code};
+pub use installations::{
+    InstallationStatus, check_installations, check_installations_command, exit_code,
+};
 pub use maintainers::{Role, TokenOwner};
 
 use std::sync::Mutex;
