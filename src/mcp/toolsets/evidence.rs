@@ -144,10 +144,13 @@ struct FileArgs {
 }
 
 /// Resolves the source and loads the bound job's bundle.
-fn bundle_of(context: &Context, repository: &str) -> Result<(Resolved, EvidenceBundle), Answer> {
+fn bundle_of(
+    context: &Context,
+    repository: &str,
+) -> Result<(Resolved, EvidenceBundle), Box<Answer>> {
     let resolved = context
         .resolve(repository)
-        .map_err(|error| Answer::new(None, Err(error)))?;
+        .map_err(|error| Box::new(Answer::new(None, Err(error))))?;
     let identity = Some(resolved.identity.clone());
     let path: Option<PathBuf> = context
         .binding
@@ -155,27 +158,27 @@ fn bundle_of(context: &Context, repository: &str) -> Result<(Resolved, EvidenceB
         .as_ref()
         .and_then(|w| w.evidence.clone());
     let Some(path) = path else {
-        return Err(Answer::new(
+        return Err(Box::new(Answer::new(
             identity,
             Err(ToolError::configuration(
                 "this writer has no job evidence (TEAMMEM_WRITER_EVIDENCE is not set); only a writer started for a job serves evidence",
             )),
-        ));
+        )));
     };
     match evidence::read_bundle(&path) {
         Ok(bundle) if bundle.source.repository.eq_ignore_ascii_case(repository) => {
             Ok((resolved, bundle))
         }
-        Ok(_) => Err(Answer::new(
+        Ok(_) => Err(Box::new(Answer::new(
             identity,
             Err(ToolError::permission_denied(
                 "the job's evidence belongs to another source",
             )),
-        )),
-        Err(detail) => Err(Answer::new(
+        ))),
+        Err(detail) => Err(Box::new(Answer::new(
             identity,
             Err(ToolError::internal("reading the job's evidence", detail)),
-        )),
+        ))),
     }
 }
 
@@ -210,7 +213,7 @@ fn get_job_evidence(context: &Context, arguments: JsonObject) -> CallFuture<'_> 
         let args: EvidenceArgs = parse_arguments("get_job_evidence", arguments)?;
         let (resolved, mut bundle) = match bundle_of(context, &args.repository) {
             Ok(found) => found,
-            Err(answer) => return Ok(answer),
+            Err(answer) => return Ok(*answer),
         };
         let identity = Some(resolved.identity.clone());
         let size = serde_json::to_vec(&bundle).map(|v| v.len()).unwrap_or(0);
@@ -237,7 +240,7 @@ fn list_pull_request_files(context: &Context, arguments: JsonObject) -> CallFutu
         let args: FilesArgs = parse_arguments("list_pull_request_files", arguments)?;
         let (resolved, bundle) = match bundle_of(context, &args.repository) {
             Ok(found) => found,
-            Err(answer) => return Ok(answer),
+            Err(answer) => return Ok(*answer),
         };
         let identity = Some(resolved.identity.clone());
         let outcome = async {
@@ -303,7 +306,7 @@ fn get_source_file(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
         let args: FileArgs = parse_arguments("get_source_file", arguments)?;
         let (resolved, bundle) = match bundle_of(context, &args.repository) {
             Ok(found) => found,
-            Err(answer) => return Ok(answer),
+            Err(answer) => return Ok(*answer),
         };
         let identity = Some(resolved.identity.clone());
         let outcome = async {
