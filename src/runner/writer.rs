@@ -4,7 +4,8 @@
 //! Invariants:
 //! - the child starts with a cleared environment: only `TEAMMEM_CONFIG`,
 //!   `TEAMMEM_WRITER_SOURCE`, `TEAMMEM_WRITER_JOB`, `TEAMMEM_WRITER_RANGE`,
-//!   `TEAMMEM_WRITER_EVIDENCE`, `PATH` and (GitHub wikis) `TEAMMEM_WRITER_TOKEN`;
+//!   `TEAMMEM_WRITER_EVIDENCE`, `PATH`, `TEAMMEM_LOG` (a log filter) and (GitHub
+//!   wikis) `TEAMMEM_WRITER_TOKEN`;
 //!   the token is never in argv, a log line or an error message;
 //! - the child dies with the job: the process is spawned `kill_on_drop`, so a
 //!   cancelled or timed-out job (its future dropped) kills it;
@@ -27,6 +28,9 @@ use crate::mcp::context::{
 };
 use crate::wiki::Secret;
 
+/// The log filter variable the child inherits from the daemon.
+pub const ENV_LOG: &str = "TEAMMEM_LOG";
+
 /// Everything the writer child is bound to.
 #[derive(Debug, Clone)]
 pub struct WriterLaunch {
@@ -43,6 +47,9 @@ pub struct WriterLaunch {
     pub token: Option<Secret>,
     /// `PATH` for the child (git helpers); the daemon's own by default.
     pub path: Option<OsString>,
+    /// `TEAMMEM_LOG` for the child (a log filter such as `debug`, never a
+    /// secret); the daemon's own by default.
+    pub log_filter: Option<OsString>,
 }
 
 impl WriterLaunch {
@@ -60,6 +67,9 @@ impl WriterLaunch {
             .kill_on_drop(true);
         if let Some(path) = &self.path {
             cmd.env("PATH", path);
+        }
+        if let Some(filter) = &self.log_filter {
+            cmd.env(ENV_LOG, filter);
         }
         if let Some(token) = &self.token {
             cmd.env(ENV_WRITER_TOKEN, token.expose());
@@ -254,6 +264,7 @@ mod tests {
             evidence: "/data/jobs/9/evidence.json".into(),
             token: Some(Secret::new("ghs_secret")),
             path: Some("/usr/bin".into()),
+            log_filter: Some("debug".into()),
         };
         let cmd = launch.command();
         let std = cmd.as_std();
@@ -275,6 +286,7 @@ mod tests {
             [
                 "PATH",
                 "TEAMMEM_CONFIG",
+                "TEAMMEM_LOG",
                 "TEAMMEM_WRITER_EVIDENCE",
                 "TEAMMEM_WRITER_JOB",
                 "TEAMMEM_WRITER_RANGE",

@@ -1,6 +1,6 @@
 //! The only code that talks to GitHub's REST API (base URL from config, so tests
 //! point it at a loopback fake): App authentication, installation tokens,
-//! verification of dispatches, installation checks.
+//! verification of dispatches, installation checks, the evidence of a job.
 //!
 //! Invariants:
 //! - every request carries an installation token minted for exactly the
@@ -13,6 +13,7 @@
 
 pub mod auth;
 mod installations;
+pub mod evidence; // the evidence bundle of a job: compare paging, merged PRs, file manifests, policy file
 mod maintainers; // token owners and their role on a source (requests with GitHub tokens)
 mod verify;
 
@@ -118,7 +119,15 @@ impl GitHubForge {
         if let Some(b) = body {
             req = req.json(&b);
         }
-        let resp = req.send().await.map_err(|e| GitHubError::Unavailable {
+        let started = std::time::Instant::now();
+        let sent = req.send().await;
+        crate::metrics::GITHUB_CALL_DURATION.observe(&[], started.elapsed());
+        crate::metrics::GITHUB_CALLS.inc(&[match &sent {
+            Ok(resp) => status_class(resp.status()),
+            Err(e) if e.is_timeout() => "timeout",
+            Err(_) => "error",
+        }]);
+        let resp = sent.map_err(|e| GitHubError::Unavailable {
             retry_after: DEFAULT_RETRY,
             message: if e.is_timeout() {
                 format!("GitHub did not answer {path} in time")
@@ -242,6 +251,16 @@ impl GitHubForge {
             other => other?,
         };
         Self::json(path, resp).await
+    }
+}
+
+/// The metric label of an answer's status.
+fn status_class(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
     }
 }
 

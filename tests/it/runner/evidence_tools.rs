@@ -25,6 +25,7 @@ async fn writer(s: &Setup) -> WriterClient {
         evidence: path,
         token: None,
         path: std::env::var_os("PATH"),
+        log_filter: None,
     })
     .await
     .unwrap()
