@@ -372,6 +372,9 @@ struct StateInner {
     runs: HashMap<(String, u64, u64), FakeRun>,
     pulls: HashMap<(String, u64), FakePull>,
     pull_details: HashMap<(String, u64), PullDetails>,
+    /// Permissions (name, access) the installation was not granted: a token
+    /// request asking for one is refused with 422, as GitHub does.
+    withheld: Vec<(String, String)>,
     grants: HashMap<String, Grant>,
     mints: Vec<Mint>,
     faults: VecDeque<(String, Fault)>,
@@ -517,6 +520,13 @@ impl FakeGitHub {
         self.inner()
             .pulls
             .insert((full_name.to_ascii_lowercase(), number), pull);
+    }
+
+    /// The installation lacks `permission: access` (e.g. `contents: write`).
+    pub fn withhold_permission(&self, permission: &str, access: &str) {
+        self.inner()
+            .withheld
+            .push((permission.to_string(), access.to_string()));
     }
 
     /// Author, body and labels of pull request `number`.
@@ -907,6 +917,12 @@ async fn access_token(
                 "There is at least one repository that does not exist or is not accessible to the parent installation.",
             );
         }
+    }
+    if permissions.iter().any(|p| inner.withheld.contains(p)) {
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "The permissions requested are not granted to this installation.",
+        );
     }
     inner.mints.push(Mint {
         installation: id,
