@@ -308,17 +308,48 @@ async fn classify(path: &str, resp: reqwest::Response) -> Result<reqwest::Respon
             message: format!("GitHub answered {path} with {}", status.as_u16()),
         });
     }
+    let said = github_message(resp).await;
     match status {
         StatusCode::NOT_FOUND => Err(GitHubError::NotFound(format!(
             "GitHub answered 404 for {path}"
         ))),
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(GitHubError::Denied(format!(
-            "GitHub refused {path} with {}; check the App's id, key and permissions",
+            "GitHub refused {path} with {}{said}; check the App's id, key and permissions",
             status.as_u16()
         ))),
         other => Err(GitHubError::Unexpected(format!(
-            "GitHub answered {path} with {}",
+            "GitHub answered {path} with {}{said}",
             other.as_u16()
         ))),
+    }
+}
+
+/// GitHub's own words from an error answer (`{"message": ...}`), one bounded
+/// line introduced with " (...)", or nothing.
+async fn github_message(resp: reqwest::Response) -> String {
+    #[derive(serde::Deserialize)]
+    struct ErrorBody {
+        message: String,
+    }
+    let Ok(bytes) = resp.bytes().await else {
+        return String::new();
+    };
+    let Ok(body) = serde_json::from_slice::<ErrorBody>(&bytes) else {
+        return String::new();
+    };
+    let line: String = body
+        .message
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect();
+    let line = line.trim_end_matches('.');
+    if line.is_empty() {
+        String::new()
+    } else {
+        format!(" ({line})")
     }
 }

@@ -334,6 +334,10 @@ async fn a_refused_wiki_token_fails_the_job_clearly_and_writes_nothing() {
         "{reason}"
     );
     assert!(reason.contains("install the App"), "{reason}");
+    assert!(
+        reason.contains("not granted to this installation"),
+        "GitHub's own words are kept: {reason}"
+    );
     assert_eq!(hub.wiki_tip(), start, "nothing was written");
     assert!(daemon.terminate().success());
 }
