@@ -214,6 +214,11 @@ impl Runner {
             policy: policy.as_deref(),
             before_write: self.before_write.as_ref(),
         };
+        client.count_steps_as(Some(match &self.config.agent {
+            Agent::Builtin => "builtin",
+            Agent::OpenAi { .. } => "openai",
+            Agent::Command { .. } => "command",
+        }));
         let outcome = match &self.config.agent {
             Agent::Builtin => agent::run_builtin(&client, &task).await,
             Agent::OpenAi {
@@ -261,6 +266,7 @@ impl Runner {
         })?;
 
         // 6. The receipt, checked against the evidence and the wiki.
+        client.count_steps_as(None);
         let facts = wiki_facts(&client, &source, job.id, start_base).await?;
         client.close().await;
         check(&outcome.receipt, &bundle, &facts).map_err(|reason| JobFailure {

@@ -167,6 +167,9 @@ impl std::fmt::Display for ToolFailure {
 pub struct WriterClient {
     service: RunningService<RoleClient, ()>,
     pid: Option<u32>,
+    /// While set, every tool call counts as a step of this agent kind in
+    /// `teammem_agent_steps_total` (the runner's own reads do not).
+    agent: std::sync::Mutex<Option<&'static str>>,
 }
 
 impl WriterClient {
@@ -185,12 +188,21 @@ impl WriterClient {
         let service = ().serve(transport).await.map_err(|e| {
             format!("the wiki writer did not complete the MCP handshake: {e}; see its stderr")
         })?;
-        Ok(WriterClient { service, pid })
+        Ok(WriterClient {
+            service,
+            pid,
+            agent: std::sync::Mutex::new(None),
+        })
     }
 
     /// The child's process id (for tests and logs).
     pub fn pid(&self) -> Option<u32> {
         self.pid
+    }
+
+    /// Counts the following tool calls as steps of `agent` (`None`: stop).
+    pub fn count_steps_as(&self, agent: Option<&'static str>) {
+        *self.agent.lock().unwrap_or_else(|e| e.into_inner()) = agent;
     }
 
     /// The tools the writer offers.
@@ -207,6 +219,10 @@ impl WriterClient {
         let Value::Object(arguments) = arguments else {
             return Err(format!("the arguments of {tool} must be a JSON object"));
         };
+        let agent = *self.agent.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(agent) = agent {
+            crate::metrics::AGENT_STEPS.inc(&[agent]);
+        }
         let result = self
             .service
             .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))

@@ -270,6 +270,10 @@ async fn a_github_dispatch_becomes_wiki_pages_through_a_wiki_only_write_token() 
         metrics.contains("teammem_github_api_calls_total{status=\"2xx\"}"),
         "{metrics}"
     );
+    assert!(
+        metrics.contains("teammem_agent_steps_total{agent=\"builtin\"}"),
+        "{metrics}"
+    );
     assert!(daemon.terminate().success());
 }
 
