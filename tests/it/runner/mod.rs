@@ -16,6 +16,8 @@ mod evidence_tools;
 pub mod fixture;
 // The runner in the real daemon on the GitHub forge: fake REST API, wiki over git http-backend.
 mod github;
+// GitHub evidence against the fake REST API: paging, bounds, classification, PR jobs, policy.
+mod github_evidence;
 // The JobHandler end to end with the real writer child and the git CLI as oracle.
 mod handler;
 // The openai backend against a scripted chat-completions fake on loopback.
