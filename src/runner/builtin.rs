@@ -317,7 +317,9 @@ fn is_entry_line(line: &str) -> bool {
         return false;
     };
     rest.len() >= 40 + "<!-- teammem:".len()
-        && rest[rest.len() - 40..].bytes().all(|b| b.is_ascii_hexdigit())
+        && rest[rest.len() - 40..]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit())
         && rest[..rest.len() - 40].ends_with("<!-- teammem:")
 }
 
@@ -720,10 +722,16 @@ mod tests {
         assert!(text.len() <= PAGE_BUDGET, "{}", text.len());
         assert!(text.contains(&entry_marker(&newest.merge_sha)));
         let oldest = shas.last().unwrap();
-        assert!(!text.contains(&entry_marker(oldest)), "the oldest entry is gone");
+        assert!(
+            !text.contains(&entry_marker(oldest)),
+            "the oldest entry is gone"
+        );
         assert!(text.contains(&entry_marker(&shas[shas.len() - 2])));
         assert_eq!(text.matches(TRIMMED_MARKER).count(), 1);
-        assert!(text.trim_end().ends_with(TRIMMED_MARKER), "the note closes the list");
+        assert!(
+            text.trim_end().ends_with(TRIMMED_MARKER),
+            "the note closes the list"
+        );
 
         // The next run trims again without a second note.
         let pages: BTreeMap<String, CurrentPage> = [(

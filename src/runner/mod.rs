@@ -27,11 +27,11 @@ use serde_json::json;
 
 use crate::config::{Agent, Config, Forge, Source};
 use crate::forge::github::{GitHubError, GitHubForge, Permissions};
-use crate::wiki::Secret;
 use crate::queue::{Completion, Job, JobKind};
+use crate::wiki::Secret;
 use crate::worker::{JobFailure, JobFuture, JobHandler};
-use evidence::{EvidenceBundle, JobScope};
 use evidence::SourceError;
+use evidence::{EvidenceBundle, JobScope};
 use receipt::{Receipt, WikiFacts};
 use writer::{WriterClient, WriterLaunch};
 
@@ -100,6 +100,7 @@ impl Runner {
                     .map_err(|e| JobFailure {
                         reason: format!("cannot load the GitHub App key: {e}"),
                         retryable: true,
+                        receipt: None,
                     })?;
                 GitHubForge::new(config, &key)
                     .map(Arc::new)
@@ -147,6 +148,7 @@ impl Runner {
                 dir.display()
             ),
             retryable: true,
+            receipt: None,
         };
         let evidence_path = evidence::write_bundle(&dir, &bundle).map_err(unwritable)?;
         if let Some(patches) = &patches {
@@ -185,6 +187,7 @@ impl Runner {
             .map_err(|reason| JobFailure {
                 reason,
                 retryable: true,
+                receipt: None,
             })?;
         if let (Some(hook), Some(pid)) = (&self.on_spawn, client.pid()) {
             hook(pid).await;
@@ -198,6 +201,7 @@ impl Runner {
             .map_err(|e| JobFailure {
                 reason: format!("reading the wiki's starting snapshot failed: {e}"),
                 retryable: true,
+                receipt: None,
             })?;
         let Some(start_base) = start["sha"].as_str().map(str::to_owned) else {
             return Err(permanent(format!(
@@ -263,6 +267,7 @@ impl Runner {
         .map_err(|e| JobFailure {
             reason: e.reason,
             retryable: e.retryable,
+            receipt: None,
         })?;
 
         // 6. The receipt, checked against the evidence and the wiki.
@@ -272,6 +277,7 @@ impl Runner {
         check(&outcome.receipt, &bundle, &facts).map_err(|reason| JobFailure {
             reason: format!("the agent's receipt does not hold: {reason}"),
             retryable: false,
+            receipt: None,
         })?;
         receipt::completion(&outcome.receipt, outcome.retry_failed)
     }
@@ -289,10 +295,8 @@ impl Runner {
             SourceReader::Local(repo) => {
                 let (repo, sha) = (repo.clone(), sha.to_owned());
                 let path = policy_path.clone();
-                blocking(move || {
-                    local_source::read_file_at(&repo, &sha, &path, MAX_POLICY_BYTES)
-                })
-                .await?
+                blocking(move || local_source::read_file_at(&repo, &sha, &path, MAX_POLICY_BYTES))
+                    .await?
             }
             SourceReader::GitHub(forge) => {
                 forge
@@ -353,15 +357,15 @@ impl SourceReader {
         source: &Source,
         scope: &JobScope,
         branch: &str,
-    ) -> Result<Result<(EvidenceBundle, Option<evidence::PatchSet>), SourceError>, JobFailure>
-    {
+    ) -> Result<Result<(EvidenceBundle, Option<evidence::PatchSet>), SourceError>, JobFailure> {
         match self {
             SourceReader::Local(repo) => {
-                let (repo, scope, name) =
-                    (repo.clone(), scope.clone(), source.repository.clone());
-                Ok(blocking(move || local_source::collect(&repo, &name, &scope))
-                    .await?
-                    .map(|bundle| (bundle, None)))
+                let (repo, scope, name) = (repo.clone(), scope.clone(), source.repository.clone());
+                Ok(
+                    blocking(move || local_source::collect(&repo, &name, &scope))
+                        .await?
+                        .map(|bundle| (bundle, None)),
+                )
             }
             SourceReader::GitHub(forge) => Ok(forge
                 .collect_evidence(source, scope, branch)
@@ -389,6 +393,7 @@ async fn wiki_token(forge: &GitHubForge, source: &Source) -> Result<Secret, JobF
         Err(GitHubError::Unavailable { message, .. }) => Err(JobFailure {
             reason: format!("minting the wiki token for {wiki} failed: {message}"),
             retryable: true,
+            receipt: None,
         }),
         Err(e) => Err(permanent(format!(
             "GitHub refused a contents:write token for the wiki repository {wiki}: {e}; install the App on {wiki} with contents write permission, then retry the job"
@@ -419,6 +424,7 @@ async fn wiki_facts(
     let failure = |e: writer::CallError| JobFailure {
         reason: format!("reading the wiki to check the receipt failed: {e}"),
         retryable: true,
+        receipt: None,
     };
     let snapshot = client
         .result(
@@ -467,6 +473,7 @@ fn permanent(reason: String) -> JobFailure {
     JobFailure {
         reason,
         retryable: false,
+        receipt: None,
     }
 }
 
@@ -474,6 +481,7 @@ fn source_failure(e: SourceError) -> JobFailure {
     JobFailure {
         retryable: matches!(e, SourceError::Unavailable(_)),
         reason: e.to_string(),
+        receipt: None,
     }
 }
 
@@ -485,6 +493,7 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| JobFailure {
             reason: format!("a source-reading task stopped unexpectedly: {e}"),
             retryable: true,
+            receipt: None,
         })
 }
 

@@ -29,9 +29,9 @@ use super::{GitHubError, GitHubForge, Permissions};
 use crate::config::Source;
 use crate::forge::local::evidence::parse_pull_subject;
 use crate::runner::evidence::{
-    self, BUNDLE_VERSION, ChangedFile, CommitInfo, EvidenceBundle, FilePatch, FileStatus,
-    JobScope, MAX_BODY_BYTES, MAX_COMMITS, MAX_FILES, MAX_PULLS, MAX_STORED_PATCH,
-    MAX_TITLE_BYTES, PatchSet, PullRequest, SourceError, SourceInfo,
+    self, BUNDLE_VERSION, ChangedFile, CommitInfo, EvidenceBundle, FilePatch, FileStatus, JobScope,
+    MAX_BODY_BYTES, MAX_COMMITS, MAX_FILES, MAX_PULLS, MAX_STORED_PATCH, MAX_TITLE_BYTES, PatchSet,
+    PullRequest, SourceError, SourceInfo,
 };
 
 /// Page size of compare and pull-request file listings (GitHub's maximum).
@@ -256,9 +256,8 @@ impl GitHubForge {
         page: usize,
         field: &str,
     ) -> Result<Comparison, SourceError> {
-        let path = format!(
-            "/repos/{repository}/compare/{base}...{head}?per_page={per_page}&page={page}"
-        );
+        let path =
+            format!("/repos/{repository}/compare/{base}...{head}?per_page={per_page}&page={page}");
         self.get_patiently(repository, &Permissions::contents_read(), &path)
             .await
             .map_err(|e| failure(e, || unknown_commit(repository, field, base)))
@@ -501,9 +500,12 @@ impl GitHubForge {
                 deletions: file.deletions,
             });
         }
-        let (title, _) = evidence::bound(pull.title.as_deref().unwrap_or_default(), MAX_TITLE_BYTES);
-        let (body, body_truncated) =
-            evidence::bound(pull.body.as_deref().unwrap_or_default().trim(), MAX_BODY_BYTES);
+        let (title, _) =
+            evidence::bound(pull.title.as_deref().unwrap_or_default(), MAX_TITLE_BYTES);
+        let (body, body_truncated) = evidence::bound(
+            pull.body.as_deref().unwrap_or_default().trim(),
+            MAX_BODY_BYTES,
+        );
         let pull = PullRequest {
             number: pull.number,
             title,
@@ -563,7 +565,9 @@ impl GitHubForge {
         }
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(encoded)
-            .map_err(|_| SourceError::Invalid(format!("GitHub's copy of {path} is not valid base64")))?;
+            .map_err(|_| {
+                SourceError::Invalid(format!("GitHub's copy of {path} is not valid base64"))
+            })?;
         if bytes.len() > max {
             return Err(SourceError::Invalid(format!(
                 "{path} at {sha} is {} bytes, more than the {max}-byte limit",

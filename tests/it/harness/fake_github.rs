@@ -269,7 +269,10 @@ impl GitRepo {
         for (counts, kind) in numstat.lines().zip(status.lines()) {
             let mut c = counts.split('\t');
             let (add, del, path) = (c.next().unwrap(), c.next().unwrap(), c.next().unwrap());
-            let (additions, deletions) = (add.parse::<u64>().unwrap_or(0), del.parse::<u64>().unwrap_or(0));
+            let (additions, deletions) = (
+                add.parse::<u64>().unwrap_or(0),
+                del.parse::<u64>().unwrap_or(0),
+            );
             let status = match kind.chars().next() {
                 Some('A') => "added",
                 Some('D') => "removed",
@@ -448,7 +451,10 @@ impl FakeGitHub {
             )
             .route("/repos/{owner}/{repo}/compare/{basehead}", get(compare))
             .route("/repos/{owner}/{repo}/pulls/{number}", get(pull))
-            .route("/repos/{owner}/{repo}/pulls/{number}/files", get(pull_files))
+            .route(
+                "/repos/{owner}/{repo}/pulls/{number}/files",
+                get(pull_files),
+            )
             .route("/repos/{owner}/{repo}/commits/{sha}", get(single_commit))
             .route("/repos/{owner}/{repo}/contents/{*path}", get(contents))
             .route(
@@ -685,7 +691,10 @@ async fn faults(State(s): State<AppState>, req: Request, next: Next) -> Response
         None => next.run(req).await,
         Some(Fault::Status(code)) => error(StatusCode::from_u16(code).unwrap(), "injected fault"),
         Some(Fault::Unavailable { retry_after }) => {
-            let mut r = error(StatusCode::SERVICE_UNAVAILABLE, "No server is currently available to service your request.");
+            let mut r = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "No server is currently available to service your request.",
+            );
             r.headers_mut()
                 .insert("retry-after", retry_after.to_string().parse().unwrap());
             r
@@ -1113,18 +1122,24 @@ fn pull_json_with(
     changed_files: Option<usize>,
 ) -> Value {
     let mut v = pull_json(full, number, p, base_url);
-    let author = if details.author.is_empty() { "octocat" } else { &details.author };
+    let author = if details.author.is_empty() {
+        "octocat"
+    } else {
+        &details.author
+    };
     v["user"] = user_json(author, base_url);
     v["body"] = json!(details.body);
     v["labels"] = details
         .labels
         .iter()
         .enumerate()
-        .map(|(i, name)| json!({
-            "id": 100 + i, "node_id": format!("LA_{i}"),
-            "url": format!("{base_url}/repos/{full}/labels/{name}"),
-            "name": name, "color": "ededed", "default": false, "description": null,
-        }))
+        .map(|(i, name)| {
+            json!({
+                "id": 100 + i, "node_id": format!("LA_{i}"),
+                "url": format!("{base_url}/repos/{full}/labels/{name}"),
+                "name": name, "color": "ededed", "default": false, "description": null,
+            })
+        })
         .collect();
     if let Some(n) = changed_files {
         v["changed_files"] = json!(n);
@@ -1189,11 +1204,19 @@ async fn pull(
         return error(StatusCode::NOT_FOUND, "Not Found");
     };
     let details = inner.pull_details.get(&key).cloned().unwrap_or_default();
-    let changed = match (&p.merge_commit_sha, inner.repos.get(&full.to_ascii_lowercase())) {
-        (Some(sha), Some(r)) if r.git.resolve(sha).is_some() => Some(r.git.changed_files(sha).len()),
+    let changed = match (
+        &p.merge_commit_sha,
+        inner.repos.get(&full.to_ascii_lowercase()),
+    ) {
+        (Some(sha), Some(r)) if r.git.resolve(sha).is_some() => {
+            Some(r.git.changed_files(sha).len())
+        }
         _ => None,
     };
-    axum::Json(pull_json_with(&full, number, p, &base_url, &details, changed)).into_response()
+    axum::Json(pull_json_with(
+        &full, number, p, &base_url, &details, changed,
+    ))
+    .into_response()
 }
 
 async fn pull_files(
@@ -1232,13 +1255,22 @@ async fn single_commit(
         Err(e) => return e,
     };
     let Some(sha) = r.git.resolve(&sha) else {
-        return error(StatusCode::UNPROCESSABLE_ENTITY, &format!("No commit found for SHA: {sha}"));
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &format!("No commit found for SHA: {sha}"),
+        );
     };
     let base_url = format!(
         "http://{}",
-        headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("localhost")
+        headers
+            .get("host")
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost")
     );
-    let mut commit = r.git.commit_objects(&["-1", &sha], &full, &base_url).remove(0);
+    let mut commit = r
+        .git
+        .commit_objects(&["-1", &sha], &full, &base_url)
+        .remove(0);
     commit["files"] = json!(r.git.changed_files(&sha));
     axum::Json(commit).into_response()
 }

@@ -192,7 +192,10 @@ async fn handle(
             .and_then(|raw| String::from_utf8(raw).ok())
             .and_then(|pair| pair.strip_prefix("x-access-token:").map(str::to_owned));
         let write = uri.path().ends_with("/git-receive-pack")
-            || uri.query().unwrap_or("").contains("service=git-receive-pack");
+            || uri
+                .query()
+                .unwrap_or("")
+                .contains("service=git-receive-pack");
         if !token.is_some_and(|t| check(&t, uri.path(), write)) {
             let mut response = status_response(StatusCode::UNAUTHORIZED, "authentication required");
             response.headers_mut().insert(

@@ -185,7 +185,10 @@ async fn wait_for(
         if done(&answer["job"]) {
             return (answer["job"].clone(), answer["events"].clone());
         }
-        assert!(Instant::now() < deadline, "job {id} did not get there: {answer}");
+        assert!(
+            Instant::now() < deadline,
+            "job {id} did not get there: {answer}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -230,7 +233,12 @@ async fn a_github_dispatch_becomes_wiki_pages_through_a_wiki_only_write_token() 
 
     // Evidence came from the REST API: compare paging and each PR's files.
     let requests = hub.fake.requests();
-    for path in ["/pulls/12/files", "/pulls/13/files", "/pulls/12", "/compare/"] {
+    for path in [
+        "/pulls/12/files",
+        "/pulls/13/files",
+        "/pulls/12",
+        "/compare/",
+    ] {
         assert!(
             requests.iter().any(|r| r.contains(path)),
             "{path} never asked: {requests:?}"
@@ -310,10 +318,7 @@ async fn github_outages_during_evidence_are_retried() {
     .await;
     let reason = job["last_error"].as_str().unwrap_or_default();
     assert!(reason.contains("503"), "{job}");
-    assert!(
-        events.to_string().contains("retry_scheduled"),
-        "{events}"
-    );
+    assert!(events.to_string().contains("retry_scheduled"), "{events}");
     assert_eq!(hub.wiki_tip(), tip);
     assert!(daemon.terminate().success());
 }

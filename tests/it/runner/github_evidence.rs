@@ -298,7 +298,10 @@ async fn the_policy_file_is_read_at_the_verified_sha_and_bounded() {
         async move { forge.read_policy(source, &sha, path, max).await }
     };
     assert_eq!(
-        read(".github/team memory.md", 65536).await.unwrap().as_deref(),
+        read(".github/team memory.md", 65536)
+            .await
+            .unwrap()
+            .as_deref(),
         Some(policy)
     );
     assert_eq!(read("missing.md", 65536).await.unwrap(), None);
