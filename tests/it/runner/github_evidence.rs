@@ -153,7 +153,7 @@ async fn compare_is_paged_and_only_pull_requests_github_confirms_are_kept() {
     assert_eq!(bundle.commits.len(), 252);
     assert!(!bundle.commits_truncated);
     assert_eq!(bundle.commits[0].sha, shas[0], "oldest first");
-    assert_eq!(bundle.commits[0].parents, [before.clone()]);
+    assert_eq!(bundle.commits[0].parents, [before]);
     let compares = s
         .fake
         .requests()
