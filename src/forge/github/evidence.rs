@@ -460,8 +460,8 @@ impl GitHubForge {
                 .await
                 .map_err(|e| {
                     failure(e, || {
-                        SourceError::Unavailable(format!(
-                            "GitHub did not list the files of pull request #{number}; the job will ask again"
+                        SourceError::Invalid(format!(
+                            "GitHub answered 404 for the files of pull request #{number} of {repository}; check that the App may read pull requests there"
                         ))
                     })
                 })?;
