@@ -132,8 +132,8 @@ async fn evidence_tools_serve_only_the_bound_job() {
 #[tokio::test]
 async fn github_patches_are_served_from_the_job_and_source_files_are_not() {
     use teammem::runner::evidence::{
-        BUNDLE_VERSION, ChangedFile, EvidenceBundle, FilePatch, FileStatus, PatchSet,
-        PullRequest, SourceInfo, write_patches,
+        BUNDLE_VERSION, ChangedFile, EvidenceBundle, FilePatch, FileStatus, PatchSet, PullRequest,
+        SourceInfo, write_patches,
     };
     let tmp = tempfile::tempdir().unwrap();
     let config_path = tmp.path().join("teammem.toml");

@@ -38,6 +38,11 @@ struct Hub {
 
 impl Hub {
     async fn new() -> Hub {
+        Self::with_config("").await
+    }
+
+    /// With `extra` TOML appended to the daemon's configuration.
+    async fn with_config(extra: &str) -> Hub {
         let repos = tempfile::tempdir().unwrap();
         let source = Source::create(repos.path());
         let served = repos.path().join("served");
@@ -101,6 +106,7 @@ verify_timeout_seconds = 10
 [[sources]]
 repository = "octo/app"
 webhook_secret_env = "TEAMMEM_SECRET_OCTO"
+{extra}
 "#,
             api = fake.url,
             port = git.port(),
@@ -348,5 +354,42 @@ async fn a_refused_wiki_token_fails_the_job_clearly_and_writes_nothing() {
         "GitHub's own words are kept: {reason}"
     );
     assert_eq!(hub.wiki_tip(), start, "nothing was written");
+    assert!(daemon.terminate().success());
+}
+
+#[tokio::test]
+async fn a_daemon_killed_mid_job_is_rescued_after_restart_and_records_each_entry_once() {
+    let hub =
+        Hub::with_config("\n[queue]\nlease_seconds = 5\n\n[schedule]\nrescue = \"* * * * * *\"\n")
+            .await;
+    let token = hub.setup.create_token("e2e", &[]);
+    let mut daemon = hub.serve();
+    let start = hub.wiki_tip();
+
+    // The first attempt hangs in the middle of its evidence; SIGKILL then.
+    hub.fake.inject("/pulls/13/files", Fault::Hang);
+    let id = hub.dispatch(&daemon, 77).await;
+    hub.fake.hung().await;
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+    assert_eq!(hub.wiki_tip(), start, "nothing was written before the kill");
+
+    // After a restart the expired lease is rescued and the job runs again
+    // (after the retry backoff of its first attempt, 15-30 s).
+    let daemon = hub.serve();
+    let (job, events) = wait_for(&daemon, &token, id, finished).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["attempts"], 2, "the killed attempt counts: {job}");
+    assert!(events.to_string().contains("lease_expired"), "{events}");
+    let changelog = fixture::git(&hub.wiki, &["show", "master:Changelog.md"]);
+    for sha in [&hub.source.merge_12, &hub.source.squash_13] {
+        assert_eq!(
+            changelog
+                .matches(&format!("<!-- teammem:{sha} -->"))
+                .count(),
+            1,
+            "{changelog}"
+        );
+    }
     assert!(daemon.terminate().success());
 }
