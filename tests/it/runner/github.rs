@@ -393,3 +393,43 @@ async fn a_daemon_killed_mid_job_is_rescued_after_restart_and_records_each_entry
     }
     assert!(daemon.terminate().success());
 }
+
+#[tokio::test]
+async fn a_manual_request_records_only_its_pull_request() {
+    let hub = Hub::new().await;
+    let token = hub.setup.create_token("maintainer", &["octo/app"]);
+    let daemon = hub.serve();
+
+    let answer = reqwest::Client::new()
+        .post(daemon.url("/v1/requests"))
+        .bearer_auth(&token)
+        .json(&json!({"repository": "octo/app", "pull_number": 13}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 202);
+    let id = answer.json::<Value>().await.unwrap()["job_id"]
+        .as_i64()
+        .unwrap();
+    let (job, _) = wait_for(&daemon, &token, id, finished).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let changelog = fixture::git(&hub.wiki, &["show", "master:Changelog.md"]);
+    assert!(
+        changelog.contains(hub.source.squash_13.as_str()),
+        "{changelog}"
+    );
+    assert!(
+        !changelog.contains(hub.source.merge_12.as_str()),
+        "{changelog}"
+    );
+    let guide = fixture::git(&hub.wiki, &["show", "master:Areas/docs.md"]);
+    assert!(guide.contains("#13"), "{guide}");
+    assert!(
+        hub.fake
+            .requests()
+            .iter()
+            .any(|r| r.ends_with(&format!("/commits/{}", hub.source.squash_13))),
+        "the PR job read its one merge commit"
+    );
+    assert!(daemon.terminate().success());
+}
