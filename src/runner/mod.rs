@@ -167,7 +167,9 @@ impl Runner {
         let policy = self.policy(&source, &reader, scope.tip()).await?;
         let token = match &reader {
             SourceReader::Local(_) => None,
-            SourceReader::GitHub(forge) => Some(wiki_token(forge, &source).await?),
+            SourceReader::GitHub(forge) => {
+                Some(wiki_token(forge, &source, self.config.queue.job_timeout).await?)
+            }
         };
 
         // 4. The writer child, bound to this job.
@@ -378,10 +380,21 @@ impl SourceReader {
 /// The destination wiki's write credential: an installation token limited to
 /// the wiki's one repository and `contents: write`. It goes to the writer
 /// child's environment and nowhere else.
-async fn wiki_token(forge: &GitHubForge, source: &Source) -> Result<Secret, JobFailure> {
+/// The token must outlive the job: a cached one closer to expiry than the
+/// job's deadline is replaced (tokens live an hour, so a deadline beyond 50
+/// minutes asks for no more than that).
+async fn wiki_token(
+    forge: &GitHubForge,
+    source: &Source,
+    job_timeout: std::time::Duration,
+) -> Result<Secret, JobFailure> {
     let wiki = &source.wiki_repository;
     match forge
-        .installation_token(wiki, &Permissions::contents_write())
+        .installation_token_lasting(
+            wiki,
+            &Permissions::contents_write(),
+            job_timeout.min(std::time::Duration::from_secs(50 * 60)),
+        )
         .await
     {
         Ok(token) => match token.expose_str() {

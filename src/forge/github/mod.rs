@@ -185,11 +185,24 @@ impl GitHubForge {
         repository: &str,
         perms: &Permissions,
     ) -> Result<Secret, GitHubError> {
-        if let Some(t) = self
-            .cache
-            .lock()
-            .unwrap()
-            .get(repository, perms, SystemTime::now())
+        self.installation_token_lasting(repository, perms, Duration::ZERO)
+            .await
+    }
+
+    /// Like [`GitHubForge::installation_token`], for a holder that keeps the
+    /// token `lasting` (a job's writer child): a cached token that would reach
+    /// the cache's early expiry within that time is replaced by a new one.
+    pub async fn installation_token_lasting(
+        &self,
+        repository: &str,
+        perms: &Permissions,
+        lasting: Duration,
+    ) -> Result<Secret, GitHubError> {
+        if let Some(t) =
+            self.cache
+                .lock()
+                .unwrap()
+                .get(repository, perms, SystemTime::now() + lasting)
         {
             return Ok(t);
         }

@@ -314,3 +314,40 @@ async fn the_policy_file_is_read_at_the_verified_sha_and_bounded() {
         Err(SourceError::Invalid(m)) if m.contains("UTF-8")
     ));
 }
+
+#[tokio::test]
+async fn a_token_a_job_holds_is_fresh_enough_to_outlive_it() {
+    use std::time::Duration;
+    use teammem::forge::github::Permissions;
+    let s = Setup::new().await;
+    let write = Permissions::contents_write();
+    let writes = || {
+        s.fake
+            .mints()
+            .iter()
+            .filter(|m| m.permissions == [("contents".to_string(), "write".to_string())])
+            .count()
+    };
+    let first = s
+        .forge
+        .installation_token("octo/app", &write)
+        .await
+        .unwrap();
+    assert_eq!(writes(), 1);
+    // A short job reuses the cached token (usable for 55 more minutes).
+    let again = s
+        .forge
+        .installation_token_lasting("octo/app", &write, Duration::from_secs(15 * 60))
+        .await
+        .unwrap();
+    assert_eq!(again, first);
+    assert_eq!(writes(), 1);
+    // A job that would outlast the cached token's usable life gets a new one.
+    let fresh = s
+        .forge
+        .installation_token_lasting("octo/app", &write, Duration::from_secs(56 * 60))
+        .await
+        .unwrap();
+    assert_ne!(fresh, first);
+    assert_eq!(writes(), 2);
+}
