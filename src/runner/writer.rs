@@ -4,7 +4,8 @@
 //! Invariants:
 //! - the child starts with a cleared environment: only `TEAMMEM_CONFIG`,
 //!   `TEAMMEM_WRITER_SOURCE`, `TEAMMEM_WRITER_JOB`, `TEAMMEM_WRITER_RANGE`,
-//!   `TEAMMEM_WRITER_EVIDENCE`, `PATH` and (GitHub wikis) `TEAMMEM_WRITER_TOKEN`;
+//!   `TEAMMEM_WRITER_EVIDENCE`, `PATH`, `TEAMMEM_LOG` (the log filter) and (GitHub
+//!   wikis) `TEAMMEM_WRITER_TOKEN`;
 //!   the token is never in argv, a log line or an error message;
 //! - the child dies with the job: the process is spawned `kill_on_drop`, so a
 //!   cancelled or timed-out job (its future dropped) kills it;
@@ -60,6 +61,11 @@ impl WriterLaunch {
             .kill_on_drop(true);
         if let Some(path) = &self.path {
             cmd.env("PATH", path);
+        }
+        // The operator's log filter applies to the child too (it logs to the
+        // daemon's stderr); it is not a secret.
+        if let Some(filter) = std::env::var_os("TEAMMEM_LOG") {
+            cmd.env("TEAMMEM_LOG", filter);
         }
         if let Some(token) = &self.token {
             cmd.env(ENV_WRITER_TOKEN, token.expose());
@@ -269,7 +275,11 @@ mod tests {
             })
             .collect();
         envs.sort();
-        let names: Vec<&str> = envs.iter().map(|(k, _)| k.as_str()).collect();
+        let names: Vec<&str> = envs
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .filter(|k| *k != "TEAMMEM_LOG")
+            .collect();
         assert_eq!(
             names,
             [
