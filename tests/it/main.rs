@@ -18,3 +18,4 @@ mod queue; // the durable job queue: enqueue, claim, leases, rescue, steering, r
 mod requests; // POST /v1/requests and `teammem request --wait` over real HTTP, local forge and the fake GitHub
 mod runner; // the job runner: evidence, builtin agent, receipts, writer child
 mod wiki; // the wiki engine against real git repositories, the git CLI as oracle
+mod workflows; // the shipped workflows' run: scripts with bash against the real daemon: 202, 503 retried, 409, missing settings
