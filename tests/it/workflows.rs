@@ -271,6 +271,33 @@ async fn post_merge_step_sends_a_dispatch_the_daemon_accepts() {
         "the job covers the pushed range: {job}"
     );
     assert!(!output.contains(SECRET), "the secret never printed");
+
+    // The job runs (builtin agent); its wiki publishes are counted on /metrics.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let job = f.job(id).await;
+        if !["queued", "running"].contains(&job["state"].as_str().unwrap_or_default()) {
+            assert_eq!(job["state"], "succeeded", "{job}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "job {id} never ended");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let metrics = reqwest::get(f.daemon.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let updated = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("teammem_wiki_publishes_total{outcome=\"updated\"} "))
+        .unwrap_or_else(|| panic!("no updated publishes counted:\n{metrics}"));
+    assert!(updated.parse::<u64>().unwrap() >= 1, "{metrics}");
+    assert!(
+        metrics.contains("teammem_ingest_requests_total{route=\"dispatch\",code=\"accepted\"} 1"),
+        "{metrics}"
+    );
     drop(f.setup);
 }
 
