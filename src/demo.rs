@@ -286,8 +286,9 @@ impl Layout {
 fn prepare_data_dir(requested: Option<&Path>) -> Result<PathBuf, DemoError> {
     let choose = "choose a writable directory with --data-dir DIR";
     let dir = match requested {
-        Some(dir) => std::path::absolute(dir)
-            .map_err(|e| DemoError::Usage(format!("--data-dir {}: {e}; {choose}", dir.display())))?,
+        Some(dir) => std::path::absolute(dir).map_err(|e| {
+            DemoError::Usage(format!("--data-dir {}: {e}; {choose}", dir.display()))
+        })?,
         None => {
             let nanos = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -525,7 +526,8 @@ async fn check_expected(
     job: &Job,
     sample: &SampleSource,
 ) -> Result<(), DemoError> {
-    let not_as_expected = |why: String| failed(format!("the wiki was not updated as expected: {why}"));
+    let not_as_expected =
+        |why: String| failed(format!("the wiki was not updated as expected: {why}"));
     if job.state != JobState::Succeeded {
         return Err(not_as_expected(format!(
             "job {} ended {} {}",

@@ -343,10 +343,14 @@ mod tests {
     fn publish_outcomes_are_a_closed_set() {
         let envelope = |v: Value| Envelope::from_value("write_wiki_pages", &v).unwrap();
         let ok = |status: &str| {
-            envelope(serde_json::json!({"success": true, "outcome": "completed", "result": {"status": status}}))
+            envelope(
+                serde_json::json!({"success": true, "outcome": "completed", "result": {"status": status}}),
+            )
         };
         let err = |kind: &str| {
-            envelope(serde_json::json!({"success": false, "outcome": "not_applied", "result": null, "error": {"type": kind, "message": "m"}}))
+            envelope(
+                serde_json::json!({"success": false, "outcome": "not_applied", "result": null, "error": {"type": kind, "message": "m"}}),
+            )
         };
         assert_eq!(publish_outcome(&ok("updated")), "updated");
         assert_eq!(publish_outcome(&ok("no-change")), "no_change");

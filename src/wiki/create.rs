@@ -28,10 +28,15 @@ pub fn create_local_wiki(
 ) -> Result<String, WikiError> {
     check_write_pages(pages)?;
     let branch_ref = format!("refs/heads/{branch}");
-    let branch_name: gix::refs::FullName = branch_ref.as_str().try_into().map_err(|_| {
-        WikiError::invalid_input(format!("{branch:?} is not a valid branch name"))
-    })?;
-    if path.exists() && std::fs::read_dir(path).map(|mut d| d.next().is_some()).unwrap_or(true) {
+    let branch_name: gix::refs::FullName = branch_ref
+        .as_str()
+        .try_into()
+        .map_err(|_| WikiError::invalid_input(format!("{branch:?} is not a valid branch name")))?;
+    if path.exists()
+        && std::fs::read_dir(path)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
         return Err(WikiError::not_applied(
             ErrorKind::ConfigurationError,
             format!(

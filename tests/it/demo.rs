@@ -61,7 +61,13 @@ fn merged_pulls(source: &Path) -> Vec<(u64, String)> {
 fn demo_once_runs_the_job_and_the_wiki_cites_every_merged_pull_request() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("demo");
-    let out = demo(&["--once", "--port", "0", "--data-dir", data.to_str().unwrap()]);
+    let out = demo(&[
+        "--once",
+        "--port",
+        "0",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -119,7 +125,13 @@ fn demo_once_runs_the_job_and_the_wiki_cites_every_merged_pull_request() {
     git(&wiki, &["fsck", "--strict", "--no-progress"]);
 
     // A second run in the same directory replaces the earlier demo.
-    let again = demo(&["--once", "--port", "0", "--data-dir", data.to_str().unwrap()]);
+    let again = demo(&[
+        "--once",
+        "--port",
+        "0",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
     assert!(
         again.status.success(),
         "{}",
@@ -133,7 +145,13 @@ fn demo_on_a_busy_port_says_what_to_do_and_writes_nothing() {
     let port = busy.local_addr().unwrap().port().to_string();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("demo");
-    let out = demo(&["--once", "--port", &port, "--data-dir", data.to_str().unwrap()]);
+    let out = demo(&[
+        "--once",
+        "--port",
+        &port,
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "one sentence: {stderr}");
@@ -152,7 +170,13 @@ fn demo_with_a_data_dir_that_cannot_be_made_says_what_to_do() {
     let file = dir.path().join("a-file");
     std::fs::write(&file, "not a directory").unwrap();
     let under_file = file.join("demo");
-    let out = demo(&["--once", "--port", "0", "--data-dir", under_file.to_str().unwrap()]);
+    let out = demo(&[
+        "--once",
+        "--port",
+        "0",
+        "--data-dir",
+        under_file.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "one sentence: {stderr}");
@@ -162,7 +186,13 @@ fn demo_with_a_data_dir_that_cannot_be_made_says_what_to_do() {
     let other = dir.path().join("other");
     std::fs::create_dir(&other).unwrap();
     std::fs::write(other.join("notes.txt"), "mine").unwrap();
-    let out = demo(&["--once", "--port", "0", "--data-dir", other.to_str().unwrap()]);
+    let out = demo(&[
+        "--once",
+        "--port",
+        "0",
+        "--data-dir",
+        other.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("not empty"), "{stderr}");

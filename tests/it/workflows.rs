@@ -85,10 +85,7 @@ struct Context(HashMap<&'static str, String>);
 
 impl Context {
     fn evaluate(&self, value: &str) -> String {
-        let Some(expr) = value
-            .strip_prefix("${{")
-            .and_then(|v| v.strip_suffix("}}"))
-        else {
+        let Some(expr) = value.strip_prefix("${{").and_then(|v| v.strip_suffix("}}")) else {
             return value.to_owned();
         };
         let expr = expr.trim();
@@ -306,11 +303,8 @@ async fn post_merge_step_retries_503_with_the_same_delivery_and_then_succeeds() 
     let f = start();
     let (url, seen) = proxy(f.daemon.url.clone(), 2).await;
     let step = step_of("team-memory-post-merge.yml");
-    let (code, output) = run_step(
-        &step,
-        &f.push_context(&url, &f.source.base, &f.source.head),
-    )
-    .await;
+    let (code, output) =
+        run_step(&step, &f.push_context(&url, &f.source.base, &f.source.head)).await;
     assert_eq!(code, 0, "{output}");
     assert_eq!(
         output.matches("::warning::attempt").count(),
@@ -336,17 +330,18 @@ async fn post_merge_step_fails_with_the_daemons_message_on_409_without_retrying(
     let (url, seen) = proxy(f.daemon.url.clone(), 0).await;
     let step = step_of("team-memory-post-merge.yml");
     // A range backwards: not a fast-forward.
-    let (code, output) = run_step(
-        &step,
-        &f.push_context(&url, &f.source.head, &f.source.base),
-    )
-    .await;
+    let (code, output) =
+        run_step(&step, &f.push_context(&url, &f.source.head, &f.source.base)).await;
     assert_eq!(code, 1, "{output}");
     assert!(
         output.contains("::error::teammem refused the dispatch (409) not_fast_forward: "),
         "{output}"
     );
-    assert_eq!(seen.deliveries.lock().unwrap().len(), 1, "no retry of a 4xx");
+    assert_eq!(
+        seen.deliveries.lock().unwrap().len(),
+        1,
+        "no retry of a 4xx"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -169,11 +169,7 @@ impl Builder {
         }
     }
 
-    fn tree_with(
-        &self,
-        base: ObjectId,
-        files: &[(&str, &str)],
-    ) -> Result<ObjectId, gix::Error> {
+    fn tree_with(&self, base: ObjectId, files: &[(&str, &str)]) -> Result<ObjectId, gix::Error> {
         let mut editor = self.repo.edit_tree(base)?;
         for (path, content) in files {
             let blob = self.repo.write_blob(content.as_bytes())?.detach();
@@ -219,7 +215,11 @@ pub fn create_sample_source(path: &Path) -> Result<SampleSource, SampleError> {
         path: path.display().to_string(),
         detail,
     };
-    if path.exists() && std::fs::read_dir(path).map(|mut d| d.next().is_some()).unwrap_or(true) {
+    if path.exists()
+        && std::fs::read_dir(path)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
         return Err(fail("the directory exists and is not empty".into()));
     }
     build(path).map_err(|e| fail(e.to_string()))
