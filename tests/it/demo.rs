@@ -1,10 +1,13 @@
 //! `teammem demo` as the real process: `--once` builds the sample repositories,
 //! runs the job and exits 0, and the git CLI (the oracle) finds every merged
-//! pull request of the sample cited in the wiki; a busy port or a data
-//! directory that cannot be made fails with one sentence and writes nothing.
+//! pull request of the sample cited in the wiki; without `--once` it serves the
+//! dashboard until Ctrl-C; a busy port or a data directory that cannot be made
+//! fails with one sentence and writes nothing. The sample itself is checked
+//! against the local forge and the git CLI.
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use crate::harness::daemon::BIN;
 
@@ -200,5 +203,95 @@ fn demo_with_a_data_dir_that_cannot_be_made_says_what_to_do() {
         std::fs::read_dir(&other).unwrap().count(),
         1,
         "nothing added"
+    );
+}
+
+#[tokio::test]
+async fn demo_keeps_serving_the_dashboard_until_ctrl_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("demo");
+    let mut child = Command::new(BIN)
+        .args(["demo", "--port", "0", "--data-dir", data.to_str().unwrap()])
+        .env_remove("TEAMMEM_LOG")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn teammem demo");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut dashboard = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(rest) = line.strip_prefix("dashboard: ") {
+            dashboard = rest.split(' ').next().map(str::to_owned);
+        }
+        if line == "serving until Ctrl-C" {
+            break;
+        }
+    }
+    let dashboard = dashboard.expect("the dashboard URL is printed before serving");
+    std::thread::spawn(move || for _ in lines {});
+
+    // From loopback the dashboard needs no login and lists the demo's job.
+    let page = reqwest::get(&dashboard).await.unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("href=\"/jobs/1\""), "{html}");
+    assert!(
+        html.contains("succeeded") && html.contains("demo/todo"),
+        "{html}"
+    );
+
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "Ctrl-C ends the demo with 0: {status:?}");
+}
+
+#[test]
+fn the_sample_is_what_the_local_forge_recognises() {
+    use teammem::forge::local::{self, sample};
+    use teammem::wiki::{Identity, PageWrite, create_local_wiki};
+
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("todo.git");
+    let built = sample::create_sample_source(&source).unwrap();
+    let range = local::verify_range(&source, &built.base, &built.head).unwrap();
+    assert_eq!(range.default_branch, "main");
+    // Two merge pull requests carry a branch commit each; plus two squashes
+    // and one direct commit.
+    assert_eq!(range.commits, 7);
+    for pull in &built.pulls {
+        let verified = local::verify_pull(&source, pull.number).unwrap();
+        assert_eq!(verified.merge_sha, pull.merge_sha, "#{}", pull.number);
+    }
+    // The same history every time: fixed authors and dates.
+    let again = sample::create_sample_source(&dir.path().join("again.git")).unwrap();
+    assert_eq!(again, built);
+    // An existing, non-empty directory is never touched.
+    assert!(sample::create_sample_source(&source).is_err());
+
+    let wiki = dir.path().join("todo.wiki.git");
+    let page = PageWrite {
+        path: "Home.md".into(),
+        content: "# Home\n".into(),
+    };
+    let who = Identity {
+        name: "t".into(),
+        email: "t@example.org".into(),
+    };
+    let first =
+        create_local_wiki(&wiki, "master", std::slice::from_ref(&page), "First", &who).unwrap();
+    assert_eq!(git(&wiki, &["rev-parse", "HEAD"]).trim(), first);
+    assert_eq!(
+        git(&wiki, &["symbolic-ref", "HEAD"]).trim(),
+        "refs/heads/master"
+    );
+    assert_eq!(git(&wiki, &["show", "master:Home.md"]), "# Home\n");
+    git(&wiki, &["fsck", "--strict", "--no-progress"]);
+    assert!(
+        create_local_wiki(&wiki, "master", &[page], "Again", &who).is_err(),
+        "an existing wiki is never overwritten"
     );
 }
