@@ -15,11 +15,11 @@ browser=""
 for candidate in chromium chromium-browser; do
   if command -v "$candidate" >/dev/null 2>&1; then browser=$candidate; break; fi
 done
-if [ -z "$browser" ] || ! command -v promtool >/dev/null 2>&1; then
-  echo "installing prometheus (promtool) and chromium with apt-get"
+if [ -z "$browser" ] || ! command -v promtool >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
+  echo "installing prometheus (promtool), chromium and curl with apt-get"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    prometheus chromium fonts-dejavu-core >/dev/null
+    prometheus chromium fonts-dejavu-core curl ca-certificates >/dev/null
   browser=chromium
 fi
 

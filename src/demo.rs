@@ -184,29 +184,33 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
     let base_url = format!("http://{addr}");
     println!("\ndaemon listening on {base_url} (local forge, builtin agent)");
 
-    let outcome = follow_demo(&config, &layout, &sample, &base_url, &secret, &mut served).await;
-    let outcome = match outcome {
-        Ok(job_id) => {
-            println!("\ndashboard: {base_url}/  (this job: {base_url}/jobs/{job_id})");
-            println!(
-                "  from this machine no login is needed (loopback); elsewhere sign in with a token from `teammem tokens create --config {}`",
-                config_path.display()
-            );
-            println!("demo ok: the wiki was updated as expected");
-            Ok(())
-        }
-        Err(e) => Err(e),
+    let outcome = follow_demo(&config, &layout, &sample, &base_url, &secret, &served).await;
+    let job_page = match &outcome {
+        Ok(job_id) => format!("  (this job: {base_url}/jobs/{job_id})"),
+        Err(_) => String::new(),
     };
-    if options.once || outcome.is_err() {
+    println!("\ndashboard: {base_url}/{job_page}");
+    println!(
+        "  from this machine no login is needed (loopback); elsewhere sign in with a token from `teammem tokens create --config {}`",
+        config_path.display()
+    );
+    match &outcome {
+        Ok(_) => println!("demo ok: the wiki was updated as expected"),
+        Err(e) => println!("demo failed: {}", e.message()),
+    }
+    // Without --once the dashboard stays up, also to look at a failed run.
+    if options.once || served.is_finished() {
         let _ = stop_tx.send(());
     } else {
         println!("serving until Ctrl-C");
     }
     let ended = served.await;
     match (outcome, ended) {
+        // The daemon's own failure explains the rest.
+        (_, Ok(Err(e))) => Err(daemon_ended(Ok(Err(e)), options.port)),
         (Err(e), _) => Err(e),
-        (Ok(()), Ok(Ok(()))) => Ok(()),
-        (Ok(()), ended) => Err(daemon_ended(ended, options.port)),
+        (Ok(_), Ok(Ok(()))) => Ok(()),
+        (Ok(_), ended) => Err(daemon_ended(ended, options.port)),
     }
 }
 
@@ -364,7 +368,7 @@ async fn follow_demo(
     sample: &SampleSource,
     base_url: &str,
     secret: &str,
-    served: &mut tokio::task::JoinHandle<Result<(), daemon::DaemonError>>,
+    served: &tokio::task::JoinHandle<Result<(), daemon::DaemonError>>,
 ) -> Result<i64, DemoError> {
     let body = dispatch_body(&sample.base, &sample.head);
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
@@ -421,7 +425,7 @@ async fn follow_demo(
 async fn wait_for_job(
     queue: &Queue,
     id: i64,
-    served: &mut tokio::task::JoinHandle<Result<(), daemon::DaemonError>>,
+    served: &tokio::task::JoinHandle<Result<(), daemon::DaemonError>>,
 ) -> Result<Job, DemoError> {
     println!("waiting for job {id} ...");
     let deadline = Instant::now() + JOB_DEADLINE;
@@ -440,10 +444,14 @@ async fn wait_for_job(
                 JOB_DEADLINE.as_secs()
             )));
         }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-            ended = &mut *served => return Err(daemon_ended(ended, 0)),
+        // Not awaited here: `run` collects the daemon's own result later.
+        if served.is_finished() {
+            return Err(failed(format!(
+                "the daemon stopped while job {id} was {}",
+                job.state.as_str()
+            )));
         }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
