@@ -7,6 +7,7 @@
 # Runs on a clean clone as root; installs what it needs with apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "== product checks (promtool, the dashboard in headless Chromium)"
 
 artifacts=target/ci-artifacts
 mkdir -p "$artifacts"
