@@ -194,6 +194,10 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
         "  from this machine no login is needed (loopback); elsewhere sign in with a token from `teammem tokens create --config {}`",
         config_path.display()
     );
+    println!(
+        "  the wiki is a plain git repository: git --git-dir {} log -p",
+        layout.wiki.display()
+    );
     match &outcome {
         Ok(_) => println!("demo ok: the wiki was updated as expected"),
         Err(e) => println!("demo failed: {}", e.message()),
