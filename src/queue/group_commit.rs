@@ -236,8 +236,7 @@ mod tests {
         text: &'static str,
         parent: Option<i64>,
         then_fail: bool,
-    ) -> impl for<'c> FnOnce(&'c mut SqliteConnection) -> WriteFuture<'c, ()> + Send + 'static
-    {
+    ) -> impl for<'c> FnOnce(&'c mut SqliteConnection) -> WriteFuture<'c, ()> + Send + 'static {
         move |conn| {
             Box::pin(async move {
                 sqlx::query("INSERT INTO notes (text, parent) VALUES (?1, ?2)")
