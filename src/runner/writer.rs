@@ -231,7 +231,11 @@ impl WriterClient {
         let value = result.structured_content.clone().ok_or_else(|| {
             format!("the wiki writer's answer to {tool} has no structuredContent")
         })?;
-        Envelope::from_value(tool, &value)
+        let envelope = Envelope::from_value(tool, &value)?;
+        if WRITE_TOOLS.contains(&tool) {
+            crate::metrics::WIKI_PUBLISHES.inc(&[publish_outcome(&envelope)]);
+        }
+        Ok(envelope)
     }
 
     /// Calls a tool and returns its result, or the envelope error.
@@ -247,6 +251,46 @@ impl WriterClient {
     pub async fn close(self) {
         let _ = self.service.cancel().await;
     }
+}
+
+/// The writer's tools that publish to the wiki.
+const WRITE_TOOLS: [&str; 2] = ["write_wiki_pages", "patch_wiki_pages"];
+
+/// The wiki engine's error types a write can end in (its `ErrorKind` names).
+const WRITE_ERRORS: [&str; 15] = [
+    "invalid_input",
+    "not_found",
+    "conflict",
+    "destination_changed",
+    "publish_rejected",
+    "permission_denied",
+    "authentication_error",
+    "rate_limited",
+    "timeout",
+    "transport_error",
+    "limit_exceeded",
+    "upstream_error",
+    "configuration_error",
+    "outcome_unknown",
+    "internal_error",
+];
+
+/// The `outcome` label of `teammem_wiki_publishes_total` for a write's
+/// envelope: `updated`, `no_change`, or the error type; anything outside
+/// these closed sets is `other`, so the series stay bounded.
+fn publish_outcome(envelope: &Envelope) -> &'static str {
+    if envelope.success {
+        return match envelope.result["status"].as_str() {
+            Some("updated") => "updated",
+            Some("no-change") => "no_change",
+            _ => "other",
+        };
+    }
+    WRITE_ERRORS
+        .iter()
+        .find(|known| **known == envelope.error_type)
+        .copied()
+        .unwrap_or("other")
 }
 
 /// A failed call: the protocol broke, or the tool answered with an error.
@@ -311,6 +355,27 @@ mod tests {
             ]
         );
         assert!(!format!("{launch:?}").contains("ghs_secret"));
+    }
+
+    #[test]
+    fn publish_outcomes_are_a_closed_set() {
+        let envelope = |v: Value| Envelope::from_value("write_wiki_pages", &v).unwrap();
+        let ok = |status: &str| {
+            envelope(
+                serde_json::json!({"success": true, "outcome": "completed", "result": {"status": status}}),
+            )
+        };
+        let err = |kind: &str| {
+            envelope(
+                serde_json::json!({"success": false, "outcome": "not_applied", "result": null, "error": {"type": kind, "message": "m"}}),
+            )
+        };
+        assert_eq!(publish_outcome(&ok("updated")), "updated");
+        assert_eq!(publish_outcome(&ok("no-change")), "no_change");
+        assert_eq!(publish_outcome(&ok("weird")), "other");
+        assert_eq!(publish_outcome(&err("conflict")), "conflict");
+        assert_eq!(publish_outcome(&err("outcome_unknown")), "outcome_unknown");
+        assert_eq!(publish_outcome(&err("made-up\"")), "other");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! is `Merge pull request #N from ...` or `Title (#N)`. Walks are bounded.
 
 pub mod evidence; // the runner's reads of a local source: range evidence, re-checks, files
+pub mod sample; // the demo's sample source repository, built with gix
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
