@@ -24,6 +24,17 @@ macro_rules! claimable_condition {
     };
 }
 
+/// The claim reads candidates in claim order from the partial index of
+/// queued jobs. Without this the planner (which has no statistics) picks the
+/// `(state, id)` index and sorts every queued job on every claim, which made
+/// claims cost O(queued jobs); `INDEXED BY` also fails loudly should the index
+/// ever stop matching the query.
+macro_rules! claimable_index {
+    () => {
+        "INDEXED BY jobs_claimable"
+    };
+}
+
 /// A fresh, unguessable lease token.
 fn new_lease_token() -> String {
     uuid::Uuid::new_v4().simple().to_string()
@@ -40,7 +51,9 @@ impl Queue {
         // keeps them off SQLite's write lock, which they would otherwise
         // take on every poll and starve the writers that have work.
         let claimable: bool = sqlx::query_scalar(concat!(
-            "SELECT EXISTS (SELECT 1 FROM jobs AS candidate WHERE ",
+            "SELECT EXISTS (SELECT 1 FROM jobs AS candidate ",
+            claimable_index!(),
+            " WHERE ",
             claimable_condition!(),
             ")"
         ))
@@ -61,7 +74,9 @@ impl Queue {
                         "UPDATE jobs SET state = 'running', attempts = attempts + 1, \
                          lease_owner = ?2, lease_token = ?3, lease_until = ?1 + ?4, \
                          started_at = ?1, updated_at = ?1 \
-                         WHERE id = (SELECT candidate.id FROM jobs AS candidate WHERE ",
+                         WHERE id = (SELECT candidate.id FROM jobs AS candidate ",
+                        claimable_index!(),
+                        " WHERE ",
                         claimable_condition!(),
                         " ORDER BY candidate.run_after, candidate.id LIMIT 1) \
                            AND state = 'queued' \
@@ -95,5 +110,52 @@ impl Queue {
             token,
         };
         Ok(Some(Claimed { job, lease }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The plans of both claim statements walk `jobs_claimable` in claim
+    /// order: no full sort of the queued jobs per claim.
+    #[tokio::test]
+    async fn claims_read_the_claimable_index_in_order_without_sorting() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pool = crate::db::open_with(dir.path(), 1).await.expect("open");
+        crate::db::migrate(&pool).await.expect("migrate");
+        let statements = [
+            concat!(
+                "SELECT candidate.id FROM jobs AS candidate ",
+                claimable_index!(),
+                " WHERE ",
+                claimable_condition!(),
+                " ORDER BY candidate.run_after, candidate.id LIMIT 1"
+            ),
+            concat!(
+                "SELECT EXISTS (SELECT 1 FROM jobs AS candidate ",
+                claimable_index!(),
+                " WHERE ",
+                claimable_condition!(),
+                ")"
+            ),
+        ];
+        for statement in statements {
+            let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "EXPLAIN QUERY PLAN {statement}"
+            )))
+            .bind(0_i64)
+            .fetch_all(&pool)
+            .await
+            .expect("plan");
+            let plan: Vec<String> = plan.into_iter().map(|row| row.3).collect();
+            assert!(
+                plan.iter()
+                    .any(|step| step.contains("USING INDEX jobs_claimable")),
+                "{plan:?}"
+            );
+            assert!(
+                !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+                "{plan:?}"
+            );
+        }
     }
 }

@@ -12,9 +12,10 @@
 //! Invariants:
 //! - a caller hears `Ok` only after the commit that made its write durable;
 //!   when that commit fails, every write of the batch hears the failure;
-//! - each write runs inside its own savepoint, so a write that answers `Err`
-//!   (a refused transition, a lost lease, a constraint) is rolled back alone
-//!   and changes nothing, while the others in its batch still commit;
+//! - each write of a batch runs inside its own savepoint (a lone write in the
+//!   transaction itself), so a write that answers `Err` (a refused
+//!   transition, a lost lease, a constraint) is rolled back alone and changes
+//!   nothing, while the others in its batch still commit;
 //! - the writes run on the writer task, not in the caller's future: a caller
 //!   that goes away (an HTTP client hanging up) cannot cut another caller's
 //!   write, or its own, in half.
@@ -158,37 +159,51 @@ async fn writer_task(
     }
 }
 
-/// Runs and commits one batch; `true` when it committed.
+/// Runs and commits one batch; `true` when it committed (`false` also when
+/// a lone write was refused and its transaction rolled back).
 async fn commit_batch(pool: &SqlitePool, writes: Vec<ErasedWrite>) -> bool {
     let mut answers = Vec::with_capacity(writes.len());
     let mut waiting = writes.into_iter();
-    let outcome: Result<(), sqlx::Error> = async {
+    // A lone write needs no savepoint: refusing it rolls back the whole
+    // transaction. In a batch, each write opens one (releasing the previous
+    // write's in the same round trip); COMMIT releases the last.
+    let alone = waiting.len() == 1;
+    let outcome: Result<bool, sqlx::Error> = async {
         let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut first = true;
         for write in waiting.by_ref() {
-            sqlx::query(concat!("SAVEPOINT ", savepoint!()))
-                .execute(&mut *tx)
-                .await?;
+            if !alone {
+                let open = if first {
+                    concat!("SAVEPOINT ", savepoint!())
+                } else {
+                    concat!("RELEASE ", savepoint!(), "; SAVEPOINT ", savepoint!())
+                };
+                sqlx::raw_sql(open).execute(&mut *tx).await?;
+                first = false;
+            }
             let finished = write(Ok(&mut *tx)).await;
             let keep = finished.keep;
             answers.push(finished);
             if !keep {
-                sqlx::query(concat!("ROLLBACK TO ", savepoint!()))
+                if alone {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                sqlx::raw_sql(concat!("ROLLBACK TO ", savepoint!()))
                     .execute(&mut *tx)
                     .await?;
             }
-            sqlx::query(concat!("RELEASE ", savepoint!()))
-                .execute(&mut *tx)
-                .await?;
         }
-        tx.commit().await
+        tx.commit().await?;
+        Ok(true)
     }
     .await;
     match outcome {
-        Ok(()) => {
+        Ok(committed) => {
             answers
                 .into_iter()
                 .for_each(|finished| (finished.answer)(None));
-            true
+            committed
         }
         Err(error) => {
             // Nothing of the batch is durable: the transaction rolled back
@@ -282,6 +297,20 @@ mod tests {
         );
         assert_eq!(notes(&pool).await, ["first", "last"]);
         assert_eq!(writes.committed(), (1, 3), "one commit carried all three");
+    }
+
+    #[tokio::test]
+    async fn a_lone_refused_write_rolls_back_its_transaction() {
+        let (writes, pool, _dir) = setup().await;
+        writes
+            .run(note("refused", None, true))
+            .await
+            .expect_err("refused");
+        assert!(notes(&pool).await.is_empty());
+        assert_eq!(writes.committed(), (0, 0));
+        writes.run(note("next", None, false)).await.expect("next");
+        assert_eq!(notes(&pool).await, ["next"]);
+        assert_eq!(writes.committed(), (1, 1));
     }
 
     #[tokio::test]
