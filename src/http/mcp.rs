@@ -12,7 +12,10 @@
 //!    per call (see `crate::mcp::server`), so each call is limited to the
 //!    repositories the token may see.
 //!
-//! Invariant: no MCP message reaches a handler without both checks passing.
+//! Invariants: no MCP message reaches a handler without both checks passing;
+//! when the daemon's shutdown begins, every session and event stream ends
+//! (rmcp's cancellation token is a child of [`AppState::shutdown`]), so an
+//! agent's open stream never holds the graceful shutdown open.
 
 use std::sync::Arc;
 
@@ -56,7 +59,9 @@ pub fn router(state: &AppState) -> Router<AppState> {
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(true)
         .with_allowed_hosts(hosts)
-        .with_max_request_body_bytes(256 * 1024);
+        .with_max_request_body_bytes(256 * 1024)
+        // Shutdown ends every session and stream (see `daemon::run_with`).
+        .with_cancellation_token(state.shutdown.child_token());
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),

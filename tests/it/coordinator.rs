@@ -504,3 +504,97 @@ async fn stdio_serves_the_coordinator_and_read_only_removes_the_request_tool() {
         .unwrap();
     assert_eq!(page.jobs.len(), 1);
 }
+
+/// SIGTERM while a handshake-era client holds its session's event stream open
+/// (`GET /mcp`, which never ends by itself): the daemon ends the session and
+/// exits 0 promptly instead of waiting for the client to hang up.
+#[tokio::test]
+async fn sigterm_ends_open_mcp_sessions_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (text, _, _) = crate::requests::local_sources(dir.path());
+    let config = dir.path().join("teammem.toml");
+    std::fs::write(&config, text).unwrap();
+    let created = std::process::Command::new(crate::harness::daemon::BIN)
+        .args(["tokens", "create", "--name", "agent", "--config"])
+        .arg(&config)
+        .env("TEAMMEM_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{created:?}");
+    let token = String::from_utf8(created.stdout)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned();
+    let daemon =
+        crate::harness::daemon::Daemon::start(&config, &[("TEAMMEM_TEST_UNSET_SECRET", "s3cret")]);
+
+    let http = reqwest::Client::new();
+    let post = |body: Value, session: Option<&str>| {
+        let mut request = http
+            .post(daemon.url("/mcp"))
+            .bearer_auth(&token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request.send()
+    };
+    let init = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "shutdown-test", "version": "1"}}}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(init.status(), 200);
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    drop(init);
+    let initialized = post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        Some(&session),
+    )
+    .await
+    .unwrap();
+    assert_eq!(initialized.status(), 202);
+    let mut stream = http
+        .get(daemon.url("/mcp"))
+        .bearer_auth(&token)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    assert!(
+        stream.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+
+    let status =
+        tokio::task::spawn_blocking(move || daemon.terminate_within(Duration::from_secs(10)))
+            .await
+            .unwrap()
+            .expect("the daemon must exit within 10 s of SIGTERM although an MCP session was open");
+    assert!(status.success(), "{status:?}");
+    // The stream ended with the daemon (end of body or a broken connection).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), stream.chunk()).await {
+            Ok(Ok(Some(_))) => assert!(Instant::now() < deadline, "the stream kept sending"),
+            Ok(Ok(None)) | Ok(Err(_)) => break,
+            Err(_) => panic!("the event stream stayed open after the daemon exited"),
+        }
+    }
+}
