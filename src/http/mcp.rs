@@ -30,6 +30,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use super::requests::{Credential, Requests};
 use super::{ApiError, AppState};
 use crate::mcp::WikiServer;
+use crate::mcp::app_credentials::AppWikiCredentials;
 use crate::mcp::context::{Binding, Context};
 use crate::mcp::toolsets::{Profile, ServerKind};
 
@@ -43,10 +44,13 @@ pub fn router(state: &AppState) -> Router<AppState> {
         },
         writer: None,
     };
-    let server = WikiServer::with_context(
-        Context::new(binding).with_coordinator(Requests::from_state(state)),
-    )
-    .remote();
+    let requests = Requests::from_state(state);
+    let mut context = Context::new(binding);
+    // Private GitHub wikis are read with the App's read-only installation token.
+    if let Some(forge) = requests.github.clone() {
+        context = context.with_credentials(Arc::new(AppWikiCredentials::new(forge)));
+    }
+    let server = WikiServer::with_context(context.with_coordinator(requests)).remote();
     let mut hosts = vec![
         "localhost".to_string(),
         "127.0.0.1".to_string(),

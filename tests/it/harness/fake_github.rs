@@ -445,6 +445,42 @@ impl FakeGitHub {
         self.inner().mints.clone()
     }
 
+    /// Every installation token minted so far (to prove none leaks).
+    pub fn minted_tokens(&self) -> Vec<String> {
+        self.inner().grants.keys().cloned().collect()
+    }
+
+    /// What GitHub's git server decides for a wiki: a token this fake minted may
+    /// fetch `/{owner}/{name}.wiki.git/...` with `contents: read` or `write` on
+    /// `owner/name`, and push with `contents: write`.
+    pub fn wiki_access(&self) -> crate::harness::git_http::AccessCheck {
+        let shared = self.shared.clone();
+        Arc::new(move |token: &str, path: &str, push: bool| {
+            let mut parts = path.trim_start_matches('/').splitn(3, '/');
+            let (Some(owner), Some(wiki)) = (parts.next(), parts.next()) else {
+                return false;
+            };
+            let Some(name) = wiki.strip_suffix(".wiki.git") else {
+                return false;
+            };
+            let inner = shared.inner.lock().unwrap();
+            let Some(grant) = inner.grants.get(token) else {
+                return false;
+            };
+            let access = grant.permissions.get("contents").map(String::as_str);
+            grant.owner.eq_ignore_ascii_case(owner)
+                && grant
+                    .repositories
+                    .iter()
+                    .any(|r| r.eq_ignore_ascii_case(name))
+                && match access {
+                    Some("write") => true,
+                    Some("read") => !push,
+                    _ => false,
+                }
+        })
+    }
+
     pub fn requests(&self) -> Vec<String> {
         self.inner().requests.clone()
     }

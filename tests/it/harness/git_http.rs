@@ -42,9 +42,21 @@ pub struct SeenRequest {
     pub target: String,
 }
 
+/// Decides whether a token may use a repository: `(token, request path,
+/// push)` → allowed. Lets the server accept what a fake GitHub App minted.
+pub type AccessCheck = Arc<dyn Fn(&str, &str, bool) -> bool + Send + Sync>;
+
+enum Auth {
+    Anonymous,
+    /// Basic `x-access-token:<this token>` only.
+    Token(String),
+    /// Basic `x-access-token:<token>` where the check allows the token.
+    Checked(AccessCheck),
+}
+
 struct ServerState {
     root: PathBuf,
-    token: Option<String>,
+    auth: Auth,
     requests: Mutex<Vec<SeenRequest>>,
     fault: Mutex<Option<Fault>>,
 }
@@ -66,9 +78,23 @@ impl GitHttpServer {
     /// Serves the bare repositories under `root`; with `token`, requests must
     /// carry Basic `x-access-token:<token>`.
     pub async fn start(root: &Path, token: Option<&str>) -> Self {
+        let auth = match token {
+            Some(token) => Auth::Token(token.to_owned()),
+            None => Auth::Anonymous,
+        };
+        Self::start_with(root, auth).await
+    }
+
+    /// Serves the bare repositories under `root` to Basic `x-access-token`
+    /// credentials that `check` allows for the requested path (401 otherwise).
+    pub async fn start_checked(root: &Path, check: AccessCheck) -> Self {
+        Self::start_with(root, Auth::Checked(check)).await
+    }
+
+    async fn start_with(root: &Path, auth: Auth) -> Self {
         let state = Arc::new(ServerState {
             root: root.to_owned(),
-            token: token.map(str::to_owned),
+            auth,
             requests: Mutex::new(Vec::new()),
             fault: Mutex::new(None),
         });
@@ -150,22 +176,30 @@ async fn handle(
         method: method.to_string(),
         target: target.clone(),
     });
-    if let Some(token) = &state.token {
-        let expected = format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{token}"))
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
+        .and_then(|v| String::from_utf8(v).ok())
+        .and_then(|v| v.strip_prefix("x-access-token:").map(str::to_owned));
+    let push = uri.path().ends_with("/git-receive-pack")
+        || uri
+            .query()
+            .is_some_and(|q| q.contains("service=git-receive-pack"));
+    let allowed = match (&state.auth, &given) {
+        (Auth::Anonymous, _) => true,
+        (Auth::Token(token), Some(given)) => given == token,
+        (Auth::Checked(check), Some(given)) => check(given, uri.path(), push),
+        (_, None) => false,
+    };
+    if !allowed {
+        let mut response = status_response(StatusCode::UNAUTHORIZED, "authentication required");
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            "Basic realm=\"git\"".parse().unwrap(),
         );
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        if given != Some(expected.as_str()) {
-            let mut response = status_response(StatusCode::UNAUTHORIZED, "authentication required");
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                "Basic realm=\"git\"".parse().unwrap(),
-            );
-            return response;
-        }
+        return response;
     }
     let path = uri.path().to_owned();
     let is_receive_pack_post = method == Method::POST && path.ends_with("/git-receive-pack");
