@@ -28,7 +28,7 @@ const UNINSTALLED: &str = "octo/lonely";
 struct World {
     dir: tempfile::TempDir,
     github: FakeGitHub,
-    _git: GitHttpServer,
+    git: GitHttpServer,
     wiki: std::path::PathBuf,
     config_path: std::path::PathBuf,
 }
@@ -92,7 +92,7 @@ webhook_secret_env = "TEAMMEM_TEST_UNSET_SECRET"
     World {
         dir,
         github,
-        _git: git,
+        git,
         wiki,
         config_path,
     }
@@ -153,6 +153,13 @@ impl World {
 #[tokio::test]
 async fn mcp_reads_a_private_wiki_with_a_read_only_app_token() {
     let world = world().await;
+    // The wiki is private: git itself cannot read it without a token.
+    let anonymous = std::process::Command::new("git")
+        .args(["ls-remote", &world.git.url("octo/notes.wiki.git")])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .unwrap();
+    assert!(!anonymous.status.success(), "{anonymous:?}");
     let daemon = inproc::start(world.config()).await;
     let token = crate::requests::token(&world.config(), "agent", &[]).await;
     let mut seen: Vec<Value> = Vec::new();
