@@ -154,10 +154,12 @@ impl World {
 async fn mcp_reads_a_private_wiki_with_a_read_only_app_token() {
     let world = world().await;
     // The wiki is private: git itself cannot read it without a token.
-    let anonymous = std::process::Command::new("git")
+    // (tokio's Command: the git server runs on this test's runtime.)
+    let anonymous = tokio::process::Command::new("git")
         .args(["ls-remote", &world.git.url("octo/notes.wiki.git")])
         .env("GIT_TERMINAL_PROMPT", "0")
         .output()
+        .await
         .unwrap();
     assert!(!anonymous.status.success(), "{anonymous:?}");
     let daemon = inproc::start(world.config()).await;
