@@ -91,3 +91,48 @@ fn refusal(wiki_repository: &str, error: GitHubError) -> ToolError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_say_what_to_do_and_never_pass_github_text_on() {
+        let raw = "GitHub answered /app/installations/7/access_tokens with 422";
+        for (error, kind, hint) in [
+            (
+                GitHubError::NotFound(raw.into()),
+                ErrorKind::PermissionDenied,
+                "install the App on octo/notes",
+            ),
+            (
+                GitHubError::Unavailable {
+                    retry_after: 42,
+                    message: raw.into(),
+                },
+                ErrorKind::UpstreamError,
+                "retry in 42 s",
+            ),
+            (
+                GitHubError::Denied(raw.into()),
+                ErrorKind::AuthenticationError,
+                "check the App id, its private key",
+            ),
+            (
+                GitHubError::Unexpected(raw.into()),
+                ErrorKind::UpstreamError,
+                "the details are in the teammem log",
+            ),
+        ] {
+            let refusal = refusal("octo/notes", error);
+            assert_eq!(refusal.kind, kind);
+            assert!(refusal.message.contains(hint), "{}", refusal.message);
+            assert!(
+                !refusal.message.contains("access_tokens"),
+                "{}",
+                refusal.message
+            );
+            assert!(!refusal.message.ends_with('.'), "{}", refusal.message);
+        }
+    }
+}
