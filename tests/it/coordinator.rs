@@ -616,6 +616,7 @@ impl teammem::worker::JobHandler for Verdicts {
                 _ => Err(teammem::worker::JobFailure {
                     reason: FAILURE_REASON.into(),
                     retryable: false,
+                    receipt: None,
                 }),
             }
         })

@@ -42,21 +42,14 @@ pub struct SeenRequest {
     pub target: String,
 }
 
-/// Decides whether a token may use a repository: `(token, request path,
-/// push)` → allowed. Lets the server accept what a fake GitHub App minted.
-pub type AccessCheck = Arc<dyn Fn(&str, &str, bool) -> bool + Send + Sync>;
-
-enum Auth {
-    Anonymous,
-    /// Basic `x-access-token:<this token>` only.
-    Token(String),
-    /// Basic `x-access-token:<token>` where the check allows the token.
-    Checked(AccessCheck),
-}
+/// Decides whether `token` may reach `path` (`write`: a receive-pack request),
+/// for servers whose credentials another fake hands out (GitHub's App tokens).
+pub type TokenCheck = Arc<dyn Fn(&str, &str, bool) -> bool + Send + Sync>;
 
 struct ServerState {
     root: PathBuf,
-    auth: Auth,
+    token: Option<String>,
+    check: Option<TokenCheck>,
     requests: Mutex<Vec<SeenRequest>>,
     fault: Mutex<Option<Fault>>,
 }
@@ -78,23 +71,20 @@ impl GitHttpServer {
     /// Serves the bare repositories under `root`; with `token`, requests must
     /// carry Basic `x-access-token:<token>`.
     pub async fn start(root: &Path, token: Option<&str>) -> Self {
-        let auth = match token {
-            Some(token) => Auth::Token(token.to_owned()),
-            None => Auth::Anonymous,
-        };
-        Self::start_with(root, auth).await
+        Self::serve(root, token, None).await
     }
 
-    /// Serves the bare repositories under `root` to Basic `x-access-token`
-    /// credentials that `check` allows for the requested path (401 otherwise).
-    pub async fn start_checked(root: &Path, check: AccessCheck) -> Self {
-        Self::start_with(root, Auth::Checked(check)).await
+    /// Serves the bare repositories under `root`; every request must carry Basic
+    /// `x-access-token:<token>` with a token `check` accepts for the path.
+    pub async fn start_checked(root: &Path, check: TokenCheck) -> Self {
+        Self::serve(root, None, Some(check)).await
     }
 
-    async fn start_with(root: &Path, auth: Auth) -> Self {
+    async fn serve(root: &Path, token: Option<&str>, check: Option<TokenCheck>) -> Self {
         let state = Arc::new(ServerState {
             root: root.to_owned(),
-            auth,
+            token: token.map(str::to_owned),
+            check,
             requests: Mutex::new(Vec::new()),
             fault: Mutex::new(None),
         });
@@ -176,30 +166,44 @@ async fn handle(
         method: method.to_string(),
         target: target.clone(),
     });
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Basic "))
-        .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
-        .and_then(|v| String::from_utf8(v).ok())
-        .and_then(|v| v.strip_prefix("x-access-token:").map(str::to_owned));
-    let push = uri.path().ends_with("/git-receive-pack")
-        || uri
-            .query()
-            .is_some_and(|q| q.contains("service=git-receive-pack"));
-    let allowed = match (&state.auth, &given) {
-        (Auth::Anonymous, _) => true,
-        (Auth::Token(token), Some(given)) => given == token,
-        (Auth::Checked(check), Some(given)) => check(given, uri.path(), push),
-        (_, None) => false,
-    };
-    if !allowed {
-        let mut response = status_response(StatusCode::UNAUTHORIZED, "authentication required");
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            "Basic realm=\"git\"".parse().unwrap(),
+    if let Some(token) = &state.token {
+        let expected = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{token}"))
         );
-        return response;
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        if given != Some(expected.as_str()) {
+            let mut response = status_response(StatusCode::UNAUTHORIZED, "authentication required");
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                "Basic realm=\"git\"".parse().unwrap(),
+            );
+            return response;
+        }
+    }
+    if let Some(check) = &state.check {
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Basic "))
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .and_then(|raw| String::from_utf8(raw).ok())
+            .and_then(|pair| pair.strip_prefix("x-access-token:").map(str::to_owned));
+        let write = uri.path().ends_with("/git-receive-pack")
+            || uri
+                .query()
+                .unwrap_or("")
+                .contains("service=git-receive-pack");
+        if !token.is_some_and(|t| check(&t, uri.path(), write)) {
+            let mut response = status_response(StatusCode::UNAUTHORIZED, "authentication required");
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                "Basic realm=\"git\"".parse().unwrap(),
+            );
+            return response;
+        }
     }
     let path = uri.path().to_owned();
     let is_receive_pack_post = method == Method::POST && path.ends_with("/git-receive-pack");
