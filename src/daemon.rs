@@ -2,7 +2,8 @@
 //! scheduler, and owns graceful shutdown.
 //!
 //! Shutdown order (SIGTERM/SIGINT or the caller's signal): stop accepting HTTP
-//! connections and let in-flight requests finish, stop claiming jobs, give
+//! connections, end open `/mcp` sessions and their event streams (they never
+//! end by themselves) and let other in-flight requests finish, stop claiming jobs, give
 //! running jobs `queue.shutdown_grace_seconds` to finish and release the leases
 //! of those that do not, stop the schedules, close the database. Then `run`
 //! returns `Ok` and the process exits 0.
@@ -227,6 +228,8 @@ pub async fn run_with_ingest(
         });
     }
 
+    // Cancelled when shutdown begins: ends open /mcp sessions and streams.
+    let mcp_sessions = tokio_util::sync::CancellationToken::new();
     let session_key = session_key(data_dir).map_err(|e| DaemonError::Database {
         dir: data_dir.display().to_string(),
         source: e.into(),
@@ -239,7 +242,8 @@ pub async fn run_with_ingest(
         workers.alive.clone(),
         session_key,
     )
-    .with_ingest(Arc::new(ingest));
+    .with_ingest(Arc::new(ingest))
+    .with_shutdown(mcp_sessions.clone());
     let listener = TcpListener::bind(config.server.listen)
         .await
         .map_err(|source| DaemonError::Listen {
@@ -260,6 +264,7 @@ pub async fn run_with_ingest(
     .with_graceful_shutdown(async move {
         shutdown.await;
         ready.store(false, std::sync::atomic::Ordering::SeqCst);
+        mcp_sessions.cancel();
     })
     .await;
 

@@ -12,7 +12,10 @@
 //!    per call (see `crate::mcp::server`), so each call is limited to the
 //!    repositories the token may see.
 //!
-//! Invariant: no MCP message reaches a handler without both checks passing.
+//! Invariants: no MCP message reaches a handler without both checks passing;
+//! when the daemon's shutdown begins, every session and event stream ends
+//! (rmcp's cancellation token is a child of [`AppState::shutdown`]), so an
+//! agent's open stream never holds the graceful shutdown open.
 
 use std::sync::Arc;
 
@@ -27,6 +30,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use super::requests::{Credential, Requests};
 use super::{ApiError, AppState};
 use crate::mcp::WikiServer;
+use crate::mcp::app_credentials::AppWikiCredentials;
 use crate::mcp::context::{Binding, Context};
 use crate::mcp::toolsets::{Profile, ServerKind};
 
@@ -40,10 +44,13 @@ pub fn router(state: &AppState) -> Router<AppState> {
         },
         writer: None,
     };
-    let server = WikiServer::with_context(
-        Context::new(binding).with_coordinator(Requests::from_state(state)),
-    )
-    .remote();
+    let requests = Requests::from_state(state);
+    let mut context = Context::new(binding);
+    // Private GitHub wikis are read with the App's read-only installation token.
+    if let Some(forge) = requests.github.clone() {
+        context = context.with_credentials(Arc::new(AppWikiCredentials::new(forge)));
+    }
+    let server = WikiServer::with_context(context.with_coordinator(requests)).remote();
     let mut hosts = vec![
         "localhost".to_string(),
         "127.0.0.1".to_string(),
@@ -56,7 +63,9 @@ pub fn router(state: &AppState) -> Router<AppState> {
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(true)
         .with_allowed_hosts(hosts)
-        .with_max_request_body_bytes(256 * 1024);
+        .with_max_request_body_bytes(256 * 1024)
+        // Shutdown ends every session and stream (see `daemon::run_with`).
+        .with_cancellation_token(state.shutdown.child_token());
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),

@@ -44,6 +44,9 @@ pub struct AppState {
     pub session_key: Arc<[u8; 32]>,
     /// The dispatch front door; `None` answers `POST /v1/dispatch` with 503.
     pub ingest: Option<Arc<crate::ingest::Ingest>>,
+    /// Cancelled when shutdown begins: ends open `/mcp` sessions and their
+    /// event streams, which would otherwise hold the graceful shutdown open.
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl AppState {
@@ -64,7 +67,14 @@ impl AppState {
             ready: Arc::new(AtomicBool::new(true)),
             session_key: Arc::new(session_key),
             ingest: None,
+            shutdown: tokio_util::sync::CancellationToken::new(),
         }
+    }
+
+    /// Ends `/mcp` sessions when `shutdown` is cancelled.
+    pub fn with_shutdown(mut self, shutdown: tokio_util::sync::CancellationToken) -> AppState {
+        self.shutdown = shutdown;
+        self
     }
 
     /// Serves `POST /v1/dispatch` through `ingest`.

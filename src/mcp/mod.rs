@@ -8,12 +8,15 @@
 //!   filter deciding what a server exposes;
 //! - [`context`]: the binding (configuration, writer job from the environment)
 //!   and how a call reaches a wiki;
+//! - [`app_credentials`]: the GitHub App's read-only wiki tokens for the
+//!   agent servers (private wikis);
 //! - [`server`]: the rmcp handler serving the tables;
 //! - [`operator`]: the same tools for an operator's command line.
 //!
 //! Invariant: stdout carries MCP framing only. Nothing here prints; logs go to
 //! stderr through `tracing` (the binary's subscriber must write to stderr).
 
+pub mod app_credentials;
 pub mod context;
 pub mod envelope;
 pub mod operator;
@@ -22,6 +25,7 @@ pub mod tasks;
 pub mod toolsets;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use rmcp::ServiceExt;
 
@@ -85,7 +89,13 @@ pub async fn run_stdio(config_path: Option<PathBuf>, mode: Mode) -> Result<(), M
     let context = match mode {
         Mode::Agent { .. } => {
             let requests = coordinator(&binding.config).await?;
-            Context::new(binding).with_coordinator(requests)
+            let github = requests.github.clone();
+            let context = Context::new(binding).with_coordinator(requests);
+            match github {
+                Some(forge) => context
+                    .with_credentials(Arc::new(app_credentials::AppWikiCredentials::new(forge))),
+                None => context,
+            }
         }
         Mode::WikiWriter => Context::new(binding),
     };

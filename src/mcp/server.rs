@@ -112,20 +112,29 @@ impl WikiServer {
                 });
         let outcome = match job.state {
             JobState::Failed | JobState::Rejected => {
-                let kind = if job.state == JobState::Rejected {
-                    ErrorKind::Conflict
+                let reason = job.last_error.as_deref().unwrap_or("no reason recorded");
+                Err(if job.state == JobState::Rejected {
+                    // Refused when it started: nothing was written.
+                    ToolError::new(
+                        ErrorKind::Conflict,
+                        format!(
+                            "job {} rejected: {reason}; get_job shows its details",
+                            job.id
+                        ),
+                    )
                 } else {
-                    ErrorKind::UpstreamError
-                };
-                Err(ToolError::new(
-                    kind,
-                    format!(
-                        "job {} {}: {}; get_job shows its details",
-                        job.id,
-                        job.state,
-                        job.last_error.as_deref().unwrap_or("no reason recorded")
-                    ),
-                ))
+                    // An attempt may have published before it failed.
+                    ToolError {
+                        outcome: envelope::Outcome::Unknown,
+                        ..ToolError::new(
+                            ErrorKind::UpstreamError,
+                            format!(
+                                "job {} failed: {reason}; the wiki may carry commits of this job (trailer Teammem-Job: {}); get_job shows its details",
+                                job.id, job.id
+                            ),
+                        )
+                    }
+                })
             }
             _ => Ok(coordinator::job_view(job)),
         };

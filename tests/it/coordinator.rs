@@ -24,10 +24,10 @@ use teammem::queue::JobState;
 use crate::harness::inproc::{self, Running};
 use crate::requests::{Local, token};
 
-type Client = RunningService<RoleClient, ClientConfig>;
+pub(crate) type Client = RunningService<RoleClient, ClientConfig>;
 
 #[derive(Clone, Copy, Debug)]
-enum Era {
+pub(crate) enum Era {
     /// `initialize` at 2025-11-25, a session.
     Handshake,
     /// `server/discover`, stateless 2026-07-28 requests.
@@ -44,7 +44,7 @@ fn client_info(tasks: bool) -> ClientConfig {
         .with_protocol_version(ProtocolVersion::V_2025_11_25)
 }
 
-async fn connect(daemon: &Running, token: &str, era: Era, tasks: bool) -> Client {
+pub(crate) async fn connect(daemon: &Running, token: &str, era: Era, tasks: bool) -> Client {
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(daemon.url("/mcp")).auth_header(token),
     );
@@ -83,7 +83,7 @@ async fn call(
 }
 
 /// A tool call that must answer with an envelope (not a task, not an error).
-async fn envelope(client: &Client, tool: &str, arguments: Value) -> Value {
+pub(crate) async fn envelope(client: &Client, tool: &str, arguments: Value) -> Value {
     match call(client, tool, arguments).await {
         Ok(CallToolResponse::Complete(result)) => {
             let envelope = result
@@ -503,4 +503,179 @@ async fn stdio_serves_the_coordinator_and_read_only_removes_the_request_tool() {
         .await
         .unwrap();
     assert_eq!(page.jobs.len(), 1);
+}
+
+/// SIGTERM while a handshake-era client holds its session's event stream open
+/// (`GET /mcp`, which never ends by itself): the daemon ends the session and
+/// exits 0 promptly instead of waiting for the client to hang up.
+#[tokio::test]
+async fn sigterm_ends_open_mcp_sessions_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (text, _, _) = crate::requests::local_sources(dir.path());
+    let config = dir.path().join("teammem.toml");
+    std::fs::write(&config, text).unwrap();
+    let created = std::process::Command::new(crate::harness::daemon::BIN)
+        .args(["tokens", "create", "--name", "agent", "--config"])
+        .arg(&config)
+        .env("TEAMMEM_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{created:?}");
+    let token = String::from_utf8(created.stdout)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned();
+    let daemon =
+        crate::harness::daemon::Daemon::start(&config, &[("TEAMMEM_TEST_UNSET_SECRET", "s3cret")]);
+
+    let http = reqwest::Client::new();
+    let post = |body: Value, session: Option<&str>| {
+        let mut request = http
+            .post(daemon.url("/mcp"))
+            .bearer_auth(&token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request.send()
+    };
+    let init = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "shutdown-test", "version": "1"}}}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(init.status(), 200);
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    drop(init);
+    let initialized = post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        Some(&session),
+    )
+    .await
+    .unwrap();
+    assert_eq!(initialized.status(), 202);
+    let mut stream = http
+        .get(daemon.url("/mcp"))
+        .bearer_auth(&token)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    assert!(
+        stream.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+
+    let status =
+        tokio::task::spawn_blocking(move || daemon.terminate_within(Duration::from_secs(10)))
+            .await
+            .unwrap()
+            .expect("the daemon must exit within 10 s of SIGTERM although an MCP session was open");
+    assert!(status.success(), "{status:?}");
+    // The stream ended with the daemon (end of body or a broken connection).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), stream.chunk()).await {
+            Ok(Ok(Some(_))) => assert!(Instant::now() < deadline, "the stream kept sending"),
+            Ok(Ok(None)) | Ok(Err(_)) => break,
+            Err(_) => panic!("the event stream stayed open after the daemon exited"),
+        }
+    }
+}
+
+/// Fails the job of PR 7 (permanently) and rejects the job of PR 8, as the
+/// runner does when an agent gives up or the merge left the default branch.
+struct Verdicts;
+
+const FAILURE_REASON: &str = "the agent stopped without a receipt after 3 steps";
+const REJECTION_REASON: &str = "the merge commit is no longer in the default branch";
+
+impl teammem::worker::JobHandler for Verdicts {
+    fn run<'a>(&'a self, job: &'a teammem::queue::Job) -> teammem::worker::JobFuture<'a> {
+        Box::pin(async move {
+            match job.pull_number {
+                Some(8) => Ok(teammem::queue::Completion::Rejected {
+                    reason: REJECTION_REASON.into(),
+                }),
+                _ => Err(teammem::worker::JobFailure {
+                    reason: FAILURE_REASON.into(),
+                    retryable: false,
+                    receipt: None,
+                }),
+            }
+        })
+    }
+}
+
+/// A failed or rejected job's task is `completed` (SEP-2663: a tool result with
+/// `isError` is a completed task; `failed` is for JSON-RPC errors) and its
+/// result is an error envelope naming the job, its state and the reason.
+#[tokio::test]
+async fn failed_and_rejected_jobs_complete_their_tasks_with_an_error_result() {
+    let local = Local::new();
+    let daemon = inproc::start_with(local.config.clone(), std::sync::Arc::new(Verdicts)).await;
+    let all = token(&local.config, "agent", &[]).await;
+    let modern = connect(&daemon, &all, Era::Stateless, true).await;
+    for (pull, state, kind, outcome, reason) in [
+        (7, "failed", "upstream_error", "unknown", FAILURE_REASON),
+        (8, "rejected", "conflict", "not_applied", REJECTION_REASON),
+    ] {
+        let id = task_id(&modern, "demo/app", pull).await;
+        let done = until_settled(&modern, &id).await;
+        let task = &done.task.task;
+        assert_eq!(task.status, TaskStatus::Completed, "{pull}: {task:?}");
+        let job = id.trim_start_matches("job-");
+        assert_eq!(
+            task.status_message.as_deref(),
+            Some(format!("job {job} is {state}").as_str())
+        );
+        let rmcp::model::TaskPayload::Completed { result } = &done.task.payload else {
+            panic!("a completed task carries the tool result: {done:?}")
+        };
+        assert_eq!(result["isError"], true, "{result:?}");
+        let envelope = &result["structuredContent"];
+        assert_eq!(envelope["success"], false, "{envelope}");
+        assert_eq!(envelope["outcome"], outcome, "{envelope}");
+        assert_eq!(envelope["error"]["type"], kind, "{envelope}");
+        assert_eq!(
+            envelope["result"]["wiki_repository"], "demo/app",
+            "{envelope}"
+        );
+        let message = envelope["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("job {job} {state}: {reason}")),
+            "{message}"
+        );
+        // The text content carries the same envelope.
+        let text: Value =
+            serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(&text, envelope);
+        // get_job agrees.
+        let got = envelope_of(
+            &modern,
+            "get_job",
+            json!({"job_id": job.parse::<i64>().unwrap()}),
+        )
+        .await;
+        assert_eq!(got["result"]["state"], state, "{got}");
+        assert_eq!(got["result"]["last_error"], reason, "{got}");
+    }
+    modern.cancel().await.unwrap();
+    daemon.shutdown().await.unwrap();
 }

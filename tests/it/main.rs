@@ -13,6 +13,7 @@ mod forge_github; // App auth: token cache keys, installation checks, key loadin
 mod forge_local; // the local forge's ancestry and pull-request checks on real git repositories
 mod harness; // starts real things: the daemon, git servers, fakes
 mod jobs_api; // /v1/jobs over HTTP, token scopes, graceful shutdown
+mod private_wiki; // agents read a private GitHub wiki with the App's read-only token (/mcp and stdio), never seeing it
 mod mcp; // the wiki MCP server through rmcp's client: modes, envelope, reads, the job-bound writer
 mod queue; // the durable job queue: enqueue, claim, leases, rescue, steering, retention
 mod requests; // POST /v1/requests and `teammem request --wait` over real HTTP, local forge and the fake GitHub

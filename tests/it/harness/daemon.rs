@@ -118,6 +118,31 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// Sends SIGTERM and waits at most `limit` for the process to exit: its
+    /// status, or `None` (the process is then killed) when it did not.
+    pub fn terminate_within(
+        mut self,
+        limit: std::time::Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();

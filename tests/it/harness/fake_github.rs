@@ -599,6 +599,11 @@ impl FakeGitHub {
         self.inner().mints.clone()
     }
 
+    /// Every installation token minted so far (to prove none leaks).
+    pub fn minted_tokens(&self) -> Vec<String> {
+        self.inner().grants.keys().cloned().collect()
+    }
+
     pub fn requests(&self) -> Vec<String> {
         self.inner().requests.clone()
     }

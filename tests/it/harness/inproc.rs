@@ -57,16 +57,33 @@ impl Running {
 
 /// Starts the daemon for `config` with a `Gate` handler.
 pub async fn start(config: Config) -> Running {
-    let config = Arc::new(config);
     let (started_tx, started) = mpsc::unbounded_channel();
     let permits = Arc::new(Semaphore::new(0));
+    let gate = Arc::new(Gate {
+        started: started_tx,
+        permits: permits.clone(),
+    });
+    launch(config, gate, started, permits).await
+}
+
+/// Starts the daemon for `config` with the test's own job handler (`started`
+/// and `permits` of the result are then unused).
+pub async fn start_with(config: Config, handler: Arc<dyn JobHandler>) -> Running {
+    let (_, started) = mpsc::unbounded_channel();
+    launch(config, handler, started, Arc::new(Semaphore::new(0))).await
+}
+
+async fn launch(
+    config: Config,
+    handler: Arc<dyn JobHandler>,
+    started: mpsc::UnboundedReceiver<i64>,
+    permits: Arc<Semaphore>,
+) -> Running {
+    let config = Arc::new(config);
     let (addr_tx, addr_rx) = oneshot::channel();
     let (stop, stop_rx) = oneshot::channel::<()>();
     let options = Options {
-        handler: Arc::new(Gate {
-            started: started_tx,
-            permits: permits.clone(),
-        }),
+        handler,
         clock: Arc::new(SystemClock),
         on_listening: Some(Box::new(move |addr| {
             let _ = addr_tx.send(addr);
