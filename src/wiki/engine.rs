@@ -174,8 +174,7 @@ impl WikiState {
         let connection = remote
             .to_connection_with_transport(transport)
             // Never ask credential helpers: the token (if any) is already a header.
-            .with_credentials(|_| Ok(None))
-            .with_transport_options(Box::new(http.transport_options(deadline)));
+            .with_credentials(|_| Ok(None));
         let interrupt = AtomicBool::new(false);
         let prepared = connection.prepare_fetch(gix::progress::Discard, Default::default());
         let prepared = match prepared {
@@ -343,6 +342,20 @@ impl WikiState {
             .map_err(|clash| {
                 WikiError::invalid_input(format!(
                     "the new pages clash with the wiki: {clash}; use the existing path"
+                ))
+            })?;
+            let added: Vec<&str> = desired
+                .iter()
+                .filter(|page| !base_index.pages.contains_key(&page.path))
+                .map(|page| page.path.as_str())
+                .collect();
+            super::paths::check_against_other_files(
+                base_index.other_files.iter().map(String::as_str),
+                &added,
+            )
+            .map_err(|clash| {
+                WikiError::invalid_input(format!(
+                    "a new page clashes with a file in the wiki that is not a page: {clash}; choose another path"
                 ))
             })?;
         }

@@ -4,7 +4,9 @@
 
 use teammem::wiki::{ErrorKind, Outcome, PagePatch, PageWrite, Replacement, WriteStatus};
 
-use super::{DESTINATION, Fixture, TOKEN, files_containing, spec};
+use super::{
+    DESTINATION, Fixture, TOKEN, add_files_that_are_not_pages, files_containing, other_files, spec,
+};
 use crate::harness::git_http::{Fault, git, tip};
 
 fn page(path: &str, content: &str) -> PageWrite {
@@ -214,6 +216,77 @@ async fn patch_refusals_name_the_problem_and_change_nothing() {
         assert!(!err.message.ends_with('.'), "{}", err.message);
     }
     assert_eq!(tip(&fixture.bare, "master"), base);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_keep_files_that_are_not_pages_and_never_clash_with_them() {
+    let fixture = Fixture::sample().await;
+    let others = add_files_that_are_not_pages(&fixture);
+    let wiki = fixture.wiki();
+    let base = wiki.snapshot().await.unwrap().sha.unwrap();
+
+    // A new page inside the images folder and an edit of an existing page.
+    let written = wiki
+        .write(
+            &spec(&base),
+            vec![
+                page("images/Gallery.md", "# Gallery\n"),
+                page("guides/Setup.md", "Install with cargo, then run setup.sh.\n"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(written.status, WriteStatus::Updated);
+    assert_eq!(other_files(&fixture.bare), others, "untouched, modes included");
+    assert_eq!(
+        git(&fixture.bare, &["show", "master:images/Gallery.md"]),
+        "# Gallery\n"
+    );
+    fsck(&fixture.bare);
+
+    // A patch next to them keeps them as well.
+    let setup = wiki
+        .get_page(&written.sha, "guides/Setup.md")
+        .await
+        .unwrap();
+    let patched = wiki
+        .patch(
+            &spec(&written.sha),
+            vec![PagePatch {
+                path: "guides/Setup.md".into(),
+                expected_sha: setup.sha,
+                replacements: vec![replace("cargo", "cargo install")],
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.status, WriteStatus::Updated);
+    assert_eq!(other_files(&fixture.bare), others);
+    fsck(&fixture.bare);
+
+    // New pages that would collide with a file, or put a folder where a file
+    // is, are refused before anything is sent.
+    fixture.server.clear_requests();
+    for (path, shown) in [
+        ("images/logo.png/About.md", "images/logo.png"),
+        ("LICENSE/Terms.md", "LICENSE"),
+        ("logo-link/x.md", "logo-link"),
+    ] {
+        let err = wiki
+            .write(&spec(&patched.sha), vec![page(path, "x\n")])
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidInput, "{path}: {err:?}");
+        assert_eq!(err.outcome, Outcome::NotApplied);
+        assert!(
+            err.message.contains(shown) && err.message.contains("not a page"),
+            "{}",
+            err.message
+        );
+    }
+    assert_eq!(fixture.server.requests(), Vec::new());
+    assert_eq!(tip(&fixture.bare, "master"), patched.sha);
+    assert_eq!(other_files(&fixture.bare), others);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
