@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use teammem::wiki::{CommitSpec, Destination, Identity, Remote, Secret, Trailer, Wiki, WikiStore};
 
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 
-use crate::harness::git_http::{GitHttpServer, bare_with_commits, git, init_bare};
+use crate::harness::git_http::{GitHttpServer, bare_with_commits, git, git_raw, init_bare};
 
 pub const TOKEN: &str = "ghs_TeStToKeN_5ecret_9f8e7d";
 pub const DESTINATION: &str = "octo/wiki";
@@ -167,8 +168,9 @@ pub fn add_files_that_are_not_pages(fixture: &Fixture) -> Vec<String> {
     png.extend_from_slice(b"needle-in-image \xff\xfe");
     std::fs::write(work.join("images/logo.png"), &png).unwrap();
     std::fs::write(work.join("LICENSE"), "needle-in-license\n").unwrap();
-    std::fs::write(work.join("guides/setup.sh"), "#!/bin/sh\necho needle\n").unwrap();
-    git(&work, &["update-index", "--add", "--chmod=+x", "guides/setup.sh"]);
+    let script = work.join("guides/setup.sh");
+    std::fs::write(&script, "#!/bin/sh\necho needle\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::symlink("images/logo.png", work.join("logo-link")).unwrap();
     let odd_name = std::ffi::OsStr::from_bytes(b"raw-\xff.bin");
     std::fs::write(work.join(odd_name), "latin-1 name\n").unwrap();
@@ -180,9 +182,11 @@ pub fn add_files_that_are_not_pages(fixture: &Fixture) -> Vec<String> {
 
 /// `git ls-tree -r` lines (mode, id, path) of every entry not ending in `.md`.
 pub fn other_files(bare: &std::path::Path) -> Vec<String> {
-    git(bare, &["ls-tree", "-r", "master"])
-        .lines()
-        .filter(|line| !line.ends_with(".md"))
+    let listing = git_raw(bare, &["ls-tree", "-r", "-z", "master"]);
+    assert!(listing.status.success(), "git ls-tree failed");
+    String::from_utf8_lossy(&listing.stdout)
+        .split('\0')
+        .filter(|line| !line.is_empty() && !line.ends_with(".md"))
         .map(str::to_owned)
         .collect()
 }
