@@ -153,12 +153,19 @@ impl HttpRemote {
     ) -> Result<HttpTransport, WikiError> {
         let url = gix::url::parse(gix::bstr::BStr::new(self.base.as_str()))
             .map_err(|_| configuration_error("the wiki remote URL is not a valid git URL"))?;
+        let http = self.git_http(deadline)?;
+        Ok(http::Transport::new_http(http, url, protocol, false))
+    }
+
+    /// The raw requester under a transport, for the stateless receive-pack POST.
+    pub(crate) fn git_http(&self, deadline: Instant) -> Result<GitHttp, WikiError> {
         // Plain http only ever goes to loopback: never through a proxy from the
         // environment, which would see the token.
         let plain_http = self.base.starts_with("http://");
-        let client = self.clients.get(plain_http).map_err(|err| {
-            WikiError::internal("setting up the wiki's HTTP client", err)
-        })?;
+        let client = self
+            .clients
+            .get(plain_http)
+            .map_err(|err| WikiError::internal("setting up the wiki's HTTP client", err))?;
         let authorization = self.token.as_ref().map(|token| {
             let encoded = base64::engine::general_purpose::STANDARD
                 .encode(format!("x-access-token:{}", token.expose()));
@@ -167,8 +174,7 @@ impl HttpRemote {
             value.set_sensitive(true);
             value
         });
-        let http = GitHttp::new(client, self.base.clone(), authorization, deadline);
-        Ok(http::Transport::new_http(http, url, protocol, false))
+        Ok(GitHttp::new(client, self.base.clone(), authorization, deadline))
     }
 }
 

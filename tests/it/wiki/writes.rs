@@ -389,6 +389,31 @@ async fn matching_pages_are_no_change_on_the_base_and_on_a_newer_tip() {
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Conflict);
+
+    // The mirror is at the base and the page differs there, so the write goes
+    // straight to the push; meanwhile a human wrote the very same page. The
+    // server's compare-and-swap refuses the push, and the newer tip already
+    // has the page: no-change, no new commit.
+    let base = wiki.snapshot().await.unwrap().sha.unwrap();
+    git(&work, &["pull", "--quiet", "--ff-only", "origin", "master"]);
+    std::fs::write(work.join("Same.md"), "same words\n").unwrap();
+    git(&work, &["add", "Same.md"]);
+    git(&work, &["commit", "--quiet", "-m", "Human writes it first"]);
+    git(&work, &["push", "--quiet", "origin", "master"]);
+    let human = tip(&fixture.bare, "master");
+    fixture.server.clear_requests();
+    let result = wiki
+        .write(&spec(&base), vec![page("Same.md", "same words\n")])
+        .await
+        .unwrap();
+    assert_eq!(result.status, WriteStatus::NoChange);
+    assert_eq!(result.sha, human);
+    assert_eq!(tip(&fixture.bare, "master"), human);
+    assert_eq!(
+        fixture.server.requests()[0].target,
+        "/wiki.git/git-receive-pack",
+        "the push went first"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -513,16 +538,28 @@ async fn server_failures_map_to_error_types() {
         (500, ErrorKind::UpstreamError),
     ] {
         fixture.server.inject(Fault::Status {
-            suffix: "info/refs?service=git-receive-pack".into(),
+            suffix: "info/refs?service=git-upload-pack".into(),
             status,
         });
-        let err = wiki
-            .write(&spec(&base), vec![page("Home.md", "x\n")])
-            .await
-            .unwrap_err();
+        let err = wiki.snapshot().await.unwrap_err();
         assert_eq!((status, err.kind), (status, kind), "{err:?}");
         assert_eq!(err.outcome, Outcome::NotApplied);
     }
+    // A write whose pages already match asks the remote for its tip first.
+    let home = git(&fixture.bare, &["show", "master:Home.md"]);
+    fixture.server.inject(Fault::Status {
+        suffix: "info/refs?service=git-receive-pack".into(),
+        status: 403,
+    });
+    let err = wiki
+        .write(&spec(&base), vec![page("Home.md", &home)])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.kind, err.outcome),
+        (ErrorKind::PermissionDenied, Outcome::NotApplied),
+        "{err:?}"
+    );
     // Refusals of the POST itself are known not to have been applied; a 5xx
     // after the pack left is not.
     for (status, kind, outcome) in [
@@ -548,7 +585,7 @@ async fn server_failures_map_to_error_types() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_warm_write_costs_three_requests_and_no_fetch() {
+async fn a_warm_write_costs_two_requests_and_no_fetch() {
     let fixture = Fixture::sample().await;
     let wiki = fixture.wiki();
     let base = wiki.snapshot().await.unwrap().sha.unwrap();
@@ -575,7 +612,6 @@ async fn a_warm_write_costs_three_requests_and_no_fetch() {
     assert_eq!(
         seen,
         [
-            "GET /wiki.git/info/refs?service=git-receive-pack",
             "POST /wiki.git/git-receive-pack",
             "GET /wiki.git/info/refs?service=git-upload-pack",
         ]
