@@ -174,7 +174,12 @@ impl HttpRemote {
             value.set_sensitive(true);
             value
         });
-        Ok(GitHttp::new(client, self.base.clone(), authorization, deadline))
+        Ok(GitHttp::new(
+            client,
+            self.base.clone(),
+            authorization,
+            deadline,
+        ))
     }
 }
 
@@ -206,7 +211,10 @@ mod tests {
             "http://localhost:1/r.git",
             "http://LOCALHOST/r.git",
         ] {
-            assert!(validate_http(loopback, Some(&token), &clients).is_ok(), "{loopback}");
+            assert!(
+                validate_http(loopback, Some(&token), &clients).is_ok(),
+                "{loopback}"
+            );
         }
         for refused in [
             "http://github.com/o/r.wiki.git",

@@ -211,7 +211,9 @@ impl Exchange {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, ExchangeState> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Sends the request once; afterwards the headers (or the error) and the
@@ -257,10 +259,11 @@ impl Exchange {
     fn take_headers(&self) -> std::io::Result<Vec<u8>> {
         let mut state = self.state();
         Self::send(&mut state);
-        state
-            .headers
-            .take()
-            .unwrap_or_else(|| Err(std::io::Error::other("the answer's headers were already read")))
+        state.headers.take().unwrap_or_else(|| {
+            Err(std::io::Error::other(
+                "the answer's headers were already read",
+            ))
+        })
     }
 
     fn take_response(&self) -> std::io::Result<Response> {

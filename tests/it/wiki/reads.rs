@@ -255,8 +255,14 @@ async fn files_that_are_not_pages_are_ignored_by_every_read() {
     let before = wiki.snapshot().await.unwrap().sha.unwrap();
     let others = add_files_that_are_not_pages(&fixture);
     assert_eq!(others.len(), 5, "{others:?}");
-    assert!(others.iter().any(|line| line.starts_with("100755")), "{others:?}");
-    assert!(others.iter().any(|line| line.starts_with("120000")), "{others:?}");
+    assert!(
+        others.iter().any(|line| line.starts_with("100755")),
+        "{others:?}"
+    );
+    assert!(
+        others.iter().any(|line| line.starts_with("120000")),
+        "{others:?}"
+    );
     let snapshot = wiki.snapshot().await.unwrap();
     let tip_sha = tip(&fixture.bare, "master");
     assert_eq!(snapshot.sha.as_deref(), Some(tip_sha.as_str()));

@@ -231,13 +231,20 @@ async fn writes_keep_files_that_are_not_pages_and_never_clash_with_them() {
             &spec(&base),
             vec![
                 page("images/Gallery.md", "# Gallery\n"),
-                page("guides/Setup.md", "Install with cargo, then run setup.sh.\n"),
+                page(
+                    "guides/Setup.md",
+                    "Install with cargo, then run setup.sh.\n",
+                ),
             ],
         )
         .await
         .unwrap();
     assert_eq!(written.status, WriteStatus::Updated);
-    assert_eq!(other_files(&fixture.bare), others, "untouched, modes included");
+    assert_eq!(
+        other_files(&fixture.bare),
+        others,
+        "untouched, modes included"
+    );
     assert_eq!(
         git(&fixture.bare, &["show", "master:images/Gallery.md"]),
         "# Gallery\n"
