@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # bench/ingest.sh — dispatch ingest throughput and latency (signed request →
 # verified → durable job) against a running `teammem serve` on loopback, with
-# a local-forge source. Prints requests/s, p50/p99 latency and the daemon's RSS.
+# two sources: a local-forge one (the one the targets are for), then a GitHub
+# one verified against a minimal fake of GitHub's REST API on loopback
+# (bench/ingest/fake_github.py). Prints requests/s, p50/p99 latency and the
+# daemon's RSS for each.
 #
 # Invariant: every request is a distinct, correctly signed range dispatch, so
 # the numbers measure the whole path (HMAC, parse, gix ancestry walk, SQLite
@@ -14,7 +17,7 @@ DURATION="${1:-15}"
 CONNECTIONS="${2:-16}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="$(mktemp -d)"
-trap 'kill "${DAEMON_PID:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill "${DAEMON_PID:-}" "${FAKE_PID:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 if ! command -v wrk >/dev/null; then
     echo "installing wrk (Debian package)" >&2
@@ -51,14 +54,30 @@ PY
 # without decoding commits).
 git -C "$WORK/src" commit-graph write --reachable
 git init -q --bare -b master "$WORK/wiki.git"
+git -C "$WORK/src" rev-list --reverse main > "$WORK/shas.txt"
+
+# The GitHub source: the same history, served by the fake; an App key for it.
+openssl genrsa -out "$WORK/app.pem" 2048 2>/dev/null
+chmod 600 "$WORK/app.pem"
 
 SECRET="bench-secret-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
 export TEAMMEM_BENCH_SECRET="$SECRET"
 PORT=$((20000 + RANDOM % 20000))
+GH_PORT=$((PORT + 1))
 cat > "$WORK/teammem.toml" <<TOML
 [server]
 listen = "127.0.0.1:$PORT"
 data_dir = "$WORK/data"
+
+[github]
+api_url = "http://127.0.0.1:$GH_PORT"
+git_url = "http://127.0.0.1:$GH_PORT"
+app_id = 1
+private_key = { file = "$WORK/app.pem" }
+
+[[sources]]
+repository = "bench/gh"
+webhook_secret_env = "TEAMMEM_BENCH_SECRET"
 
 [[sources]]
 repository = "bench/app"
@@ -70,22 +89,32 @@ webhook_secret_env = "TEAMMEM_BENCH_SECRET"
 workers = 1
 TOML
 
-# Pre-signed requests: distinct ranges (before, after) of 1..20 commits.
+# Pre-signed requests: distinct ranges (before, after) of 1..20 commits, for
+# the local source; for the GitHub source each with its own run, whose head
+# is push_after (the fake answers the run lookups from runs.txt).
 python3 - "$WORK" "$SECRET" <<'PY'
-import hashlib, hmac, json, subprocess, sys, uuid
+import hashlib, hmac, json, sys, uuid
 work, secret = sys.argv[1], sys.argv[2].encode()
-shas = subprocess.check_output(["git", "-C", f"{work}/src", "rev-list", "--reverse", "main"]).decode().split()
-out = open(f"{work}/requests.txt", "w")
+shas = open(f"{work}/shas.txt").read().split()
+local = open(f"{work}/requests.txt", "w")
+github = open(f"{work}/requests-github.txt", "w")
+runs = open(f"{work}/runs.txt", "w")
 n = 0
 for span in range(1, 21):
     for i in range(0, len(shas) - span):
-        body = json.dumps({"source_repository": "bench/app", "kind": "range",
-                           "push_before": shas[i], "push_after": shas[i + span]}, separators=(",", ":"))
-        sig = "sha256=" + hmac.new(secret, body.encode(), hashlib.sha256).hexdigest()
-        out.write(f"{sig}\t{uuid.uuid4()}\t{body}\n")
         n += 1
-print(f"{n} distinct signed dispatches prepared", file=sys.stderr)
+        for source, out, run in (("bench/app", local, None), ("bench/gh", github, n)):
+            dispatch = {"source_repository": source, "kind": "range",
+                        "push_before": shas[i], "push_after": shas[i + span]}
+            if run is not None:
+                dispatch.update(source_run_id=run, source_run_attempt=1)
+                runs.write(f"{run} {shas[i + span]}\n")
+            body = json.dumps(dispatch, separators=(",", ":"))
+            sig = "sha256=" + hmac.new(secret, body.encode(), hashlib.sha256).hexdigest()
+            out.write(f"{sig}\t{uuid.uuid4()}\t{body}\n")
+print(f"{n} distinct signed dispatches prepared per source", file=sys.stderr)
 PY
+
 
 cat > "$WORK/dispatch.lua" <<'LUA'
 local reqs = {}
@@ -115,6 +144,8 @@ request = function()
 end
 LUA
 
+python3 "$ROOT/bench/ingest/fake_github.py" "$GH_PORT" bench/gh "$WORK/shas.txt" "$WORK/runs.txt" &
+FAKE_PID=$!
 "$BIN" serve --config "$WORK/teammem.toml" > "$WORK/daemon.log" 2>&1 &
 DAEMON_PID=$!
 for _ in $(seq 1 100); do
@@ -124,12 +155,19 @@ done
 curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null || { cat "$WORK/daemon.log"; exit 1; }
 echo "daemon RSS idle: $(awk '/VmRSS/ {print $2 " " $3}' /proc/$DAEMON_PID/status)"
 
-wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$WORK/dispatch.lua" \
-    "http://127.0.0.1:$PORT" -- "$WORK/requests.txt" | tee "$WORK/wrk.txt"
+load() { # NAME REQUESTS_FILE
+    echo "== $1"
+    wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$WORK/dispatch.lua" \
+        "http://127.0.0.1:$PORT" -- "$2" | tee "$WORK/wrk-$1.txt"
+    echo "daemon RSS after $1: $(awk '/VmRSS/ {print $2 " " $3}' /proc/$DAEMON_PID/status), peak $(awk '/VmHWM/ {print $2 " " $3}' /proc/$DAEMON_PID/status)"
+}
+load local-forge "$WORK/requests.txt"
+load github-fake "$WORK/requests-github.txt"
 
-echo "daemon RSS after load: $(awk '/VmRSS/ {print $2 " " $3}' /proc/$DAEMON_PID/status), peak $(awk '/VmHWM/ {print $2 " " $3}' /proc/$DAEMON_PID/status)"
 echo "jobs stored: $(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from jobs').fetchone()[0])" "$WORK/data/teammem.db")"
-if grep -q "Non-2xx" "$WORK/wrk.txt"; then
-    echo "ERRORS: some dispatches were refused" >&2
+if grep -q "Non-2xx" "$WORK"/wrk-*.txt; then
+    grep -l "Non-2xx" "$WORK"/wrk-*.txt >&2
+    echo "ERRORS: some dispatches were refused; the daemon's log says why:" >&2
+    grep -m5 'refused' "$WORK/daemon.log" >&2 || true
     exit 1
 fi

@@ -45,6 +45,8 @@ struct ConfigArg {
 enum Command {
     /// Run the daemon: HTTP API, workers and scheduler
     Serve(ConfigArg),
+    /// Offline end-to-end demo: sample repositories, the real daemon, one signed dispatch
+    Demo(DemoArgs),
     /// Apply pending database migrations and exit
     Migrate(ConfigArg),
     /// Validate a configuration file; prints "ok" or every problem found
@@ -70,6 +72,19 @@ enum Command {
         #[arg(required = true)]
         repositories: Vec<String>,
     },
+}
+
+#[derive(Debug, Args)]
+struct DemoArgs {
+    /// Exit after the job: 0 only when the wiki was updated as expected
+    #[arg(long)]
+    once: bool,
+    /// Loopback port of the daemon and dashboard (0: any free port)
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Where to put the sample repositories and the daemon's state (default: a new temporary directory)
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -251,6 +266,12 @@ enum JobsCommand {
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The demo prints its story on stdout; only warnings belong beside it,
+    // also from the writer children it spawns (they inherit TEAMMEM_LOG).
+    if matches!(cli.command, Command::Demo(_)) && std::env::var_os("TEAMMEM_LOG").is_none() {
+        // SAFETY: no other thread exists yet; the runtime is built below.
+        unsafe { std::env::set_var("TEAMMEM_LOG", "warn") };
+    }
     init_tracing(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -301,6 +322,16 @@ impl Failure {
 async fn run(command: Command) -> ExitCode {
     let result = match command {
         Command::Serve(c) => serve(&c.config).await,
+        Command::Demo(d) => crate::demo::run(crate::demo::DemoOptions {
+            once: d.once,
+            port: d.port,
+            data_dir: d.data_dir,
+        })
+        .await
+        .map_err(|e| Failure {
+            code: e.exit_code(),
+            message: e.message().to_owned(),
+        }),
         Command::Migrate(c) => migrate(&c.config).await,
         Command::CheckConfig(c) => check_config(&c.config),
         Command::Tokens(t) => run_tokens(t).await,

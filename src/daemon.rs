@@ -157,6 +157,22 @@ pub async fn run_with(
     options: Options,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), DaemonError> {
+    // Before the database and any worker: a bad App key stops the daemon here.
+    let ingest = crate::ingest::Ingest::start(&config)
+        .await
+        .map_err(DaemonError::Ingest)?;
+    run_with_ingest(config, options, ingest, shutdown).await
+}
+
+/// Like [`run_with`], with dispatch ingest built by the caller: the demo hands
+/// its generated dispatch secret over this way instead of through the
+/// process environment.
+pub async fn run_with_ingest(
+    config: Arc<Config>,
+    options: Options,
+    ingest: crate::ingest::Ingest,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), DaemonError> {
     let data_dir = &config.server.data_dir;
     let pool = db::open(data_dir)
         .await
@@ -171,11 +187,6 @@ pub async fn run_with(
             source: e.into(),
         })?;
     let queue = Queue::new(pool.clone(), options.clock.clone(), queue_settings(&config));
-    // Before any worker starts: a bad App key stops the daemon here.
-    let ingest = crate::ingest::Ingest::start(&config)
-        .await
-        .map_err(DaemonError::Ingest)?;
-
     let workers = Pool::start(
         queue.clone(),
         options.handler,

@@ -5,6 +5,7 @@
 pub mod cli; // the command line: clap definitions and what each command does
 pub mod config; // teammem.toml, validated once into typed config
 pub mod daemon; // starts HTTP, workers and scheduler; owns graceful shutdown
+pub mod demo; // `teammem demo`: sample repositories, the real daemon, one signed dispatch
 pub mod db; // the SQLite pool (WAL, busy timeout) and migrations; nothing else
 pub mod http; // the HTTP API: one router per resource, errors mapped in one place
 pub mod ingest; // signed dispatches: HMAC, OIDC, parsing, verification, one error per check

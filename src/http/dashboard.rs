@@ -325,8 +325,8 @@ async fn job_page(
     let mut body = String::new();
     let _ = write!(
         body,
-        "<h2>Job #{} <span class=\"state {st}\">{st}</span></h2><dl>",
-        job.id,
+        // The page's <h1> already names the job.
+        "<p><span class=\"state {st}\">{st}</span></p><dl>",
         st = job.state.as_str()
     );
     let mut row = |k: &str, v: String| {

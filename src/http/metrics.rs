@@ -50,6 +50,16 @@ async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, Api
             "Failed attempts scheduled to run again.",
             stats.retries_scheduled,
         ),
+        (
+            "teammem_queue_commits_total",
+            "Queue transactions committed; each carries one or more writes (group commit).",
+            stats.commits,
+        ),
+        (
+            "teammem_queue_writes_total",
+            "Queue writes committed (enqueues, claims, completions, heartbeats, steering).",
+            stats.writes,
+        ),
     ];
     for (name, help, value) in counters {
         let _ = writeln!(

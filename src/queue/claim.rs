@@ -51,34 +51,44 @@ impl Queue {
             return Ok(None);
         }
         let token = new_lease_token();
-        let (_writer, mut tx) = self.begin_write().await?;
-        let row = sqlx::query(concat!(
-            "UPDATE jobs SET state = 'running', attempts = attempts + 1, \
-             lease_owner = ?2, lease_token = ?3, lease_until = ?1 + ?4, \
-             started_at = ?1, updated_at = ?1 \
-             WHERE id = (SELECT candidate.id FROM jobs AS candidate WHERE ",
-            claimable_condition!(),
-            " ORDER BY candidate.run_after, candidate.id LIMIT 1) \
-               AND state = 'queued' \
-             RETURNING ",
-            job_columns!()
-        ))
-        .bind(now)
-        .bind(worker)
-        .bind(&token)
-        .bind(self.lease_ms())
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = row else {
-            // Nothing written; ending the transaction releases the write lock.
-            tx.rollback().await?;
+        let lease_ms = self.lease_ms();
+        let worker = worker.to_string();
+        let lease_token = token.clone();
+        let job = self
+            .write(move |conn| {
+                Box::pin(async move {
+                    let row = sqlx::query(concat!(
+                        "UPDATE jobs SET state = 'running', attempts = attempts + 1, \
+                         lease_owner = ?2, lease_token = ?3, lease_until = ?1 + ?4, \
+                         started_at = ?1, updated_at = ?1 \
+                         WHERE id = (SELECT candidate.id FROM jobs AS candidate WHERE ",
+                        claimable_condition!(),
+                        " ORDER BY candidate.run_after, candidate.id LIMIT 1) \
+                           AND state = 'queued' \
+                         RETURNING ",
+                        job_columns!()
+                    ))
+                    .bind(now)
+                    .bind(&worker)
+                    .bind(&lease_token)
+                    .bind(lease_ms)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                    let Some(row) = row else {
+                        // Someone else took the last claimable job first.
+                        return Ok(None);
+                    };
+                    let job = job_from_row(&row)?;
+                    debug_assert_eq!(job.state, JobState::Running);
+                    let detail = format!("attempt {} of {}", job.attempts, job.max_attempts);
+                    insert_event(conn, job.id, now, &worker, "claimed", Some(&detail)).await?;
+                    Ok(Some(job))
+                })
+            })
+            .await?;
+        let Some(job) = job else {
             return Ok(None);
         };
-        let job = job_from_row(&row)?;
-        debug_assert_eq!(job.state, JobState::Running);
-        let detail = format!("attempt {} of {}", job.attempts, job.max_attempts);
-        insert_event(&mut tx, job.id, now, worker, "claimed", Some(&detail)).await?;
-        tx.commit().await?;
         Counters::bump(&self.counters.claims);
         let lease = Lease {
             job_id: job.id,

@@ -52,8 +52,10 @@ impl Queue {
     /// source, or the sweep after checking ancestry).
     pub async fn advance_cursor(&self, source: &str, sha: &str) -> Result<(), QueueError> {
         let now = self.now_ms();
-        let _writer = self.writer_turn().await;
-        let mut conn = self.pool.acquire().await?;
-        store_cursor(&mut conn, source, sha, None, now).await
+        let (source, sha) = (source.to_string(), sha.to_string());
+        self.write(move |conn| {
+            Box::pin(async move { store_cursor(conn, &source, &sha, None, now).await })
+        })
+        .await
     }
 }

@@ -1,9 +1,10 @@
 //! Enqueue: idempotent by job identity and by delivery id, and coalescing of
 //! contiguous ranges into a still-queued job.
 //!
-//! Invariant: one `BEGIN IMMEDIATE` transaction per enqueue holds the write
-//! lock from the first lookup to the commit, so two concurrent enqueues of the
-//! same identity or delivery can never both create a job; a range is only
+//! Invariant: each enqueue is one write of the queue's writer task (see
+//! `group_commit.rs`), which holds the write lock from its first lookup to the
+//! commit and runs writes one after another, so two concurrent enqueues of
+//! the same identity or delivery can never both create a job; a range is only
 //! merged into a job that is still `queued` (a running job's range is fixed).
 
 use super::model::{Disposition, Enqueued, JobKind, JobState, NewJob};
@@ -162,154 +163,177 @@ impl Queue {
         validate(&job, delivery_id)?;
         let now = self.now_ms();
         let identity = identity_key(&job);
-        let (_writer, mut tx) = self.begin_write().await?;
+        let max_attempts = i64::from(self.settings.max_attempts);
+        let delivery_id = delivery_id.map(str::to_string);
+        let enqueued = self
+            .write(move |conn| {
+                Box::pin(async move {
+                    store(
+                        conn,
+                        job,
+                        delivery_id.as_deref(),
+                        identity,
+                        now,
+                        max_attempts,
+                    )
+                    .await
+                })
+            })
+            .await?;
+        let counter = match enqueued.disposition {
+            Disposition::Created => &self.counters.enqueued,
+            Disposition::Coalesced { .. } => &self.counters.coalesced,
+            Disposition::Duplicate => &self.counters.duplicates,
+        };
+        Counters::bump(counter);
+        Ok(enqueued)
+    }
+}
 
-        if let Some(delivery_id) = delivery_id {
-            let known: Option<i64> =
-                sqlx::query_scalar("SELECT job_id FROM deliveries WHERE delivery_id = ?1")
-                    .bind(delivery_id)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            if let Some(job_id) = known {
-                return self.duplicate(tx, job_id).await;
-            }
-        }
-
+/// The transactional part of [`Queue::enqueue`], on the writer's connection.
+async fn store(
+    conn: &mut sqlx::SqliteConnection,
+    job: NewJob,
+    delivery_id: Option<&str>,
+    identity: String,
+    now: i64,
+    max_attempts: i64,
+) -> Result<Enqueued, QueueError> {
+    if let Some(delivery_id) = delivery_id {
         let known: Option<i64> =
-            sqlx::query_scalar("SELECT job_id FROM job_identities WHERE identity = ?1")
-                .bind(&identity)
-                .fetch_optional(&mut *tx)
+            sqlx::query_scalar("SELECT job_id FROM deliveries WHERE delivery_id = ?1")
+                .bind(delivery_id)
+                .fetch_optional(&mut *conn)
                 .await?;
         if let Some(job_id) = known {
-            remember_delivery(&mut tx, delivery_id, job_id, now).await?;
-            return self.duplicate(tx, job_id).await;
+            return duplicate(conn, job_id).await;
         }
+    }
 
-        if let JobKind::Range { before, after, .. } = &job.kind {
-            let extended = sqlx::query(concat!(
-                "UPDATE jobs SET push_after = ?1, coalesced_count = coalesced_count + 1, \
-                 updated_at = ?2 \
-                 WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND kind = 'range' \
-                             AND source = ?3 AND destination = ?4 AND push_after = ?5 \
-                             ORDER BY id LIMIT 1) \
-                   AND state = 'queued' \
-                 RETURNING ",
-                job_columns!()
-            ))
-            .bind(after)
-            .bind(now)
-            .bind(&job.source)
-            .bind(&job.destination)
-            .bind(before)
-            .fetch_optional(&mut *tx)
+    let known: Option<i64> =
+        sqlx::query_scalar("SELECT job_id FROM job_identities WHERE identity = ?1")
+            .bind(&identity)
+            .fetch_optional(&mut *conn)
             .await?;
-            if let Some(row) = extended {
-                let target = super::rows::job_from_row(&row)?;
-                remember_identity(&mut tx, &identity, target.id, now).await?;
-                remember_delivery(&mut tx, delivery_id, target.id, now).await?;
-                let detail = format!("range extended to ..{after} by {identity}");
-                insert_event(
-                    &mut tx,
-                    target.id,
-                    now,
-                    &job.actor,
-                    "coalesced",
-                    Some(&detail),
-                )
-                .await?;
-                tx.commit().await?;
-                Counters::bump(&self.counters.coalesced);
-                return Ok(Enqueued {
-                    disposition: Disposition::Coalesced { into: target.id },
-                    job: target,
-                });
-            }
-        }
+    if let Some(job_id) = known {
+        remember_delivery(&mut *conn, delivery_id, job_id, now).await?;
+        return duplicate(conn, job_id).await;
+    }
 
-        let (push_before, push_after, run_id, run_attempt, pull_number, merge_sha) = match &job.kind
-        {
-            JobKind::Range {
-                before,
-                after,
-                run_id,
-                run_attempt,
-            } => (
-                Some(before.as_str()),
-                Some(after.as_str()),
-                *run_id,
-                *run_attempt,
-                None,
-                None,
-            ),
-            JobKind::PullRequest { number, merge_sha } => (
-                None,
-                None,
-                None,
-                None,
-                Some(*number),
-                Some(merge_sha.as_str()),
-            ),
-        };
-        let row = sqlx::query(concat!(
-            "INSERT INTO jobs (source, destination, origin, kind, push_before, push_after, \
-             run_id, run_attempt, pull_number, merge_sha, state, attempts, max_attempts, \
-             run_after, created_at, updated_at, actor) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, ?12, ?13, ?13, ?13, ?14) \
+    if let JobKind::Range { before, after, .. } = &job.kind {
+        let extended = sqlx::query(concat!(
+            "UPDATE jobs SET push_after = ?1, coalesced_count = coalesced_count + 1, \
+             updated_at = ?2 \
+             WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND kind = 'range' \
+                         AND source = ?3 AND destination = ?4 AND push_after = ?5 \
+                         ORDER BY id LIMIT 1) \
+               AND state = 'queued' \
              RETURNING ",
             job_columns!()
         ))
+        .bind(after)
+        .bind(now)
         .bind(&job.source)
         .bind(&job.destination)
-        .bind(job.origin.as_str())
-        .bind(job.kind.name().as_str())
-        .bind(push_before)
-        .bind(push_after)
-        .bind(run_id)
-        .bind(run_attempt)
-        .bind(pull_number)
-        .bind(merge_sha)
-        .bind(JobState::Queued.as_str())
-        .bind(i64::from(self.settings.max_attempts))
-        .bind(now)
-        .bind(&job.actor)
-        .fetch_one(&mut *tx)
+        .bind(before)
+        .fetch_optional(&mut *conn)
         .await?;
-        let created = super::rows::job_from_row(&row)?;
-        remember_identity(&mut tx, &identity, created.id, now).await?;
-        remember_delivery(&mut tx, delivery_id, created.id, now).await?;
-        let detail = format!("{} job from {} as {identity}", job.kind.name(), job.origin);
-        insert_event(
-            &mut tx,
-            created.id,
-            now,
-            &job.actor,
-            "enqueued",
-            Some(&detail),
-        )
-        .await?;
-        tx.commit().await?;
-        Counters::bump(&self.counters.enqueued);
-        Ok(Enqueued {
-            job: created,
-            disposition: Disposition::Created,
-        })
+        if let Some(row) = extended {
+            let target = super::rows::job_from_row(&row)?;
+            remember_identity(&mut *conn, &identity, target.id, now).await?;
+            remember_delivery(&mut *conn, delivery_id, target.id, now).await?;
+            let detail = format!("range extended to ..{after} by {identity}");
+            insert_event(
+                &mut *conn,
+                target.id,
+                now,
+                &job.actor,
+                "coalesced",
+                Some(&detail),
+            )
+            .await?;
+            return Ok(Enqueued {
+                disposition: Disposition::Coalesced { into: target.id },
+                job: target,
+            });
+        }
     }
 
-    async fn duplicate(
-        &self,
-        mut tx: sqlx::Transaction<'static, sqlx::Sqlite>,
-        job_id: i64,
-    ) -> Result<Enqueued, QueueError> {
-        let job = fetch_job(&mut tx, job_id)
-            .await?
-            .ok_or(QueueError::NotFound { id: job_id })?;
-        tx.commit().await?;
-        Counters::bump(&self.counters.duplicates);
-        Ok(Enqueued {
-            job,
-            disposition: Disposition::Duplicate,
-        })
-    }
+    let (push_before, push_after, run_id, run_attempt, pull_number, merge_sha) = match &job.kind {
+        JobKind::Range {
+            before,
+            after,
+            run_id,
+            run_attempt,
+        } => (
+            Some(before.as_str()),
+            Some(after.as_str()),
+            *run_id,
+            *run_attempt,
+            None,
+            None,
+        ),
+        JobKind::PullRequest { number, merge_sha } => (
+            None,
+            None,
+            None,
+            None,
+            Some(*number),
+            Some(merge_sha.as_str()),
+        ),
+    };
+    let row = sqlx::query(concat!(
+        "INSERT INTO jobs (source, destination, origin, kind, push_before, push_after, \
+         run_id, run_attempt, pull_number, merge_sha, state, attempts, max_attempts, \
+         run_after, created_at, updated_at, actor) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, ?12, ?13, ?13, ?13, ?14) \
+         RETURNING ",
+        job_columns!()
+    ))
+    .bind(&job.source)
+    .bind(&job.destination)
+    .bind(job.origin.as_str())
+    .bind(job.kind.name().as_str())
+    .bind(push_before)
+    .bind(push_after)
+    .bind(run_id)
+    .bind(run_attempt)
+    .bind(pull_number)
+    .bind(merge_sha)
+    .bind(JobState::Queued.as_str())
+    .bind(max_attempts)
+    .bind(now)
+    .bind(&job.actor)
+    .fetch_one(&mut *conn)
+    .await?;
+    let created = super::rows::job_from_row(&row)?;
+    remember_identity(&mut *conn, &identity, created.id, now).await?;
+    remember_delivery(&mut *conn, delivery_id, created.id, now).await?;
+    let detail = format!("{} job from {} as {identity}", job.kind.name(), job.origin);
+    insert_event(
+        &mut *conn,
+        created.id,
+        now,
+        &job.actor,
+        "enqueued",
+        Some(&detail),
+    )
+    .await?;
+    Ok(Enqueued {
+        job: created,
+        disposition: Disposition::Created,
+    })
+}
+
+/// The job that already stands for a known identity or delivery.
+async fn duplicate(conn: &mut sqlx::SqliteConnection, job_id: i64) -> Result<Enqueued, QueueError> {
+    let job = fetch_job(conn, job_id)
+        .await?
+        .ok_or(QueueError::NotFound { id: job_id })?;
+    Ok(Enqueued {
+        job,
+        disposition: Disposition::Duplicate,
+    })
 }
 
 async fn remember_identity(

@@ -8,8 +8,6 @@
 //! A lease that has expired but not yet been rescued is still honoured: no
 //! one else holds the job, and finishing it is better than redoing it.
 
-use rand::rng;
-
 use super::clock::duration_ms;
 use super::model::{Completion, Job, JobKindName, JobState, Lease};
 use super::retry_policy::backoff;
@@ -22,23 +20,28 @@ impl Queue {
     pub async fn heartbeat(&self, lease: &Lease) -> Result<i64, QueueError> {
         let now = self.now_ms();
         let until = now.saturating_add(self.lease_ms());
-        // A single autocommit UPDATE: there is no event to write with it
-        // (heartbeats are not transitions and would flood the audit trail).
-        let _writer = self.writer_turn().await;
-        let updated = sqlx::query(
-            "UPDATE jobs SET lease_until = ?1, updated_at = ?2 \
-             WHERE id = ?3 AND state = 'running' AND lease_token = ?4",
-        )
-        .bind(until)
-        .bind(now)
-        .bind(lease.job_id)
-        .bind(&lease.token)
-        .execute(&self.pool)
-        .await?;
-        if updated.rows_affected() != 1 {
-            return Err(QueueError::LeaseLost { id: lease.job_id });
-        }
-        Ok(until)
+        let lease = lease.clone();
+        // No event goes with it: heartbeats are not transitions and would
+        // flood the audit trail.
+        self.write(move |conn| {
+            Box::pin(async move {
+                let updated = sqlx::query(
+                    "UPDATE jobs SET lease_until = ?1, updated_at = ?2 \
+                     WHERE id = ?3 AND state = 'running' AND lease_token = ?4",
+                )
+                .bind(until)
+                .bind(now)
+                .bind(lease.job_id)
+                .bind(&lease.token)
+                .execute(conn)
+                .await?;
+                if updated.rows_affected() != 1 {
+                    return Err(QueueError::LeaseLost { id: lease.job_id });
+                }
+                Ok(until)
+            })
+        })
+        .await
     }
 
     /// Finishes a running job in the terminal state the completion names and
@@ -48,58 +51,65 @@ impl Queue {
     pub async fn complete(&self, lease: &Lease, completion: Completion) -> Result<Job, QueueError> {
         let now = self.now_ms();
         let state = completion.state();
-        let (receipt, last_error, detail) = match &completion {
+        let (receipt, last_error, detail) = match completion {
             Completion::Succeeded { receipt } | Completion::NoChange { receipt } => {
                 (Some(receipt.to_string()), None, None)
             }
             Completion::Skipped { reason } => (
                 Some(serde_json::json!({ "skipped": reason }).to_string()),
                 None,
-                Some(reason.clone()),
+                Some(reason),
             ),
-            Completion::Rejected { reason } => (None, Some(reason.clone()), Some(reason.clone())),
+            Completion::Rejected { reason } => (None, Some(reason.clone()), Some(reason)),
         };
-        let (_writer, mut tx) = self.begin_write().await?;
-        let row = sqlx::query(concat!(
-            "UPDATE jobs SET state = ?1, receipt = ?2, last_error = ?3, \
-             finished_at = ?4, updated_at = ?4, lease_token = NULL, lease_until = NULL \
-             WHERE id = ?5 AND state = 'running' AND lease_token = ?6 \
-             RETURNING ",
-            job_columns!()
-        ))
-        .bind(state.as_str())
-        .bind(receipt)
-        .bind(last_error)
-        .bind(now)
-        .bind(lease.job_id)
-        .bind(&lease.token)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = row else {
-            return Err(QueueError::LeaseLost { id: lease.job_id });
-        };
-        let job = job_from_row(&row)?;
-        let actor = job.lease_owner.clone().unwrap_or_else(|| "worker".into());
-        insert_event(
-            &mut tx,
-            job.id,
-            now,
-            &actor,
-            state.as_str(),
-            detail.as_deref(),
-        )
-        .await?;
-        let reconciled = matches!(
-            state,
-            JobState::Succeeded | JobState::NoChange | JobState::Skipped
-        );
-        if reconciled
-            && job.kind == JobKindName::Range
-            && let Some(after) = &job.push_after
-        {
-            super::cursors::store_cursor(&mut tx, &job.source, after, Some(job.id), now).await?;
-        }
-        tx.commit().await?;
+        let lease = lease.clone();
+        let job = self
+            .write(move |conn| {
+                Box::pin(async move {
+                    let row = sqlx::query(concat!(
+                        "UPDATE jobs SET state = ?1, receipt = ?2, last_error = ?3, \
+                         finished_at = ?4, updated_at = ?4, lease_token = NULL, lease_until = NULL \
+                         WHERE id = ?5 AND state = 'running' AND lease_token = ?6 \
+                         RETURNING ",
+                        job_columns!()
+                    ))
+                    .bind(state.as_str())
+                    .bind(receipt)
+                    .bind(last_error)
+                    .bind(now)
+                    .bind(lease.job_id)
+                    .bind(&lease.token)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                    let Some(row) = row else {
+                        return Err(QueueError::LeaseLost { id: lease.job_id });
+                    };
+                    let job = job_from_row(&row)?;
+                    let actor = job.lease_owner.clone().unwrap_or_else(|| "worker".into());
+                    insert_event(
+                        &mut *conn,
+                        job.id,
+                        now,
+                        &actor,
+                        state.as_str(),
+                        detail.as_deref(),
+                    )
+                    .await?;
+                    let reconciled = matches!(
+                        state,
+                        JobState::Succeeded | JobState::NoChange | JobState::Skipped
+                    );
+                    if reconciled
+                        && job.kind == JobKindName::Range
+                        && let Some(after) = &job.push_after
+                    {
+                        super::cursors::store_cursor(conn, &job.source, after, Some(job.id), now)
+                            .await?;
+                    }
+                    Ok(job)
+                })
+            })
+            .await?;
         self.counters.bump_finished(state);
         Ok(job)
     }
@@ -114,61 +124,76 @@ impl Queue {
         retryable: bool,
     ) -> Result<JobState, QueueError> {
         let now = self.now_ms();
-        let (_writer, mut tx) = self.begin_write().await?;
-        let held: Option<(i64, i64, Option<String>)> = sqlx::query_as(
-            "SELECT attempts, max_attempts, lease_owner FROM jobs \
-             WHERE id = ?1 AND state = 'running' AND lease_token = ?2",
-        )
-        .bind(lease.job_id)
-        .bind(&lease.token)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some((attempts, max_attempts, owner)) = held else {
-            return Err(QueueError::LeaseLost { id: lease.job_id });
-        };
-        let actor = owner.unwrap_or_else(|| "worker".into());
-        let retry = retryable && attempts < max_attempts;
-        let (next, event, detail) = if retry {
-            let delay = backoff(u32::try_from(attempts).unwrap_or(u32::MAX), &mut rng());
-            let run_after = now.saturating_add(duration_ms(delay));
-            let detail = format!(
-                "attempt {attempts} of {max_attempts} failed: {reason}; retry in {} s",
-                delay.as_secs()
-            );
-            (
-                (JobState::Queued, run_after, None),
-                "retry_scheduled",
-                detail,
-            )
-        } else {
-            let why = if retryable {
-                "attempts exhausted"
-            } else {
-                "not retryable"
-            };
-            let detail = format!("attempt {attempts} of {max_attempts} failed ({why}): {reason}");
-            ((JobState::Failed, now, Some(now)), "failed", detail)
-        };
-        let (state, run_after, finished_at) = next;
-        let updated = sqlx::query(
-            "UPDATE jobs SET state = ?1, run_after = ?2, finished_at = ?3, last_error = ?4, \
-             updated_at = ?5, lease_token = NULL, lease_until = NULL \
-             WHERE id = ?6 AND state = 'running' AND lease_token = ?7",
-        )
-        .bind(state.as_str())
-        .bind(run_after)
-        .bind(finished_at)
-        .bind(reason)
-        .bind(now)
-        .bind(lease.job_id)
-        .bind(&lease.token)
-        .execute(&mut *tx)
-        .await?;
-        if updated.rows_affected() != 1 {
-            return Err(QueueError::LeaseLost { id: lease.job_id });
-        }
-        insert_event(&mut tx, lease.job_id, now, &actor, event, Some(&detail)).await?;
-        tx.commit().await?;
+        let lease = lease.clone();
+        let reason = reason.to_string();
+        // Drawn here: the writer task's closure must not hold the
+        // thread-local generator across an await.
+        let jitter_seed: u64 = rand::random();
+        let (state, retry) = self
+            .write(move |conn| {
+                Box::pin(async move {
+                    let held: Option<(i64, i64, Option<String>)> = sqlx::query_as(
+                        "SELECT attempts, max_attempts, lease_owner FROM jobs \
+                         WHERE id = ?1 AND state = 'running' AND lease_token = ?2",
+                    )
+                    .bind(lease.job_id)
+                    .bind(&lease.token)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                    let Some((attempts, max_attempts, owner)) = held else {
+                        return Err(QueueError::LeaseLost { id: lease.job_id });
+                    };
+                    let actor = owner.unwrap_or_else(|| "worker".into());
+                    let retry = retryable && attempts < max_attempts;
+                    let (next, event, detail) = if retry {
+                        let mut jitter =
+                            <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(jitter_seed);
+                        let delay =
+                            backoff(u32::try_from(attempts).unwrap_or(u32::MAX), &mut jitter);
+                        let run_after = now.saturating_add(duration_ms(delay));
+                        let detail = format!(
+                            "attempt {attempts} of {max_attempts} failed: {reason}; retry in {} s",
+                            delay.as_secs()
+                        );
+                        (
+                            (JobState::Queued, run_after, None),
+                            "retry_scheduled",
+                            detail,
+                        )
+                    } else {
+                        let why = if retryable {
+                            "attempts exhausted"
+                        } else {
+                            "not retryable"
+                        };
+                        let detail = format!(
+                            "attempt {attempts} of {max_attempts} failed ({why}): {reason}"
+                        );
+                        ((JobState::Failed, now, Some(now)), "failed", detail)
+                    };
+                    let (state, run_after, finished_at) = next;
+                    let updated = sqlx::query(
+                        "UPDATE jobs SET state = ?1, run_after = ?2, finished_at = ?3, \
+                         last_error = ?4, updated_at = ?5, lease_token = NULL, lease_until = NULL \
+                         WHERE id = ?6 AND state = 'running' AND lease_token = ?7",
+                    )
+                    .bind(state.as_str())
+                    .bind(run_after)
+                    .bind(finished_at)
+                    .bind(&reason)
+                    .bind(now)
+                    .bind(lease.job_id)
+                    .bind(&lease.token)
+                    .execute(&mut *conn)
+                    .await?;
+                    if updated.rows_affected() != 1 {
+                        return Err(QueueError::LeaseLost { id: lease.job_id });
+                    }
+                    insert_event(conn, lease.job_id, now, &actor, event, Some(&detail)).await?;
+                    Ok((state, retry))
+                })
+            })
+            .await?;
         if retry {
             Counters::bump(&self.counters.retries_scheduled);
         } else {
@@ -181,32 +206,36 @@ impl Queue {
     /// claimable at once, and the attempt it used does not count.
     pub async fn release(&self, lease: &Lease) -> Result<(), QueueError> {
         let now = self.now_ms();
-        let (_writer, mut tx) = self.begin_write().await?;
-        let owner: Option<Option<String>> = sqlx::query_scalar(
-            "UPDATE jobs SET state = 'queued', attempts = MAX(attempts - 1, 0), run_after = ?1, \
-             updated_at = ?1, lease_token = NULL, lease_until = NULL \
-             WHERE id = ?2 AND state = 'running' AND lease_token = ?3 \
-             RETURNING lease_owner",
-        )
-        .bind(now)
-        .bind(lease.job_id)
-        .bind(&lease.token)
-        .fetch_optional(&mut *tx)
+        let lease = lease.clone();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let owner: Option<Option<String>> = sqlx::query_scalar(
+                    "UPDATE jobs SET state = 'queued', attempts = MAX(attempts - 1, 0), \
+                     run_after = ?1, updated_at = ?1, lease_token = NULL, lease_until = NULL \
+                     WHERE id = ?2 AND state = 'running' AND lease_token = ?3 \
+                     RETURNING lease_owner",
+                )
+                .bind(now)
+                .bind(lease.job_id)
+                .bind(&lease.token)
+                .fetch_optional(&mut *conn)
+                .await?;
+                let Some(owner) = owner else {
+                    return Err(QueueError::LeaseLost { id: lease.job_id });
+                };
+                let actor = owner.unwrap_or_else(|| "worker".into());
+                insert_event(
+                    conn,
+                    lease.job_id,
+                    now,
+                    &actor,
+                    "released",
+                    Some("given back on shutdown; the attempt does not count"),
+                )
+                .await
+            })
+        })
         .await?;
-        let Some(owner) = owner else {
-            return Err(QueueError::LeaseLost { id: lease.job_id });
-        };
-        let actor = owner.unwrap_or_else(|| "worker".into());
-        insert_event(
-            &mut tx,
-            lease.job_id,
-            now,
-            &actor,
-            "released",
-            Some("given back on shutdown; the attempt does not count"),
-        )
-        .await?;
-        tx.commit().await?;
         Counters::bump(&self.counters.releases);
         Ok(())
     }

@@ -6,8 +6,6 @@
 //! requeue is guarded by the expired job's own lease token, so a heartbeat
 //! that lands first wins and the job is left alone.
 
-use rand::rng;
-
 use super::clock::duration_ms;
 use super::model::JobState;
 use super::retry_policy::backoff;
@@ -22,60 +20,71 @@ impl Queue {
     /// expired; returns how many jobs it moved.
     pub async fn rescue_expired(&self) -> Result<u64, QueueError> {
         let now = self.now_ms();
-        let (_writer, mut tx) = self.begin_write().await?;
-        let expired: Vec<(i64, String, i64, i64, Option<String>)> = sqlx::query_as(
-            "SELECT id, lease_token, attempts, max_attempts, lease_owner FROM jobs \
-             WHERE state = 'running' AND lease_until <= ?1 ORDER BY id",
-        )
-        .bind(now)
-        .fetch_all(&mut *tx)
-        .await?;
-        let mut moved = 0u64;
-        let mut failed = 0u64;
-        for (id, token, attempts, max_attempts, owner) in expired {
-            let owner = owner.unwrap_or_else(|| "unknown worker".into());
-            let exhausted = attempts >= max_attempts;
-            let (state, run_after, finished_at, detail) = if exhausted {
-                let detail = format!(
-                    "lease of {owner} expired on attempt {attempts} of {max_attempts}; no attempts left"
-                );
-                (JobState::Failed, now, Some(now), detail)
-            } else {
-                let delay = backoff(u32::try_from(attempts).unwrap_or(u32::MAX), &mut rng());
-                let detail = format!(
-                    "lease of {owner} expired on attempt {attempts} of {max_attempts}; retry in {} s",
-                    delay.as_secs()
-                );
-                (
-                    JobState::Queued,
-                    now.saturating_add(duration_ms(delay)),
-                    None,
-                    detail,
-                )
-            };
-            let updated = sqlx::query(
-                "UPDATE jobs SET state = ?1, run_after = ?2, finished_at = ?3, \
-                 last_error = ?4, updated_at = ?5, lease_token = NULL, lease_until = NULL \
-                 WHERE id = ?6 AND state = 'running' AND lease_token = ?7",
-            )
-            .bind(state.as_str())
-            .bind(run_after)
-            .bind(finished_at)
-            .bind("lease expired: the worker stopped heartbeating")
-            .bind(now)
-            .bind(id)
-            .bind(&token)
-            .execute(&mut *tx)
+        // Drawn here: the write runs on the writer task and must not hold
+        // the thread-local generator across an await.
+        let jitter_seed: u64 = rand::random();
+        let (moved, failed) = self
+            .write(move |conn| {
+                Box::pin(async move {
+                    let mut jitter =
+                        <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(jitter_seed);
+                    let expired: Vec<(i64, String, i64, i64, Option<String>)> = sqlx::query_as(
+                        "SELECT id, lease_token, attempts, max_attempts, lease_owner FROM jobs \
+                         WHERE state = 'running' AND lease_until <= ?1 ORDER BY id",
+                    )
+                    .bind(now)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                    let mut moved = 0u64;
+                    let mut failed = 0u64;
+                    for (id, token, attempts, max_attempts, owner) in expired {
+                        let owner = owner.unwrap_or_else(|| "unknown worker".into());
+                        let exhausted = attempts >= max_attempts;
+                        let (state, run_after, finished_at, detail) = if exhausted {
+                            let detail = format!(
+                                "lease of {owner} expired on attempt {attempts} of {max_attempts}; no attempts left"
+                            );
+                            (JobState::Failed, now, Some(now), detail)
+                        } else {
+                            let delay =
+                                backoff(u32::try_from(attempts).unwrap_or(u32::MAX), &mut jitter);
+                            let detail = format!(
+                                "lease of {owner} expired on attempt {attempts} of {max_attempts}; retry in {} s",
+                                delay.as_secs()
+                            );
+                            (
+                                JobState::Queued,
+                                now.saturating_add(duration_ms(delay)),
+                                None,
+                                detail,
+                            )
+                        };
+                        let updated = sqlx::query(
+                            "UPDATE jobs SET state = ?1, run_after = ?2, finished_at = ?3, \
+                             last_error = ?4, updated_at = ?5, lease_token = NULL, lease_until = NULL \
+                             WHERE id = ?6 AND state = 'running' AND lease_token = ?7",
+                        )
+                        .bind(state.as_str())
+                        .bind(run_after)
+                        .bind(finished_at)
+                        .bind("lease expired: the worker stopped heartbeating")
+                        .bind(now)
+                        .bind(id)
+                        .bind(&token)
+                        .execute(&mut *conn)
+                        .await?;
+                        if updated.rows_affected() != 1 {
+                            continue;
+                        }
+                        let event = if exhausted { "failed" } else { "lease_expired" };
+                        insert_event(&mut *conn, id, now, RESCUER, event, Some(&detail)).await?;
+                        moved += 1;
+                        failed += u64::from(exhausted);
+                    }
+                    Ok((moved, failed))
+                })
+            })
             .await?;
-            if updated.rows_affected() != 1 {
-                continue;
-            }
-            let event = if exhausted { "failed" } else { "lease_expired" };
-            insert_event(&mut tx, id, now, RESCUER, event, Some(&detail)).await?;
-            moved += 1;
-            failed += u64::from(exhausted);
-        }
-        tx.commit().await?;
         self.counters
             .rescues
             .fetch_add(moved, std::sync::atomic::Ordering::Relaxed);

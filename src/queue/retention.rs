@@ -22,51 +22,61 @@ impl Queue {
         let delivery_cutoff = now.saturating_sub(duration_ms(self.settings.delivery_retention));
         let mut removed = 0u64;
         loop {
-            let (_writer, mut tx) = self.begin_write().await?;
-            let ids: Vec<i64> = sqlx::query_scalar(
-                "SELECT id FROM jobs \
-                 WHERE state NOT IN ('queued', 'running') AND finished_at <= ?1 \
-                 ORDER BY id LIMIT ?2",
-            )
-            .bind(job_cutoff)
-            .bind(PRUNE_BATCH)
-            .fetch_all(&mut *tx)
-            .await?;
-            if ids.is_empty() {
-                tx.rollback().await?;
-                break;
-            }
-            let ids_json = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
-            for statement in [
-                "DELETE FROM job_events WHERE job_id IN (SELECT value FROM json_each(?1))",
-                "DELETE FROM job_identities WHERE job_id IN (SELECT value FROM json_each(?1))",
-                "DELETE FROM deliveries WHERE job_id IN (SELECT value FROM json_each(?1))",
-            ] {
-                sqlx::query(statement)
-                    .bind(&ids_json)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            // Guarded again by state: the write lock is held, but the guard
-            // documents (and enforces) that only terminal rows go.
-            let deleted = sqlx::query(
-                "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1)) \
-                 AND state NOT IN ('queued', 'running')",
-            )
-            .bind(&ids_json)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            removed += deleted.rows_affected();
-            if (ids.len() as i64) < PRUNE_BATCH {
+            let (deleted, full_batch) = self
+                .write(move |conn| {
+                    Box::pin(async move {
+                        let ids: Vec<i64> = sqlx::query_scalar(
+                            "SELECT id FROM jobs \
+                             WHERE state NOT IN ('queued', 'running') AND finished_at <= ?1 \
+                             ORDER BY id LIMIT ?2",
+                        )
+                        .bind(job_cutoff)
+                        .bind(PRUNE_BATCH)
+                        .fetch_all(&mut *conn)
+                        .await?;
+                        if ids.is_empty() {
+                            return Ok((0, false));
+                        }
+                        let ids_json = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
+                        for statement in [
+                            "DELETE FROM job_events WHERE job_id IN (SELECT value FROM json_each(?1))",
+                            "DELETE FROM job_identities WHERE job_id IN (SELECT value FROM json_each(?1))",
+                            "DELETE FROM deliveries WHERE job_id IN (SELECT value FROM json_each(?1))",
+                        ] {
+                            sqlx::query(statement)
+                                .bind(&ids_json)
+                                .execute(&mut *conn)
+                                .await?;
+                        }
+                        // Guarded again by state: the write lock is held, but
+                        // the guard documents (and enforces) that only
+                        // terminal rows go.
+                        let deleted = sqlx::query(
+                            "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1)) \
+                             AND state NOT IN ('queued', 'running')",
+                        )
+                        .bind(&ids_json)
+                        .execute(&mut *conn)
+                        .await?;
+                        Ok((deleted.rows_affected(), (ids.len() as i64) == PRUNE_BATCH))
+                    })
+                })
+                .await?;
+            removed += deleted;
+            if !full_batch {
                 break;
             }
         }
-        let _writer = self.writer_turn().await;
-        sqlx::query("DELETE FROM deliveries WHERE received_at <= ?1")
-            .bind(delivery_cutoff)
-            .execute(&self.pool)
-            .await?;
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query("DELETE FROM deliveries WHERE received_at <= ?1")
+                    .bind(delivery_cutoff)
+                    .execute(conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await?;
         Ok(removed)
     }
 }

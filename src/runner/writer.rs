@@ -4,7 +4,8 @@
 //! Invariants:
 //! - the child starts with a cleared environment: only `TEAMMEM_CONFIG`,
 //!   `TEAMMEM_WRITER_SOURCE`, `TEAMMEM_WRITER_JOB`, `TEAMMEM_WRITER_RANGE`,
-//!   `TEAMMEM_WRITER_EVIDENCE`, `PATH` and (GitHub wikis) `TEAMMEM_WRITER_TOKEN`;
+//!   `TEAMMEM_WRITER_EVIDENCE`, `PATH`, `TEAMMEM_LOG` (the log filter) and (GitHub
+//!   wikis) `TEAMMEM_WRITER_TOKEN`;
 //!   the token is never in argv, a log line or an error message;
 //! - the child dies with the job: the process is spawned `kill_on_drop`, so a
 //!   cancelled or timed-out job (its future dropped) kills it;
@@ -60,6 +61,11 @@ impl WriterLaunch {
             .kill_on_drop(true);
         if let Some(path) = &self.path {
             cmd.env("PATH", path);
+        }
+        // The operator's log filter applies to the child too (it logs to the
+        // daemon's stderr); it is not a secret.
+        if let Some(filter) = std::env::var_os("TEAMMEM_LOG") {
+            cmd.env("TEAMMEM_LOG", filter);
         }
         if let Some(token) = &self.token {
             cmd.env(ENV_WRITER_TOKEN, token.expose());
@@ -205,7 +211,11 @@ impl WriterClient {
         let value = result.structured_content.clone().ok_or_else(|| {
             format!("the wiki writer's answer to {tool} has no structuredContent")
         })?;
-        Envelope::from_value(tool, &value)
+        let envelope = Envelope::from_value(tool, &value)?;
+        if WRITE_TOOLS.contains(&tool) {
+            crate::metrics::WIKI_PUBLISHES.inc(&[publish_outcome(&envelope)]);
+        }
+        Ok(envelope)
     }
 
     /// Calls a tool and returns its result, or the envelope error.
@@ -221,6 +231,46 @@ impl WriterClient {
     pub async fn close(self) {
         let _ = self.service.cancel().await;
     }
+}
+
+/// The writer's tools that publish to the wiki.
+const WRITE_TOOLS: [&str; 2] = ["write_wiki_pages", "patch_wiki_pages"];
+
+/// The wiki engine's error types a write can end in (its `ErrorKind` names).
+const WRITE_ERRORS: [&str; 15] = [
+    "invalid_input",
+    "not_found",
+    "conflict",
+    "destination_changed",
+    "publish_rejected",
+    "permission_denied",
+    "authentication_error",
+    "rate_limited",
+    "timeout",
+    "transport_error",
+    "limit_exceeded",
+    "upstream_error",
+    "configuration_error",
+    "outcome_unknown",
+    "internal_error",
+];
+
+/// The `outcome` label of `teammem_wiki_publishes_total` for a write's
+/// envelope: `updated`, `no_change`, or the error type; anything outside
+/// these closed sets is `other`, so the series stay bounded.
+fn publish_outcome(envelope: &Envelope) -> &'static str {
+    if envelope.success {
+        return match envelope.result["status"].as_str() {
+            Some("updated") => "updated",
+            Some("no-change") => "no_change",
+            _ => "other",
+        };
+    }
+    WRITE_ERRORS
+        .iter()
+        .find(|known| **known == envelope.error_type)
+        .copied()
+        .unwrap_or("other")
 }
 
 /// A failed call: the protocol broke, or the tool answered with an error.
@@ -269,7 +319,11 @@ mod tests {
             })
             .collect();
         envs.sort();
-        let names: Vec<&str> = envs.iter().map(|(k, _)| k.as_str()).collect();
+        let names: Vec<&str> = envs
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .filter(|k| *k != "TEAMMEM_LOG")
+            .collect();
         assert_eq!(
             names,
             [
@@ -283,6 +337,27 @@ mod tests {
             ]
         );
         assert!(!format!("{launch:?}").contains("ghs_secret"));
+    }
+
+    #[test]
+    fn publish_outcomes_are_a_closed_set() {
+        let envelope = |v: Value| Envelope::from_value("write_wiki_pages", &v).unwrap();
+        let ok = |status: &str| {
+            envelope(
+                serde_json::json!({"success": true, "outcome": "completed", "result": {"status": status}}),
+            )
+        };
+        let err = |kind: &str| {
+            envelope(
+                serde_json::json!({"success": false, "outcome": "not_applied", "result": null, "error": {"type": kind, "message": "m"}}),
+            )
+        };
+        assert_eq!(publish_outcome(&ok("updated")), "updated");
+        assert_eq!(publish_outcome(&ok("no-change")), "no_change");
+        assert_eq!(publish_outcome(&ok("weird")), "other");
+        assert_eq!(publish_outcome(&err("conflict")), "conflict");
+        assert_eq!(publish_outcome(&err("outcome_unknown")), "outcome_unknown");
+        assert_eq!(publish_outcome(&err("made-up\"")), "other");
     }
 
     #[test]

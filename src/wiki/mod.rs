@@ -11,6 +11,7 @@
 //! destination are serialized by an async mutex; reads of known commits run
 //! concurrently.
 
+mod create; // a new local bare wiki with its first pages (local forge, the demo)
 mod engine;
 pub mod error;
 pub mod patch;
@@ -31,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use gix::ObjectId;
 
+pub use create::create_local_wiki;
 use engine::{Backend, PageChange, SendGate, WikiState};
 pub use error::{ErrorKind, Outcome, WikiError};
 pub use remote::{Destination, Remote, Secret};

@@ -45,6 +45,28 @@ fn a_fast_forward_on_the_default_branch_is_verified() {
 }
 
 #[test]
+fn commits_pushed_after_the_first_verification_are_seen() {
+    // The forge keeps repositories open between dispatches: later pushes (new
+    // loose objects, then repacked ones, and a moved branch) must be visible.
+    let l = local();
+    verify_range(&l.git.dir, &l.before, &l.after).unwrap();
+    l.git.commits(2, "later");
+    let later = l.git.head();
+    assert_eq!(
+        verify_range(&l.git.dir, &l.after, &later).unwrap().commits,
+        2
+    );
+    l.git.git(&["gc", "--quiet", "--prune=now"]);
+    l.git.commits(1, "after gc");
+    let latest = l.git.head();
+    l.git.git(&["gc", "--quiet", "--prune=now"]);
+    assert_eq!(
+        verify_range(&l.git.dir, &later, &latest).unwrap().commits,
+        1
+    );
+}
+
+#[test]
 fn ancestry_failures_are_refused() {
     let l = local();
     // Reversed.

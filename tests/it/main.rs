@@ -6,6 +6,7 @@ mod config; // teammem.toml validation: good files, and a table of bad ones
 mod coordinator; // the coordinator MCP server via rmcp clients: /mcp in both eras, tasks across a restart, scope, Origin, stdio
 mod daemon; // the real `teammem serve` process and the offline commands
 mod dashboard; // the HTML dashboard: who may look, login, scopes, escaping
+mod demo; // `teammem demo --once` as the real process, the git CLI as oracle; busy port, bad data dir
 mod dispatch; // signed dispatch ingest against the fake GitHub: every answer code, forged runs, OIDC
 mod dispatch_http; // POST /v1/dispatch over the real router and queue: replays, coalescing, rows unchanged on refusal
 mod forge_github; // App auth: token cache keys, installation checks, key loading, Key Vault transport
@@ -17,3 +18,4 @@ mod queue; // the durable job queue: enqueue, claim, leases, rescue, steering, r
 mod requests; // POST /v1/requests and `teammem request --wait` over real HTTP, local forge and the fake GitHub
 mod runner; // the job runner: evidence, builtin agent, receipts, writer child
 mod wiki; // the wiki engine against real git repositories, the git CLI as oracle
+mod workflows; // the shipped workflows' run: scripts with bash against the real daemon: 202, 503 retried, 409, missing settings

@@ -9,8 +9,11 @@
 //! is `Merge pull request #N from ...` or `Title (#N)`. Walks are bounded.
 
 pub mod evidence; // the runner's reads of a local source: range evidence, re-checks, files
+pub mod sample; // the demo's sample source repository, built with gix
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex, PoisonError};
 
 use gix::ObjectId;
 
@@ -19,8 +22,20 @@ use super::{MAX_RANGE_COMMITS, Refusal, VerifiedPull, VerifiedRange, precheck_ra
 /// How many commits a reachability walk visits before giving up.
 const WALK_LIMIT: usize = 200_000;
 
+/// Repositories already opened, by path. Opening reads the config and probes
+/// the object database, which costs more than a whole verification walk; a
+/// kept handle still sees new commits and moved refs (gix re-reads refs on
+/// every lookup and refreshes its pack list when an object is missing).
+static OPENED: LazyLock<Mutex<HashMap<PathBuf, gix::ThreadSafeRepository>>> =
+    LazyLock::new(Mutex::default);
+
+/// The repository at `path`, opened once per process.
 fn open(path: &Path) -> Result<gix::Repository, Refusal> {
-    gix::open(path).map_err(|e| {
+    let mut opened = OPENED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(repo) = opened.get(path) {
+        return Ok(repo.to_thread_local());
+    }
+    let repo = gix::ThreadSafeRepository::open(path).map_err(|e| {
         Refusal::unavailable(
             30,
             format!(
@@ -28,7 +43,10 @@ fn open(path: &Path) -> Result<gix::Repository, Refusal> {
                 path.display()
             ),
         )
-    })
+    })?;
+    let local = repo.to_thread_local();
+    opened.insert(path.to_path_buf(), repo);
+    Ok(local)
 }
 
 /// (default branch short name, its tip).

@@ -1,0 +1,331 @@
+//! Group commit: every queue write of this process runs on one writer task,
+//! which takes the writes waiting for it, runs them one after another inside
+//! ONE `BEGIN IMMEDIATE` transaction and makes them durable with one commit.
+//!
+//! Why: with `synchronous=FULL` each commit is an fsync, and SQLite admits one
+//! writer at a time anyway; a worker pool and concurrent dispatches that each
+//! committed on their own paid one fsync per transition, queued behind each
+//! other. Batching keeps the order and isolation of serial execution (the
+//! writes run in arrival order on one connection, each seeing the ones before
+//! it) and divides the fsyncs by the batch size.
+//!
+//! Invariants:
+//! - a caller hears `Ok` only after the commit that made its write durable;
+//!   when that commit fails, every write of the batch hears the failure;
+//! - each write runs inside its own savepoint, so a write that answers `Err`
+//!   (a refused transition, a lost lease, a constraint) is rolled back alone
+//!   and changes nothing, while the others in its batch still commit;
+//! - the writes run on the writer task, not in the caller's future: a caller
+//!   that goes away (an HTTP client hanging up) cannot cut another caller's
+//!   write, or its own, in half.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sqlx::{SqliteConnection, SqlitePool};
+use tokio::sync::{mpsc, oneshot};
+
+use super::QueueError;
+
+/// The most writes one transaction carries; more wait for the next commit.
+const MAX_BATCH: usize = 128;
+
+/// Writes waiting for the writer task before senders wait for room.
+const BACKLOG: usize = 1024;
+
+/// The savepoint each write runs in (writes run one at a time, so one name).
+macro_rules! savepoint {
+    () => {
+        "queue_write"
+    };
+}
+
+/// A boxed write future borrowing the batch's connection.
+pub(super) type WriteFuture<'c, T> =
+    Pin<Box<dyn Future<Output = Result<T, QueueError>> + Send + 'c>>;
+
+/// What a finished write hands back to the writer task: whether to keep its
+/// changes, and how to answer its caller once the commit's fate is known.
+struct Finished {
+    keep: bool,
+    answer: Answer,
+}
+
+/// Sends a write's result to its caller, given why its batch's commit
+/// failed (`None`: it committed).
+type Answer = Box<dyn FnOnce(Option<&str>) + Send>;
+
+/// A write with its type erased. Given the batch's connection it runs and
+/// returns [`Finished`]; given `Err(why)` (its batch failed before it ran)
+/// it answers its caller with that failure at once.
+type ErasedWrite = Box<
+    dyn for<'c> FnOnce(
+            Result<&'c mut SqliteConnection, &'c str>,
+        ) -> Pin<Box<dyn Future<Output = Finished> + Send + 'c>>
+        + Send,
+>;
+
+/// The sending side of the writer task, started on first use.
+#[derive(Debug)]
+pub(super) struct GroupCommit {
+    pool: SqlitePool,
+    sender: std::sync::OnceLock<mpsc::Sender<ErasedWrite>>,
+    tally: Arc<Tally>,
+}
+
+/// What the writer task has committed, for `/metrics` and the tests.
+#[derive(Debug, Default)]
+struct Tally {
+    commits: AtomicU64,
+    writes: AtomicU64,
+}
+
+fn writer_gone() -> QueueError {
+    QueueError::CommitFailed("the queue's writer task has stopped".into())
+}
+
+impl GroupCommit {
+    pub(super) fn new(pool: SqlitePool) -> Self {
+        Self {
+            pool,
+            sender: std::sync::OnceLock::new(),
+            tally: Arc::default(),
+        }
+    }
+
+    /// Transactions committed, and the writes they carried.
+    pub(super) fn committed(&self) -> (u64, u64) {
+        (
+            self.tally.commits.load(Ordering::Relaxed),
+            self.tally.writes.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Runs `write` in the next batch and returns its answer once the batch
+    /// has committed. `write` runs on the writer task with the batch's
+    /// connection, inside a transaction that already holds the write lock.
+    pub(super) async fn run<T, F>(&self, write: F) -> Result<T, QueueError>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut SqliteConnection) -> WriteFuture<'c, T> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel::<Result<T, QueueError>>();
+        let erased: ErasedWrite = Box::new(move |conn| {
+            Box::pin(async move {
+                let result = match conn {
+                    Ok(conn) => write(conn).await,
+                    Err(why) => Err(QueueError::CommitFailed(why.to_string())),
+                };
+                Finished {
+                    keep: result.is_ok(),
+                    answer: Box::new(move |commit_failure: Option<&str>| {
+                        let result = match (result, commit_failure) {
+                            (Ok(_), Some(why)) => Err(QueueError::CommitFailed(why.to_string())),
+                            (result, _) => result,
+                        };
+                        // The caller may have gone away; its write stands.
+                        let _ = reply.send(result);
+                    }),
+                }
+            })
+        });
+        let sender = self.sender.get_or_init(|| {
+            let (sender, receiver) = mpsc::channel(BACKLOG);
+            tokio::spawn(writer_task(self.pool.clone(), self.tally.clone(), receiver));
+            sender
+        });
+        sender.send(erased).await.map_err(|_| writer_gone())?;
+        answer.await.map_err(|_| writer_gone())?
+    }
+}
+
+/// Takes whatever writes are waiting (at least one), commits them as one
+/// batch, repeats; ends when every `Queue` handle is gone.
+async fn writer_task(
+    pool: SqlitePool,
+    tally: Arc<Tally>,
+    mut receiver: mpsc::Receiver<ErasedWrite>,
+) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while receiver.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let writes = batch.len() as u64;
+        if commit_batch(&pool, std::mem::take(&mut batch)).await {
+            tally.commits.fetch_add(1, Ordering::Relaxed);
+            tally.writes.fetch_add(writes, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Runs and commits one batch; `true` when it committed.
+async fn commit_batch(pool: &SqlitePool, writes: Vec<ErasedWrite>) -> bool {
+    let mut answers = Vec::with_capacity(writes.len());
+    let mut waiting = writes.into_iter();
+    let outcome: Result<(), sqlx::Error> = async {
+        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        for write in waiting.by_ref() {
+            sqlx::query(concat!("SAVEPOINT ", savepoint!()))
+                .execute(&mut *tx)
+                .await?;
+            let finished = write(Ok(&mut *tx)).await;
+            let keep = finished.keep;
+            answers.push(finished);
+            if !keep {
+                sqlx::query(concat!("ROLLBACK TO ", savepoint!()))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            sqlx::query(concat!("RELEASE ", savepoint!()))
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await
+    }
+    .await;
+    match outcome {
+        Ok(()) => {
+            answers
+                .into_iter()
+                .for_each(|finished| (finished.answer)(None));
+            true
+        }
+        Err(error) => {
+            // Nothing of the batch is durable: the transaction rolled back
+            // when it was dropped. Every write hears why, including those
+            // that never ran.
+            let why = error.to_string();
+            tracing::error!(%error, "queue batch not committed");
+            answers
+                .into_iter()
+                .for_each(|finished| (finished.answer)(Some(&why)));
+            for write in waiting {
+                let finished = write(Err(&why)).await;
+                (finished.answer)(Some(&why));
+            }
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A group commit over a fresh database with one table, `notes`, and a
+    /// deferred foreign key that only fails at COMMIT.
+    async fn setup() -> (GroupCommit, SqlitePool, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pool = crate::db::open_with(dir.path(), 4)
+            .await
+            .expect("open database");
+        for statement in [
+            "CREATE TABLE parents (id INTEGER PRIMARY KEY)",
+            "CREATE TABLE notes (text TEXT NOT NULL, \
+             parent INTEGER REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED)",
+        ] {
+            sqlx::query(statement)
+                .execute(&pool)
+                .await
+                .expect("create table");
+        }
+        (GroupCommit::new(pool.clone()), pool, dir)
+    }
+
+    fn note(
+        text: &'static str,
+        parent: Option<i64>,
+        then_fail: bool,
+    ) -> impl for<'c> FnOnce(&'c mut SqliteConnection) -> WriteFuture<'c, ()> + Send + 'static {
+        move |conn| {
+            Box::pin(async move {
+                sqlx::query("INSERT INTO notes (text, parent) VALUES (?1, ?2)")
+                    .bind(text)
+                    .bind(parent)
+                    .execute(conn)
+                    .await?;
+                if then_fail {
+                    return Err(QueueError::InvalidInput {
+                        field: "note",
+                        reason: format!("{text} refused after writing"),
+                    });
+                }
+                Ok(())
+            })
+        }
+    }
+
+    async fn notes(pool: &SqlitePool) -> Vec<String> {
+        sqlx::query_scalar("SELECT text FROM notes ORDER BY rowid")
+            .fetch_all(pool)
+            .await
+            .expect("read notes")
+    }
+
+    // The tests run on tokio's current-thread runtime: the three writes are
+    // all queued before the writer task first runs, so they form one batch.
+
+    #[tokio::test]
+    async fn a_refused_write_is_undone_alone_and_its_batch_commits_once() {
+        let (writes, pool, _dir) = setup().await;
+        let (first, refused, last) = tokio::join!(
+            writes.run(note("first", None, false)),
+            writes.run(note("refused", None, true)),
+            writes.run(note("last", None, false)),
+        );
+        first.expect("first committed");
+        last.expect("last committed");
+        let refused = refused.expect_err("the refused write answers its own error");
+        assert!(
+            refused.to_string().contains("refused after writing"),
+            "{refused}"
+        );
+        assert_eq!(notes(&pool).await, ["first", "last"]);
+        assert_eq!(writes.committed(), (1, 3), "one commit carried all three");
+    }
+
+    #[tokio::test]
+    async fn a_failed_commit_fails_every_write_of_the_batch_and_keeps_none() {
+        let (writes, pool, _dir) = setup().await;
+        // "orphan" names a parent that does not exist: the deferred foreign
+        // key lets the statement pass and fails the COMMIT.
+        let (innocent, orphan) = tokio::join!(
+            writes.run(note("innocent", None, false)),
+            writes.run(note("orphan", Some(7), false)),
+        );
+        for answer in [innocent, orphan] {
+            let error = answer.expect_err("nothing was committed");
+            assert!(
+                matches!(error, QueueError::CommitFailed(_)),
+                "unexpected error: {error}"
+            );
+            assert!(error.to_string().contains("retry"), "{error}");
+        }
+        assert!(notes(&pool).await.is_empty());
+        assert_eq!(writes.committed(), (0, 0));
+        // The writer goes on: the next batch commits.
+        writes
+            .run(note("after", None, false))
+            .await
+            .expect("next batch");
+        assert_eq!(notes(&pool).await, ["after"]);
+    }
+
+    #[tokio::test]
+    async fn a_caller_that_goes_away_does_not_cut_its_write() {
+        let (writes, pool, _dir) = setup().await;
+        let writes = Arc::new(writes);
+        let abandoned = {
+            let writes = writes.clone();
+            tokio::spawn(async move { writes.run(note("abandoned", None, false)).await })
+        };
+        // Let the spawned caller hand its write over, then drop the caller.
+        tokio::task::yield_now().await;
+        abandoned.abort();
+        writes
+            .run(note("next", None, false))
+            .await
+            .expect("next write");
+        assert_eq!(notes(&pool).await, ["abandoned", "next"]);
+    }
+}

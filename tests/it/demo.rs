@@ -1,0 +1,297 @@
+//! `teammem demo` as the real process: `--once` builds the sample repositories,
+//! runs the job and exits 0, and the git CLI (the oracle) finds every merged
+//! pull request of the sample cited in the wiki; without `--once` it serves the
+//! dashboard until Ctrl-C; a busy port or a data directory that cannot be made
+//! fails with one sentence and writes nothing. The sample itself is checked
+//! against the local forge and the git CLI.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use crate::harness::daemon::BIN;
+
+fn demo(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("demo")
+        .args(args)
+        .env_remove("TEAMMEM_LOG")
+        .output()
+        .expect("run teammem demo")
+}
+
+/// `git --git-dir DIR ARGS` with no user or system configuration.
+fn git(git_dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(git_dir)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// (number, merge sha) of every pull request on `main`, read with the git CLI
+/// from the subjects GitHub writes (`Merge pull request #N from ...`, `Title (#N)`).
+fn merged_pulls(source: &Path) -> Vec<(u64, String)> {
+    let log = git(source, &["log", "--first-parent", "--format=%H %s", "main"]);
+    let mut pulls = Vec::new();
+    for line in log.lines() {
+        let (sha, subject) = line.split_once(' ').unwrap();
+        let number = if let Some(rest) = subject.strip_prefix("Merge pull request #") {
+            rest.split(' ').next().and_then(|n| n.parse().ok())
+        } else {
+            subject
+                .strip_suffix(')')
+                .and_then(|s| s.rsplit_once("(#"))
+                .and_then(|(_, n)| n.parse().ok())
+        };
+        if let Some(n) = number {
+            pulls.push((n, sha.to_owned()));
+        }
+    }
+    pulls
+}
+
+#[test]
+fn demo_once_runs_the_job_and_the_wiki_cites_every_merged_pull_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("demo");
+    let out = demo(&[
+        "--once",
+        "--port",
+        "0",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "demo failed ({:?})\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert!(stdout.contains("demo ok"), "{stdout}");
+    assert!(stdout.contains("job 1: succeeded"), "{stdout}");
+    assert!(stdout.contains("dashboard: http://127.0.0.1:"), "{stdout}");
+    // The demo's own logging stays quiet, the writer child's included.
+    assert!(!stderr.contains("INFO"), "{stderr}");
+
+    let source = data.join("repos/todo.git");
+    let wiki = data.join("repos/todo.wiki.git");
+    let pulls = merged_pulls(&source);
+    assert_eq!(
+        pulls.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        [4, 3, 2, 1],
+        "the sample has four merged pull requests"
+    );
+
+    let changelog = git(&wiki, &["show", "master:Changelog.md"]);
+    for (number, sha) in &pulls {
+        assert!(changelog.contains(sha.as_str()), "#{number}: {changelog}");
+        assert!(
+            stdout.contains(sha.as_str()),
+            "the receipt printed cites #{number}"
+        );
+    }
+    let pages = git(&wiki, &["ls-tree", "-r", "--name-only", "master"]);
+    for page in [
+        "Home.md",
+        "Changelog.md",
+        "Areas/api.md",
+        "Areas/docs.md",
+        "Areas/storage.md",
+        "Areas/web.md",
+    ] {
+        assert!(pages.lines().any(|p| p == page), "{page} in {pages}");
+    }
+    // The wiki's log, as printed, is the git log's: the job's commits on top
+    // of the initial page.
+    let log = git(&wiki, &["log", "--format=%H %s", "master"]);
+    assert!(log.lines().count() >= 2, "{log}");
+    assert!(log.lines().last().unwrap().ends_with("Initial Home page"));
+    for line in log.lines() {
+        assert!(stdout.contains(&line[..10]), "{line} printed: {stdout}");
+    }
+    assert!(
+        log.lines().next().unwrap().contains("(job 1)"),
+        "the newest wiki commit is the job's: {log}"
+    );
+    git(&source, &["fsck", "--strict", "--no-progress"]);
+    git(&wiki, &["fsck", "--strict", "--no-progress"]);
+
+    // A second run in the same directory replaces the earlier demo.
+    let again = demo(&[
+        "--once",
+        "--port",
+        "0",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}
+
+#[test]
+fn demo_on_a_busy_port_says_what_to_do_and_writes_nothing() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("demo");
+    let out = demo(&[
+        "--once",
+        "--port",
+        &port,
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "one sentence: {stderr}");
+    assert!(
+        stderr.contains(&format!("port {port}")) && stderr.contains("already in use"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--port"), "says what to do: {stderr}");
+    assert!(!stderr.trim_end().ends_with('.'), "{stderr}");
+    assert!(!data.exists(), "nothing written");
+}
+
+#[test]
+fn demo_with_a_data_dir_that_cannot_be_made_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let under_file = file.join("demo");
+    let out = demo(&[
+        "--once",
+        "--port",
+        "0",
+        "--data-dir",
+        under_file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "one sentence: {stderr}");
+    assert!(stderr.contains("--data-dir"), "{stderr}");
+
+    // A directory with someone else's files is refused, and left alone.
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "mine").unwrap();
+    let out = demo(&[
+        "--once",
+        "--port",
+        "0",
+        "--data-dir",
+        other.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not empty"), "{stderr}");
+    assert_eq!(
+        std::fs::read_dir(&other).unwrap().count(),
+        1,
+        "nothing added"
+    );
+}
+
+#[tokio::test]
+async fn demo_keeps_serving_the_dashboard_until_ctrl_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("demo");
+    let mut child = Command::new(BIN)
+        .args(["demo", "--port", "0", "--data-dir", data.to_str().unwrap()])
+        .env_remove("TEAMMEM_LOG")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn teammem demo");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut dashboard = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(rest) = line.strip_prefix("dashboard: ") {
+            dashboard = rest.split(' ').next().map(str::to_owned);
+        }
+        if line == "serving until Ctrl-C" {
+            break;
+        }
+    }
+    let dashboard = dashboard.expect("the dashboard URL is printed before serving");
+    std::thread::spawn(move || for _ in lines {});
+
+    // From loopback the dashboard needs no login and lists the demo's job.
+    let page = reqwest::get(&dashboard).await.unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("href=\"/jobs/1\""), "{html}");
+    assert!(
+        html.contains("succeeded") && html.contains("demo/todo"),
+        "{html}"
+    );
+
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "Ctrl-C ends the demo with 0: {status:?}");
+}
+
+#[test]
+fn the_sample_is_what_the_local_forge_recognises() {
+    use teammem::forge::local::{self, sample};
+    use teammem::wiki::{Identity, PageWrite, create_local_wiki};
+
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("todo.git");
+    let built = sample::create_sample_source(&source).unwrap();
+    let range = local::verify_range(&source, &built.base, &built.head).unwrap();
+    assert_eq!(range.default_branch, "main");
+    // Two merge pull requests carry a branch commit each; plus two squashes
+    // and one direct commit.
+    assert_eq!(range.commits, 7);
+    for pull in &built.pulls {
+        let verified = local::verify_pull(&source, pull.number).unwrap();
+        assert_eq!(verified.merge_sha, pull.merge_sha, "#{}", pull.number);
+    }
+    // The same history every time: fixed authors and dates.
+    let again = sample::create_sample_source(&dir.path().join("again.git")).unwrap();
+    assert_eq!(again, built);
+    // An existing, non-empty directory is never touched.
+    assert!(sample::create_sample_source(&source).is_err());
+
+    let wiki = dir.path().join("todo.wiki.git");
+    let page = PageWrite {
+        path: "Home.md".into(),
+        content: "# Home\n".into(),
+    };
+    let who = Identity {
+        name: "t".into(),
+        email: "t@example.org".into(),
+    };
+    let first =
+        create_local_wiki(&wiki, "master", std::slice::from_ref(&page), "First", &who).unwrap();
+    assert_eq!(git(&wiki, &["rev-parse", "HEAD"]).trim(), first);
+    assert_eq!(
+        git(&wiki, &["symbolic-ref", "HEAD"]).trim(),
+        "refs/heads/master"
+    );
+    assert_eq!(git(&wiki, &["show", "master:Home.md"]), "# Home\n");
+    git(&wiki, &["fsck", "--strict", "--no-progress"]);
+    assert!(
+        create_local_wiki(&wiki, "master", &[page], "Again", &who).is_err(),
+        "an existing wiki is never overwritten"
+    );
+}
