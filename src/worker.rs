@@ -30,6 +30,9 @@ pub struct JobFailure {
     /// A retryable failure goes back to the queue with backoff until
     /// `max_attempts`; a permanent one fails the job at once.
     pub retryable: bool,
+    /// The receipt of an attempt that wrote something before it failed
+    /// (`partial`, `needs_review`); stored on the job.
+    pub receipt: Option<serde_json::Value>,
 }
 
 pub type JobFuture<'a> = Pin<Box<dyn Future<Output = Result<Completion, JobFailure>> + Send + 'a>>;
@@ -50,6 +53,7 @@ impl JobHandler for NoRunner {
                 reason: "this teammem build has no job runner; upgrade teammem and retry the job"
                     .into(),
                 retryable: false,
+                receipt: None,
             })
         })
     }
@@ -186,6 +190,7 @@ impl Worker {
                             self.settings.job_timeout.as_secs()
                         ),
                         retryable: true,
+                        receipt: None,
                     }));
                 }
                 _ = self.stop.changed(), if grace.is_none() => {
@@ -217,7 +222,12 @@ impl Worker {
             Some(Err(failure)) => {
                 let r = self
                     .queue
-                    .fail(&lease, &failure.reason, failure.retryable)
+                    .fail_with_receipt(
+                        &lease,
+                        &failure.reason,
+                        failure.retryable,
+                        failure.receipt.clone(),
+                    )
                     .await;
                 if let Ok(state) = &r {
                     metrics::JOBS_FINISHED.inc(&[kind, state.as_str()]);

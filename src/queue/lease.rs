@@ -123,9 +123,23 @@ impl Queue {
         reason: &str,
         retryable: bool,
     ) -> Result<JobState, QueueError> {
+        self.fail_with_receipt(lease, reason, retryable, None).await
+    }
+
+    /// [`Queue::fail`], also storing the receipt the attempt produced (a
+    /// `partial` or `needs_review` one), so the job shows what was written
+    /// even when it did not succeed. `None` keeps the stored receipt.
+    pub async fn fail_with_receipt(
+        &self,
+        lease: &Lease,
+        reason: &str,
+        retryable: bool,
+        receipt: Option<serde_json::Value>,
+    ) -> Result<JobState, QueueError> {
         let now = self.now_ms();
         let lease = lease.clone();
         let reason = reason.to_string();
+        let receipt = receipt.map(|r| r.to_string());
         // Drawn here: the writer task's closure must not hold the
         // thread-local generator across an await.
         let jitter_seed: u64 = rand::random();
@@ -174,7 +188,8 @@ impl Queue {
                     let (state, run_after, finished_at) = next;
                     let updated = sqlx::query(
                         "UPDATE jobs SET state = ?1, run_after = ?2, finished_at = ?3, \
-                         last_error = ?4, updated_at = ?5, lease_token = NULL, lease_until = NULL \
+                         last_error = ?4, updated_at = ?5, lease_token = NULL, lease_until = NULL, \
+                         receipt = COALESCE(?8, receipt) \
                          WHERE id = ?6 AND state = 'running' AND lease_token = ?7",
                     )
                     .bind(state.as_str())
@@ -184,6 +199,7 @@ impl Queue {
                     .bind(now)
                     .bind(lease.job_id)
                     .bind(&lease.token)
+                    .bind(&receipt)
                     .execute(&mut *conn)
                     .await?;
                     if updated.rows_affected() != 1 {

@@ -11,7 +11,11 @@
 //! - existing pages are only patched at exact anchors (insert after a marker
 //!   line, or append at the end); new pages are written whole;
 //! - untrusted text (titles, authors, paths) is escaped so it renders as text:
-//!   it cannot open HTML, forge a marker, start a heading or break a line.
+//!   it cannot open HTML, forge a marker, start a heading or break a line;
+//! - no planned page exceeds [`PAGE_BUDGET`] (the writer's 64 KiB page limit):
+//!   the oldest entry lines are dropped first and the page says so once, with
+//!   the `<!-- teammem:trimmed -->` note pointing at the page's history. (A
+//!   range replayed after its entries were trimmed would record them again.)
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,6 +34,18 @@ pub const ROOT_AREA: &str = "root";
 pub const CHANGELOG_ANCHOR: &str = "<!-- teammem:changelog -->\n";
 pub const RECENT_ANCHOR: &str = "<!-- teammem:recent-changes -->\n";
 pub const TOPICS_ANCHOR: &str = "<!-- teammem:topics -->\n";
+
+/// The most bytes a page the planner writes may hold: the writer's page limit.
+pub const PAGE_BUDGET: usize = crate::wiki::validate::MAX_PAGE_BYTES;
+
+/// Marks the note that says older entries were trimmed.
+const TRIMMED_MARKER: &str = "<!-- teammem:trimmed -->";
+
+fn trimmed_note() -> String {
+    format!(
+        "\n_Older entries were trimmed to keep this page within 64 KiB; they remain in this page's history._ {TRIMMED_MARKER}\n"
+    )
+}
 
 /// How many changed paths an area entry names before "and N more".
 const PATHS_PER_ENTRY: usize = 5;
@@ -294,6 +310,109 @@ fn insert_after_anchor(
     }
 }
 
+/// True for an entry line (it ends with an entry marker of a full sha).
+fn is_entry_line(line: &str) -> bool {
+    let line = line.trim_end();
+    let Some(rest) = line.strip_suffix(" -->") else {
+        return false;
+    };
+    rest.len() >= 40 + "<!-- teammem:".len()
+        && rest[rest.len() - 40..]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit())
+        && rest[..rest.len() - 40].ends_with("<!-- teammem:")
+}
+
+/// Byte ranges of the entry lines of `text` (newline included), in page order.
+fn entry_lines(text: &str) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for line in text.split_inclusive('\n') {
+        if is_entry_line(line) {
+            out.push(start..start + line.len());
+        }
+        start += line.len();
+    }
+    out
+}
+
+/// Applies replacements to a text the way the writer does.
+fn apply_replacements(text: &str, replacements: &[Replacement]) -> String {
+    let mut result = text.to_owned();
+    for r in replacements {
+        if r.old.is_empty() {
+            result.push_str(&r.new);
+        } else {
+            result = result.replacen(&r.old, &r.new, 1);
+        }
+    }
+    result
+}
+
+/// Adds replacements to `patch` that drop the oldest entry lines of `page`
+/// (the last ones: pages list newest first) until the patched page fits
+/// [`PAGE_BUDGET`], leaving the trimmed note once. One replacement per run
+/// of adjacent dropped lines, so a page trimmed from the bottom costs one.
+fn trim_patch(page: &CurrentPage, patch: &mut PagePatch) {
+    let after = apply_replacements(&page.content, &patch.replacements).len();
+    if after <= PAGE_BUDGET {
+        return;
+    }
+    let note = if page.content.contains(TRIMMED_MARKER) {
+        String::new()
+    } else {
+        trimmed_note()
+    };
+    let need = after + note.len() - PAGE_BUDGET;
+    let lines = entry_lines(&page.content);
+    let mut dropped: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut freed = 0;
+    for range in lines.iter().rev() {
+        if freed >= need {
+            break;
+        }
+        freed += range.len();
+        dropped.push(range.clone());
+    }
+    dropped.reverse();
+    // Merge adjacent lines into runs.
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    for range in dropped {
+        match runs.last_mut() {
+            Some(last) if last.end == range.start => last.end = range.end,
+            _ => runs.push(range),
+        }
+    }
+    let count = runs.len();
+    for (i, run) in runs.into_iter().enumerate() {
+        patch.replacements.push(Replacement {
+            old: page.content[run].to_owned(),
+            new: if i + 1 == count {
+                note.clone()
+            } else {
+                String::new()
+            },
+        });
+    }
+}
+
+/// Cuts the oldest entry lines of a new page's content until it fits.
+fn trim_new_page(content: String) -> String {
+    if content.len() <= PAGE_BUDGET {
+        return content;
+    }
+    let note = trimmed_note();
+    let mut kept = content.clone();
+    for range in entry_lines(&content).into_iter().rev() {
+        if kept.len() + note.len() <= PAGE_BUDGET {
+            break;
+        }
+        kept.replace_range(range, "");
+    }
+    kept.push_str(&note);
+    kept
+}
+
 /// Plans the edits for `bundle` against `pages` (the current contents of the
 /// pages it may touch; absent = the page does not exist).
 pub fn plan(bundle: &EvidenceBundle, pages: &BTreeMap<String, CurrentPage>) -> Plan {
@@ -364,19 +483,18 @@ pub fn plan(bundle: &EvidenceBundle, pages: &BTreeMap<String, CurrentPage>) -> P
         match pages.get(CHANGELOG) {
             None => out.writes.push(NewPage {
                 path: CHANGELOG.into(),
-                content: new_changelog(&changelog),
+                content: trim_new_page(new_changelog(&changelog)),
             }),
             Some(page) => {
                 let r = insert_after_anchor(page, CHANGELOG_ANCHOR, &changelog, |b| {
                     format!("\n{CHANGELOG_ANCHOR}{b}")
                 });
-                out.patches.insert(
-                    CHANGELOG.into(),
-                    PagePatch {
-                        expected_sha: page.sha.clone(),
-                        replacements: vec![r],
-                    },
-                );
+                let mut patch = PagePatch {
+                    expected_sha: page.sha.clone(),
+                    replacements: vec![r],
+                };
+                trim_patch(page, &mut patch);
+                out.patches.insert(CHANGELOG.into(), patch);
             }
         }
     }
@@ -388,20 +506,19 @@ pub fn plan(bundle: &EvidenceBundle, pages: &BTreeMap<String, CurrentPage>) -> P
         let path = area_page(slug);
         match pages.get(&path) {
             None => out.writes.push(NewPage {
-                content: new_area_page(area, slug, entries),
+                content: trim_new_page(new_area_page(area, slug, entries)),
                 path,
             }),
             Some(page) => {
                 let r = insert_after_anchor(page, RECENT_ANCHOR, entries, |b| {
                     format!("\n## Recent changes\n\n{RECENT_ANCHOR}{b}")
                 });
-                out.patches.insert(
-                    path,
-                    PagePatch {
-                        expected_sha: page.sha.clone(),
-                        replacements: vec![r],
-                    },
-                );
+                let mut patch = PagePatch {
+                    expected_sha: page.sha.clone(),
+                    replacements: vec![r],
+                };
+                trim_patch(page, &mut patch);
+                out.patches.insert(path, patch);
             }
         }
     }
@@ -553,6 +670,102 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// A Changelog of `n` entries (shas from `n` down to 1, newest first)
+    /// whose length is `target` bytes, padded with a non-entry line.
+    fn full_changelog(n: u64, target: usize) -> (CurrentPage, Vec<String>) {
+        let mut entries = String::new();
+        let mut shas = Vec::new();
+        for i in (1..=n).rev() {
+            let mut p = pull(i, "A change of a reasonable length", 'a', &["src/a.rs"]);
+            p.merge_sha = format!("{i:040x}");
+            shas.push(p.merge_sha.clone());
+            entries.push_str(&changelog_entry(&p));
+        }
+        let head = "# Changelog\n\nFiller: ".to_owned();
+        let tail = format!("\n\n{CHANGELOG_ANCHOR}{entries}");
+        let filler = "x".repeat(target - head.len() - tail.len());
+        let content = format!("{head}{filler}{tail}");
+        assert_eq!(content.len(), target);
+        (
+            CurrentPage {
+                sha: "c".repeat(40),
+                content,
+            },
+            shas,
+        )
+    }
+
+    #[test]
+    fn the_changelog_is_trimmed_from_its_oldest_entry_at_the_page_limit() {
+        let mut newest = pull(999, "A change of a reasonable length", 'f', &[]);
+        newest.merge_sha = "f".repeat(40);
+        let added = changelog_entry(&newest).len();
+        let b = bundle(vec![newest.clone()]);
+
+        // Exactly at the limit after the insert: nothing is trimmed.
+        let (page, _) = full_changelog(250, PAGE_BUDGET - added);
+        let pages: BTreeMap<String, CurrentPage> = [(CHANGELOG.to_owned(), page)].into();
+        let p = plan(&b, &pages);
+        assert_eq!(p.patches[CHANGELOG].replacements.len(), 1);
+        let after = apply(&pages, &p);
+        assert_eq!(after[CHANGELOG].len(), PAGE_BUDGET);
+
+        // One byte more: the oldest entry goes, the page says so, and it fits.
+        let (page, shas) = full_changelog(250, PAGE_BUDGET - added + 1);
+        let pages: BTreeMap<String, CurrentPage> = [(CHANGELOG.to_owned(), page)].into();
+        let p = plan(&b, &pages);
+        assert_eq!(p.patches[CHANGELOG].replacements.len(), 2);
+        let after = apply(&pages, &p);
+        let text = &after[CHANGELOG];
+        assert!(text.len() <= PAGE_BUDGET, "{}", text.len());
+        assert!(text.contains(&entry_marker(&newest.merge_sha)));
+        let oldest = shas.last().unwrap();
+        assert!(
+            !text.contains(&entry_marker(oldest)),
+            "the oldest entry is gone"
+        );
+        assert!(text.contains(&entry_marker(&shas[shas.len() - 2])));
+        assert_eq!(text.matches(TRIMMED_MARKER).count(), 1);
+        assert!(
+            text.trim_end().ends_with(TRIMMED_MARKER),
+            "the note closes the list"
+        );
+
+        // The next run trims again without a second note.
+        let pages: BTreeMap<String, CurrentPage> = [(
+            CHANGELOG.to_owned(),
+            CurrentPage {
+                sha: "d".repeat(40),
+                content: text.clone(),
+            },
+        )]
+        .into();
+        let mut next = pull(1000, "Another change of a reasonable length", 'e', &[]);
+        next.merge_sha = "e".repeat(40);
+        let after = apply(&pages, &plan(&bundle(vec![next.clone()]), &pages));
+        let text = &after[CHANGELOG];
+        assert!(text.len() <= PAGE_BUDGET);
+        assert!(text.contains(&entry_marker(&next.merge_sha)));
+        assert_eq!(text.matches(TRIMMED_MARKER).count(), 1);
+    }
+
+    #[test]
+    fn a_new_page_over_the_limit_keeps_its_newest_entries() {
+        let entries: String = (1..=400u64)
+            .rev()
+            .map(|i| {
+                let mut p = pull(i, "A change of a reasonable length", 'a', &[]);
+                p.merge_sha = format!("{i:040x}");
+                changelog_entry(&p)
+            })
+            .collect();
+        let text = trim_new_page(new_changelog(&entries));
+        assert!(text.len() <= PAGE_BUDGET);
+        assert!(text.contains(&entry_marker(&format!("{:040x}", 400))));
+        assert!(!text.contains(&entry_marker(&format!("{:040x}", 1))));
+        assert_eq!(text.matches(TRIMMED_MARKER).count(), 1);
     }
 
     #[test]

@@ -243,6 +243,7 @@ mod tests {
             evidence: "/d/jobs/3/evidence.json".into(),
             token: None,
             path: None,
+            log_filter: None,
         };
         let config = mcp_config(&launch);
         let server = &config["mcpServers"][SERVER_NAME];

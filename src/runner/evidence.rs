@@ -11,6 +11,7 @@
 //!   with a `*_truncated` flag, so nobody mistakes a cut list for a whole one;
 //! - merge-commit SHAs are full 40-hex ids.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -27,8 +28,29 @@ pub const MAX_BODY_BYTES: usize = 4096;
 pub const MAX_TITLE_BYTES: usize = 256;
 /// The bundle file's name inside the job's work directory.
 pub const BUNDLE_FILE: &str = "evidence.json";
+/// The patches file next to the bundle (GitHub sources: the API hands out
+/// patches with the manifest; the writer serves them from here, holding no
+/// GitHub credential itself).
+pub const PATCHES_FILE: &str = "patches.json";
+/// A stored patch is cut to this many bytes (at a character boundary).
+pub const MAX_STORED_PATCH: usize = 32 * 1024;
 /// The bundle format version.
 pub const BUNDLE_VERSION: u32 = 1;
+
+/// Why reading a source (local or GitHub) for a job failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    /// The job's range is no longer what was verified (force-push, unknown commit).
+    #[error("{0}")]
+    Rejected(String),
+    /// The source could not be read; trying again later may work.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The request itself is out of bounds (too many commits, file too large,
+    /// not UTF-8) or the forge refused it for good; retrying will not help.
+    #[error("{0}")]
+    Invalid(String),
+}
 
 /// The whole bundle, as written to `{data_dir}/jobs/{id}/evidence.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -225,6 +247,49 @@ pub fn write_bundle(dir: &Path, bundle: &EvidenceBundle) -> std::io::Result<Path
     std::fs::write(&tmp, json)?;
     std::fs::rename(&tmp, &path)?;
     Ok(path)
+}
+
+/// Per pull request, each changed file's unified-diff patch as the forge gave
+/// it (`None` for binary files or when the forge gave none).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PatchSet {
+    pub pulls: BTreeMap<u64, Vec<FilePatch>>,
+}
+
+/// One file's patch, bounded by [`MAX_STORED_PATCH`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilePatch {
+    pub path: String,
+    pub patch: Option<String>,
+    pub patch_truncated: bool,
+}
+
+/// Writes `patches.json` into `dir` (write + rename, like the bundle).
+pub fn write_patches(dir: &Path, patches: &PatchSet) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(PATCHES_FILE);
+    let tmp = dir.join(format!("{PATCHES_FILE}.tmp"));
+    let json = serde_json::to_vec(patches).map_err(std::io::Error::other)?;
+    std::fs::write(&tmp, json)?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(path)
+}
+
+/// Reads the patches stored next to the bundle at `bundle_path`.
+pub fn read_patches(bundle_path: &Path) -> Result<PatchSet, String> {
+    let path = bundle_path.with_file_name(PATCHES_FILE);
+    let bytes = std::fs::read(&path).map_err(|e| {
+        format!(
+            "cannot read the job's patches {}: {e}; rerun the job",
+            path.display()
+        )
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        format!(
+            "the job's patches {} are not valid: {e}; rerun the job",
+            path.display()
+        )
+    })
 }
 
 /// Reads a bundle written by [`write_bundle`].

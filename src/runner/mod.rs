@@ -19,17 +19,19 @@ pub mod writer; // the job-bound writer child and its rmcp client
 pub use crate::forge::local::evidence as local_source;
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::json;
 
 use crate::config::{Agent, Config, Forge, Source};
+use crate::forge::github::{GitHubError, GitHubForge, Permissions};
 use crate::queue::{Completion, Job, JobKind};
+use crate::wiki::Secret;
 use crate::worker::{JobFailure, JobFuture, JobHandler};
+use evidence::SourceError;
 use evidence::{EvidenceBundle, JobScope};
-use local_source::SourceError;
 use receipt::{Receipt, WikiFacts};
 use writer::{WriterClient, WriterLaunch};
 
@@ -47,6 +49,7 @@ pub struct Runner {
     program: PathBuf,
     on_spawn: Option<Hook>,
     before_write: Option<Hook>,
+    github: tokio::sync::OnceCell<Arc<GitHubForge>>,
 }
 
 impl Runner {
@@ -60,6 +63,7 @@ impl Runner {
             program,
             on_spawn: None,
             before_write: None,
+            github: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -69,10 +73,49 @@ impl Runner {
         self
     }
 
+    /// Uses `forge` for GitHub sources (sharing its token cache) instead of
+    /// building a client from the App key on first use.
+    pub fn with_github(self, forge: Arc<GitHubForge>) -> Self {
+        let _ = self.github.set(forge);
+        self
+    }
+
     /// Runs `hook(attempt)` before each write attempt of the builtin agent.
     pub fn with_write_hook(mut self, hook: Hook) -> Self {
         self.before_write = Some(hook);
         self
+    }
+
+    /// The GitHub client, built on first use from `[github]` and the App key.
+    async fn github(&self) -> Result<Arc<GitHubForge>, JobFailure> {
+        let Some(config) = &self.config.github else {
+            return Err(permanent(
+                "this source lives on GitHub but the configuration has no [github] section; add one and retry the job".into(),
+            ));
+        };
+        self.github
+            .get_or_try_init(|| async {
+                let key = crate::secrets::load_app_key(config)
+                    .await
+                    .map_err(|e| JobFailure {
+                        reason: format!("cannot load the GitHub App key: {e}"),
+                        retryable: true,
+                        receipt: None,
+                    })?;
+                GitHubForge::new(config, &key)
+                    .map(Arc::new)
+                    .map_err(|reason| permanent(format!("github.private_key: {reason}")))
+            })
+            .await
+            .cloned()
+    }
+
+    /// Where the job's source is read from.
+    async fn reader(&self, source: &Source) -> Result<SourceReader, JobFailure> {
+        Ok(match &source.forge {
+            Forge::Local { repo, .. } => SourceReader::Local(repo.clone()),
+            Forge::GitHub => SourceReader::GitHub(self.github().await?),
+        })
     }
 
     async fn run_job(&self, job: &Job) -> Result<Completion, JobFailure> {
@@ -83,50 +126,34 @@ impl Runner {
             )));
         };
         let scope = scope_of(job)?;
-        let Forge::Local { repo, .. } = &source.forge else {
-            return Err(permanent(format!(
-                "source {} lives on GitHub, and this build's runner reads evidence from local-forge sources only; configure local_path or wait for GitHub evidence support",
-                source.repository
-            )));
-        };
+        let reader = self.reader(&source).await?;
 
         // 1. Ancestry, against the current default branch.
-        let recheck = {
-            let (repo, scope) = (repo.clone(), scope.clone());
-            blocking(move || match &scope {
-                JobScope::Range { before, after, .. } => {
-                    local_source::recheck_range(&repo, before, after)
-                }
-                JobScope::PullRequest { merge_sha, .. } => {
-                    local_source::recheck_commit(&repo, merge_sha)
-                }
-            })
-            .await?
-        };
-        match recheck {
-            Ok(_) => {}
+        let branch = match reader.recheck(&source, &scope).await? {
+            Ok(branch) => branch,
             Err(SourceError::Rejected(reason)) => return Ok(Completion::Rejected { reason }),
             Err(e) => return Err(source_failure(e)),
-        }
+        };
 
         // 2. Evidence, into the job's work directory.
-        let bundle = {
-            let (repo, scope, name) = (repo.clone(), scope.clone(), source.repository.clone());
-            blocking(move || local_source::collect(&repo, &name, &scope)).await?
-        };
-        let bundle = match bundle {
-            Ok(bundle) => bundle,
+        let (bundle, patches) = match reader.collect(&source, &scope, &branch).await? {
+            Ok(found) => found,
             Err(SourceError::Rejected(reason)) => return Ok(Completion::Rejected { reason }),
             Err(e) => return Err(source_failure(e)),
         };
         let dir = evidence::work_dir(&self.config.server.data_dir, job.id);
-        let evidence_path = evidence::write_bundle(&dir, &bundle).map_err(|e| JobFailure {
+        let unwritable = |e: std::io::Error| JobFailure {
             reason: format!(
                 "cannot write the evidence bundle into {}: {e}; check data_dir's permissions and free space",
                 dir.display()
             ),
             retryable: true,
-        })?;
+            receipt: None,
+        };
+        let evidence_path = evidence::write_bundle(&dir, &bundle).map_err(unwritable)?;
+        if let Some(patches) = &patches {
+            evidence::write_patches(&dir, patches).map_err(unwritable)?;
+        }
         if bundle.pull_requests.is_empty() {
             return Ok(Completion::Skipped {
                 reason: format!(
@@ -137,7 +164,13 @@ impl Runner {
         }
 
         // 3. The policy, at the verified sha.
-        let policy = self.policy(&source, repo, scope.tip()).await?;
+        let policy = self.policy(&source, &reader, scope.tip()).await?;
+        let token = match &reader {
+            SourceReader::Local(_) => None,
+            SourceReader::GitHub(forge) => {
+                Some(wiki_token(forge, &source, self.config.queue.job_timeout).await?)
+            }
+        };
 
         // 4. The writer child, bound to this job.
         let launch = WriterLaunch {
@@ -147,14 +180,16 @@ impl Runner {
             job_id: job.id,
             range: scope.describe(),
             evidence: evidence_path,
-            token: None,
+            token,
             path: std::env::var_os("PATH"),
+            log_filter: std::env::var_os("TEAMMEM_LOG"),
         };
         let client = WriterClient::spawn(&launch)
             .await
             .map_err(|reason| JobFailure {
                 reason,
                 retryable: true,
+                receipt: None,
             })?;
         if let (Some(hook), Some(pid)) = (&self.on_spawn, client.pid()) {
             hook(pid).await;
@@ -168,6 +203,7 @@ impl Runner {
             .map_err(|e| JobFailure {
                 reason: format!("reading the wiki's starting snapshot failed: {e}"),
                 retryable: true,
+                receipt: None,
             })?;
         let Some(start_base) = start["sha"].as_str().map(str::to_owned) else {
             return Err(permanent(format!(
@@ -184,6 +220,11 @@ impl Runner {
             policy: policy.as_deref(),
             before_write: self.before_write.as_ref(),
         };
+        client.count_steps_as(Some(match &self.config.agent {
+            Agent::Builtin => "builtin",
+            Agent::OpenAi { .. } => "openai",
+            Agent::Command { .. } => "command",
+        }));
         let outcome = match &self.config.agent {
             Agent::Builtin => agent::run_builtin(&client, &task).await,
             Agent::OpenAi {
@@ -228,14 +269,17 @@ impl Runner {
         .map_err(|e| JobFailure {
             reason: e.reason,
             retryable: e.retryable,
+            receipt: None,
         })?;
 
         // 6. The receipt, checked against the evidence and the wiki.
+        client.count_steps_as(None);
         let facts = wiki_facts(&client, &source, job.id, start_base).await?;
         client.close().await;
         check(&outcome.receipt, &bundle, &facts).map_err(|reason| JobFailure {
             reason: format!("the agent's receipt does not hold: {reason}"),
             retryable: false,
+            receipt: None,
         })?;
         receipt::completion(&outcome.receipt, outcome.retry_failed)
     }
@@ -243,23 +287,130 @@ impl Runner {
     async fn policy(
         &self,
         source: &Source,
-        repo: &Path,
+        reader: &SourceReader,
         sha: &str,
     ) -> Result<Option<String>, JobFailure> {
         let Some(policy_path) = source.policy_path.clone() else {
             return Ok(None);
         };
-        let (repo, sha) = (repo.to_path_buf(), sha.to_owned());
-        let path = policy_path.clone();
-        match blocking(move || local_source::read_file_at(&repo, &sha, &path, MAX_POLICY_BYTES))
-            .await?
-        {
+        let read = match reader {
+            SourceReader::Local(repo) => {
+                let (repo, sha) = (repo.clone(), sha.to_owned());
+                let path = policy_path.clone();
+                blocking(move || local_source::read_file_at(&repo, &sha, &path, MAX_POLICY_BYTES))
+                    .await?
+            }
+            SourceReader::GitHub(forge) => {
+                forge
+                    .read_policy(source, sha, &policy_path, MAX_POLICY_BYTES)
+                    .await
+            }
+        };
+        match read {
             Ok(text) => Ok(text),
             Err(SourceError::Invalid(reason)) => Err(permanent(format!(
                 "the policy file {policy_path} cannot be used: {reason}; keep it UTF-8 and at most {MAX_POLICY_BYTES} bytes"
             ))),
             Err(e) => Err(source_failure(e)),
         }
+    }
+}
+
+/// Where a job's source lives.
+enum SourceReader {
+    Local(PathBuf),
+    GitHub(Arc<GitHubForge>),
+}
+
+impl SourceReader {
+    /// Step 1: the default branch, or why the range no longer holds.
+    async fn recheck(
+        &self,
+        source: &Source,
+        scope: &JobScope,
+    ) -> Result<Result<String, SourceError>, JobFailure> {
+        match self {
+            SourceReader::Local(repo) => {
+                let (repo, scope) = (repo.clone(), scope.clone());
+                blocking(move || match &scope {
+                    JobScope::Range { before, after, .. } => {
+                        local_source::recheck_range(&repo, before, after)
+                    }
+                    JobScope::PullRequest { merge_sha, .. } => {
+                        local_source::recheck_commit(&repo, merge_sha)
+                    }
+                })
+                .await
+            }
+            SourceReader::GitHub(forge) => Ok(match scope {
+                JobScope::Range { before, after, .. } => {
+                    forge.recheck_range(source, before, after).await
+                }
+                JobScope::PullRequest { merge_sha, .. } => {
+                    forge.recheck_commit(source, merge_sha).await
+                }
+            }),
+        }
+    }
+
+    /// Step 2: the bundle, and (GitHub) the patches that came with the manifests.
+    async fn collect(
+        &self,
+        source: &Source,
+        scope: &JobScope,
+        branch: &str,
+    ) -> Result<Result<(EvidenceBundle, Option<evidence::PatchSet>), SourceError>, JobFailure> {
+        match self {
+            SourceReader::Local(repo) => {
+                let (repo, scope, name) = (repo.clone(), scope.clone(), source.repository.clone());
+                Ok(
+                    blocking(move || local_source::collect(&repo, &name, &scope))
+                        .await?
+                        .map(|bundle| (bundle, None)),
+                )
+            }
+            SourceReader::GitHub(forge) => Ok(forge
+                .collect_evidence(source, scope, branch)
+                .await
+                .map(|(bundle, patches)| (bundle, Some(patches)))),
+        }
+    }
+}
+
+/// The destination wiki's write credential: an installation token limited to
+/// the wiki's one repository and `contents: write`. It goes to the writer
+/// child's environment and nowhere else.
+/// The token must outlive the job: a cached one closer to expiry than the
+/// job's deadline is replaced (tokens live an hour, so a deadline beyond 50
+/// minutes asks for no more than that).
+async fn wiki_token(
+    forge: &GitHubForge,
+    source: &Source,
+    job_timeout: std::time::Duration,
+) -> Result<Secret, JobFailure> {
+    let wiki = &source.wiki_repository;
+    match forge
+        .installation_token_lasting(
+            wiki,
+            &Permissions::contents_write(),
+            job_timeout.min(std::time::Duration::from_secs(50 * 60)),
+        )
+        .await
+    {
+        Ok(token) => match token.expose_str() {
+            Some(text) => Ok(Secret::new(text)),
+            None => Err(permanent(format!(
+                "GitHub minted a wiki token for {wiki} that is not text; retry the job"
+            ))),
+        },
+        Err(GitHubError::Unavailable { message, .. }) => Err(JobFailure {
+            reason: format!("minting the wiki token for {wiki} failed: {message}"),
+            retryable: true,
+            receipt: None,
+        }),
+        Err(e) => Err(permanent(format!(
+            "GitHub refused a contents:write token for the wiki repository {wiki}: {e}; install the App on {wiki} with contents write permission, then retry the job"
+        ))),
     }
 }
 
@@ -286,6 +437,7 @@ async fn wiki_facts(
     let failure = |e: writer::CallError| JobFailure {
         reason: format!("reading the wiki to check the receipt failed: {e}"),
         retryable: true,
+        receipt: None,
     };
     let snapshot = client
         .result(
@@ -334,6 +486,7 @@ fn permanent(reason: String) -> JobFailure {
     JobFailure {
         reason,
         retryable: false,
+        receipt: None,
     }
 }
 
@@ -341,6 +494,7 @@ fn source_failure(e: SourceError) -> JobFailure {
     JobFailure {
         retryable: matches!(e, SourceError::Unavailable(_)),
         reason: e.to_string(),
+        receipt: None,
     }
 }
 
@@ -352,6 +506,7 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| JobFailure {
             reason: format!("a source-reading task stopped unexpectedly: {e}"),
             retryable: true,
+            receipt: None,
         })
 }
 

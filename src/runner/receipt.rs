@@ -286,6 +286,7 @@ pub fn completion(receipt: &Receipt, retry_failed: bool) -> Result<Completion, J
                 one_line(&receipt.summary)
             ),
             retryable: true,
+            receipt: Some(value),
         }),
         ReceiptStatus::NeedsReview => Err(JobFailure {
             reason: format!(
@@ -293,10 +294,12 @@ pub fn completion(receipt: &Receipt, retry_failed: bool) -> Result<Completion, J
                 one_line(&receipt.summary)
             ),
             retryable: false,
+            receipt: Some(value),
         }),
         ReceiptStatus::Failed => Err(JobFailure {
             reason: format!("the agent failed: {}", one_line(&receipt.summary)),
             retryable: retry_failed,
+            receipt: Some(value),
         }),
     }
 }

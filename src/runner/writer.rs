@@ -4,7 +4,7 @@
 //! Invariants:
 //! - the child starts with a cleared environment: only `TEAMMEM_CONFIG`,
 //!   `TEAMMEM_WRITER_SOURCE`, `TEAMMEM_WRITER_JOB`, `TEAMMEM_WRITER_RANGE`,
-//!   `TEAMMEM_WRITER_EVIDENCE`, `PATH`, `TEAMMEM_LOG` (the log filter) and (GitHub
+//!   `TEAMMEM_WRITER_EVIDENCE`, `PATH`, `TEAMMEM_LOG` (a log filter) and (GitHub
 //!   wikis) `TEAMMEM_WRITER_TOKEN`;
 //!   the token is never in argv, a log line or an error message;
 //! - the child dies with the job: the process is spawned `kill_on_drop`, so a
@@ -28,6 +28,9 @@ use crate::mcp::context::{
 };
 use crate::wiki::Secret;
 
+/// The log filter variable the child inherits from the daemon.
+pub const ENV_LOG: &str = "TEAMMEM_LOG";
+
 /// Everything the writer child is bound to.
 #[derive(Debug, Clone)]
 pub struct WriterLaunch {
@@ -44,6 +47,9 @@ pub struct WriterLaunch {
     pub token: Option<Secret>,
     /// `PATH` for the child (git helpers); the daemon's own by default.
     pub path: Option<OsString>,
+    /// `TEAMMEM_LOG` for the child (a log filter such as `debug`, never a
+    /// secret); the daemon's own by default.
+    pub log_filter: Option<OsString>,
 }
 
 impl WriterLaunch {
@@ -62,10 +68,8 @@ impl WriterLaunch {
         if let Some(path) = &self.path {
             cmd.env("PATH", path);
         }
-        // The operator's log filter applies to the child too (it logs to the
-        // daemon's stderr); it is not a secret.
-        if let Some(filter) = std::env::var_os("TEAMMEM_LOG") {
-            cmd.env("TEAMMEM_LOG", filter);
+        if let Some(filter) = &self.log_filter {
+            cmd.env(ENV_LOG, filter);
         }
         if let Some(token) = &self.token {
             cmd.env(ENV_WRITER_TOKEN, token.expose());
@@ -163,6 +167,9 @@ impl std::fmt::Display for ToolFailure {
 pub struct WriterClient {
     service: RunningService<RoleClient, ()>,
     pid: Option<u32>,
+    /// While set, every tool call counts as a step of this agent kind in
+    /// `teammem_agent_steps_total` (the runner's own reads do not).
+    agent: std::sync::Mutex<Option<&'static str>>,
 }
 
 impl WriterClient {
@@ -181,12 +188,21 @@ impl WriterClient {
         let service = ().serve(transport).await.map_err(|e| {
             format!("the wiki writer did not complete the MCP handshake: {e}; see its stderr")
         })?;
-        Ok(WriterClient { service, pid })
+        Ok(WriterClient {
+            service,
+            pid,
+            agent: std::sync::Mutex::new(None),
+        })
     }
 
     /// The child's process id (for tests and logs).
     pub fn pid(&self) -> Option<u32> {
         self.pid
+    }
+
+    /// Counts the following tool calls as steps of `agent` (`None`: stop).
+    pub fn count_steps_as(&self, agent: Option<&'static str>) {
+        *self.agent.lock().unwrap_or_else(|e| e.into_inner()) = agent;
     }
 
     /// The tools the writer offers.
@@ -203,6 +219,10 @@ impl WriterClient {
         let Value::Object(arguments) = arguments else {
             return Err(format!("the arguments of {tool} must be a JSON object"));
         };
+        let agent = *self.agent.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(agent) = agent {
+            crate::metrics::AGENT_STEPS.inc(&[agent]);
+        }
         let result = self
             .service
             .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
@@ -304,6 +324,7 @@ mod tests {
             evidence: "/data/jobs/9/evidence.json".into(),
             token: Some(Secret::new("ghs_secret")),
             path: Some("/usr/bin".into()),
+            log_filter: Some("debug".into()),
         };
         let cmd = launch.command();
         let std = cmd.as_std();
@@ -319,16 +340,13 @@ mod tests {
             })
             .collect();
         envs.sort();
-        let names: Vec<&str> = envs
-            .iter()
-            .map(|(k, _)| k.as_str())
-            .filter(|k| *k != "TEAMMEM_LOG")
-            .collect();
+        let names: Vec<&str> = envs.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             names,
             [
                 "PATH",
                 "TEAMMEM_CONFIG",
+                "TEAMMEM_LOG",
                 "TEAMMEM_WRITER_EVIDENCE",
                 "TEAMMEM_WRITER_JOB",
                 "TEAMMEM_WRITER_RANGE",

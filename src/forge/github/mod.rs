@@ -1,6 +1,6 @@
 //! The only code that talks to GitHub's REST API (base URL from config, so tests
 //! point it at a loopback fake): App authentication, installation tokens,
-//! verification of dispatches, installation checks.
+//! verification of dispatches, installation checks, the evidence of a job.
 //!
 //! Invariants:
 //! - every request carries an installation token minted for exactly the
@@ -13,6 +13,7 @@
 
 pub mod auth;
 mod installations;
+pub mod evidence; // the evidence bundle of a job: compare paging, merged PRs, file manifests, policy file
 mod maintainers; // token owners and their role on a source (requests with GitHub tokens)
 mod verify;
 
@@ -118,7 +119,15 @@ impl GitHubForge {
         if let Some(b) = body {
             req = req.json(&b);
         }
-        let resp = req.send().await.map_err(|e| GitHubError::Unavailable {
+        let started = std::time::Instant::now();
+        let sent = req.send().await;
+        crate::metrics::GITHUB_CALL_DURATION.observe(&[], started.elapsed());
+        crate::metrics::GITHUB_CALLS.inc(&[match &sent {
+            Ok(resp) => status_class(resp.status()),
+            Err(e) if e.is_timeout() => "timeout",
+            Err(_) => "error",
+        }]);
+        let resp = sent.map_err(|e| GitHubError::Unavailable {
             retry_after: DEFAULT_RETRY,
             message: if e.is_timeout() {
                 format!("GitHub did not answer {path} in time")
@@ -176,11 +185,24 @@ impl GitHubForge {
         repository: &str,
         perms: &Permissions,
     ) -> Result<Secret, GitHubError> {
-        if let Some(t) = self
-            .cache
-            .lock()
-            .unwrap()
-            .get(repository, perms, SystemTime::now())
+        self.installation_token_lasting(repository, perms, Duration::ZERO)
+            .await
+    }
+
+    /// Like [`GitHubForge::installation_token`], for a holder that keeps the
+    /// token `lasting` (a job's writer child): a cached token that would reach
+    /// the cache's early expiry within that time is replaced by a new one.
+    pub async fn installation_token_lasting(
+        &self,
+        repository: &str,
+        perms: &Permissions,
+        lasting: Duration,
+    ) -> Result<Secret, GitHubError> {
+        if let Some(t) =
+            self.cache
+                .lock()
+                .unwrap()
+                .get(repository, perms, SystemTime::now() + lasting)
         {
             return Ok(t);
         }
@@ -245,6 +267,16 @@ impl GitHubForge {
     }
 }
 
+/// The metric label of an answer's status.
+fn status_class(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
+    }
+}
+
 /// Turns a non-success answer into the matching [`GitHubError`].
 async fn classify(path: &str, resp: reqwest::Response) -> Result<reqwest::Response, GitHubError> {
     let status = resp.status();
@@ -289,17 +321,48 @@ async fn classify(path: &str, resp: reqwest::Response) -> Result<reqwest::Respon
             message: format!("GitHub answered {path} with {}", status.as_u16()),
         });
     }
+    let said = github_message(resp).await;
     match status {
         StatusCode::NOT_FOUND => Err(GitHubError::NotFound(format!(
             "GitHub answered 404 for {path}"
         ))),
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(GitHubError::Denied(format!(
-            "GitHub refused {path} with {}; check the App's id, key and permissions",
+            "GitHub refused {path} with {}{said}; check the App's id, key and permissions",
             status.as_u16()
         ))),
         other => Err(GitHubError::Unexpected(format!(
-            "GitHub answered {path} with {}",
+            "GitHub answered {path} with {}{said}",
             other.as_u16()
         ))),
+    }
+}
+
+/// GitHub's own words from an error answer (`{"message": ...}`), one bounded
+/// line introduced with " (...)", or nothing.
+async fn github_message(resp: reqwest::Response) -> String {
+    #[derive(serde::Deserialize)]
+    struct ErrorBody {
+        message: String,
+    }
+    let Ok(bytes) = resp.bytes().await else {
+        return String::new();
+    };
+    let Ok(body) = serde_json::from_slice::<ErrorBody>(&bytes) else {
+        return String::new();
+    };
+    let line: String = body
+        .message
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect();
+    let line = line.trim_end_matches('.');
+    if line.is_empty() {
+        String::new()
+    } else {
+        format!(" ({line})")
     }
 }

@@ -26,19 +26,8 @@ const WALK_LIMIT: usize = 200_000;
 /// Blobs larger than this are not line-diffed (their counts are 0).
 const MAX_DIFF_BLOB: usize = 1 << 20;
 
-/// Why reading the source failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SourceError {
-    /// The job's range is no longer what was verified (force-push, unknown commit).
-    #[error("{0}")]
-    Rejected(String),
-    /// The repository could not be read; trying again later may work.
-    #[error("{0}")]
-    Unavailable(String),
-    /// The request itself is out of bounds (too many commits, file too large, not UTF-8).
-    #[error("{0}")]
-    Invalid(String),
-}
+/// Why reading the source failed (shared with the GitHub forge's evidence).
+pub use crate::runner::evidence::SourceError;
 
 fn unavailable(what: &str, e: impl std::fmt::Display) -> SourceError {
     SourceError::Unavailable(format!("{what} failed in the local source repository: {e}"))

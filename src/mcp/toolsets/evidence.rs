@@ -8,7 +8,9 @@
 //!   bundle is `not_found`, a commit that is not one of the bundle's commits is
 //!   `permission_denied`, a path is read only as a blob of that commit's tree;
 //! - results stay within the envelope limit: manifests are paged, patches and
-//!   files are bounded, and an oversized bundle is answered without manifests.
+//!   files are bounded, and an oversized bundle is answered without manifests;
+//! - GitHub sources' patches come from `patches.json`, stored next to the bundle
+//!   when the runner collected it: the writer never calls GitHub itself.
 
 use std::path::PathBuf;
 
@@ -194,7 +196,7 @@ fn local_repo(resolved: &Resolved) -> Result<PathBuf, ToolError> {
     match &resolved.source.forge {
         Forge::Local { repo, .. } => Ok(repo.clone()),
         Forge::GitHub => Err(ToolError::configuration(
-            "patches and source files of GitHub sources are not served by this build; use the manifest in get_job_evidence",
+            "source files of GitHub sources are not served to the writer (it holds no GitHub credential); use the manifest and patches from get_job_evidence and list_pull_request_files",
         )),
     }
 }
@@ -206,6 +208,33 @@ async fn blocking<T: Send + 'static>(
         .await
         .map_err(|error| ToolError::internal("reading the source repository", error))?
         .map_err(source_error)
+}
+
+/// A GitHub pull request's files with the patches stored next to the bundle
+/// when the job collected its evidence (the writer holds no GitHub credential).
+fn stored_patches(
+    context: &Context,
+    pull: &evidence::PullRequest,
+) -> Result<Vec<(evidence::ChangedFile, Option<String>)>, ToolError> {
+    let bundle_path = context
+        .binding
+        .writer
+        .as_ref()
+        .and_then(|w| w.evidence.clone())
+        .ok_or_else(|| ToolError::configuration("this writer has no job evidence"))?;
+    let stored = evidence::read_patches(&bundle_path)
+        .map_err(|detail| ToolError::internal("reading the job's patches", detail))?;
+    let patches = stored.pulls.get(&pull.number);
+    Ok(pull
+        .files
+        .iter()
+        .map(|file| {
+            let patch = patches
+                .and_then(|list| list.iter().find(|p| p.path == file.path))
+                .and_then(|p| p.patch.clone());
+            (file.clone(), patch)
+        })
+        .collect())
 }
 
 fn get_job_evidence(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
@@ -259,9 +288,13 @@ fn list_pull_request_files(context: &Context, arguments: JsonObject) -> CallFutu
                         args.number
                     ))
                 })?;
-            let repo = local_repo(&resolved)?;
-            let merge_sha = pull.merge_sha.clone();
-            let files = blocking(move || local_source::file_patches(&repo, &merge_sha)).await?;
+            let files = match &resolved.source.forge {
+                Forge::Local { repo, .. } => {
+                    let (repo, merge_sha) = (repo.clone(), pull.merge_sha.clone());
+                    blocking(move || local_source::file_patches(&repo, &merge_sha)).await?
+                }
+                Forge::GitHub => stored_patches(context, pull)?,
+            };
             let total = files.len();
             let start = usize::try_from((args.page - 1) * args.per_page).unwrap_or(usize::MAX);
             let page: Vec<Value> = files

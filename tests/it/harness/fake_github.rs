@@ -8,6 +8,10 @@
 //! repository and with the permission the endpoint needs; every token request is
 //! recorded so tests can check what was asked for. Faults (5xx, 429 +
 //! Retry-After, rate-limit exhaustion, hanging answers) are injected per path.
+//! The evidence endpoints (compare with paged commits, a commit, a pull
+//! request's paged files with patches, file contents) read the same git
+//! repositories, and [`FakeGitHub::wiki_access`] lets the smart-HTTP test server
+//! accept exactly the installation tokens this fake minted for a wiki.
 
 #![allow(dead_code, clippy::result_large_err)]
 
@@ -20,7 +24,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::encoding::AsDer;
 use axum::Router;
-use axum::extract::{Path as UrlPath, Request, State};
+use axum::extract::{Path as UrlPath, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -209,6 +213,90 @@ impl GitRepo {
         self.git_ok(&["merge-base", "--is-ancestor", a, b])
     }
 
+    /// Commits as GitHub's commit objects, oldest first (`args` select them,
+    /// e.g. `["b..h"]` or `["-1", sha]`).
+    fn commit_objects(&self, args: &[&str], full: &str, base_url: &str) -> Vec<Value> {
+        let mut cmd = vec![
+            "log",
+            "--reverse",
+            "--format=%H%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%T%x00%B%x1e",
+        ];
+        cmd.extend_from_slice(args);
+        let out = self.git(&cmd);
+        out.split('\x1e')
+            .map(|record| record.trim_start_matches('\n'))
+            .filter(|record| !record.is_empty())
+            .map(|record| {
+                let f: Vec<&str> = record.splitn(10, '\0').collect();
+                let parents: Vec<Value> = f[1]
+                    .split_whitespace()
+                    .map(|p| json!({
+                        "sha": p,
+                        "url": format!("{base_url}/repos/{full}/commits/{p}"),
+                        "html_url": format!("https://github.example/{full}/commit/{p}"),
+                    }))
+                    .collect();
+                json!({
+                    "sha": f[0],
+                    "node_id": format!("C_{}", f[0]),
+                    "url": format!("{base_url}/repos/{full}/commits/{}", f[0]),
+                    "html_url": format!("https://github.example/{full}/commit/{}", f[0]),
+                    "comments_url": format!("{base_url}/repos/{full}/commits/{}/comments", f[0]),
+                    "commit": {
+                        "url": format!("{base_url}/repos/{full}/git/commits/{}", f[0]),
+                        "author": {"name": f[2], "email": f[3], "date": f[4]},
+                        "committer": {"name": f[5], "email": f[6], "date": f[7]},
+                        "message": f[9].trim_end(),
+                        "tree": {"sha": f[8], "url": format!("{base_url}/repos/{full}/git/trees/{}", f[8])},
+                        "comment_count": 0,
+                        "verification": {"verified": false, "reason": "unsigned", "signature": null, "payload": null, "verified_at": null},
+                    },
+                    "author": null,
+                    "committer": null,
+                    "parents": parents,
+                })
+            })
+            .collect()
+    }
+
+    /// The files a merge (or squash) commit changed against its first parent,
+    /// as `GET /pulls/{n}/files` lists them (sorted by path, with patches).
+    fn changed_files(&self, merge: &str) -> Vec<Value> {
+        let parent = format!("{merge}^1");
+        let numstat = self.git(&["diff", "--no-renames", "--numstat", &parent, merge]);
+        let status = self.git(&["diff", "--no-renames", "--name-status", &parent, merge]);
+        let mut files = Vec::new();
+        for (counts, kind) in numstat.lines().zip(status.lines()) {
+            let mut c = counts.split('\t');
+            let (add, del, path) = (c.next().unwrap(), c.next().unwrap(), c.next().unwrap());
+            let (additions, deletions) = (
+                add.parse::<u64>().unwrap_or(0),
+                del.parse::<u64>().unwrap_or(0),
+            );
+            let status = match kind.chars().next() {
+                Some('A') => "added",
+                Some('D') => "removed",
+                _ => "modified",
+            };
+            let diff = self.git(&["diff", "--no-renames", &parent, merge, "--", path]);
+            let patch = diff.find("@@").map(|at| diff[at..].to_string());
+            files.push(json!({
+                "sha": "0000000000000000000000000000000000000000",
+                "filename": path,
+                "status": status,
+                "additions": additions,
+                "deletions": deletions,
+                "changes": additions + deletions,
+                "blob_url": format!("https://github.example/blob/{merge}/{path}"),
+                "raw_url": format!("https://github.example/raw/{merge}/{path}"),
+                "contents_url": format!("https://api.github.example/contents/{path}?ref={merge}"),
+                "patch": patch,
+            }));
+        }
+        files.sort_by(|a, b| a["filename"].as_str().cmp(&b["filename"].as_str()));
+        files
+    }
+
     fn count(&self, range: &str) -> u64 {
         self.git(&["rev-list", "--count", range]).parse().unwrap()
     }
@@ -243,6 +331,15 @@ pub struct FakePull {
     pub title: String,
 }
 
+/// What a pull request says beyond [`FakePull`] (defaults: author `octocat`,
+/// empty body, no labels).
+#[derive(Debug, Clone, Default)]
+pub struct PullDetails {
+    pub author: String,
+    pub body: String,
+    pub labels: Vec<String>,
+}
+
 /// One token request as the fake received it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mint {
@@ -262,6 +359,8 @@ struct Grant {
 pub enum Fault {
     /// Answer with this status (5xx, 403, ...).
     Status(u16),
+    /// 503 with `Retry-After: secs`.
+    Unavailable { retry_after: u64 },
     /// 429 with `Retry-After: secs`.
     TooManyRequests { retry_after: u64 },
     /// 403 with `x-ratelimit-remaining: 0` and `x-ratelimit-reset: now + secs`.
@@ -275,6 +374,10 @@ struct StateInner {
     repos: HashMap<String, FakeRepo>,
     runs: HashMap<(String, u64, u64), FakeRun>,
     pulls: HashMap<(String, u64), FakePull>,
+    pull_details: HashMap<(String, u64), PullDetails>,
+    /// Permissions (name, access) the installation was not granted: a token
+    /// request asking for one is refused with 422, as GitHub does.
+    withheld: Vec<(String, String)>,
     grants: HashMap<String, Grant>,
     mints: Vec<Mint>,
     faults: VecDeque<(String, Fault)>,
@@ -349,6 +452,12 @@ impl FakeGitHub {
             .route("/repos/{owner}/{repo}/compare/{basehead}", get(compare))
             .route("/repos/{owner}/{repo}/pulls/{number}", get(pull))
             .route(
+                "/repos/{owner}/{repo}/pulls/{number}/files",
+                get(pull_files),
+            )
+            .route("/repos/{owner}/{repo}/commits/{sha}", get(single_commit))
+            .route("/repos/{owner}/{repo}/contents/{*path}", get(contents))
+            .route(
                 "/repos/{owner}/{repo}/commits/{sha}/pulls",
                 get(commit_pulls),
             )
@@ -417,6 +526,51 @@ impl FakeGitHub {
         self.inner()
             .pulls
             .insert((full_name.to_ascii_lowercase(), number), pull);
+    }
+
+    /// The installation lacks `permission: access` (e.g. `contents: write`).
+    pub fn withhold_permission(&self, permission: &str, access: &str) {
+        self.inner()
+            .withheld
+            .push((permission.to_string(), access.to_string()));
+    }
+
+    /// Author, body and labels of pull request `number`.
+    pub fn set_pull_details(&self, full_name: &str, number: u64, details: PullDetails) {
+        self.inner()
+            .pull_details
+            .insert((full_name.to_ascii_lowercase(), number), details);
+    }
+
+    /// A check for the smart-HTTP test server: `token` is an installation token
+    /// this fake minted for the wiki's repository (`/{owner}/{name}.wiki.git/...`),
+    /// with `contents: write` for a push and `contents` at all for a read.
+    pub fn wiki_access(&self) -> crate::harness::git_http::TokenCheck {
+        let shared = self.shared.clone();
+        Arc::new(move |token: &str, path: &str, write: bool| {
+            let inner = shared.inner.lock().unwrap();
+            let Some(grant) = inner.grants.get(token) else {
+                return false;
+            };
+            let mut parts = path.trim_start_matches('/').splitn(3, '/');
+            let (Some(owner), Some(wiki)) = (parts.next(), parts.next()) else {
+                return false;
+            };
+            let Some(name) = wiki.strip_suffix(".wiki.git") else {
+                return false;
+            };
+            let access = grant.permissions.get("contents").map(String::as_str);
+            grant.owner.eq_ignore_ascii_case(owner)
+                && grant
+                    .repositories
+                    .iter()
+                    .any(|r| r.eq_ignore_ascii_case(name))
+                && if write {
+                    access == Some("write")
+                } else {
+                    access.is_some()
+                }
+        })
     }
 
     /// A personal token owned by `login` (`kind`: `User` or `Bot`).
@@ -536,6 +690,15 @@ async fn faults(State(s): State<AppState>, req: Request, next: Next) -> Response
     match fault {
         None => next.run(req).await,
         Some(Fault::Status(code)) => error(StatusCode::from_u16(code).unwrap(), "injected fault"),
+        Some(Fault::Unavailable { retry_after }) => {
+            let mut r = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "No server is currently available to service your request.",
+            );
+            r.headers_mut()
+                .insert("retry-after", retry_after.to_string().parse().unwrap());
+            r
+        }
         Some(Fault::TooManyRequests { retry_after }) => {
             let mut r = error(StatusCode::TOO_MANY_REQUESTS, "secondary rate limit");
             r.headers_mut()
@@ -764,6 +927,12 @@ async fn access_token(
             );
         }
     }
+    if permissions.iter().any(|p| inner.withheld.contains(p)) {
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "The permissions requested are not granted to this installation.",
+        );
+    }
     inner.mints.push(Mint {
         installation: id,
         repositories: repositories.clone(),
@@ -845,9 +1014,29 @@ async fn run_attempt(
     .into_response()
 }
 
+/// `?per_page=&page=` of the paged endpoints (GitHub's defaults: 30, 1; at most 100).
+#[derive(serde::Deserialize)]
+struct Paging {
+    per_page: Option<usize>,
+    page: Option<usize>,
+}
+
+impl Paging {
+    fn slice<T: Clone>(&self, all: &[T], default_per_page: usize) -> Vec<T> {
+        let per_page = self.per_page.unwrap_or(default_per_page).clamp(1, 100);
+        let page = self.page.unwrap_or(1).max(1);
+        all.iter()
+            .skip((page - 1) * per_page)
+            .take(per_page)
+            .cloned()
+            .collect()
+    }
+}
+
 async fn compare(
     State(s): State<AppState>,
     UrlPath((owner, name, basehead)): UrlPath<(String, String, String)>,
+    Query(paging): Query<Paging>,
     headers: HeaderMap,
 ) -> Response {
     let full = format!("{owner}/{name}");
@@ -893,10 +1082,69 @@ async fn compare(
         "ahead_by": ahead,
         "behind_by": behind,
         "total_commits": ahead,
-        "commits": [],
+        "commits": if ahead > 0 {
+            // Unpaged, GitHub lists at most 250 commits.
+            let all = r.git.commit_objects(&[&format!("{b}..{h}")], &full, &base_url);
+            let default = if paging.per_page.is_none() && paging.page.is_none() { 250 } else { 30 };
+            json!(paging.slice(&all, default))
+        } else {
+            json!([])
+        },
         "files": [],
     }))
     .into_response()
+}
+
+fn user_json(login: &str, base: &str) -> Value {
+    json!({
+        "login": login, "id": 7, "node_id": "U_7", "avatar_url": "https://avatars.example/u/7",
+        "gravatar_id": "", "url": format!("{base}/users/{login}"),
+        "html_url": format!("https://github.example/{login}"),
+        "followers_url": format!("{base}/users/{login}/followers"),
+        "following_url": format!("{base}/users/{login}/following{{/other_user}}"),
+        "gists_url": format!("{base}/users/{login}/gists{{/gist_id}}"),
+        "starred_url": format!("{base}/users/{login}/starred{{/owner}}{{/repo}}"),
+        "subscriptions_url": format!("{base}/users/{login}/subscriptions"),
+        "organizations_url": format!("{base}/users/{login}/orgs"),
+        "repos_url": format!("{base}/users/{login}/repos"),
+        "events_url": format!("{base}/users/{login}/events{{/privacy}}"),
+        "received_events_url": format!("{base}/users/{login}/received_events"),
+        "type": "User", "site_admin": false
+    })
+}
+
+fn pull_json_with(
+    full: &str,
+    number: u64,
+    p: &FakePull,
+    base_url: &str,
+    details: &PullDetails,
+    changed_files: Option<usize>,
+) -> Value {
+    let mut v = pull_json(full, number, p, base_url);
+    let author = if details.author.is_empty() {
+        "octocat"
+    } else {
+        &details.author
+    };
+    v["user"] = user_json(author, base_url);
+    v["body"] = json!(details.body);
+    v["labels"] = details
+        .labels
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            json!({
+                "id": 100 + i, "node_id": format!("LA_{i}"),
+                "url": format!("{base_url}/repos/{full}/labels/{name}"),
+                "name": name, "color": "ededed", "default": false, "description": null,
+            })
+        })
+        .collect();
+    if let Some(n) = changed_files {
+        v["changed_files"] = json!(n);
+    }
+    v
 }
 
 fn pull_json(full: &str, number: u64, p: &FakePull, base_url: &str) -> Value {
@@ -951,10 +1199,126 @@ async fn pull(
             .and_then(|h| h.to_str().ok())
             .unwrap_or("localhost")
     );
-    match inner.pulls.get(&(full.to_ascii_lowercase(), number)) {
-        Some(p) => axum::Json(pull_json(&full, number, p, &base_url)).into_response(),
-        None => error(StatusCode::NOT_FOUND, "Not Found"),
+    let key = (full.to_ascii_lowercase(), number);
+    let Some(p) = inner.pulls.get(&key) else {
+        return error(StatusCode::NOT_FOUND, "Not Found");
+    };
+    let details = inner.pull_details.get(&key).cloned().unwrap_or_default();
+    let changed = match (
+        &p.merge_commit_sha,
+        inner.repos.get(&full.to_ascii_lowercase()),
+    ) {
+        (Some(sha), Some(r)) if r.git.resolve(sha).is_some() => {
+            Some(r.git.changed_files(sha).len())
+        }
+        _ => None,
+    };
+    axum::Json(pull_json_with(
+        &full, number, p, &base_url, &details, changed,
+    ))
+    .into_response()
+}
+
+async fn pull_files(
+    State(s): State<AppState>,
+    UrlPath((owner, name, number)): UrlPath<(String, String, u64)>,
+    Query(paging): Query<Paging>,
+    headers: HeaderMap,
+) -> Response {
+    let full = format!("{owner}/{name}");
+    let r = match check_token(&s, &headers, &full, Some("pull_requests")) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let pull = s
+        .inner
+        .lock()
+        .unwrap()
+        .pulls
+        .get(&(full.to_ascii_lowercase(), number))
+        .cloned();
+    let Some(sha) = pull.and_then(|p| p.merge_commit_sha) else {
+        return error(StatusCode::NOT_FOUND, "Not Found");
+    };
+    let files = r.git.changed_files(&sha);
+    axum::Json(paging.slice(&files, 30)).into_response()
+}
+
+async fn single_commit(
+    State(s): State<AppState>,
+    UrlPath((owner, name, sha)): UrlPath<(String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let full = format!("{owner}/{name}");
+    let r = match check_token(&s, &headers, &full, Some("contents")) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let Some(sha) = r.git.resolve(&sha) else {
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &format!("No commit found for SHA: {sha}"),
+        );
+    };
+    let base_url = format!(
+        "http://{}",
+        headers
+            .get("host")
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost")
+    );
+    let mut commit = r
+        .git
+        .commit_objects(&["-1", &sha], &full, &base_url)
+        .remove(0);
+    commit["files"] = json!(r.git.changed_files(&sha));
+    axum::Json(commit).into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct ContentsQuery {
+    #[serde(rename = "ref")]
+    reference: Option<String>,
+}
+
+async fn contents(
+    State(s): State<AppState>,
+    UrlPath((owner, name, path)): UrlPath<(String, String, String)>,
+    Query(q): Query<ContentsQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let full = format!("{owner}/{name}");
+    let r = match check_token(&s, &headers, &full, Some("contents")) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let reference = q.reference.unwrap_or_else(|| "HEAD".into());
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(&r.git.dir)
+        .args(["cat-file", "blob", &format!("{reference}:{path}")])
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return error(StatusCode::NOT_FOUND, "Not Found");
     }
+    let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &out.stdout);
+    // GitHub wraps the base64 at 60 characters.
+    let wrapped: Vec<&str> = encoded
+        .as_bytes()
+        .chunks(60)
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    axum::Json(json!({
+        "type": "file",
+        "encoding": "base64",
+        "size": out.stdout.len(),
+        "name": path.rsplit('/').next().unwrap_or(&path),
+        "path": path,
+        "content": wrapped.join("\n") + "\n",
+        "sha": "0000000000000000000000000000000000000000",
+    }))
+    .into_response()
 }
 
 async fn user(State(s): State<AppState>, headers: HeaderMap) -> Response {

@@ -42,9 +42,14 @@ pub struct SeenRequest {
     pub target: String,
 }
 
+/// Decides whether `token` may reach `path` (`write`: a receive-pack request),
+/// for servers whose credentials another fake hands out (GitHub's App tokens).
+pub type TokenCheck = Arc<dyn Fn(&str, &str, bool) -> bool + Send + Sync>;
+
 struct ServerState {
     root: PathBuf,
     token: Option<String>,
+    check: Option<TokenCheck>,
     requests: Mutex<Vec<SeenRequest>>,
     fault: Mutex<Option<Fault>>,
 }
@@ -66,9 +71,20 @@ impl GitHttpServer {
     /// Serves the bare repositories under `root`; with `token`, requests must
     /// carry Basic `x-access-token:<token>`.
     pub async fn start(root: &Path, token: Option<&str>) -> Self {
+        Self::serve(root, token, None).await
+    }
+
+    /// Serves the bare repositories under `root`; every request must carry Basic
+    /// `x-access-token:<token>` with a token `check` accepts for the path.
+    pub async fn start_checked(root: &Path, check: TokenCheck) -> Self {
+        Self::serve(root, None, Some(check)).await
+    }
+
+    async fn serve(root: &Path, token: Option<&str>, check: Option<TokenCheck>) -> Self {
         let state = Arc::new(ServerState {
             root: root.to_owned(),
             token: token.map(str::to_owned),
+            check,
             requests: Mutex::new(Vec::new()),
             fault: Mutex::new(None),
         });
@@ -159,6 +175,28 @@ async fn handle(
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
         if given != Some(expected.as_str()) {
+            let mut response = status_response(StatusCode::UNAUTHORIZED, "authentication required");
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                "Basic realm=\"git\"".parse().unwrap(),
+            );
+            return response;
+        }
+    }
+    if let Some(check) = &state.check {
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Basic "))
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .and_then(|raw| String::from_utf8(raw).ok())
+            .and_then(|pair| pair.strip_prefix("x-access-token:").map(str::to_owned));
+        let write = uri.path().ends_with("/git-receive-pack")
+            || uri
+                .query()
+                .unwrap_or("")
+                .contains("service=git-receive-pack");
+        if !token.is_some_and(|t| check(&t, uri.path(), write)) {
             let mut response = status_response(StatusCode::UNAUTHORIZED, "authentication required");
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

@@ -24,6 +24,7 @@ impl JobHandler for Gate {
             let permit = self.permits.acquire().await.map_err(|_| JobFailure {
                 reason: "gate closed".into(),
                 retryable: false,
+                receipt: None,
             })?;
             permit.forget();
             Ok(Completion::Succeeded {

@@ -25,6 +25,7 @@ async fn writer(s: &Setup) -> WriterClient {
         evidence: path,
         token: None,
         path: std::env::var_os("PATH"),
+        log_filter: None,
     })
     .await
     .unwrap()
@@ -125,5 +126,119 @@ async fn evidence_tools_serve_only_the_bound_job() {
     .await;
     assert!(!ok);
     assert_eq!(kind, "permission_denied");
+    client.close().await;
+}
+
+#[tokio::test]
+async fn github_patches_are_served_from_the_job_and_source_files_are_not() {
+    use teammem::runner::evidence::{
+        BUNDLE_VERSION, ChangedFile, EvidenceBundle, FilePatch, FileStatus, PatchSet, PullRequest,
+        SourceInfo, write_patches,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let config_path = tmp.path().join("teammem.toml");
+    std::fs::write(
+        &config_path,
+        format!(
+            "[server]\ndata_dir = \"{root}/data\"\n\n[github]\napi_url = \"http://127.0.0.1:9\"\ngit_url = \"http://127.0.0.1:9\"\napp_id = 1\nprivate_key = {{ file = \"{root}/app.pem\" }}\n\n[[sources]]\nrepository = \"octo/app\"\nwebhook_secret_env = \"TEAMMEM_SECRET_OCTO\"\n",
+            root = tmp.path().display(),
+        ),
+    )
+    .unwrap();
+    let merge = "c".repeat(40);
+    let file = |path: &str| ChangedFile {
+        path: path.into(),
+        status: FileStatus::Modified,
+        additions: 1,
+        deletions: 1,
+    };
+    let bundle = EvidenceBundle {
+        version: BUNDLE_VERSION,
+        source: SourceInfo {
+            repository: "octo/app".into(),
+            forge: "github".into(),
+            default_branch: "main".into(),
+        },
+        job: JobScope::PullRequest {
+            job_id: 9,
+            number: 7,
+            merge_sha: merge.clone(),
+        },
+        commits: vec![],
+        commits_truncated: false,
+        pull_requests: vec![PullRequest {
+            number: 7,
+            title: "Seven".into(),
+            body: String::new(),
+            body_truncated: false,
+            author: "alice".into(),
+            labels: vec![],
+            merged_at: "2026-11-30T00:00:00Z".into(),
+            merge_sha: merge.clone(),
+            files: vec![file("logo.png"), file("src/a.rs")],
+            files_truncated: false,
+        }],
+        pull_requests_truncated: false,
+    };
+    let dir = work_dir(&tmp.path().join("data"), 9);
+    let path = write_bundle(&dir, &bundle).unwrap();
+    let mut patches = PatchSet::default();
+    patches.pulls.insert(
+        7,
+        vec![
+            FilePatch {
+                path: "logo.png".into(),
+                patch: None,
+                patch_truncated: false,
+            },
+            FilePatch {
+                path: "src/a.rs".into(),
+                patch: Some("@@ -1 +1 @@\n-old\n+new\n".into()),
+                patch_truncated: false,
+            },
+        ],
+    );
+    write_patches(&dir, &patches).unwrap();
+    let client = WriterClient::spawn(&WriterLaunch {
+        program: BIN.into(),
+        config_path,
+        source: "octo/app".into(),
+        job_id: 9,
+        range: bundle.job.describe(),
+        evidence: path,
+        token: None,
+        path: std::env::var_os("PATH"),
+        log_filter: Some("warn".into()),
+    })
+    .await
+    .unwrap();
+
+    let (ok, page, _) = call(
+        &client,
+        "list_pull_request_files",
+        json!({"repository": "octo/app", "number": 7}),
+    )
+    .await;
+    assert!(ok, "{page}");
+    assert_eq!(page["total"], 2);
+    assert_eq!(page["files"][0]["path"], "logo.png");
+    assert!(page["files"][0]["patch"].is_null());
+    assert_eq!(page["files"][1]["patch"], "@@ -1 +1 @@\n-old\n+new\n");
+    let (ok, _, kind) = call(
+        &client,
+        "list_pull_request_files",
+        json!({"repository": "octo/app", "number": 8}),
+    )
+    .await;
+    assert!(!ok);
+    assert_eq!(kind, "not_found");
+    let (ok, _, kind) = call(
+        &client,
+        "get_source_file",
+        json!({"repository": "octo/app", "path": "src/a.rs", "commit": merge}),
+    )
+    .await;
+    assert!(!ok);
+    assert_eq!(kind, "configuration_error");
     client.close().await;
 }

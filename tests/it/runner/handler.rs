@@ -307,6 +307,9 @@ async fn a_second_conflict_gives_up_with_a_retryable_reason() {
         "{}",
         failure.reason
     );
+    // The agent's receipt travels with the failure, for the job to keep.
+    let receipt = failure.receipt.expect("the failed receipt");
+    assert_eq!(receipt["status"], "failed", "{receipt}");
     assert!(
         s.wiki_git(&["ls-tree", "--name-only", "master"])
             .lines()
@@ -438,4 +441,56 @@ async fn a_pull_request_job_records_only_its_pull_request() {
         numbers,
         vec![(12, "updated".into()), (13, "no_change".into())]
     );
+}
+
+#[tokio::test]
+async fn a_failed_attempt_keeps_the_receipt_it_produced() {
+    use crate::queue::{claim_one, range, test_queue};
+    let t = test_queue().await;
+    let job = t
+        .queue
+        .enqueue(range("octo/app", 1, 2), None)
+        .await
+        .unwrap()
+        .job;
+    // A partial receipt on a retryable failure: stored while the job waits.
+    let partial = serde_json::json!({"status": "partial", "summary": "two of three pages"});
+    let claimed = claim_one(&t.queue, "w").await;
+    let state = t
+        .queue
+        .fail_with_receipt(
+            &claimed.lease,
+            "partly written",
+            true,
+            Some(partial.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(state, JobState::Queued);
+    assert_eq!(
+        t.queue.get(job.id).await.unwrap().receipt,
+        Some(partial.clone())
+    );
+
+    // A later failure without a receipt keeps it; one with a receipt replaces it.
+    t.clock.advance(std::time::Duration::from_secs(3600));
+    let claimed = claim_one(&t.queue, "w").await;
+    t.queue
+        .fail(&claimed.lease, "GitHub answered 503", true)
+        .await
+        .unwrap();
+    assert_eq!(t.queue.get(job.id).await.unwrap().receipt, Some(partial));
+    t.clock.advance(std::time::Duration::from_secs(3600));
+    let review =
+        serde_json::json!({"status": "needs_review", "summary": "a maintainer should look"});
+    let claimed = claim_one(&t.queue, "w").await;
+    let state = t
+        .queue
+        .fail_with_receipt(&claimed.lease, "needs review", false, Some(review.clone()))
+        .await
+        .unwrap();
+    assert_eq!(state, JobState::Failed);
+    let failed = t.queue.get(job.id).await.unwrap();
+    assert_eq!(failed.receipt, Some(review));
+    assert_eq!(failed.last_error.as_deref(), Some("needs review"));
 }

@@ -14,6 +14,10 @@ mod evidence_tools;
 // every test module uses each one).
 #[allow(dead_code)]
 pub mod fixture;
+// The runner in the real daemon on the GitHub forge: fake REST API, wiki over git http-backend.
+mod github;
+// GitHub evidence against the fake REST API: paging, bounds, classification, PR jobs, policy.
+mod github_evidence;
 // The JobHandler end to end with the real writer child and the git CLI as oracle.
 mod handler;
 // The openai backend against a scripted chat-completions fake on loopback.

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# bench/e2e.sh — dispatch → wiki commit, end to end, on the local forge with
+# the builtin agent: a real `teammem serve`, a local source with COUNT
+# squash-merged pull requests (one per commit, spread over 8 areas) and a bare
+# wiki. Each dispatch names one merged PR's range; the driver signs it, sends
+# it, and follows the job to its end. Prints p50/p99 dispatch → wiki-commit
+# latency and wiki commits/s.
+#
+# Invariants: every dispatch is distinct and correctly signed; latency is
+# measured from just before the request is sent to the job's `finished_at`
+# (the daemon's clock, same machine), which comes after the wiki commit and
+# its receipt check, so it is an upper bound on dispatch → wiki commit; the run
+# fails unless every PR's full merge sha ends up in Changelog.md exactly once.
+#
+# Modes: RATE=0 (default) dispatches the next PR when the previous job ended
+# (isolated latency); RATE=N sends N dispatches/s open-loop (queueing and
+# coalescing of contiguous queued ranges show up in the latency).
+#
+# Usage: [TEAMMEM_BIN=path] [RATE=0] bench/e2e.sh [COUNT]
+set -euo pipefail
+
+COUNT="${1:-200}"
+RATE="${RATE:-0}"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+WORK="$(mktemp -d)"
+trap 'kill "${DAEMON_PID:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+
+# TEAMMEM_BIN overrides the binary (e.g. a debug build); default: a release build.
+if [ -n "${TEAMMEM_BIN:-}" ]; then
+    BIN="$TEAMMEM_BIN"
+else
+    echo "building teammem (release)" >&2
+    cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
+    BIN="$ROOT/target/release/teammem"
+fi
+
+export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
+
+# The source: a root commit, then COUNT squash merges "Change i (#i)".
+git init -q -b main "$WORK/src"
+git -C "$WORK/src" -c user.name=b -c user.email=b@example.org commit -q --allow-empty -m root
+python3 - "$WORK/src" "$COUNT" <<'PY'
+import subprocess, sys
+repo, count = sys.argv[1], int(sys.argv[2])
+parent = subprocess.check_output(["git", "-C", repo, "rev-parse", "HEAD"]).decode().strip()
+parts = []
+for i in range(1, count + 1):
+    msg = f"Change {i} of the benchmark (#{i})\n\nBody of pull request {i}.\n"
+    parts.append(f"commit refs/heads/main\nauthor Dev{i % 7} <dev@example.org> {1767225600 + i} +0000\n"
+                 f"committer B <b@example.org> {1767225600 + i} +0000\ndata {len(msg.encode())}\n{msg}\n")
+    if i == 1:
+        parts.append(f"from {parent}\n")
+    body = f"line {i}\n"
+    parts.append(f"M 100644 inline area{i % 8}/file{i}.txt\ndata {len(body)}\n{body}\n")
+subprocess.run(["git", "-C", repo, "fast-import", "--quiet", "--force"], input="".join(parts).encode(), check=True)
+PY
+git -C "$WORK/src" commit-graph write --reachable
+
+# The wiki: a bare repository whose first commit holds Home.md.
+git init -q --bare -b master "$WORK/wiki.git"
+git clone -q "$WORK/wiki.git" "$WORK/wiki-seed" 2>/dev/null
+printf '# Welcome\n\nThe team memory of the benchmark.\n' > "$WORK/wiki-seed/Home.md"
+git -C "$WORK/wiki-seed" checkout -q -b master
+git -C "$WORK/wiki-seed" add -A
+git -C "$WORK/wiki-seed" -c user.name=b -c user.email=b@example.org commit -q -m "Initial Home page"
+git -C "$WORK/wiki-seed" push -q origin master
+
+SECRET="bench-secret-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
+export TEAMMEM_BENCH_SECRET="$SECRET"
+PORT=$((20000 + RANDOM % 20000))
+cat > "$WORK/teammem.toml" <<TOML
+[server]
+listen = "127.0.0.1:$PORT"
+data_dir = "$WORK/data"
+
+[[sources]]
+repository = "bench/app"
+local_path = "$WORK/src"
+local_wiki_path = "$WORK/wiki.git"
+webhook_secret_env = "TEAMMEM_BENCH_SECRET"
+
+[queue]
+workers = 2
+TOML
+
+TOKEN="$("$BIN" tokens create --name bench --config "$WORK/teammem.toml" 2>/dev/null | tail -n 1)"
+TEAMMEM_LOG="${TEAMMEM_LOG:-warn}" "$BIN" serve --config "$WORK/teammem.toml" > "$WORK/daemon.log" 2>&1 &
+DAEMON_PID=$!
+for _ in $(seq 1 100); do
+    curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break
+    sleep 0.1
+done
+curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null || { cat "$WORK/daemon.log"; exit 1; }
+
+python3 - "$WORK" "$PORT" "$SECRET" "$TOKEN" "$RATE" <<'PY'
+import hashlib, hmac, json, subprocess, sys, time, urllib.request, uuid
+work, port, secret, token, rate = sys.argv[1], sys.argv[2], sys.argv[3].encode(), sys.argv[4], float(sys.argv[5])
+base = f"http://127.0.0.1:{port}"
+shas = subprocess.check_output(["git", "-C", f"{work}/src", "rev-list", "--reverse", "main"]).decode().split()
+wiki_start = int(subprocess.check_output(["git", "-C", f"{work}/wiki.git", "rev-list", "--count", "master"]))
+
+def call(method, path, body=None, headers=None):
+    req = urllib.request.Request(base + path, data=body, method=method, headers=headers or {})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+def dispatch(before, after):
+    body = json.dumps({"source_repository": "bench/app", "kind": "range",
+                       "push_before": before, "push_after": after}).encode()
+    sig = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    sent = time.time() * 1000
+    answer = call("POST", "/v1/dispatch", body, {"Content-Type": "application/json",
+                  "X-Hub-Signature-256": sig, "X-TeamMem-Delivery": str(uuid.uuid4())})
+    return sent, answer.get("coalesced_into") or answer["job_id"]
+
+def job(job_id):
+    return call("GET", f"/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {token}"})["job"]
+
+def wait(job_id):
+    while True:
+        j = job(job_id)
+        if j["state"] not in ("queued", "running"):
+            return j
+        time.sleep(0.005)
+
+sent = []
+began = time.time() * 1000
+for i in range(1, len(shas)):
+    sent.append(dispatch(shas[i - 1], shas[i]))
+    if rate <= 0:
+        wait(sent[-1][1])
+    else:
+        time.sleep(max(0.0, began / 1000 + i / rate - time.time()))
+
+latencies, states = [], {}
+for at, job_id in sent:
+    j = wait(job_id)
+    states[j["state"]] = states.get(j["state"], 0) + 1
+    latencies.append(j["finished_at"] - at)
+ended = max(at + l for (at, _), l in zip(sent, latencies))
+latencies.sort()
+pct = lambda p: latencies[min(len(latencies) - 1, int(round(p / 100 * (len(latencies) - 1))))]
+commits = int(subprocess.check_output(["git", "-C", f"{work}/wiki.git", "rev-list", "--count", "master"])) - wiki_start
+changelog = subprocess.check_output(["git", "-C", f"{work}/wiki.git", "show", "master:Changelog.md"]).decode()
+missing = [s for s in shas[1:] if changelog.count(f"<!-- teammem:{s} -->") != 1]
+seconds = (ended - began) / 1000
+mode = "sequential (next dispatch after the previous job ended)" if rate <= 0 else f"open loop at {rate:g} dispatches/s"
+print(f"dispatches: {len(sent)}, mode: {mode}, job states: {states}")
+print(f"dispatch -> wiki commit latency (ms, upper bound: job finished_at): p50 {pct(50):.0f}, p99 {pct(99):.0f}, max {latencies[-1]:.0f}")
+print(f"wiki commits: {commits} in {seconds:.2f} s = {commits / seconds:.1f} commits/s ({len(sent) / seconds:.1f} dispatches/s)")
+if missing:
+    sys.exit(f"ERROR: {len(missing)} merge shas are not in Changelog.md exactly once (first: {missing[0]})")
+PY

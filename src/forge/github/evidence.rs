@@ -1,0 +1,651 @@
+//! The evidence of one job from GitHub's REST API (DESIGN §6), in the same
+//! bundle type the local forge produces: the job-start ancestry re-check, the
+//! commits of the range (compare, paged), the merged pull requests whose merge
+//! commit lies on the range's first-parent chain, each one's file manifest (its
+//! patches kept apart for the writer's evidence tools), and the policy file at
+//! the verified sha.
+//!
+//! Invariants:
+//! - only the job's own range is read: compare `before...after`, and pull
+//!   requests whose merge commit *as GitHub records it* is a first-parent commit
+//!   of that range (a subject naming `#N` only makes `N` a candidate until
+//!   `GET /pulls/N` confirms it);
+//! - every list is bounded: at most [`MAX_COMMITS`] commits (a larger range
+//!   fails the job saying so), [`MAX_PULLS`] pull requests and [`MAX_FILES`]
+//!   files per pull request, each cut list flagged `*_truncated`;
+//! - GitHub's answers are classified: rate limits, 5xx and timeouts are
+//!   [`SourceError::Unavailable`] (retried here when GitHub's hint is at most
+//!   [`MAX_INLINE_WAIT_SECS`], otherwise the job retries with backoff); a 404
+//!   for a commit of the range rejects the job; any other refusal fails it with
+//!   GitHub's reason, because asking again will not change the answer.
+
+use std::time::Duration;
+
+use base64::Engine;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use super::{GitHubError, GitHubForge, Permissions};
+use crate::config::Source;
+use crate::forge::local::evidence::parse_pull_subject;
+use crate::runner::evidence::{
+    self, BUNDLE_VERSION, ChangedFile, CommitInfo, EvidenceBundle, FilePatch, FileStatus, JobScope,
+    MAX_BODY_BYTES, MAX_COMMITS, MAX_FILES, MAX_PULLS, MAX_STORED_PATCH, MAX_TITLE_BYTES, PatchSet,
+    PullRequest, SourceError, SourceInfo,
+};
+
+/// Page size of compare and pull-request file listings (GitHub's maximum).
+const PER_PAGE: usize = 100;
+/// Tries per call when GitHub asks for a short pause.
+const MAX_TRIES: u32 = 3;
+/// A `Retry-After` up to this long is waited out inside the job; a longer one
+/// (or none, which the client reads as 30 s) hands the job back to the queue.
+pub const MAX_INLINE_WAIT_SECS: u64 = 3;
+
+#[derive(Deserialize)]
+struct RepoInfo {
+    default_branch: Option<String>,
+}
+
+/// `GET /repos/{o}/{r}/compare/{base}...{head}` (one page).
+#[derive(Deserialize)]
+struct Comparison {
+    status: String,
+    #[serde(default)]
+    behind_by: u64,
+    total_commits: u64,
+    #[serde(default)]
+    commits: Vec<ApiCommit>,
+}
+
+/// A commit object as compare and `GET /commits/{sha}` give it.
+#[derive(Deserialize)]
+struct ApiCommit {
+    sha: String,
+    commit: GitData,
+    #[serde(default)]
+    parents: Vec<ShaRef>,
+}
+
+#[derive(Deserialize)]
+struct GitData {
+    author: Option<GitPerson>,
+    committer: Option<GitPerson>,
+    #[serde(default)]
+    message: String,
+}
+
+#[derive(Deserialize)]
+struct GitPerson {
+    #[serde(default)]
+    name: String,
+    date: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ShaRef {
+    sha: String,
+}
+
+#[derive(Deserialize)]
+struct Login {
+    login: String,
+}
+
+#[derive(Deserialize)]
+struct Label {
+    name: String,
+}
+
+/// `GET /repos/{o}/{r}/pulls/{n}` (API version 2022-11-28 still carries
+/// `merge_commit_sha`).
+#[derive(Deserialize)]
+struct ApiPull {
+    number: u64,
+    title: Option<String>,
+    body: Option<String>,
+    user: Option<Login>,
+    #[serde(default)]
+    labels: Vec<Label>,
+    merged_at: Option<String>,
+    merge_commit_sha: Option<String>,
+    changed_files: Option<u64>,
+}
+
+/// One entry of `GET /repos/{o}/{r}/pulls/{n}/files`.
+#[derive(Deserialize)]
+struct ApiFile {
+    filename: String,
+    status: String,
+    #[serde(default)]
+    additions: u64,
+    #[serde(default)]
+    deletions: u64,
+    patch: Option<String>,
+}
+
+/// `GET /repos/{o}/{r}/contents/{path}?ref=` for a file.
+#[derive(Deserialize)]
+struct Contents {
+    #[serde(rename = "type")]
+    kind: String,
+    size: u64,
+    encoding: Option<String>,
+    content: Option<String>,
+}
+
+/// What a failed call means for the job; `not_found` words a 404.
+fn failure(error: GitHubError, not_found: impl FnOnce() -> SourceError) -> SourceError {
+    match error {
+        GitHubError::NotFound(_) => not_found(),
+        GitHubError::Unavailable { message, .. } => SourceError::Unavailable(message),
+        GitHubError::Denied(message) | GitHubError::Unexpected(message) => {
+            SourceError::Invalid(message)
+        }
+    }
+}
+
+fn unknown_commit(repository: &str, field: &str, sha: &str) -> SourceError {
+    SourceError::Rejected(format!(
+        "{field} {sha} is not a commit of {repository} (force-pushed away?)"
+    ))
+}
+
+fn status_of(github: &str) -> FileStatus {
+    match github {
+        "added" | "copied" => FileStatus::Added,
+        "removed" => FileStatus::Removed,
+        "renamed" => FileStatus::Renamed,
+        _ => FileStatus::Modified,
+    }
+}
+
+/// Percent-encodes a repository path for a URL, keeping `/` between segments.
+fn encode_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for byte in path.bytes() {
+        if byte.is_ascii_alphanumeric() || b"/-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+fn commit_info(commit: &ApiCommit) -> CommitInfo {
+    let subject = commit.commit.message.lines().next().unwrap_or_default();
+    let author = commit
+        .commit
+        .author
+        .as_ref()
+        .map(|a| a.name.trim())
+        .unwrap_or_default();
+    let committed_at = commit
+        .commit
+        .committer
+        .as_ref()
+        .or(commit.commit.author.as_ref())
+        .and_then(|p| p.date.clone())
+        .unwrap_or_default();
+    CommitInfo {
+        sha: commit.sha.to_ascii_lowercase(),
+        parents: commit
+            .parents
+            .iter()
+            .map(|p| p.sha.to_ascii_lowercase())
+            .collect(),
+        author: evidence::bound(author, MAX_TITLE_BYTES).0,
+        committed_at,
+        subject: evidence::bound(subject, MAX_TITLE_BYTES).0,
+    }
+}
+
+impl GitHubForge {
+    /// `get`, waiting out short pauses GitHub asks for (up to [`MAX_TRIES`] tries).
+    async fn get_patiently<T: DeserializeOwned>(
+        &self,
+        repository: &str,
+        perms: &Permissions,
+        path: &str,
+    ) -> Result<T, GitHubError> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.get(repository, perms, path).await {
+                Err(GitHubError::Unavailable { retry_after, .. })
+                    if tries < MAX_TRIES && retry_after <= MAX_INLINE_WAIT_SECS =>
+                {
+                    tokio::time::sleep(Duration::from_secs(retry_after)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The source's current default branch.
+    pub async fn default_branch(&self, repository: &str) -> Result<String, SourceError> {
+        let repo: RepoInfo = self
+            .get_patiently(
+                repository,
+                &Permissions::metadata_read(),
+                &format!("/repos/{repository}"),
+            )
+            .await
+            .map_err(|e| {
+                failure(e, || {
+                    SourceError::Invalid(format!(
+                        "{repository} was not found or the App is no longer installed on it; install the App on {repository} and retry the job"
+                    ))
+                })
+            })?;
+        repo.default_branch.ok_or_else(|| {
+            SourceError::Rejected(format!(
+                "{repository} has no default branch (an empty repository?)"
+            ))
+        })
+    }
+
+    /// One compare page (`per_page` commits from `page`).
+    async fn compare_page(
+        &self,
+        repository: &str,
+        base: &str,
+        head: &str,
+        per_page: usize,
+        page: usize,
+        field: &str,
+    ) -> Result<Comparison, SourceError> {
+        let path =
+            format!("/repos/{repository}/compare/{base}...{head}?per_page={per_page}&page={page}");
+        self.get_patiently(repository, &Permissions::contents_read(), &path)
+            .await
+            .map_err(|e| failure(e, || unknown_commit(repository, field, base)))
+    }
+
+    /// `sha` is still in the current default branch.
+    async fn still_on(&self, repository: &str, sha: &str, branch: &str) -> Result<(), SourceError> {
+        let c = self
+            .compare_page(repository, sha, branch, 1, 1, "commit")
+            .await?;
+        if c.status == "ahead" || c.status == "identical" {
+            Ok(())
+        } else {
+            Err(SourceError::Rejected(format!(
+                "{sha} is no longer on {branch} of {repository} (force-pushed since the dispatch was verified)"
+            )))
+        }
+    }
+
+    /// Re-checks at job start what ingest verified: `before...after` is a
+    /// fast-forward and `after` is still on the default branch. Returns the
+    /// default branch.
+    pub async fn recheck_range(
+        &self,
+        source: &Source,
+        before: &str,
+        after: &str,
+    ) -> Result<String, SourceError> {
+        let r = &source.repository;
+        let branch = self.default_branch(r).await?;
+        let c = self
+            .compare_page(r, before, after, 1, 1, "push_before")
+            .await?;
+        if c.status != "ahead" || c.behind_by != 0 {
+            return Err(SourceError::Rejected(format!(
+                "push_before {before} is no longer an ancestor of push_after {after} ({before}...{after} is {:?})",
+                c.status
+            )));
+        }
+        self.still_on(r, after, &branch).await?;
+        Ok(branch)
+    }
+
+    /// Re-checks that a PR job's merge commit is still on the default branch.
+    pub async fn recheck_commit(&self, source: &Source, sha: &str) -> Result<String, SourceError> {
+        let r = &source.repository;
+        let branch = self.default_branch(r).await?;
+        self.still_on(r, sha, &branch).await?;
+        Ok(branch)
+    }
+
+    /// The bundle of a job and the patches of its pull requests.
+    pub async fn collect_evidence(
+        &self,
+        source: &Source,
+        scope: &JobScope,
+        default_branch: &str,
+    ) -> Result<(EvidenceBundle, PatchSet), SourceError> {
+        let r = &source.repository;
+        let mut patches = PatchSet::default();
+        let mut pull_requests = Vec::new();
+        let mut pull_requests_truncated = false;
+        let commits: Vec<CommitInfo> = match scope {
+            JobScope::Range { before, after, .. } => {
+                let commits = self.range_commits(r, before, after).await?;
+                let chain = first_parent_chain(&commits, after);
+                let mut seen = std::collections::HashSet::new();
+                for commit in chain {
+                    let Some(kind) = parse_pull_subject(&commit.subject) else {
+                        continue;
+                    };
+                    if !seen.insert(kind.number()) {
+                        continue;
+                    }
+                    if pull_requests.len() == MAX_PULLS {
+                        pull_requests_truncated = true;
+                        break;
+                    }
+                    if let Some((pull, files)) =
+                        self.merged_pull(r, kind.number(), &commit.sha).await?
+                    {
+                        patches.pulls.insert(pull.number, files);
+                        pull_requests.push(pull);
+                    }
+                }
+                commits
+            }
+            JobScope::PullRequest {
+                number, merge_sha, ..
+            } => {
+                let Some((pull, files)) = self.merged_pull(r, *number, merge_sha).await? else {
+                    return Err(SourceError::Rejected(format!(
+                        "pull request #{number} of {r} is not merged with merge commit {merge_sha} (any more)"
+                    )));
+                };
+                patches.pulls.insert(pull.number, files);
+                pull_requests.push(pull);
+                let path = format!("/repos/{r}/commits/{merge_sha}");
+                let commit: ApiCommit = self
+                    .get_patiently(r, &Permissions::contents_read(), &path)
+                    .await
+                    .map_err(|e| failure(e, || unknown_commit(r, "merge_sha", merge_sha)))?;
+                vec![commit_info(&commit)]
+            }
+        };
+        let bundle = EvidenceBundle {
+            version: BUNDLE_VERSION,
+            source: SourceInfo {
+                repository: r.clone(),
+                forge: "github".into(),
+                default_branch: default_branch.to_owned(),
+            },
+            job: scope.clone(),
+            commits,
+            commits_truncated: false,
+            pull_requests,
+            pull_requests_truncated,
+        };
+        bundle.validate().map_err(SourceError::Invalid)?;
+        Ok((bundle, patches))
+    }
+
+    /// Every commit of `before...after`, oldest first, paging through compare.
+    async fn range_commits(
+        &self,
+        repository: &str,
+        before: &str,
+        after: &str,
+    ) -> Result<Vec<CommitInfo>, SourceError> {
+        let mut commits: Vec<CommitInfo> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut total = 0;
+        for page in 1..=MAX_COMMITS.div_ceil(PER_PAGE) {
+            let c = self
+                .compare_page(repository, before, after, PER_PAGE, page, "push_before")
+                .await?;
+            if page == 1 {
+                if c.status != "ahead" || c.behind_by != 0 {
+                    return Err(SourceError::Rejected(format!(
+                        "push_before {before} is no longer an ancestor of push_after {after}"
+                    )));
+                }
+                total = usize::try_from(c.total_commits).unwrap_or(usize::MAX);
+                if total > MAX_COMMITS {
+                    return Err(SourceError::Invalid(format!(
+                        "the range {before}..{after} holds {total} commits, more than {MAX_COMMITS}; request its pull requests one by one (teammem request) or dispatch smaller ranges"
+                    )));
+                }
+            }
+            let got = c.commits.len();
+            for commit in &c.commits {
+                if seen.insert(commit.sha.to_ascii_lowercase()) {
+                    commits.push(commit_info(commit));
+                }
+            }
+            if got < PER_PAGE || commits.len() >= total {
+                break;
+            }
+        }
+        if commits.len() < total {
+            return Err(SourceError::Unavailable(format!(
+                "GitHub listed {} of the {total} commits of {before}..{after}; the job will ask again",
+                commits.len()
+            )));
+        }
+        Ok(commits)
+    }
+
+    /// Pull request `number` if GitHub says it was merged with `merge_sha`,
+    /// with its manifest and patches; `None` when it was not (a subject that
+    /// only names the number).
+    async fn merged_pull(
+        &self,
+        repository: &str,
+        number: u64,
+        merge_sha: &str,
+    ) -> Result<Option<(PullRequest, Vec<FilePatch>)>, SourceError> {
+        let path = format!("/repos/{repository}/pulls/{number}");
+        let pull: ApiPull = match self
+            .get_patiently(repository, &Permissions::pull_requests_read(), &path)
+            .await
+        {
+            Ok(pull) => pull,
+            Err(GitHubError::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(failure(e, || SourceError::Invalid(String::new()))),
+        };
+        let merged_here = pull
+            .merge_commit_sha
+            .as_deref()
+            .is_some_and(|sha| sha.eq_ignore_ascii_case(merge_sha));
+        let Some(merged_at) = pull.merged_at.clone().filter(|_| merged_here) else {
+            return Ok(None);
+        };
+        let mut api_files: Vec<ApiFile> = Vec::new();
+        for page in 1..=MAX_FILES.div_ceil(PER_PAGE) {
+            let path =
+                format!("/repos/{repository}/pulls/{number}/files?per_page={PER_PAGE}&page={page}");
+            let batch: Vec<ApiFile> = self
+                .get_patiently(repository, &Permissions::pull_requests_read(), &path)
+                .await
+                .map_err(|e| {
+                    failure(e, || {
+                        SourceError::Invalid(format!(
+                            "GitHub answered 404 for the files of pull request #{number} of {repository}; check that the App may read pull requests there"
+                        ))
+                    })
+                })?;
+            let got = batch.len();
+            api_files.extend(batch);
+            if got < PER_PAGE {
+                break;
+            }
+        }
+        let listed = api_files.len();
+        api_files.truncate(MAX_FILES);
+        let files_truncated = pull
+            .changed_files
+            .map(|n| n > api_files.len() as u64)
+            .unwrap_or(listed > MAX_FILES);
+        api_files.sort_by(|a, b| a.filename.cmp(&b.filename));
+        let mut files = Vec::with_capacity(api_files.len());
+        let mut file_patches = Vec::with_capacity(api_files.len());
+        for file in api_files {
+            let (patch, patch_truncated) = match &file.patch {
+                Some(p) => {
+                    let (p, cut) = evidence::bound(p, MAX_STORED_PATCH);
+                    (Some(p), cut)
+                }
+                None => (None, false),
+            };
+            file_patches.push(FilePatch {
+                path: file.filename.clone(),
+                patch,
+                patch_truncated,
+            });
+            files.push(ChangedFile {
+                path: file.filename,
+                status: status_of(&file.status),
+                additions: file.additions,
+                deletions: file.deletions,
+            });
+        }
+        let (title, _) =
+            evidence::bound(pull.title.as_deref().unwrap_or_default(), MAX_TITLE_BYTES);
+        let (body, body_truncated) = evidence::bound(
+            pull.body.as_deref().unwrap_or_default().trim(),
+            MAX_BODY_BYTES,
+        );
+        let pull = PullRequest {
+            number: pull.number,
+            title,
+            body,
+            body_truncated,
+            author: pull.user.map(|u| u.login).unwrap_or_default(),
+            labels: pull.labels.into_iter().map(|l| l.name).collect(),
+            merged_at,
+            merge_sha: merge_sha.to_ascii_lowercase(),
+            files,
+            files_truncated,
+        };
+        Ok(Some((pull, file_patches)))
+    }
+
+    /// The source's policy file at `sha`: `Ok(None)` when there is none there,
+    /// [`SourceError::Invalid`] when it is larger than `max` bytes or not UTF-8.
+    pub async fn read_policy(
+        &self,
+        source: &Source,
+        sha: &str,
+        path: &str,
+        max: usize,
+    ) -> Result<Option<String>, SourceError> {
+        let r = &source.repository;
+        let url = format!(
+            "/repos/{r}/contents/{}?ref={sha}",
+            encode_path(path.trim_start_matches('/'))
+        );
+        let contents: Contents = match self
+            .get_patiently(r, &Permissions::contents_read(), &url)
+            .await
+        {
+            Ok(contents) => contents,
+            Err(GitHubError::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(failure(e, || SourceError::Invalid(String::new()))),
+        };
+        if contents.kind != "file" {
+            return Ok(None);
+        }
+        if contents.size > max as u64 {
+            return Err(SourceError::Invalid(format!(
+                "{path} at {sha} is {} bytes, more than the {max}-byte limit",
+                contents.size
+            )));
+        }
+        let encoded: String = contents
+            .content
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| !c.is_ascii_whitespace())
+            .collect();
+        if contents.encoding.as_deref() != Some("base64") {
+            return Err(SourceError::Invalid(format!(
+                "GitHub gave {path} at {sha} in an encoding other than base64"
+            )));
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map_err(|_| {
+                SourceError::Invalid(format!("GitHub's copy of {path} is not valid base64"))
+            })?;
+        if bytes.len() > max {
+            return Err(SourceError::Invalid(format!(
+                "{path} at {sha} is {} bytes, more than the {max}-byte limit",
+                bytes.len()
+            )));
+        }
+        String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| SourceError::Invalid(format!("{path} at {sha} is not UTF-8 text")))
+    }
+}
+
+/// The range's first-parent chain from `after` (oldest first): the commits
+/// that entered the default branch itself, where merges and squashes land.
+fn first_parent_chain<'a>(commits: &'a [CommitInfo], after: &str) -> Vec<&'a CommitInfo> {
+    let by_sha: std::collections::HashMap<&str, &CommitInfo> =
+        commits.iter().map(|c| (c.sha.as_str(), c)).collect();
+    let mut chain = Vec::new();
+    let mut current = after.to_ascii_lowercase();
+    while let Some(commit) = by_sha.get(current.as_str()) {
+        chain.push(*commit);
+        if chain.len() > commits.len() {
+            break;
+        }
+        match commit.parents.first() {
+            Some(parent) => current = parent.clone(),
+            None => break,
+        }
+    }
+    chain.reverse();
+    chain
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commit(sha: &str, parents: &[&str], subject: &str) -> CommitInfo {
+        CommitInfo {
+            sha: sha.into(),
+            parents: parents.iter().map(|p| p.to_string()).collect(),
+            author: String::new(),
+            committed_at: String::new(),
+            subject: subject.into(),
+        }
+    }
+
+    #[test]
+    fn the_first_parent_chain_skips_merged_branches_and_stops_at_the_range() {
+        // before=o; a (branch), m = merge(o, a), s (squash) on top.
+        let commits = vec![
+            commit("a", &["o"], "Work on the branch (#9)"),
+            commit("m", &["o", "a"], "Merge pull request #12 from x/y"),
+            commit("s", &["m"], "Docs (#13)"),
+        ];
+        let chain: Vec<&str> = first_parent_chain(&commits, "s")
+            .iter()
+            .map(|c| c.sha.as_str())
+            .collect();
+        assert_eq!(chain, ["m", "s"]);
+        assert!(first_parent_chain(&commits, "unknown").is_empty());
+    }
+
+    #[test]
+    fn file_statuses_map_to_the_bundle_words() {
+        assert_eq!(status_of("added"), FileStatus::Added);
+        assert_eq!(status_of("copied"), FileStatus::Added);
+        assert_eq!(status_of("removed"), FileStatus::Removed);
+        assert_eq!(status_of("renamed"), FileStatus::Renamed);
+        assert_eq!(status_of("changed"), FileStatus::Modified);
+    }
+
+    #[test]
+    fn paths_are_percent_encoded_but_keep_their_slashes() {
+        assert_eq!(
+            encode_path(".github/team memory.md"),
+            ".github/team%20memory.md"
+        );
+        assert_eq!(encode_path("a/ü?#"), "a/%C3%BC%3F%23");
+    }
+}
