@@ -11,12 +11,13 @@ use std::time::Instant;
 
 use gix::ObjectId;
 use gix::objs::tree::EntryKind;
+use gix::protocol::transport::Service;
 use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 
 use super::error::{ErrorKind, WikiError};
 use super::patch::apply_replacements;
 use super::publish::{BuiltCommit, DesiredPage, build_commit, encode_pack, persist_objects};
-use super::receive_pack::{AdvertisedRefs, PushFailure, PushSession, current_refs};
+use super::receive_pack::{AdvertisedRefs, PushFailure, current_refs, push};
 use super::remote::HttpRemote;
 use super::tree::{
     IndexCache, IndexedPage, TreeIndex, commit_tree, has_commit, is_ancestor, read_blob,
@@ -174,15 +175,19 @@ impl WikiState {
         let connection = remote
             .to_connection_with_transport(transport)
             // Never ask credential helpers: the token (if any) is already a header.
-            .with_credentials(|_| Ok(None))
-            .with_transport_options(Box::new(http.transport_options(deadline)));
+            .with_credentials(|_| Ok(None));
         let interrupt = AtomicBool::new(false);
         let prepared = connection.prepare_fetch(gix::progress::Discard, Default::default());
         let prepared = match prepared {
             Ok(prepared) => prepared,
             Err(err) => {
                 // An empty repository advertises nothing to map; tell it apart.
-                let refs = current_refs(http, deadline, "reading the wiki's refs")?;
+                let refs = current_refs(
+                    http,
+                    Service::UploadPack,
+                    deadline,
+                    "reading the wiki's refs",
+                )?;
                 if refs
                     .refs
                     .iter()
@@ -320,7 +325,7 @@ impl WikiState {
                 )));
             }
         }
-        let (branch, _) = Self::known_branch(&repo).ok_or_else(uninitialized)?;
+        let (branch, mirror_tip) = Self::known_branch(&repo).ok_or_else(uninitialized)?;
         let base_tree = commit_tree(&repo, base)?;
         let base_index = self.cache.get_or_build(&repo, base_tree)?;
         let desired = desired_pages(&repo, &base_index, change)?;
@@ -345,19 +350,45 @@ impl WikiState {
                     "the new pages clash with the wiki: {clash}; use the existing path"
                 ))
             })?;
+            let added: Vec<&str> = desired
+                .iter()
+                .filter(|page| !base_index.pages.contains_key(&page.path))
+                .map(|page| page.path.as_str())
+                .collect();
+            super::paths::check_against_other_files(
+                base_index.other_files.iter().map(String::as_str),
+                &added,
+            )
+            .map_err(|clash| {
+                WikiError::invalid_input(format!(
+                    "a new page clashes with a file in the wiki that is not a page: {clash}; choose another path"
+                ))
+            })?;
         }
 
-        // Request 1: where is the branch now?
-        let (tip, session) = match &self.backend {
+        let all_match_base = desired.iter().all(|page| page_matches(&base_index, page));
+        let tip = match &self.backend {
+            // The warm path: the mirror's tip is the base and there is something
+            // to write. The push itself asks the server to compare and swap, so
+            // reading the branch first would only cost a request; a moved branch
+            // is found from the push's refusal and handled as below.
+            Backend::Http { .. } if mirror_tip == base && !all_match_base => Some(base),
+            // Otherwise ask where the branch is now (a no-change answer must be
+            // checked against the remote's tip, not the mirror's).
             Backend::Http { http } => {
-                let session = PushSession::open(http, deadline)?;
-                let tip = session.advertised.branch_tip(&branch);
-                if tip.is_none() && session.advertised.refs.is_empty() {
+                let advertised = current_refs(
+                    http,
+                    Service::ReceivePack,
+                    deadline,
+                    "reading the wiki's refs for a write",
+                )?;
+                let tip = advertised.branch_tip(&branch);
+                if tip.is_none() && advertised.refs.is_empty() {
                     return Err(uninitialized());
                 }
-                (tip, Some(session))
+                tip
             }
-            Backend::Local => (Self::known_branch(&repo).map(|(_, tip)| tip), None),
+            Backend::Local => Some(mirror_tip),
         };
         let Some(tip) = tip else {
             return Err(WikiError::conflict(format!(
@@ -367,24 +398,30 @@ impl WikiState {
         if tip != base {
             return self.no_change_on_descendant(&repo, base, tip, &branch, &desired, deadline);
         }
-        if desired.iter().all(|page| page_matches(&base_index, page)) {
+        if all_match_base {
             return Ok(no_change(base, &branch, &desired));
         }
 
         let message = commit_message(spec);
         let built = build_commit(&repo, base, base_tree, &desired, &message, &spec.identity)?;
-        match (&self.backend, session) {
-            (Backend::Http { http }, Some(session)) => {
+        match &self.backend {
+            Backend::Http { http } => {
                 let pack = encode_pack(&built.objects)?;
                 if !gate.begin_sending() {
                     return Err(timeout_before_send());
                 }
-                let pushed = session.push(base, built.commit, &branch, &pack);
-                let outcome = classify_push(http, pushed, base, built.commit, &branch, deadline)?;
-                self.record_published(&repo, &built, &branch, &base_index, &desired)?;
-                Ok(outcome_result(outcome, &branch, &desired))
+                let pushed = push(http, deadline, base, built.commit, &branch, &pack);
+                match classify_push(http, pushed, base, built.commit, &branch, deadline)? {
+                    PushVerdict::Published => {
+                        self.record_published(&repo, &built, &branch, &base_index, &desired)?;
+                        Ok(outcome_result(built.commit, &branch, &desired))
+                    }
+                    PushVerdict::Moved(now) => {
+                        self.no_change_on_descendant(&repo, base, now, &branch, &desired, deadline)
+                    }
+                }
             }
-            _ => {
+            Backend::Local => {
                 if !gate.begin_sending() {
                     return Err(timeout_before_send());
                 }
@@ -578,6 +615,14 @@ fn written(desired: &[DesiredPage]) -> Vec<WrittenPage> {
         .collect()
 }
 
+/// What a push that did not fail outright did to the branch.
+enum PushVerdict {
+    /// The remote's tip is the new commit.
+    Published,
+    /// Refused because the branch is now at another commit than the base.
+    Moved(ObjectId),
+}
+
 /// Turns the push answer into DESIGN §7's outcomes, re-reading the ref once.
 fn classify_push(
     http: &HttpRemote,
@@ -586,11 +631,16 @@ fn classify_push(
     new: ObjectId,
     branch: &str,
     deadline: Instant,
-) -> Result<ObjectId, WikiError> {
+) -> Result<PushVerdict, WikiError> {
     let reread = || -> Option<Option<ObjectId>> {
-        current_refs(http, deadline, "verifying the wiki update")
-            .ok()
-            .map(|refs| refs.branch_tip(branch))
+        current_refs(
+            http,
+            Service::UploadPack,
+            deadline,
+            "verifying the wiki update",
+        )
+        .ok()
+        .map(|refs| refs.branch_tip(branch))
     };
     let unknown = |now: Option<Option<ObjectId>>| {
         let seen = match now {
@@ -615,14 +665,14 @@ fn classify_push(
         // shows the new commit; the message says what the re-read saw.
         Err(PushFailure::AnswerLost) => Err(unknown(reread())),
         Ok(report) if report.ref_ok => match reread() {
-            Some(Some(tip)) if tip == new => Ok(new),
+            Some(Some(tip)) if tip == new => Ok(PushVerdict::Published),
             now => Err(unknown(now)),
         },
         Ok(report) => {
             tracing::warn!(target: "teammem::wiki", reason = ?report.rejection, "wiki push rejected");
             match reread() {
-                Some(Some(tip)) if tip == new => Ok(new),
-                Some(Some(tip)) if tip != base => Err(conflict_after_rejection(base, tip)),
+                Some(Some(tip)) if tip == new => Ok(PushVerdict::Published),
+                Some(Some(tip)) if tip != base => Ok(PushVerdict::Moved(tip)),
                 _ => Err(WikiError::not_applied(
                     ErrorKind::PublishRejected,
                     "the wiki remote rejected the update; nothing was written",

@@ -20,6 +20,7 @@ mod publish;
 mod read;
 mod receive_pack;
 pub mod remote;
+mod smart_http;
 mod tree;
 pub mod types;
 pub mod validate;
@@ -50,11 +51,14 @@ struct Shared {
 }
 
 /// Owns the mirrors (one bare repository per HTTP destination under
-/// `mirrors_dir`) and the per-destination locks.
+/// `mirrors_dir`), the per-destination locks and the HTTP client all remotes
+/// share.
 pub struct WikiStore {
     mirrors_dir: PathBuf,
     deadline: Duration,
     shared: std::sync::Mutex<HashMap<String, Arc<Shared>>>,
+    /// One HTTP client (connection pool, TLS set-up) for every remote.
+    http_clients: Arc<smart_http::HttpClients>,
 }
 
 impl WikiStore {
@@ -64,6 +68,7 @@ impl WikiStore {
             mirrors_dir: mirrors_dir.into(),
             deadline: DEFAULT_DEADLINE,
             shared: std::sync::Mutex::new(HashMap::new()),
+            http_clients: Arc::default(),
         }
     }
 
@@ -92,7 +97,7 @@ impl WikiStore {
         let (backend, location) = match &destination.remote {
             Remote::Http { url, token } => (
                 Backend::Http {
-                    http: remote::validate_http(url, token.as_ref())?,
+                    http: remote::validate_http(url, token.as_ref(), &self.http_clients)?,
                 },
                 self.mirror_path(&destination.id),
             ),

@@ -219,6 +219,50 @@ pub fn check_tree_paths<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<
     Ok(())
 }
 
+/// Checks that none of `added` (new page paths) clashes with `files`, the
+/// files of the tree that are not pages: the same folded key, or one of them
+/// used as a folder of the other. Clashes among `files` themselves are the
+/// wiki's own business and are not reported.
+pub fn check_against_other_files<'a>(
+    files: impl IntoIterator<Item = &'a str>,
+    added: &[&'a str],
+) -> Result<(), TreeClash> {
+    let added: Vec<(String, &str)> = added
+        .iter()
+        .map(|path| (collision_key(path), *path))
+        .collect();
+    for file in files {
+        let file_key = collision_key(file);
+        for (page_key, page) in &added {
+            if *page_key == file_key {
+                return Err(TreeClash::Collision {
+                    first: file.to_owned(),
+                    second: (*page).to_owned(),
+                });
+            }
+            if is_folder_of(page_key, &file_key) {
+                return Err(TreeClash::FileAndFolder {
+                    file: (*page).to_owned(),
+                    inside: file.to_owned(),
+                });
+            }
+            if is_folder_of(&file_key, page_key) {
+                return Err(TreeClash::FileAndFolder {
+                    file: file.to_owned(),
+                    inside: (*page).to_owned(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `folder` is a folder prefix of `path` (both folded keys).
+fn is_folder_of(folder: &str, path: &str) -> bool {
+    path.strip_prefix(folder)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,6 +397,38 @@ mod tests {
         ));
         // The same path twice is not a clash with itself.
         assert_eq!(check_tree_paths(["a.md", "a.md"]), Ok(()));
+    }
+
+    #[test]
+    fn new_pages_may_not_clash_with_other_files() {
+        let files = ["images/logo.png", "Notes.MD", "docs/spec"];
+        assert_eq!(
+            check_against_other_files(files, &["images.md", "images/a.md", "docs/spec.md"]),
+            Ok(())
+        );
+        assert!(matches!(
+            check_against_other_files(files, &["notes.md"]),
+            Err(TreeClash::Collision { .. })
+        ));
+        assert_eq!(
+            check_against_other_files(files, &["images/logo.png/a.md"]),
+            Err(TreeClash::FileAndFolder {
+                file: "images/logo.png".into(),
+                inside: "images/logo.png/a.md".into(),
+            })
+        );
+        assert_eq!(
+            check_against_other_files(["a.md/b.png"], &["A.md"]),
+            Err(TreeClash::FileAndFolder {
+                file: "A.md".into(),
+                inside: "a.md/b.png".into(),
+            })
+        );
+        // Two other files clashing with each other are not a new page's fault.
+        assert_eq!(
+            check_against_other_files(["x.png", "X.png"], &["y.md"]),
+            Ok(())
+        );
     }
 
     #[test]

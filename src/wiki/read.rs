@@ -1,7 +1,8 @@
 //! The read operations on one resolved commit of a local repository: list, get,
 //! search, history and diff. Every read goes through the validated tree index,
-//! so a wiki with a rejected path is reported, never half-read; every result is
-//! bounded by the DESIGN §7 limits.
+//! so a wiki with a rejected page path is reported, never half-read, and files
+//! that are not pages never show up; every result is bounded by the DESIGN §7
+//! limits.
 
 use gix::ObjectId;
 
@@ -221,11 +222,15 @@ pub fn diff(
     let from_tree = commit_tree(repo, from)?;
     let to_tree = commit_tree(repo, to)?;
     // Both trees must be valid wikis before anything is rendered from them.
-    cache.get_or_build(repo, from_tree)?;
-    cache.get_or_build(repo, to_tree)?;
+    let from_index = cache.get_or_build(repo, from_tree)?;
+    let to_index = cache.get_or_build(repo, to_tree)?;
     let delta = tree_delta(repo, Some(from_tree), to_tree)?;
     let mut out = String::new();
-    for change in &delta.changes {
+    // Files that are not pages (images, attachments) are not part of the diff.
+    let page_changes = delta.changes.iter().filter(|change| {
+        from_index.pages.contains_key(&change.path) || to_index.pages.contains_key(&change.path)
+    });
+    for change in page_changes {
         let old = match change.old {
             Some(id) => read_blob(repo, id)?,
             None => Vec::new(),

@@ -1,16 +1,18 @@
 //! Our smart-HTTP client for what gix does not do: reading a ref advertisement
 //! (one GET) and pushing one compare-and-swap ref update with a prebuilt pack
-//! (git-receive-pack, protocol V1, report-status + side-band-64k). It reports
-//! what the server said and never retries; classifying the outcome is the
-//! caller's job.
+//! (one stateless git-receive-pack POST, protocol V1, report-status +
+//! side-band-64k). It reports what the server said and never retries;
+//! classifying the outcome is the caller's job.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::time::Instant;
 
 use gix::ObjectId;
 use gix::protocol::handshake::Ref;
 use gix::protocol::transport::client::blocking_io::Transport;
-use gix::protocol::transport::client::{MessageKind, WriteMode};
+use gix::protocol::transport::client::blocking_io::http::{Http, PostBodyDataKind};
+use gix::protocol::transport::packetline::PacketLineRef;
+use gix::protocol::transport::packetline::blocking_io::{StreamingPeekableIter, encode};
 use gix::protocol::transport::{Protocol, Service};
 
 use super::error::{ErrorKind, WikiError};
@@ -189,14 +191,15 @@ pub fn read_advertisement(
     Ok(AdvertisedRefs { refs })
 }
 
-/// A fresh upload-pack advertisement: the remote's current refs.
+/// A fresh advertisement of `service` (one GET): the remote's current refs.
 pub fn current_refs(
     http: &HttpRemote,
+    service: Service,
     deadline: Instant,
     doing: &str,
 ) -> Result<AdvertisedRefs, WikiError> {
     let mut transport = http.connect(Protocol::V1, deadline)?;
-    read_advertisement(&mut transport, Service::UploadPack, doing)
+    read_advertisement(&mut transport, service, doing)
 }
 
 /// How far a push got when it failed.
@@ -219,92 +222,97 @@ pub struct PushReport {
     pub rejection: Option<String>,
 }
 
-/// An opened receive-pack session: the advertisement was read, the push is next.
-pub struct PushSession {
-    transport: HttpTransport,
-    pub advertised: AdvertisedRefs,
-}
+const RECEIVE_PACK_RESULT: &str = "application/x-git-receive-pack-result";
 
-impl PushSession {
-    /// Reads the receive-pack advertisement (the first of the three requests).
-    pub fn open(http: &HttpRemote, deadline: Instant) -> Result<Self, WikiError> {
-        let mut transport = http.connect(Protocol::V1, deadline)?;
-        let advertised = read_advertisement(
-            &mut transport,
-            Service::ReceivePack,
-            "reading the wiki's refs for a write",
-        )?;
-        Ok(Self {
-            transport,
-            advertised,
-        })
+/// Sends `<old> <new> refs/heads/<branch>` and the pack in one receive-pack
+/// POST and reads the report. Smart HTTP is stateless, so the POST needs no
+/// advertisement before it: the server's own compare-and-swap on `old` is what
+/// refuses a moved branch. Only capabilities every smart-HTTP server offers
+/// are asked for (`report-status`, `side-band-64k`).
+pub fn push(
+    http: &HttpRemote,
+    deadline: Instant,
+    old: ObjectId,
+    new: ObjectId,
+    branch: &str,
+    pack: &[u8],
+) -> Result<PushReport, PushFailure> {
+    let mut client = http.git_http(deadline).map_err(PushFailure::NotSent)?;
+    let url = format!("{}/git-receive-pack", http.base);
+    let response = client
+        .post(
+            &url,
+            &http.base,
+            [
+                "Content-Type: application/x-git-receive-pack-request".to_owned(),
+                format!("Accept: {RECEIVE_PACK_RESULT}"),
+            ],
+            PostBodyDataKind::BoundedAndFitsIntoMemory,
+        )
+        .map_err(|err| {
+            PushFailure::NotSent(classify_transport_error("starting the wiki update", &err))
+        })?;
+    let command =
+        format!("{old} {new} refs/heads/{branch}\0report-status side-band-64k agent=teammem\n");
+    let mut body = response.post_body;
+    // From here on bytes may leave: any failure is an unknown outcome.
+    if encode::data_to_write(command.as_bytes(), &mut body).is_err()
+        || encode::flush_to_write(&mut body).is_err()
+        || body.write_all(pack).is_err()
+        || body.flush().is_err()
+    {
+        return Err(PushFailure::AnswerLost);
     }
-
-    /// Sends `<old> <new> refs/heads/<branch>` and the pack (the second request)
-    /// and reads the report.
-    pub fn push(
-        mut self,
-        old: ObjectId,
-        new: ObjectId,
-        branch: &str,
-        pack: &[u8],
-    ) -> Result<PushReport, PushFailure> {
-        let mut writer = self
-            .transport
-            .request(WriteMode::Binary, MessageKind::Flush, false)
-            .map_err(|err| {
-                PushFailure::NotSent(classify_transport_error("starting the wiki update", &err))
-            })?;
-        let command =
-            format!("{old} {new} refs/heads/{branch}\0report-status side-band-64k agent=teammem\n");
-        // From here on bytes may have left: any failure is an unknown outcome.
-        if writer.write_all(command.as_bytes()).is_err()
-            || writer.write_message(MessageKind::Flush).is_err()
-        {
-            return Err(PushFailure::AnswerLost);
+    drop(body);
+    let mut headers = String::new();
+    if let Err(err) = { response.headers }.read_to_string(&mut headers) {
+        if refused_before_processing(&err) {
+            return Err(PushFailure::NotSent(classify_transport_error(
+                "sending the wiki update",
+                &err,
+            )));
         }
-        let (mut raw, mut reader) = writer.into_parts();
-        if raw.write_all(pack).is_err() || raw.flush().is_err() {
-            return Err(PushFailure::AnswerLost);
-        }
-        drop(raw);
-        let mut band_one = Vec::new();
-        let mut remote_errors = Vec::new();
-        loop {
-            match reader.readline() {
-                None => break,
-                Some(Ok(Ok(line))) => {
-                    let Some(data) = line.as_slice() else {
-                        continue;
-                    };
-                    match data.split_first() {
-                        Some((1, payload)) => band_one.extend_from_slice(payload),
-                        Some((2, _progress)) => {}
-                        Some((3, message)) => {
-                            remote_errors.push(String::from_utf8_lossy(message).trim().to_owned())
-                        }
-                        _ => {
-                            // A server ignoring side-band answers with plain report lines.
-                            band_one.extend_from_slice(&encode_pkt_line(data));
-                        }
+        return Err(PushFailure::AnswerLost);
+    }
+    let is_result = headers.lines().any(|line| {
+        line.split_once(':').is_some_and(|(name, value)| {
+            name.eq_ignore_ascii_case("content-type") && value.trim() == RECEIVE_PACK_RESULT
+        })
+    });
+    if !is_result {
+        return Err(PushFailure::AnswerLost);
+    }
+    let mut reader = StreamingPeekableIter::new(response.body, &[PacketLineRef::Flush], false);
+    let mut band_one = Vec::new();
+    let mut remote_errors = Vec::new();
+    loop {
+        match reader.read_line() {
+            None => break,
+            Some(Ok(Ok(line))) => {
+                let Some(data) = line.as_slice() else {
+                    continue;
+                };
+                match data.split_first() {
+                    Some((1, payload)) => band_one.extend_from_slice(payload),
+                    Some((2, _progress)) => {}
+                    Some((3, message)) => {
+                        remote_errors.push(String::from_utf8_lossy(message).trim().to_owned())
+                    }
+                    _ => {
+                        // A server ignoring side-band answers with plain report lines.
+                        band_one.extend_from_slice(&encode_pkt_line(data));
                     }
                 }
-                Some(Err(err)) if refused_before_processing(&err) => {
-                    return Err(PushFailure::NotSent(classify_transport_error(
-                        "sending the wiki update",
-                        &err,
-                    )));
-                }
-                Some(Ok(Err(_))) | Some(Err(_)) => return Err(PushFailure::AnswerLost),
             }
+            Some(Ok(Err(_))) | Some(Err(_)) => return Err(PushFailure::AnswerLost),
         }
-        let mut report = parse_report(&band_one, branch).ok_or(PushFailure::AnswerLost)?;
-        if !remote_errors.is_empty() && report.rejection.is_none() {
-            report.rejection = Some(remote_errors.join("; "));
-            report.ref_ok = false;
-        }
-        Ok(report)
     }
+    let mut report = parse_report(&band_one, branch).ok_or(PushFailure::AnswerLost)?;
+    if !remote_errors.is_empty() && report.rejection.is_none() {
+        report.rejection = Some(remote_errors.join("; "));
+        report.ref_ok = false;
+    }
+    Ok(report)
 }
 
 /// A 4xx answer to the receive-pack POST means the server refused the request

@@ -5,12 +5,13 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use base64::Engine;
 use gix::protocol::transport::client::blocking_io::http;
 
 use super::error::{ErrorKind, WikiError};
+use super::smart_http::{GitHttp, HttpClients};
 
 /// A credential. `Debug` and `Display` never show it.
 #[derive(Clone, PartialEq, Eq)]
@@ -63,6 +64,8 @@ pub(crate) struct HttpRemote {
     /// Base URL without a trailing slash.
     pub base: String,
     pub token: Option<Secret>,
+    /// The store's HTTP clients (one connection pool per store).
+    clients: Arc<HttpClients>,
 }
 
 impl std::fmt::Debug for HttpRemote {
@@ -79,7 +82,11 @@ fn configuration_error(message: impl Into<String>) -> WikiError {
 }
 
 /// Checks the URL rules before anything is sent.
-pub(crate) fn validate_http(url: &str, token: Option<&Secret>) -> Result<HttpRemote, WikiError> {
+pub(crate) fn validate_http(
+    url: &str,
+    token: Option<&Secret>,
+    clients: &Arc<HttpClients>,
+) -> Result<HttpRemote, WikiError> {
     let parsed = reqwest::Url::parse(url)
         .map_err(|_| configuration_error("the wiki remote URL is not a valid URL"))?;
     if !parsed.username().is_empty() || parsed.password().is_some() {
@@ -117,6 +124,7 @@ pub(crate) fn validate_http(url: &str, token: Option<&Secret>) -> Result<HttpRem
     Ok(HttpRemote {
         base: url.trim_end_matches('/').to_owned(),
         token: token.cloned(),
+        clients: clients.clone(),
     })
 }
 
@@ -131,22 +139,33 @@ fn is_loopback_host(url: &reqwest::Url) -> bool {
     }
 }
 
-/// The smart-HTTP URL tails teammem may request, relative to the base URL.
-const ALLOWED_TAILS: [&str; 4] = [
-    "/info/refs?service=git-upload-pack",
-    "/info/refs?service=git-receive-pack",
-    "/git-upload-pack",
-    "/git-receive-pack",
-];
-
-pub(crate) type HttpTransport = http::Transport<http::reqwest::Remote>;
+pub(crate) type HttpTransport = http::Transport<GitHttp>;
 
 impl HttpRemote {
-    /// Transport options: no redirects, per-request URL allow-list, the token as
-    /// a header (never as gix "identity", which could be handed to helpers), and
-    /// a timeout bounded by the call's deadline.
-    pub(crate) fn transport_options(&self, deadline: Instant) -> http::Options {
-        let base = self.base.clone();
+    /// A transport speaking `protocol` (V1 for receive-pack) through the
+    /// store's shared client: no redirects, the four smart-HTTP URLs only, the
+    /// token as a sensitive header (never as gix "identity", which could be
+    /// handed to helpers), every request bounded by the call's deadline.
+    pub(crate) fn connect(
+        &self,
+        protocol: gix::protocol::transport::Protocol,
+        deadline: Instant,
+    ) -> Result<HttpTransport, WikiError> {
+        let url = gix::url::parse(gix::bstr::BStr::new(self.base.as_str()))
+            .map_err(|_| configuration_error("the wiki remote URL is not a valid git URL"))?;
+        let http = self.git_http(deadline)?;
+        Ok(http::Transport::new_http(http, url, protocol, false))
+    }
+
+    /// The raw requester under a transport, for the stateless receive-pack POST.
+    pub(crate) fn git_http(&self, deadline: Instant) -> Result<GitHttp, WikiError> {
+        // Plain http only ever goes to loopback: never through a proxy from the
+        // environment, which would see the token.
+        let plain_http = self.base.starts_with("http://");
+        let client = self
+            .clients
+            .get(plain_http)
+            .map_err(|err| WikiError::internal("setting up the wiki's HTTP client", err))?;
         let authorization = self.token.as_ref().map(|token| {
             let encoded = base64::engine::general_purpose::STANDARD
                 .encode(format!("x-access-token:{}", token.expose()));
@@ -155,65 +174,12 @@ impl HttpRemote {
             value.set_sensitive(true);
             value
         });
-        let remaining = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
-        // Plain http only ever goes to loopback: never through a proxy from the
-        // environment, which would see the token.
-        let plain_http = self.base.starts_with("http://");
-        let backend = http::reqwest::Options {
-            configure_client: Some(Box::new(move |builder| {
-                let builder = builder
-                    .timeout(remaining)
-                    .connect_timeout(remaining)
-                    .redirect(reqwest::redirect::Policy::none());
-                Ok(if plain_http {
-                    builder.no_proxy()
-                } else {
-                    builder
-                })
-            })),
-            configure_request: Some(Box::new(move |request| {
-                let url = request.url().as_str();
-                let allowed = url
-                    .strip_prefix(base.as_str())
-                    .is_some_and(|tail| ALLOWED_TAILS.contains(&tail));
-                if !allowed {
-                    return Err(gix::error::ErrorExt::raise(gix::error::message(
-                        "refusing a request outside the smart-HTTP URLs",
-                    )));
-                }
-                if let Some(value) = &authorization {
-                    request
-                        .headers_mut()
-                        .insert(reqwest::header::AUTHORIZATION, value.clone());
-                }
-                Ok(())
-            })),
-        };
-        http::Options {
-            follow_redirects: http::options::FollowRedirects::None,
-            connect_timeout: Some(remaining),
-            user_agent: Some(concat!("teammem/", env!("CARGO_PKG_VERSION")).to_owned()),
-            backend: Some(Arc::new(std::sync::Mutex::new(backend))),
-            ..Default::default()
-        }
-    }
-
-    /// A configured transport speaking `protocol` (V1 for receive-pack).
-    pub(crate) fn connect(
-        &self,
-        protocol: gix::protocol::transport::Protocol,
-        deadline: Instant,
-    ) -> Result<HttpTransport, WikiError> {
-        use gix::protocol::transport::client::TransportWithoutIO;
-        let url = gix::url::parse(gix::bstr::BStr::new(self.base.as_str()))
-            .map_err(|_| configuration_error("the wiki remote URL is not a valid git URL"))?;
-        let mut transport = http::connect(url, protocol, false);
-        transport
-            .configure(&self.transport_options(deadline))
-            .map_err(|err| WikiError::internal("configuring the HTTP transport", err))?;
-        Ok(transport)
+        Ok(GitHttp::new(
+            client,
+            self.base.clone(),
+            authorization,
+            deadline,
+        ))
     }
 }
 
@@ -236,7 +202,8 @@ mod tests {
     #[test]
     fn https_anywhere_http_only_to_loopback() {
         let token = Secret::new("t");
-        assert!(validate_http("https://github.com/o/r.wiki.git", Some(&token)).is_ok());
+        let clients = Arc::default();
+        assert!(validate_http("https://github.com/o/r.wiki.git", Some(&token), &clients).is_ok());
         for loopback in [
             "http://127.0.0.1:8080/r.git",
             "http://127.3.4.5/r.git",
@@ -244,7 +211,10 @@ mod tests {
             "http://localhost:1/r.git",
             "http://LOCALHOST/r.git",
         ] {
-            assert!(validate_http(loopback, Some(&token)).is_ok(), "{loopback}");
+            assert!(
+                validate_http(loopback, Some(&token), &clients).is_ok(),
+                "{loopback}"
+            );
         }
         for refused in [
             "http://github.com/o/r.wiki.git",
@@ -255,7 +225,7 @@ mod tests {
             "https://github.com/r.git?x=1",
             "not a url",
         ] {
-            let err = validate_http(refused, Some(&token)).unwrap_err();
+            let err = validate_http(refused, Some(&token), &clients).unwrap_err();
             assert_eq!(err.kind, ErrorKind::ConfigurationError, "{refused}");
         }
     }

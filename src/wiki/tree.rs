@@ -1,7 +1,9 @@
 //! Reading wiki trees and commits out of a local repository (a mirror or a
 //! local bare remote): the validated page index of a tree, page lookups, the
 //! tree-to-tree change list that both diffs and publish packs are built from.
-//! A tree with any entry the page rules reject is refused as a whole.
+//! Only entries named `*.md` are pages; a tree with any such entry the page
+//! rules reject is refused as a whole, while other files (images, attachments)
+//! are never read as pages and never touched by a write.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,10 +21,14 @@ pub struct IndexedPage {
     pub kind: EntryKind,
 }
 
-/// Every page of one tree, keyed by path, all paths valid and clash-free.
+/// Every page of one tree, keyed by path, all paths valid and clash-free, and
+/// the paths of the tree's other files (images, files not ending in `.md`,
+/// links and submodules by such names): never read as pages, kept untouched by
+/// writes, and remembered so a new page cannot clash with one of them.
 #[derive(Debug, Clone, Default)]
 pub struct TreeIndex {
     pub pages: BTreeMap<String, IndexedPage>,
+    pub other_files: Vec<String>,
 }
 
 /// An error naming a path in the wiki that teammem will not read or write around.
@@ -36,41 +42,62 @@ fn unsupported_wiki_path(path: &str, why: impl std::fmt::Display) -> WikiError {
     )
 }
 
-/// Builds and validates the page index of `tree`.
+/// Whether a tree entry's name makes it a page candidate: exactly the `.md`
+/// suffix the page-path rules require (other files are not pages at all).
+fn names_a_page(name: &[u8]) -> bool {
+    name.ends_with(b".md")
+}
+
+/// A page candidate's path as text; a page whose path is not UTF-8 is refused.
+fn page_path_of(path: Vec<u8>) -> Result<String, WikiError> {
+    String::from_utf8(path).map_err(|err| {
+        unsupported_wiki_path(
+            &String::from_utf8_lossy(err.as_bytes()),
+            "the path is not UTF-8",
+        )
+    })
+}
+
+/// Builds and validates the page index of `tree`. Entries named like pages
+/// must pass every page rule (or the whole tree is refused); other files are
+/// only recorded.
 pub fn index_tree(repo: &gix::Repository, tree: ObjectId) -> Result<TreeIndex, WikiError> {
     let mut index = TreeIndex::default();
-    let mut pending = vec![(String::new(), tree)];
+    let mut pending: Vec<(Vec<u8>, ObjectId)> = vec![(Vec::new(), tree)];
     while let Some((prefix, tree_id)) = pending.pop() {
         let tree = repo
             .find_tree(tree_id)
             .map_err(|err| WikiError::internal("reading a wiki tree", err))?;
         for entry in tree.iter() {
             let entry = entry.map_err(|err| WikiError::internal("decoding a wiki tree", err))?;
-            let name = std::str::from_utf8(entry.filename().as_ref()).map_err(|_| {
-                unsupported_wiki_path(
-                    &format!("{prefix}{}", entry.filename()),
-                    "the name is not UTF-8",
-                )
-            })?;
-            let path = format!("{prefix}{name}");
+            let mut path = prefix.clone();
+            path.extend_from_slice(entry.filename().as_ref());
             let kind = entry.mode().kind();
+            let id = entry.oid().to_owned();
             match kind {
-                EntryKind::Tree => pending.push((format!("{path}/"), entry.oid().to_owned())),
+                EntryKind::Tree => {
+                    path.push(b'/');
+                    pending.push((path, id));
+                }
+                _ if !names_a_page(entry.filename().as_ref()) => {
+                    index
+                        .other_files
+                        .push(String::from_utf8_lossy(&path).into_owned());
+                }
                 EntryKind::Blob | EntryKind::BlobExecutable => {
+                    let path = page_path_of(path)?;
                     check_page_path(&path)
                         .map_err(|violation| unsupported_wiki_path(&path, violation))?;
-                    index.pages.insert(
-                        path,
-                        IndexedPage {
-                            blob: entry.oid().to_owned(),
-                            kind,
-                        },
-                    );
+                    index.pages.insert(path, IndexedPage { blob: id, kind });
                 }
                 EntryKind::Link => {
+                    let path = page_path_of(path)?;
                     return Err(unsupported_wiki_path(&path, "it is a symbolic link"));
                 }
-                EntryKind::Commit => return Err(unsupported_wiki_path(&path, "it is a submodule")),
+                EntryKind::Commit => {
+                    let path = page_path_of(path)?;
+                    return Err(unsupported_wiki_path(&path, "it is a submodule"));
+                }
             }
         }
     }

@@ -13,7 +13,7 @@ use teammem::mcp::envelope::Secret;
 use teammem::mcp::{Binding, Context, WikiCredentials, WikiServer};
 
 use super::fixture::{Client, error_type};
-use crate::harness::git_http::{GitHttpServer, bare_with_commits, git, tip};
+use crate::harness::git_http::{Fault, GitHttpServer, bare_with_commits, git, tip};
 
 const SOURCE: &str = "octo/app";
 const WIKI: &str = "octo/notes";
@@ -214,6 +214,88 @@ async fn a_refused_token_is_an_authentication_error_that_names_no_secret() {
     let text = snapshot.to_string();
     assert!(!text.contains(wrong) && !text.contains(TOKEN), "{text}");
     writer.close().await;
+}
+
+/// Runs `teammem wiki ARGS` against the remote with `token` in
+/// `TEAMMEM_WIKI_TOKEN` and every log level on; returns the printed envelope
+/// and everything logged to stderr.
+async fn logged_wiki_command(remote: &Remote, token: &str, args: &[&str]) -> (Value, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_teammem"))
+        .arg("wiki")
+        .args(["--config", remote.config.to_str().unwrap()])
+        .args(["--repository", SOURCE])
+        .args(args)
+        .env("TEAMMEM_WIKI_TOKEN", token)
+        .env("TEAMMEM_LOG", "trace")
+        .output()
+        .await
+        .expect("run teammem wiki");
+    let stderr = String::from_utf8(output.stderr).expect("logs are UTF-8");
+    let envelope = serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
+        panic!(
+            "stdout is the envelope: {}\nstderr: {stderr}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    });
+    (envelope, stderr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_never_appears_in_a_log_line_of_authenticated_reads_and_writes() {
+    let remote = remote().await;
+    let mut logs = Vec::new();
+
+    let (snapshot, log) = logged_wiki_command(&remote, TOKEN, &["snapshot"]).await;
+    assert_eq!(snapshot["success"], true, "{snapshot}\n{log}");
+    let base = snapshot["result"]["sha"].as_str().unwrap().to_owned();
+    logs.push(log);
+    let (home, log) = logged_wiki_command(&remote, TOKEN, &["get", "--path", "Home.md"]).await;
+    assert_eq!(home["success"], true, "{home}");
+    logs.push(log);
+
+    let pages = json!([{"path": "Logged.md", "content": "written with logs on\n"}]).to_string();
+    let write = [
+        "write",
+        "--expected-base",
+        &base,
+        "--expected-wiki-repository",
+        WIKI,
+        "--message",
+        "Write with every log level on",
+        "--pages",
+        &pages,
+    ];
+    let (written, log) = logged_wiki_command(&remote, TOKEN, &write).await;
+    assert_eq!(written["result"]["status"], "updated", "{written}\n{log}");
+    logs.push(log);
+    // Another write on the old base: a conflict, read back from the remote.
+    let other = json!([{"path": "Logged.md", "content": "a stale edit\n"}]).to_string();
+    let mut stale = write;
+    stale[8] = &other;
+    let (conflict, log) = logged_wiki_command(&remote, TOKEN, &stale).await;
+    assert_eq!(error_type(&conflict), "conflict", "{conflict}");
+    logs.push(log);
+    // A server failure and a refused token are logged with their details.
+    remote.server.inject(Fault::Status {
+        suffix: "service=git-upload-pack".into(),
+        status: 500,
+    });
+    let (failed, log) = logged_wiki_command(&remote, TOKEN, &["snapshot"]).await;
+    assert_eq!(error_type(&failed), "upstream_error", "{failed}");
+    logs.push(log);
+    let (refused, log) = logged_wiki_command(&remote, "ghs_notTheRightOne", &["snapshot"]).await;
+    assert_eq!(error_type(&refused), "authentication_error", "{refused}");
+    logs.push(log);
+
+    let all = logs.concat();
+    // The capture works: every request and both failures were logged.
+    let requests = all.matches("wiki HTTP request").count();
+    assert!(requests >= 8, "{requests} requests logged:\n{all}");
+    assert!(
+        all.matches("wiki transport error").count() >= 2,
+        "failures are logged with details:\n{all}"
+    );
+    assert_no_token(&all);
 }
 
 /// A provider standing in for the GitHub App: hands out one token and records

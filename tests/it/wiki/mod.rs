@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 
 use teammem::wiki::{CommitSpec, Destination, Identity, Remote, Secret, Trailer, Wiki, WikiStore};
 
-use crate::harness::git_http::{GitHttpServer, bare_with_commits, init_bare};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+
+use crate::harness::git_http::{GitHttpServer, bare_with_commits, git, git_raw, init_bare};
 
 pub const TOKEN: &str = "ghs_TeStToKeN_5ecret_9f8e7d";
 pub const DESTINATION: &str = "octo/wiki";
@@ -143,4 +146,47 @@ pub fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
         }
     }
     found
+}
+
+/// Adds files that are not pages to the served wiki with the git CLI: a binary
+/// image, an executable script and a file without extension (all with a
+/// needle a search must not find), a symbolic link, and a non-UTF-8 name.
+/// Returns the `git ls-tree -r` lines of those files.
+pub fn add_files_that_are_not_pages(fixture: &Fixture) -> Vec<String> {
+    let work = fixture.dir.path().join("attachments");
+    git(
+        fixture.dir.path(),
+        &[
+            "clone",
+            "--quiet",
+            fixture.bare.to_str().unwrap(),
+            work.to_str().unwrap(),
+        ],
+    );
+    std::fs::create_dir_all(work.join("images")).unwrap();
+    let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    png.extend_from_slice(b"needle-in-image \xff\xfe");
+    std::fs::write(work.join("images/logo.png"), &png).unwrap();
+    std::fs::write(work.join("LICENSE"), "needle-in-license\n").unwrap();
+    let script = work.join("guides/setup.sh");
+    std::fs::write(&script, "#!/bin/sh\necho needle\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("images/logo.png", work.join("logo-link")).unwrap();
+    let odd_name = std::ffi::OsStr::from_bytes(b"raw-\xff.bin");
+    std::fs::write(work.join(odd_name), "latin-1 name\n").unwrap();
+    git(&work, &["add", "--all"]);
+    git(&work, &["commit", "--quiet", "-m", "Attach files"]);
+    git(&work, &["push", "--quiet", "origin", "master"]);
+    other_files(&fixture.bare)
+}
+
+/// `git ls-tree -r` lines (mode, id, path) of every entry not ending in `.md`.
+pub fn other_files(bare: &std::path::Path) -> Vec<String> {
+    let listing = git_raw(bare, &["ls-tree", "-r", "-z", "master"]);
+    assert!(listing.status.success(), "git ls-tree failed");
+    String::from_utf8_lossy(&listing.stdout)
+        .split('\0')
+        .filter(|line| !line.is_empty() && !line.ends_with(".md"))
+        .map(str::to_owned)
+        .collect()
 }

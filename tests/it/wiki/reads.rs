@@ -3,7 +3,7 @@
 
 use teammem::wiki::{ErrorKind, Outcome};
 
-use super::{Fixture, TOKEN, files_containing, spec};
+use super::{Fixture, TOKEN, add_files_that_are_not_pages, files_containing, spec};
 use crate::harness::git_http::{git, tip};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,10 +223,10 @@ async fn empty_wiki_is_uninitialized_and_refuses_writes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wiki_with_a_rejected_path_is_reported_not_half_read() {
+async fn a_wiki_with_a_rejected_page_path_is_reported_not_half_read() {
     let fixture = Fixture::with_commits(&[(
-        "Pages and a picture",
-        &[("Home.md", "# Home\n"), ("assets/logo.png", "PNG")],
+        "Pages and a bad page name",
+        &[("Home.md", "# Home\n"), ("notes/aux.md", "device name\n")],
     )])
     .await;
     let wiki = fixture.wiki();
@@ -236,7 +236,7 @@ async fn a_wiki_with_a_rejected_path_is_reported_not_half_read() {
         wiki.search("HEAD", "home").await.unwrap_err(),
     ] {
         assert_eq!(err.kind, ErrorKind::UpstreamError);
-        assert!(err.message.contains("assets/logo.png"), "{}", err.message);
+        assert!(err.message.contains("notes/aux.md"), "{}", err.message);
     }
     let clash = Fixture::with_commits(&[("Clash", &[("Home.md", "a"), ("home.md", "b")])]).await;
     let err = clash.wiki().list_pages("HEAD").await.unwrap_err();
@@ -246,6 +246,46 @@ async fn a_wiki_with_a_rejected_path_is_reported_not_half_read() {
         "{}",
         err.message
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_that_are_not_pages_are_ignored_by_every_read() {
+    let fixture = Fixture::sample().await;
+    let wiki = fixture.wiki();
+    let before = wiki.snapshot().await.unwrap().sha.unwrap();
+    let others = add_files_that_are_not_pages(&fixture);
+    assert_eq!(others.len(), 5, "{others:?}");
+    assert!(
+        others.iter().any(|line| line.starts_with("100755")),
+        "{others:?}"
+    );
+    assert!(
+        others.iter().any(|line| line.starts_with("120000")),
+        "{others:?}"
+    );
+    let snapshot = wiki.snapshot().await.unwrap();
+    let tip_sha = tip(&fixture.bare, "master");
+    assert_eq!(snapshot.sha.as_deref(), Some(tip_sha.as_str()));
+
+    let listed = wiki.list_pages("HEAD").await.unwrap();
+    let pages: Vec<&str> = listed.pages.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(pages, ["Home.md", "guides/Setup.md", "Ünïcode/日本語.md"]);
+    assert_eq!(listed.total, 3);
+    assert_eq!(
+        wiki.get_page("HEAD", "Home.md").await.unwrap().content,
+        git(&fixture.bare, &["show", "master:Home.md"])
+    );
+    let err = wiki.get_page("HEAD", "images/logo.png").await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidInput, "{err:?}");
+    assert!(err.message.contains(".md"), "{}", err.message);
+    let found = wiki.search("HEAD", "NEEDLE").await.unwrap();
+    assert_eq!(found.hits, Vec::new(), "only pages are searched");
+    let found = wiki.search("HEAD", "cargo").await.unwrap();
+    assert_eq!(found.hits.len(), 1);
+    // The attachments commit changed no page: its diff is empty.
+    assert_eq!(wiki.diff(&before, "HEAD").await.unwrap().diff, "");
+    let history = wiki.history("HEAD", None, 10).await.unwrap();
+    assert_eq!(history.commits[0].sha, tip_sha);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

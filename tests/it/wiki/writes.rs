@@ -4,7 +4,9 @@
 
 use teammem::wiki::{ErrorKind, Outcome, PagePatch, PageWrite, Replacement, WriteStatus};
 
-use super::{DESTINATION, Fixture, TOKEN, files_containing, spec};
+use super::{
+    DESTINATION, Fixture, TOKEN, add_files_that_are_not_pages, files_containing, other_files, spec,
+};
 use crate::harness::git_http::{Fault, git, tip};
 
 fn page(path: &str, content: &str) -> PageWrite {
@@ -217,6 +219,84 @@ async fn patch_refusals_name_the_problem_and_change_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_keep_files_that_are_not_pages_and_never_clash_with_them() {
+    let fixture = Fixture::sample().await;
+    let others = add_files_that_are_not_pages(&fixture);
+    let wiki = fixture.wiki();
+    let base = wiki.snapshot().await.unwrap().sha.unwrap();
+
+    // A new page inside the images folder and an edit of an existing page.
+    let written = wiki
+        .write(
+            &spec(&base),
+            vec![
+                page("images/Gallery.md", "# Gallery\n"),
+                page(
+                    "guides/Setup.md",
+                    "Install with cargo, then run setup.sh.\n",
+                ),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(written.status, WriteStatus::Updated);
+    assert_eq!(
+        other_files(&fixture.bare),
+        others,
+        "untouched, modes included"
+    );
+    assert_eq!(
+        git(&fixture.bare, &["show", "master:images/Gallery.md"]),
+        "# Gallery\n"
+    );
+    fsck(&fixture.bare);
+
+    // A patch next to them keeps them as well.
+    let setup = wiki
+        .get_page(&written.sha, "guides/Setup.md")
+        .await
+        .unwrap();
+    let patched = wiki
+        .patch(
+            &spec(&written.sha),
+            vec![PagePatch {
+                path: "guides/Setup.md".into(),
+                expected_sha: setup.sha,
+                replacements: vec![replace("cargo", "cargo install")],
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.status, WriteStatus::Updated);
+    assert_eq!(other_files(&fixture.bare), others);
+    fsck(&fixture.bare);
+
+    // New pages that would collide with a file, or put a folder where a file
+    // is, are refused before anything is sent.
+    fixture.server.clear_requests();
+    for (path, shown) in [
+        ("images/logo.png/About.md", "images/logo.png"),
+        ("LICENSE/Terms.md", "LICENSE"),
+        ("logo-link/x.md", "logo-link"),
+    ] {
+        let err = wiki
+            .write(&spec(&patched.sha), vec![page(path, "x\n")])
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidInput, "{path}: {err:?}");
+        assert_eq!(err.outcome, Outcome::NotApplied);
+        assert!(
+            err.message.contains(shown) && err.message.contains("not a page"),
+            "{}",
+            err.message
+        );
+    }
+    assert_eq!(fixture.server.requests(), Vec::new());
+    assert_eq!(tip(&fixture.bare, "master"), patched.sha);
+    assert_eq!(other_files(&fixture.bare), others);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_base_is_a_conflict_and_leaves_the_ref_alone() {
     let fixture = Fixture::sample().await;
     let wiki = fixture.wiki();
@@ -316,6 +396,31 @@ async fn matching_pages_are_no_change_on_the_base_and_on_a_newer_tip() {
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Conflict);
+
+    // The mirror is at the base and the page differs there, so the write goes
+    // straight to the push; meanwhile a human wrote the very same page. The
+    // server's compare-and-swap refuses the push, and the newer tip already
+    // has the page: no-change, no new commit.
+    let base = wiki.snapshot().await.unwrap().sha.unwrap();
+    git(&work, &["pull", "--quiet", "--ff-only", "origin", "master"]);
+    std::fs::write(work.join("Same.md"), "same words\n").unwrap();
+    git(&work, &["add", "Same.md"]);
+    git(&work, &["commit", "--quiet", "-m", "Human writes it first"]);
+    git(&work, &["push", "--quiet", "origin", "master"]);
+    let human = tip(&fixture.bare, "master");
+    fixture.server.clear_requests();
+    let result = wiki
+        .write(&spec(&base), vec![page("Same.md", "same words\n")])
+        .await
+        .unwrap();
+    assert_eq!(result.status, WriteStatus::NoChange);
+    assert_eq!(result.sha, human);
+    assert_eq!(tip(&fixture.bare, "master"), human);
+    assert_eq!(
+        fixture.server.requests()[0].target,
+        "/wiki.git/git-receive-pack",
+        "the push went first"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -440,16 +545,28 @@ async fn server_failures_map_to_error_types() {
         (500, ErrorKind::UpstreamError),
     ] {
         fixture.server.inject(Fault::Status {
-            suffix: "info/refs?service=git-receive-pack".into(),
+            suffix: "info/refs?service=git-upload-pack".into(),
             status,
         });
-        let err = wiki
-            .write(&spec(&base), vec![page("Home.md", "x\n")])
-            .await
-            .unwrap_err();
+        let err = wiki.snapshot().await.unwrap_err();
         assert_eq!((status, err.kind), (status, kind), "{err:?}");
         assert_eq!(err.outcome, Outcome::NotApplied);
     }
+    // A write whose pages already match asks the remote for its tip first.
+    let home = git(&fixture.bare, &["show", "master:Home.md"]);
+    fixture.server.inject(Fault::Status {
+        suffix: "info/refs?service=git-receive-pack".into(),
+        status: 403,
+    });
+    let err = wiki
+        .write(&spec(&base), vec![page("Home.md", &home)])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.kind, err.outcome),
+        (ErrorKind::PermissionDenied, Outcome::NotApplied),
+        "{err:?}"
+    );
     // Refusals of the POST itself are known not to have been applied; a 5xx
     // after the pack left is not.
     for (status, kind, outcome) in [
@@ -475,7 +592,7 @@ async fn server_failures_map_to_error_types() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_warm_write_costs_three_requests_and_no_fetch() {
+async fn a_warm_write_costs_two_requests_and_no_fetch() {
     let fixture = Fixture::sample().await;
     let wiki = fixture.wiki();
     let base = wiki.snapshot().await.unwrap().sha.unwrap();
@@ -502,7 +619,6 @@ async fn a_warm_write_costs_three_requests_and_no_fetch() {
     assert_eq!(
         seen,
         [
-            "GET /wiki.git/info/refs?service=git-receive-pack",
             "POST /wiki.git/git-receive-pack",
             "GET /wiki.git/info/refs?service=git-upload-pack",
         ]
