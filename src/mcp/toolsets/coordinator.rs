@@ -46,7 +46,7 @@ pub const TOOLSET: Toolset = Toolset {
             name: "get_job",
             title: "Get a job",
             description: "One reconciliation job: its source, state (queued, running, succeeded, no_change, skipped, failed, cancelled, rejected), attempts, last error and, when finished, its receipt.",
-            hints: READ,
+            hints: Hints::READ,
             input_schema: get_job_schema,
             handler: get_job,
         },
@@ -54,18 +54,11 @@ pub const TOOLSET: Toolset = Toolset {
             name: "list_jobs",
             title: "List jobs",
             description: "The newest reconciliation jobs you may see, optionally of one repository and/or in one state; limit 1-100 (default 20).",
-            hints: READ,
+            hints: Hints::READ,
             input_schema: list_jobs_schema,
             handler: list_jobs,
         },
     ],
-};
-
-const READ: Hints = Hints {
-    read_only: true,
-    destructive: false,
-    idempotent: true,
-    open_world: false,
 };
 
 fn request_schema() -> Value {

@@ -63,6 +63,16 @@ pub struct Hints {
     pub open_world: bool,
 }
 
+impl Hints {
+    /// A tool that only reads this deployment's own data.
+    pub const READ: Hints = Hints {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    };
+}
+
 /// What a handler hands back: the outcome and the source it resolved (if any).
 #[derive(Debug)]
 pub struct Answer {
@@ -186,6 +196,16 @@ pub fn parse_arguments<T: DeserializeOwned>(
             ),
             None,
         )
+    })
+}
+
+/// A closed object schema: these properties, these required, nothing else.
+pub fn object_schema(properties: Value, required: &[&str]) -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
     })
 }
 

@@ -23,7 +23,7 @@ pub const TOOLSET: Toolset = Toolset {
             name: "get_wiki_snapshot",
             title: "Wiki snapshot",
             description: "Resolve the source's wiki: its default branch and full tip sha (initialized: false for an empty wiki). Pin later reads to this sha; writes take it as expected_base together with wiki_repository as expected_wiki_repository.",
-            hints: READ,
+            hints: Hints::READ,
             input_schema: snapshot_schema,
             handler: get_wiki_snapshot,
         },
@@ -31,7 +31,7 @@ pub const TOOLSET: Toolset = Toolset {
             name: "list_wiki_pages",
             title: "List wiki pages",
             description: "List the Markdown pages (path, blob sha, size) of the wiki at a ref; at most 2,000 pages (truncated says when there were more).",
-            hints: READ,
+            hints: Hints::READ,
             input_schema: list_schema,
             handler: list_wiki_pages,
         },
@@ -39,7 +39,7 @@ pub const TOOLSET: Toolset = Toolset {
             name: "get_wiki_page",
             title: "Read a wiki page",
             description: "Read one page at a ref: its content and blob sha (the expected_sha of a patch).",
-            hints: READ,
+            hints: Hints::READ,
             input_schema: page_schema,
             handler: get_wiki_page,
         },
@@ -47,7 +47,7 @@ pub const TOOLSET: Toolset = Toolset {
             name: "search_wiki",
             title: "Search the wiki",
             description: "Pages whose content contains query (case-insensitive substring, at most 512 bytes), with the first matching lines; scans at most 8 MiB (truncated says when the budget ended first).",
-            hints: READ,
+            hints: Hints::READ,
             input_schema: search_schema,
             handler: search_wiki,
         },
@@ -55,7 +55,7 @@ pub const TOOLSET: Toolset = Toolset {
             name: "list_wiki_history",
             title: "Wiki history",
             description: "Commits (sha, message, time), newest first, reachable from a ref; only those touching path when given; limit 1-100 (default 20).",
-            hints: READ,
+            hints: Hints::READ,
             input_schema: history_schema,
             handler: list_wiki_history,
         },
@@ -63,38 +63,22 @@ pub const TOOLSET: Toolset = Toolset {
             name: "get_wiki_diff",
             title: "Wiki diff",
             description: "Unified diff of the wiki between two refs (at most 512 KiB).",
-            hints: READ,
+            hints: Hints::READ,
             input_schema: diff_schema,
             handler: get_wiki_diff,
         },
     ],
 };
 
-const READ: Hints = Hints {
-    read_only: true,
-    destructive: false,
-    idempotent: true,
-    open_world: false,
-};
-
-fn object_schema(properties: Value, required: &[&str]) -> Value {
-    json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
-    })
-}
-
 fn snapshot_schema() -> Value {
-    object_schema(
+    super::object_schema(
         json!({"repository": super::repository_schema()}),
         &["repository"],
     )
 }
 
 fn list_schema() -> Value {
-    object_schema(
+    super::object_schema(
         json!({
             "repository": super::repository_schema(),
             "ref": super::ref_schema("The commit to list (default HEAD)"),
@@ -104,7 +88,7 @@ fn list_schema() -> Value {
 }
 
 fn page_schema() -> Value {
-    object_schema(
+    super::object_schema(
         json!({
             "repository": super::repository_schema(),
             "path": {"type": "string", "description": "Page path, e.g. Home.md or area/Topic.md"},
@@ -115,7 +99,7 @@ fn page_schema() -> Value {
 }
 
 fn search_schema() -> Value {
-    object_schema(
+    super::object_schema(
         json!({
             "repository": super::repository_schema(),
             "query": {"type": "string", "minLength": 1, "maxLength": 512, "description": "Text to find, case-insensitively"},
@@ -126,7 +110,7 @@ fn search_schema() -> Value {
 }
 
 fn history_schema() -> Value {
-    object_schema(
+    super::object_schema(
         json!({
             "repository": super::repository_schema(),
             "path": {"type": "string", "description": "Only commits touching this page"},
@@ -138,7 +122,7 @@ fn history_schema() -> Value {
 }
 
 fn diff_schema() -> Value {
-    object_schema(
+    super::object_schema(
         json!({
             "repository": super::repository_schema(),
             "from": super::ref_schema("The older commit"),
