@@ -16,6 +16,8 @@
 # (isolated latency); RATE=N sends N dispatches/s open-loop (queueing and
 # coalescing of contiguous queued ranges show up in the latency).
 #
+# Prints the daemon's resident memory after the run too (bench/startup.sh
+# measures it idle).
 # Usage: [TEAMMEM_BIN=path] [RATE=0] bench/e2e.sh [COUNT]
 set -euo pipefail
 
@@ -151,3 +153,4 @@ print(f"wiki commits: {commits} in {seconds:.2f} s = {commits / seconds:.1f} com
 if missing:
     sys.exit(f"ERROR: {len(missing)} merge shas are not in Changelog.md exactly once (first: {missing[0]})")
 PY
+echo "daemon RSS after the run: $(awk '/VmRSS/ {print $2 " " $3}' /proc/$DAEMON_PID/status), peak $(awk '/VmHWM/ {print $2 " " $3}' /proc/$DAEMON_PID/status)"
