@@ -57,6 +57,9 @@ enum Command {
     /// Inspect and steer the job queue
     #[command(subcommand)]
     Jobs(JobsCommand),
+    /// The sweep for missed pushes of `sweep = true` sources
+    #[command(subcommand)]
+    Sweep(SweepCommand),
     /// Serve MCP on stdin/stdout: the wiki read tools for coding agents, or
     /// (--wiki-writer) the job-bound writer the daemon spawns
     Mcp(McpArgs),
@@ -263,6 +266,19 @@ enum JobsCommand {
     },
 }
 
+#[derive(Debug, Subcommand)]
+enum SweepCommand {
+    /// Forget a source's cursor (after a force-push): the next sweep starts
+    /// tracking at the tip of its default branch and enqueues nothing for it
+    Reset {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The source repository (owner/name)
+        #[arg(long)]
+        repository: String,
+    },
+}
+
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -336,6 +352,7 @@ async fn run(command: Command) -> ExitCode {
         Command::CheckConfig(c) => check_config(&c.config),
         Command::Tokens(t) => run_tokens(t).await,
         Command::Jobs(j) => run_jobs(j).await,
+        Command::Sweep(s) => run_sweep(s).await,
         Command::Mcp(m) => run_mcp(m).await,
         Command::Wiki(w) => run_wiki(w).await,
         Command::Request(r) => run_request(r).await,
@@ -486,6 +503,46 @@ fn source_names(config: &Config) -> String {
 async fn open_queue(path: &Path) -> Result<Queue, Failure> {
     let (config, pool) = open_db(path).await?;
     Ok(daemon::queue_for(&config, pool))
+}
+
+async fn run_sweep(command: SweepCommand) -> Result<(), Failure> {
+    match command {
+        SweepCommand::Reset { config, repository } => {
+            let (config, pool) = open_db(&config.config).await?;
+            let Some(source) = config
+                .sources
+                .iter()
+                .find(|s| s.repository.eq_ignore_ascii_case(&repository))
+            else {
+                return Err(Failure::usage(format!(
+                    "--repository: {repository} is not a configured source; configured: {}",
+                    source_names(&config)
+                )));
+            };
+            let queue = daemon::queue_for(&config, pool);
+            let forgotten = queue
+                .forget_cursor(&source.repository)
+                .await
+                .map_err(|e| Failure::runtime(e.to_string()))?;
+            match forgotten {
+                Some(sha) => println!(
+                    "forgot the cursor of {} (it was {sha}); the next sweep starts tracking at the tip of its default branch",
+                    source.repository
+                ),
+                None => println!(
+                    "{} has no cursor; the next sweep starts tracking at the tip of its default branch",
+                    source.repository
+                ),
+            }
+            if !source.sweep {
+                println!(
+                    "note: {} has sweep = false; the sweep does not look at it",
+                    source.repository
+                );
+            }
+            Ok(())
+        }
+    }
 }
 
 async fn run_jobs(command: JobsCommand) -> Result<(), Failure> {

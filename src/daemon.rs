@@ -1,5 +1,6 @@
 //! The daemon: opens the database, starts HTTP, the worker pool and the
-//! scheduler, and owns graceful shutdown.
+//! scheduler (rescue, retention, and the sweep when a source asks for it),
+//! and owns graceful shutdown.
 //!
 //! Shutdown order (SIGTERM/SIGINT or the caller's signal): stop accepting HTTP
 //! connections, end open `/mcp` sessions and their event streams (they never
@@ -39,6 +40,11 @@ pub enum DaemonError {
     #[error("cannot start dispatch ingest: {0}")]
     Ingest(String),
 }
+
+/// How long after start the first sweep runs (then on `[schedule] sweep`):
+/// pushes whose dispatch was lost while the daemon was down are found without
+/// waiting for the schedule, and start-up is not slowed by forge calls.
+const SWEEP_AFTER_START: Duration = Duration::from_secs(2);
 
 /// The handler `teammem serve` runs jobs with: the job runner, spawning this
 /// executable's `mcp --wiki-writer` bound to `config_path` for each job.
@@ -226,6 +232,21 @@ pub async fn run_with_ingest(
                 }
             }
         });
+    }
+
+    let sweep = crate::sweep::Sweep::new(config.clone(), queue.clone(), ingest.github_forge());
+    if sweep.has_sources() {
+        scheduler.after_start_and_every(
+            "sweep",
+            SWEEP_AFTER_START,
+            config.schedule.sweep.clone(),
+            move || {
+                let sweep = sweep.clone();
+                async move {
+                    sweep.run().await;
+                }
+            },
+        );
     }
 
     // Cancelled when shutdown begins: ends open /mcp sessions and streams.

@@ -15,6 +15,7 @@ pub mod queue; // the durable job queue: the only SQL about jobs
 pub mod worker; // the worker pool: claims jobs and runs them through a JobHandler
 pub mod runner; // runs one job: evidence bundle, writer child, agents, checked receipts
 pub mod scheduler; // cron schedules for rescue, retention and sweep
+pub mod sweep; // the sweep for missed pushes: cursor..tip of `sweep = true` sources
 pub mod wiki; // the team memory as git: mirrors, reads, checked writes, publish (the only gix user for wikis)
 pub mod mcp; // MCP servers over the wiki (read tools, job-bound writer) and the `teammem wiki` functions
 pub mod tokens; // maintainer API tokens, stored as SHA-256 hashes

@@ -206,6 +206,21 @@ pub static AGENT_STEPS: Counter = Counter::new(
     &["agent"],
 );
 
+/// Runs of the sweep for missed pushes (each checks every `sweep = true` source).
+pub static SWEEP_RUNS: Counter = Counter::new(
+    "teammem_sweep_runs_total",
+    "Runs of the sweep for missed pushes.",
+    &[],
+);
+
+/// One source checked by the sweep, by what came of it (`enqueued` counts the
+/// missed ranges it enqueued).
+pub static SWEEP_CHECKS: Counter = Counter::new(
+    "teammem_sweep_checks_total",
+    "Sources checked by the sweep, by outcome (enqueued, up_to_date, in_flight, not_ancestor, ...).",
+    &["outcome"],
+);
+
 /// Renders every process-wide metric.
 pub fn render(out: &mut String) {
     REQUESTS.render(out);
@@ -215,6 +230,8 @@ pub fn render(out: &mut String) {
     GITHUB_CALLS.render(out);
     GITHUB_CALL_DURATION.render(out);
     AGENT_STEPS.render(out);
+    SWEEP_RUNS.render(out);
+    SWEEP_CHECKS.render(out);
 }
 
 /// The status label of an HTTP answer.

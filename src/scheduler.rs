@@ -3,8 +3,8 @@
 //! Each schedule is its own task that sleeps until its next fire time, runs its
 //! work, and repeats until shutdown. A run that takes longer than the interval
 //! does not pile up: the next fire time is computed after the run ends.
-//! The sweep for missed pushes needs the forges and is started by the daemon
-//! only when they are available.
+//! The sweep for missed pushes (`sweep.rs`) also runs once shortly after
+//! start; the daemon schedules it only when a source asks for it.
 
 use std::future::Future;
 use std::time::Duration;
@@ -44,13 +44,51 @@ impl Scheduler {
     }
 
     /// Runs `work` at every fire time of `schedule` until shutdown.
-    pub fn every<F, Fut>(&mut self, name: &'static str, schedule: cron::Schedule, mut work: F)
+    pub fn every<F, Fut>(&mut self, name: &'static str, schedule: cron::Schedule, work: F)
     where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send,
+    {
+        self.spawn(name, None, schedule, work);
+    }
+
+    /// Runs `work` once `first_run` after now, then at every fire time of
+    /// `schedule` until shutdown (the sweep: pushes missed while the daemon
+    /// was down are found without waiting for the first fire time). Runs
+    /// never overlap: both are made by one task.
+    pub fn after_start_and_every<F, Fut>(
+        &mut self,
+        name: &'static str,
+        first_run: Duration,
+        schedule: cron::Schedule,
+        work: F,
+    ) where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send,
+    {
+        self.spawn(name, Some(first_run), schedule, work);
+    }
+
+    fn spawn<F, Fut>(
+        &mut self,
+        name: &'static str,
+        first_run: Option<Duration>,
+        schedule: cron::Schedule,
+        mut work: F,
+    ) where
         F: FnMut() -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send,
     {
         let mut stop = self.stop.subscribe();
         self.tasks.spawn(async move {
+            if let Some(wait) = first_run {
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = stop.changed() => return,
+                }
+                tracing::debug!(schedule = name, "run after start");
+                work().await;
+            }
             loop {
                 let Some((_, wait)) = next_fire(&schedule, Utc::now()) else {
                     tracing::warn!(

@@ -53,6 +53,27 @@ pub struct VerifiedPull {
     pub run: Option<VerifiedRun>,
 }
 
+/// A source's default branch and the commit it points at now (the sweep's
+/// first question to a forge).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchTip {
+    pub branch: String,
+    /// 40 lowercase hex.
+    pub sha: String,
+}
+
+/// How a remembered commit relates to the default branch's tip (the sweep's
+/// second question).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ancestry {
+    /// The commit is the tip or one of its ancestors: `commit..tip` is a
+    /// fast-forward range.
+    Ancestor,
+    /// The commit is not in the tip's history (the branch was force-pushed, or
+    /// the commit is gone).
+    NotAncestor,
+}
+
 /// Why a forge would not vouch for a dispatch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {

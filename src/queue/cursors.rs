@@ -4,9 +4,12 @@
 //! Invariant: a cursor moves when a range job of its source finishes having
 //! reconciled its range (`succeeded`, `no_change`, `skipped`), in the same
 //! transaction as that completion (see `lease.rs`), or when an operator or
-//! the sweep sets it explicitly.
+//! the sweep sets (or an operator forgets) it explicitly. The sweep asks [`Queue::range_job_from`]
+//! before enqueuing, so a range already queued or running from the cursor is
+//! never enqueued twice.
 
-use super::model::SourceCursor;
+use super::model::{Job, SourceCursor};
+use super::rows::{job_columns, job_from_row};
 use super::{Queue, QueueError};
 
 /// Writes the cursor of `source` (creating it on first use).
@@ -57,5 +60,150 @@ impl Queue {
             Box::pin(async move { store_cursor(conn, &source, &sha, None, now).await })
         })
         .await
+    }
+    /// Forgets the cursor of `source` (an operator after a force-push): the
+    /// next sweep starts tracking at the default branch's tip. Returns the
+    /// commit the cursor named, `None` when there was none.
+    pub async fn forget_cursor(&self, source: &str) -> Result<Option<String>, QueueError> {
+        let source = source.to_string();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let forgotten: Option<String> = sqlx::query_scalar(
+                    "DELETE FROM source_cursors WHERE source = ?1 RETURNING sha",
+                )
+                .bind(&source)
+                .fetch_optional(conn)
+                .await?;
+                Ok(forgotten)
+            })
+        })
+        .await
+    }
+
+    /// The oldest queued or running range job of `source` that starts at
+    /// `before` (SHA compared case-insensitively), if any. Such a job moves
+    /// the cursor from `before` when it succeeds, so the range from `before`
+    /// is already taken care of: the sweep enqueues nothing while it exists
+    /// (a duplicate could run alongside a running job, which coalescing never
+    /// touches).
+    pub async fn range_job_from(
+        &self,
+        source: &str,
+        before: &str,
+    ) -> Result<Option<Job>, QueueError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            job_columns!(),
+            " FROM jobs WHERE source = ?1 AND kind = 'range' \
+             AND state IN ('queued', 'running') AND push_before = ?2 COLLATE NOCASE \
+             ORDER BY id LIMIT 1"
+        ))
+        .bind(source)
+        .bind(before)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(job_from_row).transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::queue::{Completion, JobKind, ManualClock, NewJob, Origin, Queue, QueueSettings};
+
+    fn sha(n: u64) -> String {
+        format!("{n:040x}")
+    }
+
+    fn range(source: &str, before: u64, after: u64) -> NewJob {
+        NewJob {
+            source: source.into(),
+            destination: format!("local:/wikis/{source}"),
+            origin: Origin::Dispatch,
+            kind: JobKind::Range {
+                before: sha(before),
+                after: sha(after),
+                run_id: None,
+                run_attempt: None,
+            },
+            actor: "test".into(),
+        }
+    }
+
+    /// Queued and running range jobs from the cursor are found (whatever the
+    /// SHA's case); finished ones, other sources, other starts and pull
+    /// request jobs are not.
+    #[tokio::test]
+    async fn finds_only_queued_or_running_ranges_from_the_cursor() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pool = crate::db::open_with(dir.path(), 2).await.expect("open");
+        crate::db::migrate(&pool).await.expect("migrate");
+        let queue = Queue::new(
+            pool,
+            Arc::new(ManualClock::default()),
+            QueueSettings::default(),
+        );
+        assert_eq!(
+            queue.range_job_from("octo/app", &sha(1)).await.unwrap(),
+            None
+        );
+
+        let queued = queue
+            .enqueue(range("octo/app", 1, 2), None)
+            .await
+            .unwrap()
+            .job;
+        let found = queue
+            .range_job_from("octo/app", &sha(1).to_uppercase())
+            .await;
+        assert_eq!(found.unwrap().map(|job| job.id), Some(queued.id));
+        assert_eq!(
+            queue.range_job_from("octo/app", &sha(2)).await.unwrap(),
+            None
+        );
+        assert_eq!(
+            queue.range_job_from("octo/other", &sha(1)).await.unwrap(),
+            None
+        );
+        let pull = NewJob {
+            kind: JobKind::PullRequest {
+                number: 7,
+                merge_sha: sha(9),
+            },
+            ..range("octo/app", 0, 0)
+        };
+        queue.enqueue(pull, None).await.unwrap();
+        assert_eq!(
+            queue.range_job_from("octo/app", &sha(9)).await.unwrap(),
+            None
+        );
+
+        let claimed = queue
+            .claim("worker")
+            .await
+            .unwrap()
+            .expect("a job to claim");
+        assert_eq!(claimed.job.id, queued.id);
+        let running = queue.range_job_from("octo/app", &sha(1)).await.unwrap();
+        assert_eq!(running.map(|job| job.id), Some(queued.id));
+
+        queue
+            .complete(
+                &claimed.lease,
+                Completion::Succeeded {
+                    receipt: serde_json::json!({"status": "updated"}),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            queue.range_job_from("octo/app", &sha(1)).await.unwrap(),
+            None
+        );
+        assert_eq!(queue.cursor("octo/app").await.unwrap().unwrap().sha, sha(2));
+        assert_eq!(queue.forget_cursor("octo/app").await.unwrap(), Some(sha(2)));
+        assert_eq!(queue.cursor("octo/app").await.unwrap(), None);
+        assert_eq!(queue.forget_cursor("octo/app").await.unwrap(), None);
     }
 }

@@ -15,6 +15,7 @@ pub mod auth;
 mod installations;
 pub mod evidence; // the evidence bundle of a job: compare paging, merged PRs, file manifests, policy file
 mod maintainers; // token owners and their role on a source (requests with GitHub tokens)
+mod sweep; // the sweep's questions: the default branch's tip, a cursor's ancestry
 mod verify;
 
 pub use auth::{Access, AppSigner, Permissions};

@@ -36,17 +36,17 @@ struct RunRepository {
 /// The compare answer, reduced to the ancestry fields (octocrab's
 /// `CommitComparison` insists on every commit object of the answer).
 #[derive(Debug, Deserialize)]
-struct Comparison {
-    status: String,
+pub(super) struct Comparison {
+    pub(super) status: String,
     #[serde(default)]
     behind_by: u64,
     total_commits: u64,
 }
 
 /// What step 1 established.
-struct RepoFacts {
+pub(super) struct RepoFacts {
     id: u64,
-    default_branch: String,
+    pub(super) default_branch: String,
     visibility: String,
 }
 
@@ -57,7 +57,7 @@ struct RunExpectation<'a> {
     head_sha: Option<&'a str>,
 }
 
-fn refusal(e: GitHubError, not_found: impl FnOnce(String) -> Refusal) -> Refusal {
+pub(super) fn refusal(e: GitHubError, not_found: impl FnOnce(String) -> Refusal) -> Refusal {
     match e {
         GitHubError::NotFound(m) => not_found(m),
         GitHubError::Unavailable {
@@ -70,7 +70,7 @@ fn refusal(e: GitHubError, not_found: impl FnOnce(String) -> Refusal) -> Refusal
 }
 
 impl GitHubForge {
-    async fn within_deadline<T>(
+    pub(super) async fn within_deadline<T>(
         &self,
         fut: impl Future<Output = Result<T, Refusal>>,
     ) -> Result<T, Refusal> {
@@ -87,7 +87,7 @@ impl GitHubForge {
     }
 
     /// Step 1 for `repository`.
-    async fn repo_facts(&self, repository: &str) -> Result<RepoFacts, Refusal> {
+    pub(super) async fn repo_facts(&self, repository: &str) -> Result<RepoFacts, Refusal> {
         let repo: octocrab::models::Repository = self
             .get(
                 repository,
@@ -225,7 +225,7 @@ impl GitHubForge {
         })
     }
 
-    async fn compare(
+    pub(super) async fn compare(
         &self,
         repository: &str,
         base: &str,

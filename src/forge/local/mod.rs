@@ -17,7 +17,9 @@ use std::sync::{LazyLock, Mutex, PoisonError};
 
 use gix::ObjectId;
 
-use super::{MAX_RANGE_COMMITS, Refusal, VerifiedPull, VerifiedRange, precheck_range};
+use super::{
+    Ancestry, BranchTip, MAX_RANGE_COMMITS, Refusal, VerifiedPull, VerifiedRange, precheck_range,
+};
 
 /// How many commits a reachability walk visits before giving up.
 const WALK_LIMIT: usize = 200_000;
@@ -151,6 +153,32 @@ pub fn verify_range(path: &Path, before: &str, after: &str) -> Result<VerifiedRa
         commits,
         repository_id: None,
         run: None,
+    })
+}
+
+/// The default branch of the repository at `path` and its current tip.
+pub fn default_branch_tip(path: &Path) -> Result<BranchTip, Refusal> {
+    let repo = open(path)?;
+    let (branch, tip) = default_branch(&repo)?;
+    Ok(BranchTip {
+        branch,
+        sha: tip.to_string(),
+    })
+}
+
+/// Whether `commit` is `tip` or one of its ancestors in the repository at
+/// `path`. A commit the repository does not hold (garbage-collected after a
+/// force-push) is not an ancestor.
+pub fn ancestry(path: &Path, commit: &str, tip: &str) -> Result<Ancestry, Refusal> {
+    let repo = open(path)?;
+    let Ok(remembered) = commit_id(&repo, "the cursor", commit) else {
+        return Ok(Ancestry::NotAncestor);
+    };
+    let tip = commit_id(&repo, "the tip", tip)?;
+    Ok(if reaches(&repo, tip, remembered)? {
+        Ancestry::Ancestor
+    } else {
+        Ancestry::NotAncestor
     })
 }
 

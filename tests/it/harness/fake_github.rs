@@ -9,8 +9,8 @@
 //! recorded so tests can check what was asked for. Faults (5xx, 429 +
 //! Retry-After, rate-limit exhaustion, hanging answers) are injected per path.
 //! The evidence endpoints (compare with paged commits, a commit, a pull
-//! request's paged files with patches, file contents) read the same git
-//! repositories, and [`FakeGitHub::wiki_access`] lets the smart-HTTP test server
+//! request's paged files with patches, file contents) and a branch's ref read
+//! the same git repositories, and [`FakeGitHub::wiki_access`] lets the smart-HTTP test server
 //! accept exactly the installation tokens this fake minted for a wiki.
 
 #![allow(dead_code, clippy::result_large_err)]
@@ -456,6 +456,10 @@ impl FakeGitHub {
                 get(pull_files),
             )
             .route("/repos/{owner}/{repo}/commits/{sha}", get(single_commit))
+            .route(
+                "/repos/{owner}/{repo}/git/ref/heads/{*branch}",
+                get(branch_ref),
+            )
             .route("/repos/{owner}/{repo}/contents/{*path}", get(contents))
             .route(
                 "/repos/{owner}/{repo}/commits/{sha}/pulls",
@@ -1278,6 +1282,34 @@ async fn single_commit(
         .remove(0);
     commit["files"] = json!(r.git.changed_files(&sha));
     axum::Json(commit).into_response()
+}
+
+/// `GET /repos/{r}/git/ref/heads/{branch}`: where the branch points in the
+/// backing repository now (the sweep reads the default branch's tip here).
+async fn branch_ref(
+    State(s): State<AppState>,
+    UrlPath((owner, name, branch)): UrlPath<(String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let full = format!("{owner}/{name}");
+    let r = match check_token(&s, &headers, &full, Some("contents")) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let Some(sha) = r.git.resolve(&format!("refs/heads/{branch}")) else {
+        return error(StatusCode::NOT_FOUND, "Not Found");
+    };
+    axum::Json(json!({
+        "ref": format!("refs/heads/{branch}"),
+        "node_id": format!("REF_{sha}"),
+        "url": format!("https://api.github.example/repos/{full}/git/refs/heads/{branch}"),
+        "object": {
+            "type": "commit",
+            "sha": sha,
+            "url": format!("https://api.github.example/repos/{full}/git/commits/{sha}"),
+        },
+    }))
+    .into_response()
 }
 
 #[derive(serde::Deserialize)]

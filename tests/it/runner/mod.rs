@@ -22,3 +22,5 @@ mod github_evidence;
 mod handler;
 // The openai backend against a scripted chat-completions fake on loopback.
 mod openai;
+// The sweep for missed pushes: the real daemon on both forges, and its decisions in process.
+mod sweep;

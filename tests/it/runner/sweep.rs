@@ -1,0 +1,609 @@
+//! The sweep for missed pushes. End to end through the real `teammem serve`
+//! process (sweep every second) on the local forge and on the GitHub forge
+//! (fake REST API, wiki behind `git http-backend`): a dispatched range
+//! succeeds and sets the cursor, merges land without a dispatch, the sweep
+//! enqueues `cursor..tip` with origin `sweep` and the runner writes it into
+//! the wiki (read back with the git CLI); a force-pushed source enqueues
+//! nothing until `teammem sweep reset`. In process, against a real queue: no
+//! duplicate while the range is queued or running, a range tried before is
+//! not tried again, forge faults change nothing and are retried.
+//!
+//! Synchronisation is by polling the daemon's HTTP API and `/metrics` (the
+//! sweep counts each source it checked by outcome) under a deadline.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+use teammem::config::Config;
+use teammem::forge::github::GitHubForge;
+use teammem::queue::{JobFilter, JobState, Queue};
+use teammem::sweep::{Outcome, Sweep};
+
+use super::fixture::{self, Source, TITLE_12, TITLE_13};
+use crate::harness::daemon::{Daemon, Setup};
+use crate::harness::fake_github::{FakeGitHub, FakePull, FakeRun, Fault, GitRepo};
+use crate::harness::git_http::GitHttpServer;
+
+const SECRET: &str = "sweep e2e dispatch secret";
+const WORKFLOW: &str = ".github/workflows/team-memory-post-merge.yml";
+const EVERY_SECOND: &str = "[schedule]\nsweep = \"* * * * * *\"\n";
+const DEADLINE: Duration = Duration::from_secs(90);
+
+fn signature(body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// Posts a signed range dispatch; returns the job id.
+async fn dispatch(daemon: &Daemon, body: Value) -> i64 {
+    let body = serde_json::to_vec(&body).unwrap();
+    let answer = reqwest::Client::new()
+        .post(daemon.url("/v1/dispatch"))
+        .header("Content-Type", "application/json")
+        .header("X-Hub-Signature-256", signature(&body))
+        .header("X-TeamMem-Delivery", uuid::Uuid::new_v4().to_string())
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status().as_u16();
+    let answer: Value = answer.json().await.unwrap();
+    assert_eq!(status, 202, "{answer}");
+    answer["job_id"].as_i64().unwrap()
+}
+
+/// Every job of `repository`, newest first.
+async fn jobs(daemon: &Daemon, token: &str, repository: &str) -> Vec<Value> {
+    let answer: Value = reqwest::Client::new()
+        .get(daemon.url(&format!("/v1/jobs?repository={repository}&limit=100")))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    answer["jobs"].as_array().cloned().unwrap_or_default()
+}
+
+fn finished(job: &Value) -> bool {
+    !matches!(job["state"].as_str(), Some("queued" | "running"))
+}
+
+/// Polls the jobs of `repository` until one satisfies `wanted`; returns it.
+async fn wait_for_job(
+    daemon: &Daemon,
+    token: &str,
+    repository: &str,
+    what: &str,
+    wanted: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let all = jobs(daemon, token, repository).await;
+        if let Some(job) = all.iter().find(|job| wanted(job)) {
+            return job.clone();
+        }
+        assert!(Instant::now() < deadline, "no job {what}: {all:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `teammem_sweep_checks_total{outcome="..."}` on the daemon's `/metrics`.
+async fn sweep_checks(daemon: &Daemon, outcome: &str) -> u64 {
+    let text = reqwest::get(daemon.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series = format!("teammem_sweep_checks_total{{outcome=\"{outcome}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .map(|n| n.trim().parse().unwrap())
+        .unwrap_or(0)
+}
+
+/// Waits until the sweep has counted `outcome` more than `seen` times.
+async fn wait_for_sweep(daemon: &Daemon, outcome: &str, seen: u64) -> u64 {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let now = sweep_checks(daemon, outcome).await;
+        if now > seen {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sweep never reported {outcome} after {seen}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn changelog(wiki: &std::path::Path) -> String {
+    fixture::git(wiki, &["show", "master:Changelog.md"])
+}
+
+fn sweep_jobs(all: &[Value]) -> Vec<Value> {
+    all.iter()
+        .filter(|job| job["origin"] == "sweep")
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn sweep_enqueues_a_missed_range_on_the_local_forge() {
+    let repos = tempfile::tempdir().unwrap();
+    let source = Source::create(repos.path());
+    let wiki = fixture::wiki(repos.path());
+    let setup = Setup::new(&format!(
+        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\nsweep = true\n{EVERY_SECOND}",
+        source.dir.display(),
+        wiki.display()
+    ));
+    let token = setup.create_token("sweep", &[]);
+    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
+
+    // A dispatched range succeeds: the cursor is its `after`.
+    let id = dispatch(
+        &daemon,
+        json!({
+            "source_repository": "demo/app", "kind": "range",
+            "push_before": source.base, "push_after": source.head,
+        }),
+    )
+    .await;
+    let job = wait_for_job(&daemon, &token, "demo/app", "dispatched", |job| {
+        job["id"] == id && finished(job)
+    })
+    .await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+
+    // Two pull requests merge in one push (main moves once, so a sweep never
+    // sees half of it); no dispatch is sent.
+    fixture::git(&source.dir, &["checkout", "-q", "-b", "incoming"]);
+    let sha_14 = source.squash_pr(14, "Cache the index", "src/cache.rs");
+    let sha_15 = source.squash_pr(15, "Document the cache", "docs/cache.md");
+    fixture::git(&source.dir, &["checkout", "-q", "main"]);
+    fixture::git(&source.dir, &["merge", "-q", "--ff-only", "incoming"]);
+    let swept = wait_for_job(&daemon, &token, "demo/app", "from the sweep", |job| {
+        job["origin"] == "sweep" && finished(job)
+    })
+    .await;
+    assert_eq!(swept["state"], "succeeded", "{swept}");
+    assert_eq!(swept["kind"], "range", "{swept}");
+    assert_eq!(swept["push_before"], source.head.as_str(), "{swept}");
+    assert_eq!(swept["push_after"], sha_15.as_str(), "{swept}");
+    assert_eq!(swept["actor"], "sweep", "{swept}");
+    let text = changelog(&wiki);
+    for needle in ["#14", "#15", sha_14.as_str(), sha_15.as_str()] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+
+    // Later sweeps find the cursor at the tip and enqueue nothing more.
+    let up_to_date = sweep_checks(&daemon, "up_to_date").await;
+    wait_for_sweep(&daemon, "up_to_date", up_to_date).await;
+    let all = jobs(&daemon, &token, "demo/app").await;
+    assert_eq!(sweep_jobs(&all).len(), 1, "{all:#?}");
+    assert_eq!(all.len(), 2, "{all:#?}");
+
+    // A force-push: main now holds a different #16 on top of the base. The
+    // cursor (#15) is not in its history: nothing is enqueued.
+    fixture::git(&source.dir, &["reset", "-q", "--hard", &source.base]);
+    let rewritten = source.squash_pr(16, "Rewritten history", "src/other.rs");
+    let seen = sweep_checks(&daemon, "not_ancestor").await;
+    wait_for_sweep(&daemon, "not_ancestor", seen).await;
+    let after_force_push = jobs(&daemon, &token, "demo/app").await;
+    assert_eq!(after_force_push.len(), 2, "{after_force_push:#?}");
+
+    // The operator resets the cursor; tracking restarts at the new tip, and
+    // the next missed merge is swept again.
+    let tracking = sweep_checks(&daemon, "tracking_started").await;
+    let reset = setup.run(&["sweep", "reset", "--repository", "demo/app"]);
+    assert!(
+        reset.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reset.stderr)
+    );
+    let said = String::from_utf8_lossy(&reset.stdout);
+    assert!(said.contains(&sha_15), "{said}");
+    wait_for_sweep(&daemon, "tracking_started", tracking).await;
+    let sha_17 = source.squash_pr(17, "After the rewrite", "src/after.rs");
+    let swept = wait_for_job(&daemon, &token, "demo/app", "after the reset", |job| {
+        job["origin"] == "sweep" && job["push_after"] == sha_17.as_str() && finished(job)
+    })
+    .await;
+    assert_eq!(swept["state"], "succeeded", "{swept}");
+    assert_eq!(swept["push_before"], rewritten.as_str(), "{swept}");
+    let text = changelog(&wiki);
+    assert!(text.contains(&sha_17) && text.contains("#17"), "{text}");
+    assert!(!text.contains(&rewritten), "{text}");
+    fixture::git(&wiki, &["fsck", "--strict", "--no-progress"]);
+    assert!(daemon.terminate().success());
+}
+
+#[tokio::test]
+async fn sweep_reset_names_the_configured_sources_for_an_unknown_repository() {
+    let setup = Setup::new(
+        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"/nonexistent/app\"\nlocal_wiki_path = \"/nonexistent/app.wiki\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
+    );
+    let out = setup.run(&["sweep", "reset", "--repository", "demo/other"]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("--repository: demo/other is not a configured source; configured: demo/app"),
+        "{said}"
+    );
+    assert!(!said.trim_end().ends_with('.'), "{said}");
+}
+
+/// `octo/app` on the fake GitHub (the fixture's history), its wiki behind
+/// `git http-backend`, and a daemon configuration with `extra` appended.
+struct Hub {
+    _repos: tempfile::TempDir,
+    source: Source,
+    fake: FakeGitHub,
+    wiki: std::path::PathBuf,
+    _git: GitHttpServer,
+    setup: Setup,
+    key: std::path::PathBuf,
+    repository_id: u64,
+}
+
+impl Hub {
+    async fn new(extra: &str) -> Hub {
+        let repos = tempfile::tempdir().unwrap();
+        let source = Source::create(repos.path());
+        let served = repos.path().join("served");
+        std::fs::create_dir_all(served.join("octo")).unwrap();
+        let wiki = fixture::wiki(&served.join("octo"));
+        let fake = FakeGitHub::start().await;
+        let repository_id = fake.add_repo(
+            "octo/app",
+            &GitRepo {
+                dir: source.dir.clone(),
+            },
+            "private",
+            true,
+        );
+        for (number, sha, title) in [
+            (12, &source.merge_12, TITLE_12),
+            (13, &source.squash_13, TITLE_13),
+        ] {
+            fake.add_pull("octo/app", number, merged(sha, title));
+        }
+        let git = GitHttpServer::start_checked(&served, fake.wiki_access()).await;
+        let key = repos.path().join("app.pem");
+        std::fs::write(&key, &fake.app_key_pem).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let setup = Setup::new(&format!(
+            r#"
+[github]
+api_url = "{api}"
+git_url = "http://127.0.0.1:{port}"
+app_id = {app_id}
+private_key = {{ file = "{key}" }}
+verify_timeout_seconds = 10
+
+[[sources]]
+repository = "octo/app"
+webhook_secret_env = "TEAMMEM_SECRET_OCTO"
+sweep = true
+{extra}
+"#,
+            api = fake.url,
+            port = git.port(),
+            app_id = fake.app_id,
+            key = key.display(),
+        ));
+        Hub {
+            _repos: repos,
+            source,
+            fake,
+            wiki,
+            _git: git,
+            setup,
+            key,
+            repository_id,
+        }
+    }
+
+    /// A squash-merged pull request `#number` on main, known to the fake.
+    fn merge(&self, number: u64, title: &str, path: &str) -> String {
+        let sha = self.source.squash_pr(number, title, path);
+        self.fake.add_pull("octo/app", number, merged(&sha, title));
+        sha
+    }
+
+    /// The daemon's configuration, parsed (for the in-process sweep).
+    fn config(&self) -> Config {
+        Config::load(&self.setup.config).unwrap()
+    }
+
+    fn forge(&self) -> Arc<GitHubForge> {
+        let config = self.config();
+        let key = std::fs::read_to_string(&self.key).unwrap();
+        Arc::new(GitHubForge::new(config.github.as_ref().unwrap(), &key.into()).unwrap())
+    }
+}
+
+fn merged(sha: &str, title: &str) -> FakePull {
+    FakePull {
+        merged: true,
+        base_ref: "main".into(),
+        merge_commit_sha: Some(sha.to_string()),
+        title: title.into(),
+    }
+}
+
+#[tokio::test]
+async fn sweep_enqueues_a_missed_range_on_the_github_forge() {
+    let hub = Hub::new(EVERY_SECOND).await;
+    let token = hub.setup.create_token("sweep", &[]);
+    let daemon = hub.setup.serve(&[("TEAMMEM_SECRET_OCTO", SECRET)]);
+
+    hub.fake.add_run(
+        "octo/app",
+        91,
+        1,
+        FakeRun {
+            repository_id: hub.repository_id,
+            event: "push".into(),
+            path: WORKFLOW.into(),
+            head_branch: "main".into(),
+            head_sha: hub.source.head.clone(),
+        },
+    );
+    let id = dispatch(
+        &daemon,
+        json!({
+            "source_repository": "octo/app", "kind": "range",
+            "source_run_id": 91, "source_run_attempt": 1,
+            "push_before": hub.source.base, "push_after": hub.source.head,
+        }),
+    )
+    .await;
+    let job = wait_for_job(&daemon, &token, "octo/app", "dispatched", |job| {
+        job["id"] == id && finished(job)
+    })
+    .await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+
+    // A merge lands on main; its post-merge dispatch never arrives.
+    let sha_14 = hub.merge(14, "Cache the index", "src/cache.rs");
+    let swept = wait_for_job(&daemon, &token, "octo/app", "from the sweep", |job| {
+        job["origin"] == "sweep" && finished(job)
+    })
+    .await;
+    assert_eq!(swept["state"], "succeeded", "{swept}");
+    assert_eq!(swept["push_before"], hub.source.head.as_str(), "{swept}");
+    assert_eq!(swept["push_after"], sha_14.as_str(), "{swept}");
+    assert!(swept["run_id"].is_null(), "{swept}");
+    let text = changelog(&hub.wiki);
+    assert!(text.contains("#14") && text.contains(&sha_14), "{text}");
+    let requests = hub.fake.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r == "GET /repos/octo/app/git/ref/heads/main"),
+        "{requests:?}"
+    );
+
+    // Force-pushed: nothing is enqueued.
+    fixture::git(
+        &hub.source.dir,
+        &["reset", "-q", "--hard", &hub.source.base],
+    );
+    hub.merge(16, "Rewritten history", "src/other.rs");
+    let seen = sweep_checks(&daemon, "not_ancestor").await;
+    wait_for_sweep(&daemon, "not_ancestor", seen).await;
+    let all = jobs(&daemon, &token, "octo/app").await;
+    assert_eq!(all.len(), 2, "{all:#?}");
+    assert_eq!(sweep_jobs(&all).len(), 1, "{all:#?}");
+    assert!(daemon.terminate().success());
+}
+
+/// Every job in the queue, oldest first.
+async fn all_jobs(queue: &Queue) -> Vec<teammem::queue::Job> {
+    let mut page = queue
+        .list(&JobFilter {
+            limit: 100,
+            ..JobFilter::default()
+        })
+        .await
+        .unwrap()
+        .jobs;
+    page.reverse();
+    page
+}
+
+fn only(outcomes: Vec<(String, Outcome)>) -> Outcome {
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    outcomes.into_iter().next().unwrap().1
+}
+
+/// The sweep's decisions on the local forge, one run at a time, against a
+/// real queue with no workers: tracking starts at the tip; a missed range is
+/// enqueued once and not again while it is queued or running; a range that
+/// ended without moving the cursor is not retried by the sweep; a force-push
+/// enqueues nothing.
+#[tokio::test]
+async fn a_queued_or_running_sweep_range_is_not_enqueued_twice() {
+    let repos = tempfile::tempdir().unwrap();
+    let source = Source::create(repos.path());
+    let wiki = fixture::wiki(repos.path());
+    let config = Config::parse(&format!(
+        "[server]\ndata_dir = \"{data}\"\n[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{repo}\"\nlocal_wiki_path = \"{wiki}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\nsweep = true\n[[sources]]\nrepository = \"demo/quiet\"\nlocal_path = \"/nonexistent\"\nlocal_wiki_path = \"/nonexistent.wiki\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
+        data = repos.path().join("data").display(),
+        repo = source.dir.display(),
+        wiki = wiki.display(),
+    ))
+    .unwrap();
+    let test = crate::queue::test_queue().await;
+    let queue = test.queue.clone();
+    let sweep = Sweep::new(Arc::new(config), queue.clone(), None);
+
+    // Only the `sweep = true` source is looked at; it starts being tracked.
+    assert_eq!(
+        only(sweep.run().await),
+        Outcome::TrackingStarted {
+            tip: source.head.clone()
+        }
+    );
+    assert_eq!(
+        queue.cursor("demo/app").await.unwrap().unwrap().sha,
+        source.head
+    );
+    assert_eq!(only(sweep.run().await), Outcome::UpToDate);
+    assert!(all_jobs(&queue).await.is_empty());
+
+    let sha_14 = source.squash_pr(14, "Cache the index", "src/cache.rs");
+    let Outcome::Enqueued {
+        job_id,
+        before,
+        after,
+    } = only(sweep.run().await)
+    else {
+        panic!("expected a sweep job");
+    };
+    assert_eq!(
+        (before.as_str(), after.as_str()),
+        (source.head.as_str(), sha_14.as_str())
+    );
+    let job = queue.get(job_id).await.unwrap();
+    assert_eq!(job.origin, teammem::queue::Origin::Sweep);
+    assert_eq!(job.state, JobState::Queued);
+
+    // Queued: the next run (even after another merge) enqueues nothing.
+    assert_eq!(only(sweep.run().await), Outcome::InFlight { job_id });
+    let sha_15 = source.squash_pr(15, "Document the cache", "docs/cache.md");
+    assert_eq!(only(sweep.run().await), Outcome::InFlight { job_id });
+    // Running: still nothing (a running job's range is fixed, so coalescing
+    // could not have absorbed a duplicate).
+    let claimed = queue.claim("worker-1").await.unwrap().unwrap();
+    assert_eq!(claimed.job.id, job_id);
+    assert_eq!(only(sweep.run().await), Outcome::InFlight { job_id });
+    assert_eq!(all_jobs(&queue).await.len(), 1);
+
+    // It succeeds: the cursor moves to its end, and the rest is swept next.
+    queue
+        .complete(
+            &claimed.lease,
+            teammem::queue::Completion::Succeeded {
+                receipt: json!({"status": "updated"}),
+            },
+        )
+        .await
+        .unwrap();
+    let Outcome::Enqueued {
+        job_id: next,
+        before,
+        after,
+    } = only(sweep.run().await)
+    else {
+        panic!("expected the rest of the range");
+    };
+    assert_eq!(
+        (before.as_str(), after.as_str()),
+        (sha_14.as_str(), sha_15.as_str())
+    );
+
+    // That one fails for good: the cursor stays, and the sweep does not
+    // enqueue the same range again by itself.
+    let claimed = queue.claim("worker-1").await.unwrap().unwrap();
+    assert_eq!(claimed.job.id, next);
+    queue
+        .fail(&claimed.lease, "agent gave up", false)
+        .await
+        .unwrap();
+    assert_eq!(
+        only(sweep.run().await),
+        Outcome::AlreadyTried {
+            job_id: next,
+            state: JobState::Failed
+        }
+    );
+    assert_eq!(all_jobs(&queue).await.len(), 2);
+
+    // Force-pushed: the cursor is not in main's history any more.
+    fixture::git(&source.dir, &["reset", "-q", "--hard", &source.base]);
+    let rewritten = source.squash_pr(16, "Rewritten history", "src/other.rs");
+    assert_eq!(
+        only(sweep.run().await),
+        Outcome::NotAncestor {
+            cursor: sha_14.clone(),
+            branch: "main".into(),
+            tip: rewritten,
+        }
+    );
+    assert_eq!(all_jobs(&queue).await.len(), 2);
+    assert_eq!(queue.cursor("demo/app").await.unwrap().unwrap().sha, sha_14);
+}
+
+/// On the GitHub forge, in process: a fault answering the tip leaves
+/// everything as it was and the next run proceeds; a diverged cursor (compare
+/// says `diverged`) enqueues nothing.
+#[tokio::test]
+async fn github_faults_change_nothing_and_are_retried_at_the_next_run() {
+    let hub = Hub::new("").await;
+    let test = crate::queue::test_queue().await;
+    let queue = test.queue.clone();
+    let sweep = Sweep::new(Arc::new(hub.config()), queue.clone(), Some(hub.forge()));
+
+    hub.fake.inject("/git/ref/heads/main", Fault::Status(502));
+    let Outcome::ForgeUnavailable { message } = only(sweep.run().await) else {
+        panic!("expected the fault to be reported");
+    };
+    assert!(message.contains("502"), "{message}");
+    assert_eq!(queue.cursor("octo/app").await.unwrap(), None);
+
+    assert_eq!(
+        only(sweep.run().await),
+        Outcome::TrackingStarted {
+            tip: hub.source.head.clone()
+        }
+    );
+    let sha_14 = hub.merge(14, "Cache the index", "src/cache.rs");
+    hub.fake
+        .inject("/compare/", Fault::Unavailable { retry_after: 1 });
+    assert!(matches!(
+        only(sweep.run().await),
+        Outcome::ForgeUnavailable { .. }
+    ));
+    assert!(all_jobs(&queue).await.is_empty());
+    let Outcome::Enqueued { after, .. } = only(sweep.run().await) else {
+        panic!("expected a sweep job after the fault");
+    };
+    assert_eq!(after, sha_14);
+
+    // A second source state: diverged history with nothing in flight.
+    let claimed = queue.claim("worker-1").await.unwrap().unwrap();
+    queue
+        .complete(
+            &claimed.lease,
+            teammem::queue::Completion::NoChange {
+                receipt: json!({"status": "no_change"}),
+            },
+        )
+        .await
+        .unwrap();
+    fixture::git(
+        &hub.source.dir,
+        &["reset", "-q", "--hard", &hub.source.base],
+    );
+    let rewritten = hub.merge(16, "Rewritten history", "src/other.rs");
+    assert_eq!(
+        only(sweep.run().await),
+        Outcome::NotAncestor {
+            cursor: sha_14,
+            branch: "main".into(),
+            tip: rewritten,
+        }
+    );
+    assert_eq!(all_jobs(&queue).await.len(), 1);
+}
