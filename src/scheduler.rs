@@ -130,4 +130,34 @@ mod tests {
         let (at, _) = next_fire(&nightly, now).unwrap();
         assert_eq!(at, Utc.with_ymd_and_hms(2026, 1, 1, 3, 0, 0).unwrap());
     }
+
+    /// The first run comes after `first_run`, not at the schedule's first
+    /// fire time (here next new year); shutdown ends a schedule whose first
+    /// run is still pending, without running it.
+    #[tokio::test]
+    async fn after_start_runs_once_before_the_first_fire_time_and_stops_on_shutdown() {
+        let yearly: cron::Schedule = "0 0 0 1 1 *".parse().unwrap();
+        let (ran, mut runs) = tokio::sync::mpsc::unbounded_channel();
+        let mut scheduler = Scheduler::new();
+        scheduler.after_start_and_every("soon", Duration::ZERO, yearly.clone(), move || {
+            let ran = ran.clone();
+            async move {
+                let _ = ran.send("soon");
+            }
+        });
+        let (late, mut late_runs) = tokio::sync::mpsc::unbounded_channel();
+        scheduler.after_start_and_every("late", Duration::from_secs(3600), yearly, move || {
+            let late = late.clone();
+            async move {
+                let _ = late.send("late");
+            }
+        });
+        let first = tokio::time::timeout(Duration::from_secs(30), runs.recv()).await;
+        assert_eq!(first.expect("the first run within 30 s"), Some("soon"));
+        tokio::time::timeout(Duration::from_secs(30), scheduler.shutdown())
+            .await
+            .expect("shutdown ends pending schedules");
+        assert_eq!(late_runs.try_recv().ok(), None);
+        assert_eq!(runs.try_recv().ok(), None);
+    }
 }
