@@ -174,6 +174,7 @@ async fn the_openai_agent_in_the_daemon_that_lies_in_its_receipt_fails_the_job()
     let f = Local::new(&openai::agent_config(&url, 10)).await;
     let token = f.setup.create_token("e2e", &[]);
     let daemon = f.serve(&[]);
+    let start = wiki_tip(&f.wiki);
 
     let answer = f.dispatch(&daemon, &f.source.base, &f.source.head).await;
     let id = answer["job_id"].as_i64().unwrap();
@@ -185,9 +186,16 @@ async fn the_openai_agent_in_the_daemon_that_lies_in_its_receipt_fails_the_job()
         reason.contains("receipt does not hold") && reason.contains("wiki_sha"),
         "{job}"
     );
-    // The write the writer accepted stays; the job says it cannot be trusted.
+    // The write the writer accepted stays, and the reason says it landed (a
+    // maintainer about to retry must know the wiki already holds it).
     let changelog = fixture::git(&f.wiki, &["show", "master:Changelog.md"]);
     assert!(changelog.contains(&f.source.merge_12), "{changelog}");
+    let tip = wiki_tip(&f.wiki);
+    assert!(
+        reason.contains(&format!("this job committed {tip}")) && !reason.contains("did not land"),
+        "{job}"
+    );
+    assert_eq!(jobs_of_commits(&f.wiki, &start), [Some(id)]);
     assert!(daemon.terminate().success());
 }
 
