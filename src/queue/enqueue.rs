@@ -8,7 +8,7 @@
 //! merged into a job that is still `queued` (a running job's range is fixed).
 
 use super::model::{Disposition, Enqueued, JobKind, JobState, NewJob};
-use super::rows::{fetch_job, insert_event, job_columns};
+use super::rows::job_columns;
 use super::{Counters, Queue, QueueError};
 
 /// The key under which a job is deduplicated:
@@ -191,6 +191,18 @@ impl Queue {
 }
 
 /// The transactional part of [`Queue::enqueue`], on the writer's connection.
+///
+/// Two round trips for any outcome: one lookup that answers all
+/// three questions (known delivery? known identity? a queued range this one
+/// extends?), then one multi-statement write. The writer task runs every
+/// write of the process one after another, so round trips to SQLite's thread
+/// are what bounds ingest throughput.
+///
+/// The multi-statement queries use anonymous `?` parameters only, bound in
+/// the order they appear: sqlx hands each statement the next arguments in
+/// turn. (Numbered `?N` parameters look shareable across statements, but
+/// sqlx fills the numbers a statement skips with the next arguments and
+/// stops binding when it runs out, which silently binds NULL.)
 async fn store(
     conn: &mut sqlx::SqliteConnection,
     job: NewJob,
@@ -199,103 +211,108 @@ async fn store(
     now: i64,
     max_attempts: i64,
 ) -> Result<Enqueued, QueueError> {
-    if let Some(delivery_id) = delivery_id {
-        let known: Option<i64> =
-            sqlx::query_scalar("SELECT job_id FROM deliveries WHERE delivery_id = ?1")
-                .bind(delivery_id)
-                .fetch_optional(&mut *conn)
-                .await?;
-        if let Some(job_id) = known {
-            return duplicate(conn, job_id).await;
-        }
-    }
-
-    let known: Option<i64> =
-        sqlx::query_scalar("SELECT job_id FROM job_identities WHERE identity = ?1")
-            .bind(&identity)
-            .fetch_optional(&mut *conn)
-            .await?;
-    if let Some(job_id) = known {
-        remember_delivery(&mut *conn, delivery_id, job_id, now).await?;
-        return duplicate(conn, job_id).await;
-    }
-
-    if let JobKind::Range { before, after, .. } = &job.kind {
-        let extended = sqlx::query(concat!(
-            "UPDATE jobs SET push_after = ?1, coalesced_count = coalesced_count + 1, \
-             updated_at = ?2 \
-             WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND kind = 'range' \
-                         AND source = ?3 AND destination = ?4 AND push_after = ?5 \
-                         ORDER BY id LIMIT 1) \
-               AND state = 'queued' \
-             RETURNING ",
-            job_columns!()
-        ))
-        .bind(after)
-        .bind(now)
+    let (before, after) = match &job.kind {
+        JobKind::Range { before, after, .. } => (Some(before.as_str()), Some(after.as_str())),
+        JobKind::PullRequest { .. } => (None, None),
+    };
+    // `push_after = NULL` matches nothing, so a pull request never extends.
+    let (by_delivery, by_identity, extendable): (Option<i64>, Option<i64>, Option<i64>) =
+        sqlx::query_as(
+            "SELECT (SELECT job_id FROM deliveries WHERE delivery_id = ?1), \
+                    (SELECT job_id FROM job_identities WHERE identity = ?2), \
+                    (SELECT id FROM jobs WHERE state = 'queued' AND kind = 'range' \
+                     AND source = ?3 AND destination = ?4 AND push_after = ?5 \
+                     ORDER BY id LIMIT 1)",
+        )
+        .bind(delivery_id)
+        .bind(&identity)
         .bind(&job.source)
         .bind(&job.destination)
         .bind(before)
-        .fetch_optional(&mut *conn)
+        .fetch_one(&mut *conn)
         .await?;
-        if let Some(row) = extended {
-            let target = super::rows::job_from_row(&row)?;
-            remember_identity(&mut *conn, &identity, target.id, now).await?;
-            remember_delivery(&mut *conn, delivery_id, target.id, now).await?;
-            let detail = format!("range extended to ..{after} by {identity}");
-            insert_event(
-                &mut *conn,
-                target.id,
-                now,
-                &job.actor,
-                "coalesced",
-                Some(&detail),
-            )
-            .await?;
-            return Ok(Enqueued {
-                disposition: Disposition::Coalesced { into: target.id },
-                job: target,
-            });
-        }
+
+    if let Some(job_id) = by_delivery {
+        return duplicate(conn, job_id, None, now).await;
+    }
+    if let Some(job_id) = by_identity {
+        return duplicate(conn, job_id, delivery_id, now).await;
+    }
+    if let (Some(target), Some(after)) = (extendable, after) {
+        let detail = format!("range extended to ..{after} by {identity}");
+        // The lookup ran under the write lock this transaction holds, so the
+        // job is still queued; should the UPDATE match nothing anyway, the
+        // write fails and its savepoint undoes the rows after it.
+        let rows = sqlx::query(concat!(
+            "UPDATE jobs SET push_after = ?, coalesced_count = coalesced_count + 1, \
+             updated_at = ? WHERE id = ? AND state = 'queued' RETURNING ",
+            job_columns!(),
+            "; INSERT INTO job_identities (identity, job_id, created_at) VALUES (?, ?, ?)",
+            "; INSERT INTO deliveries (delivery_id, job_id, received_at) \
+             SELECT ?, ?, ? WHERE ? IS NOT NULL",
+            "; INSERT INTO job_events (job_id, at, actor, event, detail) \
+             VALUES (?, ?, ?, 'coalesced', ?)",
+        ))
+        // jobs
+        .bind(after)
+        .bind(now)
+        .bind(target)
+        // job_identities
+        .bind(&identity)
+        .bind(target)
+        .bind(now)
+        // deliveries
+        .bind(delivery_id)
+        .bind(target)
+        .bind(now)
+        .bind(delivery_id)
+        // job_events
+        .bind(target)
+        .bind(now)
+        .bind(&job.actor)
+        .bind(&detail)
+        .fetch_all(&mut *conn)
+        .await?;
+        let row = rows.first().ok_or(QueueError::NotFound { id: target })?;
+        return Ok(Enqueued {
+            disposition: Disposition::Coalesced { into: target },
+            job: super::rows::job_from_row(row)?,
+        });
     }
 
-    let (push_before, push_after, run_id, run_attempt, pull_number, merge_sha) = match &job.kind {
+    let (run_id, run_attempt, pull_number, merge_sha) = match &job.kind {
         JobKind::Range {
-            before,
-            after,
             run_id,
             run_attempt,
-        } => (
-            Some(before.as_str()),
-            Some(after.as_str()),
-            *run_id,
-            *run_attempt,
-            None,
-            None,
-        ),
-        JobKind::PullRequest { number, merge_sha } => (
-            None,
-            None,
-            None,
-            None,
-            Some(*number),
-            Some(merge_sha.as_str()),
-        ),
+            ..
+        } => (*run_id, *run_attempt, None, None),
+        JobKind::PullRequest { number, merge_sha } => {
+            (None, None, Some(*number), Some(merge_sha.as_str()))
+        }
     };
-    let row = sqlx::query(concat!(
+    let detail = format!("{} job from {} as {identity}", job.kind.name(), job.origin);
+    // `last_insert_rowid()` is the new job's id only until the identity row
+    // is inserted; the rows after it find the job through its identity.
+    let rows = sqlx::query(concat!(
         "INSERT INTO jobs (source, destination, origin, kind, push_before, push_after, \
          run_id, run_attempt, pull_number, merge_sha, state, attempts, max_attempts, \
          run_after, created_at, updated_at, actor) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, ?12, ?13, ?13, ?13, ?14) \
-         RETURNING ",
-        job_columns!()
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?) RETURNING ",
+        job_columns!(),
+        "; INSERT INTO job_identities (identity, job_id, created_at) \
+         VALUES (?, last_insert_rowid(), ?)",
+        "; INSERT INTO deliveries (delivery_id, job_id, received_at) \
+         SELECT ?, job_id, ? FROM job_identities WHERE identity = ? AND ? IS NOT NULL",
+        "; INSERT INTO job_events (job_id, at, actor, event, detail) \
+         SELECT job_id, ?, ?, 'enqueued', ? FROM job_identities WHERE identity = ?",
     ))
+    // jobs
     .bind(&job.source)
     .bind(&job.destination)
     .bind(job.origin.as_str())
     .bind(job.kind.name().as_str())
-    .bind(push_before)
-    .bind(push_after)
+    .bind(before)
+    .bind(after)
     .bind(run_id)
     .bind(run_attempt)
     .bind(pull_number)
@@ -303,71 +320,61 @@ async fn store(
     .bind(JobState::Queued.as_str())
     .bind(max_attempts)
     .bind(now)
+    .bind(now)
+    .bind(now)
     .bind(&job.actor)
-    .fetch_one(&mut *conn)
+    // job_identities
+    .bind(&identity)
+    .bind(now)
+    // deliveries
+    .bind(delivery_id)
+    .bind(now)
+    .bind(&identity)
+    .bind(delivery_id)
+    // job_events
+    .bind(now)
+    .bind(&job.actor)
+    .bind(&detail)
+    .bind(&identity)
+    .fetch_all(&mut *conn)
     .await?;
-    let created = super::rows::job_from_row(&row)?;
-    remember_identity(&mut *conn, &identity, created.id, now).await?;
-    remember_delivery(&mut *conn, delivery_id, created.id, now).await?;
-    let detail = format!("{} job from {} as {identity}", job.kind.name(), job.origin);
-    insert_event(
-        &mut *conn,
-        created.id,
-        now,
-        &job.actor,
-        "enqueued",
-        Some(&detail),
-    )
-    .await?;
+    let row = rows.first().ok_or_else(|| {
+        QueueError::Database(sqlx::Error::Protocol(
+            "INSERT INTO jobs returned no row".into(),
+        ))
+    })?;
     Ok(Enqueued {
-        job: created,
+        job: super::rows::job_from_row(row)?,
         disposition: Disposition::Created,
     })
 }
 
-/// The job that already stands for a known identity or delivery.
-async fn duplicate(conn: &mut sqlx::SqliteConnection, job_id: i64) -> Result<Enqueued, QueueError> {
-    let job = fetch_job(conn, job_id)
-        .await?
-        .ok_or(QueueError::NotFound { id: job_id })?;
+/// The job that already stands for a known identity or delivery; a new
+/// `delivery_id` is remembered for it in the same round trip.
+async fn duplicate(
+    conn: &mut sqlx::SqliteConnection,
+    job_id: i64,
+    delivery_id: Option<&str>,
+    now: i64,
+) -> Result<Enqueued, QueueError> {
+    let rows = sqlx::query(concat!(
+        "INSERT INTO deliveries (delivery_id, job_id, received_at) \
+         SELECT ?, ?, ? WHERE ? IS NOT NULL; SELECT ",
+        job_columns!(),
+        " FROM jobs WHERE id = ?"
+    ))
+    .bind(delivery_id)
+    .bind(job_id)
+    .bind(now)
+    .bind(delivery_id)
+    .bind(job_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    let row = rows.first().ok_or(QueueError::NotFound { id: job_id })?;
     Ok(Enqueued {
-        job,
+        job: super::rows::job_from_row(row)?,
         disposition: Disposition::Duplicate,
     })
-}
-
-async fn remember_identity(
-    conn: &mut sqlx::SqliteConnection,
-    identity: &str,
-    job_id: i64,
-    now: i64,
-) -> Result<(), QueueError> {
-    sqlx::query("INSERT INTO job_identities (identity, job_id, created_at) VALUES (?1, ?2, ?3)")
-        .bind(identity)
-        .bind(job_id)
-        .bind(now)
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
-async fn remember_delivery(
-    conn: &mut sqlx::SqliteConnection,
-    delivery_id: Option<&str>,
-    job_id: i64,
-    now: i64,
-) -> Result<(), QueueError> {
-    if let Some(delivery_id) = delivery_id {
-        sqlx::query(
-            "INSERT INTO deliveries (delivery_id, job_id, received_at) VALUES (?1, ?2, ?3)",
-        )
-        .bind(delivery_id)
-        .bind(job_id)
-        .bind(now)
-        .execute(conn)
-        .await?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
