@@ -50,11 +50,13 @@ const SWEEP_AFTER_START: Duration = Duration::from_secs(2);
 /// executable's `mcp --wiki-writer` bound to `config_path` for each job.
 pub fn default_handler(config: Arc<Config>, config_path: &std::path::Path) -> Arc<dyn JobHandler> {
     match std::env::current_exe() {
-        Ok(program) => Arc::new(crate::runner::Runner::new(
-            config,
-            config_path.to_path_buf(),
-            program,
-        )),
+        Ok(program) => {
+            let runner = crate::runner::Runner::new(config, config_path.to_path_buf(), program);
+            // Compiled into test builds only (cargo feature `test-hooks`).
+            #[cfg(feature = "test-hooks")]
+            let runner = crate::runner::test_hooks::from_env(runner);
+            Arc::new(runner)
+        }
         Err(error) => {
             tracing::error!(%error, "cannot find the teammem executable; jobs will fail until the daemon is restarted");
             Arc::new(NoRunner)

@@ -12,6 +12,8 @@ pub mod command; // the external agent CLI backend
 pub mod evidence; // the evidence bundle model and the job work dir
 pub mod openai; // the OpenAI-compatible chat-completions backend
 pub mod receipt; // receipts and their checks against evidence and wiki
+#[cfg(feature = "test-hooks")]
+pub mod test_hooks; // test builds only: hold the daemon's builtin agent before a write
 pub mod writer; // the job-bound writer child and its rmcp client
 
 /// The local forge's source reader (it lives with the forge: only `forge/local/`

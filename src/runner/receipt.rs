@@ -234,9 +234,18 @@ pub fn check_against_wiki(receipt: &Receipt, facts: &WikiFacts) -> Result<(), St
         ReceiptStatus::Updated | ReceiptStatus::Partial => {
             let sha = receipt.wiki_sha.as_deref().unwrap_or_default();
             let Some(at) = position(sha) else {
-                return Err(format!(
-                    "receipt.wiki_sha: {sha} is not on the wiki's branch; the agent's write did not land"
-                ));
+                // Say whether the job wrote anyway: a maintainer deciding to
+                // retry must know that the wiki already holds its commits.
+                return Err(if facts.job_commits.is_empty() {
+                    format!(
+                        "receipt.wiki_sha: {sha} is not on the wiki's branch; the agent's write did not land"
+                    )
+                } else {
+                    format!(
+                        "receipt.wiki_sha: {sha} is not on the wiki's branch, but this job committed {} to it; review those commits before retrying the job",
+                        facts.job_commits.join(", ")
+                    )
+                });
             };
             if !facts
                 .job_commits
@@ -450,11 +459,26 @@ mod tests {
     #[test]
     fn the_wiki_must_confirm_an_update() {
         let r = Receipt::parse(&receipt("updated", &both("updated"))).unwrap();
-        // Not on the branch.
+        // Not on the branch, and the job wrote nothing.
+        let nothing_written = WikiFacts {
+            job_commits: vec![],
+            ..facts(&['c', 'd'])
+        };
         assert!(
-            check_against_wiki(&r, &facts(&['c', 'd']))
+            check_against_wiki(&r, &nothing_written)
                 .unwrap_err()
                 .contains("did not land")
+        );
+        // Not on the branch, but the job's own write did land: the reason says so.
+        let other_write = WikiFacts {
+            job_commits: vec![sha('f')],
+            ..facts(&['f', 'd'])
+        };
+        let landed = check_against_wiki(&r, &other_write).unwrap_err();
+        assert!(
+            landed.contains(&format!("this job committed {}", sha('f')))
+                && !landed.contains("did not land"),
+            "{landed}"
         );
         // On the branch but not descending from the start.
         assert!(

@@ -9,7 +9,7 @@ use teammem::worker::JobHandler;
 
 use super::handler::Setup;
 
-const AGENT: &str = r##"
+pub(super) const AGENT: &str = r##"
 import json, os, subprocess, sys
 config_path, receipt_path, env_out = sys.argv[1], sys.argv[2], sys.argv[3]
 task = sys.stdin.read()
@@ -51,7 +51,7 @@ with open(receipt_path, "w") as f:
 child.stdin.close(); child.wait()
 "##;
 
-fn python() -> String {
+pub(super) fn python() -> String {
     let out = Command::new("python3")
         .args(["-c", "import sys; print(sys.executable)"])
         .output()

@@ -4,12 +4,9 @@
 //! repository behind `git http-backend` that accepts exactly the tokens the
 //! fake minted for it. The git CLI reads the wiki back as the oracle.
 
-use std::time::{Duration, Instant};
-
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 
+use super::daemon_client::{finished, post_dispatch, wait_for};
 use super::fixture::{self, Source, TITLE_12, TITLE_13};
 use crate::harness::daemon::{Daemon, Setup};
 use crate::harness::fake_github::{FakeGitHub, FakePull, FakeRun, Fault, GitRepo, PullDetails};
@@ -18,31 +15,25 @@ use crate::harness::git_http::GitHttpServer;
 const SECRET: &str = "github runner e2e secret";
 const WORKFLOW: &str = ".github/workflows/team-memory-post-merge.yml";
 
-fn signature(body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
-}
-
 /// `octo/app` on the fake GitHub (the fixture's history: merge #12, squash
 /// #13, a direct commit), its wiki behind `git http-backend`, a daemon config.
-struct Hub {
+pub(super) struct Hub {
     _repos: tempfile::TempDir,
-    source: Source,
-    fake: FakeGitHub,
-    wiki: std::path::PathBuf,
+    pub(super) source: Source,
+    pub(super) fake: FakeGitHub,
+    pub(super) wiki: std::path::PathBuf,
     _git: GitHttpServer,
-    setup: Setup,
+    pub(super) setup: Setup,
     repository_id: u64,
 }
 
 impl Hub {
-    async fn new() -> Hub {
+    pub(super) async fn new() -> Hub {
         Self::with_config("").await
     }
 
     /// With `extra` TOML appended to the daemon's configuration.
-    async fn with_config(extra: &str) -> Hub {
+    pub(super) async fn with_config(extra: &str) -> Hub {
         let repos = tempfile::tempdir().unwrap();
         let source = Source::create(repos.path());
         let served = repos.path().join("served");
@@ -124,13 +115,60 @@ webhook_secret_env = "TEAMMEM_SECRET_OCTO"
         }
     }
 
-    fn serve(&self) -> Daemon {
-        self.setup.serve(&[("TEAMMEM_SECRET_OCTO", SECRET)])
+    pub(super) fn serve(&self) -> Daemon {
+        self.serve_with(&[])
+    }
+
+    /// Serves with `envs` besides the dispatch secret.
+    pub(super) fn serve_with(&self, envs: &[(&str, &str)]) -> Daemon {
+        let mut all = vec![("TEAMMEM_SECRET_OCTO", SECRET)];
+        all.extend_from_slice(envs);
+        self.setup.serve(&all)
+    }
+
+    /// Squash-merges PR `number` touching `path` on `main` and tells the fake
+    /// GitHub about it (merged into main, authored by carol); its merge sha.
+    pub(super) fn merge_pr(&self, number: u64, title: &str, path: &str) -> String {
+        let sha = self.source.squash_pr(number, title, path);
+        self.fake.add_pull(
+            "octo/app",
+            number,
+            FakePull {
+                merged: true,
+                base_ref: "main".into(),
+                merge_commit_sha: Some(sha.clone()),
+                title: title.into(),
+            },
+        );
+        self.fake.set_pull_details(
+            "octo/app",
+            number,
+            PullDetails {
+                author: "carol".into(),
+                ..Default::default()
+            },
+        );
+        sha
     }
 
     /// Registers push run `run` at the fixture's head and dispatches the
     /// fixture's whole range with it; returns the job id.
     async fn dispatch(&self, daemon: &Daemon, run: u64) -> i64 {
+        let answer = self
+            .dispatch_range(daemon, run, &self.source.base, &self.source.head)
+            .await;
+        answer["job_id"].as_i64().unwrap()
+    }
+
+    /// Registers push run `run` at `after` and dispatches `before..after`
+    /// with it; asserts `202` and returns the answer.
+    pub(super) async fn dispatch_range(
+        &self,
+        daemon: &Daemon,
+        run: u64,
+        before: &str,
+        after: &str,
+    ) -> Value {
         self.fake.add_run(
             "octo/app",
             run,
@@ -140,67 +178,22 @@ webhook_secret_env = "TEAMMEM_SECRET_OCTO"
                 event: "push".into(),
                 path: WORKFLOW.into(),
                 head_branch: "main".into(),
-                head_sha: self.source.head.clone(),
+                head_sha: after.into(),
             },
         );
-        let body = serde_json::to_vec(&json!({
+        let body = json!({
             "source_repository": "octo/app", "kind": "range",
             "source_run_id": run, "source_run_attempt": 1,
-            "push_before": self.source.base, "push_after": self.source.head,
-        }))
-        .unwrap();
-        let answer = reqwest::Client::new()
-            .post(daemon.url("/v1/dispatch"))
-            .header("Content-Type", "application/json")
-            .header("X-Hub-Signature-256", signature(&body))
-            .header("X-TeamMem-Delivery", uuid::Uuid::new_v4().to_string())
-            .body(body)
-            .send()
-            .await
-            .unwrap();
-        let status = answer.status().as_u16();
-        let answer: Value = answer.json().await.unwrap();
+            "push_before": before, "push_after": after,
+        });
+        let (status, answer) = post_dispatch(daemon, SECRET, &body).await;
         assert_eq!(status, 202, "{answer}");
-        answer["job_id"].as_i64().unwrap()
+        answer
     }
 
     fn wiki_tip(&self) -> String {
         fixture::git(&self.wiki, &["rev-parse", "master"])
     }
-}
-
-/// Polls `GET /v1/jobs/{id}` until `done(job)` holds (bounded by a deadline).
-async fn wait_for(
-    daemon: &Daemon,
-    token: &str,
-    id: i64,
-    done: impl Fn(&Value) -> bool,
-) -> (Value, Value) {
-    let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let answer: Value = http
-            .get(daemon.url(&format!("/v1/jobs/{id}")))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if done(&answer["job"]) {
-            return (answer["job"].clone(), answer["events"].clone());
-        }
-        assert!(
-            Instant::now() < deadline,
-            "job {id} did not get there: {answer}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn finished(job: &Value) -> bool {
-    !matches!(job["state"].as_str(), Some("queued" | "running"))
 }
 
 #[tokio::test]

@@ -6,6 +6,14 @@
 mod command;
 // The runner inside the real daemon: signed dispatch to a succeeded job and wiki pages.
 mod daemon;
+// Signed dispatches, following jobs, the daemon's hold point, the wiki read with git.
+mod daemon_client;
+// Issue #5's end-to-end scenarios, written once for both forges.
+mod e2e;
+// The scenarios on the GitHub forge (fake REST API, wiki over git http-backend).
+mod e2e_github;
+// The scenarios on the local forge, and the openai and command agents in the daemon.
+mod e2e_local;
 // Commits, merge and squash "pull requests", manifests, bounds.
 mod evidence;
 // get_job_evidence, list_pull_request_files, get_source_file through the writer child.

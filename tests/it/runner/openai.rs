@@ -30,7 +30,7 @@ async fn completions(State(fake): State<Fake>, Json(body): Json<Value>) -> Json<
     Json((fake.script)(step, &body))
 }
 
-async fn start(script: Script) -> (String, Arc<Mutex<Vec<Value>>>) {
+pub(super) async fn start(script: Script) -> (String, Arc<Mutex<Vec<Value>>>) {
     let requests = Arc::new(Mutex::new(Vec::new()));
     let app = Router::new()
         .route("/v1/chat/completions", post(completions))
@@ -59,7 +59,7 @@ fn final_text(text: &str) -> Value {
 }
 
 /// The parsed envelope of the tool message answering `id`.
-fn tool_answer(request: &Value, id: &str) -> Value {
+pub(super) fn tool_answer(request: &Value, id: &str) -> Value {
     let message = request["messages"]
         .as_array()
         .unwrap()
@@ -76,7 +76,7 @@ fn evidence_of(request: &Value) -> Value {
 
 /// A model that reads the snapshot, makes two bad calls, writes a Changelog
 /// citing every merge sha, then answers with a receipt (`lie`: a made-up sha).
-fn script(lie: bool) -> Script {
+pub(super) fn script(lie: bool) -> Script {
     Arc::new(move |step, request| match step {
         1 => calls(json!([call(
             "c1",
@@ -130,7 +130,7 @@ fn script(lie: bool) -> Script {
     })
 }
 
-fn agent_config(url: &str, steps: u32) -> String {
+pub(super) fn agent_config(url: &str, steps: u32) -> String {
     format!(
         "\n[agent]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"fake\"\nmax_steps = {steps}\nmax_output_tokens = 1000\n"
     )

@@ -1,0 +1,248 @@
+//! Issue #5's end-to-end matrix on the local forge, through the real
+//! `teammem serve` process: the source and the wiki are plain repositories
+//! made with the git CLI, dispatches are signed over HTTP, jobs are followed
+//! through `/v1/jobs` and the wiki is read back with the git CLI. Also the
+//! openai and command agent backends inside the daemon (they are
+//! forge-independent: the runner hands them the same writer child and
+//! evidence on either forge, so the local forge stands for both).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Value, json};
+
+use super::daemon_client::{finished, jobs_of_commits, post_dispatch, wait_for, wiki_tip};
+use super::e2e::{self, Forge};
+use super::fixture::{self, Source};
+use super::{command, openai};
+use crate::harness::daemon::{Daemon, Setup};
+
+const SECRET: &str = "local e2e dispatch secret";
+
+/// `demo/app` on the local forge with its wiki, and a daemon configuration.
+struct Local {
+    _repos: tempfile::TempDir,
+    source: Source,
+    wiki: PathBuf,
+    setup: Setup,
+    runs: AtomicU64,
+}
+
+impl Forge for Local {
+    async fn new(extra: &str) -> Local {
+        let repos = tempfile::tempdir().unwrap();
+        let source = Source::create(repos.path());
+        let wiki = fixture::wiki(repos.path());
+        let setup = Setup::new(&format!(
+            "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n{extra}\n",
+            source.dir.display(),
+            wiki.display()
+        ));
+        Local {
+            _repos: repos,
+            source,
+            wiki,
+            setup,
+            runs: AtomicU64::new(100),
+        }
+    }
+
+    fn setup(&self) -> &Setup {
+        &self.setup
+    }
+
+    fn source(&self) -> &Source {
+        &self.source
+    }
+
+    fn wiki(&self) -> &Path {
+        &self.wiki
+    }
+
+    fn serve(&self, envs: &[(&str, &str)]) -> Daemon {
+        let mut all = vec![("TEAMMEM_SECRET_DEMO", SECRET)];
+        all.extend_from_slice(envs);
+        self.setup.serve(&all)
+    }
+
+    fn merge_pr(&self, number: u64, title: &str, path: &str) -> String {
+        self.source.squash_pr(number, title, path)
+    }
+
+    async fn dispatch(&self, daemon: &Daemon, before: &str, after: &str) -> Value {
+        // The workflow always sends its run; it makes a replayed range a new job.
+        let run = self.runs.fetch_add(1, Ordering::SeqCst);
+        let (status, answer) = post_dispatch(
+            daemon,
+            SECRET,
+            &json!({
+                "source_repository": "demo/app", "kind": "range",
+                "source_run_id": run, "source_run_attempt": 1,
+                "push_before": before, "push_after": after,
+            }),
+        )
+        .await;
+        assert_eq!(status, 202, "{answer}");
+        answer
+    }
+}
+
+#[tokio::test]
+async fn local_dispatch_is_recorded_and_the_same_range_again_changes_nothing() {
+    e2e::dispatch_then_replay::<Local>().await;
+}
+
+#[tokio::test]
+async fn local_contiguous_dispatches_while_the_first_is_queued_become_one_job() {
+    e2e::contiguous_dispatches_coalesce_while_queued::<Local>().await;
+}
+
+#[tokio::test]
+async fn local_wiki_moved_by_another_writer_during_the_job_is_rebuilt_once() {
+    e2e::a_wiki_moved_during_the_job_is_rebuilt_once::<Local>().await;
+}
+
+#[tokio::test]
+async fn local_job_killed_with_the_daemon_is_rescued_and_recorded_once() {
+    e2e::a_job_killed_with_the_daemon_is_rescued_after_restart::<Local>().await;
+}
+
+#[tokio::test]
+async fn local_force_pushed_source_rejects_the_queued_job() {
+    e2e::a_force_pushed_source_rejects_a_queued_job::<Local>().await;
+}
+
+#[tokio::test]
+async fn the_openai_agent_in_the_daemon_survives_bad_tool_calls_and_is_checked() {
+    // The scripted model reads the snapshot, makes a call that is not JSON and
+    // one to a tool that does not exist, writes the Changelog, then answers
+    // with an honest receipt.
+    let (url, requests) = openai::start(openai::script(false)).await;
+    let f = Local::new(&openai::agent_config(&url, 10)).await;
+    let token = f.setup.create_token("e2e", &[]);
+    let daemon = f.serve(&[]);
+    let start = wiki_tip(&f.wiki);
+
+    let answer = f.dispatch(&daemon, &f.source.base, &f.source.head).await;
+    let id = answer["job_id"].as_i64().unwrap();
+    let (job, _) = wait_for(&daemon, &token, id, finished).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(
+        job["receipt"]["wiki_sha"],
+        wiki_tip(&f.wiki).as_str(),
+        "{job}"
+    );
+    assert_eq!(jobs_of_commits(&f.wiki, &start), [Some(id)]);
+    let changelog = fixture::git(&f.wiki, &["show", "master:Changelog.md"]);
+    for sha in [&f.source.merge_12, &f.source.squash_13] {
+        assert_eq!(changelog.matches(sha.as_str()).count(), 1, "{changelog}");
+    }
+    {
+        let requests = requests.lock().unwrap();
+        assert_eq!(requests.len(), 4, "one request per step");
+        let bad = &requests[2];
+        assert!(
+            openai::tool_answer(bad, "c2")["error"]
+                .as_str()
+                .unwrap()
+                .contains("not a JSON object")
+        );
+        assert!(
+            openai::tool_answer(bad, "c3")["error"]
+                .as_str()
+                .unwrap()
+                .contains("unknown tool")
+        );
+    }
+    let metrics = reqwest::get(daemon.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("teammem_agent_steps_total{agent=\"openai\"}"),
+        "{metrics}"
+    );
+    assert!(daemon.terminate().success());
+}
+
+#[tokio::test]
+async fn the_openai_agent_in_the_daemon_that_lies_in_its_receipt_fails_the_job() {
+    // The same model, but its receipt names a wiki commit that does not exist.
+    let (url, _) = openai::start(openai::script(true)).await;
+    let f = Local::new(&openai::agent_config(&url, 10)).await;
+    let token = f.setup.create_token("e2e", &[]);
+    let daemon = f.serve(&[]);
+    let start = wiki_tip(&f.wiki);
+
+    let answer = f.dispatch(&daemon, &f.source.base, &f.source.head).await;
+    let id = answer["job_id"].as_i64().unwrap();
+    let (job, _) = wait_for(&daemon, &token, id, finished).await;
+    assert_eq!(job["state"], "failed", "{job}");
+    assert_eq!(job["attempts"], 1, "a lying receipt is not retried: {job}");
+    let reason = job["last_error"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("receipt does not hold") && reason.contains("wiki_sha"),
+        "{job}"
+    );
+    // The write the writer accepted stays, and the reason says it landed (a
+    // maintainer about to retry must know the wiki already holds it).
+    let changelog = fixture::git(&f.wiki, &["show", "master:Changelog.md"]);
+    assert!(changelog.contains(&f.source.merge_12), "{changelog}");
+    let tip = wiki_tip(&f.wiki);
+    assert!(
+        reason.contains(&format!("this job committed {tip}")) && !reason.contains("did not land"),
+        "{job}"
+    );
+    assert_eq!(jobs_of_commits(&f.wiki, &start), [Some(id)]);
+    assert!(daemon.terminate().success());
+}
+
+#[tokio::test]
+async fn the_command_agent_in_the_daemon_drives_the_writer_from_its_mcp_config() {
+    // The test agent (command.rs) reads the generated MCP config, starts the
+    // writer child from it, writes Team-log.md and hands back its receipt.
+    let agent_dir = tempfile::tempdir().unwrap();
+    let agent = agent_dir.path().join("agent.py");
+    std::fs::write(&agent, command::AGENT).unwrap();
+    let env_out = agent_dir.path().join("env.json");
+    let f = Local::new(&format!(
+        "\n[agent]\nkind = \"command\"\nargv = [\"{}\", \"{}\", \"{{mcp_config}}\", \"{{receipt}}\", \"{}\"]\ntimeout_seconds = 60\n",
+        command::python(),
+        agent.display(),
+        env_out.display()
+    ))
+    .await;
+    let token = f.setup.create_token("e2e", &[]);
+    let daemon = f.serve(&[]);
+    let start = wiki_tip(&f.wiki);
+
+    let answer = f.dispatch(&daemon, &f.source.base, &f.source.head).await;
+    let id = answer["job_id"].as_i64().unwrap();
+    let (job, _) = wait_for(&daemon, &token, id, finished).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(
+        job["receipt"]["wiki_sha"],
+        wiki_tip(&f.wiki).as_str(),
+        "{job}"
+    );
+    assert_eq!(jobs_of_commits(&f.wiki, &start), [Some(id)]);
+    let log = fixture::git(&f.wiki, &["show", "master:Team-log.md"]);
+    for (number, sha) in [(12, &f.source.merge_12), (13, &f.source.squash_13)] {
+        assert_eq!(
+            log.matches(&format!("- #{number} {sha}")).count(),
+            1,
+            "{log}"
+        );
+    }
+    // The agent ran with the daemon's environment cleared (the dispatch
+    // secret the daemon holds is not in it).
+    let names: Vec<String> =
+        serde_json::from_str(&std::fs::read_to_string(env_out).unwrap()).unwrap();
+    assert!(
+        !names.iter().any(|n| n.starts_with("TEAMMEM_")),
+        "{names:?}"
+    );
+    assert!(daemon.terminate().success());
+}
