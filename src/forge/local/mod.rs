@@ -10,6 +10,7 @@
 
 pub mod evidence; // the runner's reads of a local source: range evidence, re-checks, files
 pub mod sample; // the demo's sample source repository, built with gix
+mod tip_reach; // reachability from the default branch's tip, remembered per tip
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -75,8 +76,9 @@ fn commit_id(repo: &gix::Repository, field: &str, sha: &str) -> Result<ObjectId,
         )
     };
     let id = ObjectId::from_hex(sha.as_bytes()).map_err(|_| unknown())?;
-    let object = repo.find_object(id).map_err(|_| unknown())?;
-    if object.kind != gix::object::Kind::Commit {
+    // The header says the kind without inflating the object.
+    let header = repo.find_header(id).map_err(|_| unknown())?;
+    if header.kind() != gix::object::Kind::Commit {
         return Err(unknown());
     }
     Ok(id)
@@ -101,6 +103,25 @@ fn reaches(repo: &gix::Repository, tip: ObjectId, ancestor: ObjectId) -> Result<
         }
     }
     Ok(false)
+}
+
+/// Whether `commit` is `tip` or one of its ancestors, answered from the
+/// memo of the tip when an earlier verification already walked that far.
+fn on_default_branch(
+    path: &Path,
+    repo: &gix::Repository,
+    tip: ObjectId,
+    commit: ObjectId,
+) -> Result<bool, Refusal> {
+    tip_reach::reaches_from_tip(path, repo, tip, commit, WALK_LIMIT).map_err(
+        |failure| match failure {
+            tip_reach::WalkFailure::TooLong { limit } => Refusal::rejected(
+                "range_too_large",
+                format!("history walk exceeded {limit} commits"),
+            ),
+            tip_reach::WalkFailure::Broken(e) => walk_error(e),
+        },
+    )
 }
 
 fn walk_error(e: impl std::fmt::Display) -> Refusal {
@@ -140,7 +161,7 @@ pub fn verify_range(path: &Path, before: &str, after: &str) -> Result<VerifiedRa
             ));
         }
     }
-    if !reaches(&repo, tip, after_id)? {
+    if !on_default_branch(path, &repo, tip, after_id)? {
         return Err(Refusal::rejected(
             "not_on_default_branch",
             format!(
@@ -175,7 +196,7 @@ pub fn ancestry(path: &Path, commit: &str, tip: &str) -> Result<Ancestry, Refusa
         return Ok(Ancestry::NotAncestor);
     };
     let tip = commit_id(&repo, "the tip", tip)?;
-    Ok(if reaches(&repo, tip, remembered)? {
+    Ok(if on_default_branch(path, &repo, tip, remembered)? {
         Ancestry::Ancestor
     } else {
         Ancestry::NotAncestor
