@@ -208,3 +208,71 @@ webhook_secret_env = "TEAMMEM_TEST_LOCAL"
     let e = ingest.ingest(&h, &body).await.unwrap_err();
     assert_eq!((e.status, e.code), (409, "not_on_default_branch"));
 }
+
+#[test]
+fn a_range_through_a_merge_counts_what_git_counts() {
+    let l = local();
+    l.git.git(&["checkout", "-q", "-b", "feature", &l.after]);
+    l.git.commit("f1.txt", "feature one");
+    l.git.commit("f2.txt", "feature two");
+    l.git.git(&["checkout", "-q", "main"]);
+    l.git.commit("m.txt", "main moves on");
+    l.git.git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.org",
+        "merge",
+        "-q",
+        "--no-ff",
+        "-m",
+        "Merge pull request #9 from o/feature",
+        "feature",
+    ]);
+    let merge = l.git.head();
+    let expected: u64 = l
+        .git
+        .git(&["rev-list", "--count", &format!("{}..{merge}", l.after)])
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(expected, 4);
+    assert_eq!(
+        verify_range(&l.git.dir, &l.after, &merge).unwrap().commits,
+        expected
+    );
+    // The feature branch's first commit is in the merge's history but not
+    // an ancestor of main's own commit before the merge.
+    let feature_one = l.git.git(&["rev-parse", "feature~1"]).trim().to_string();
+    let main_before_merge = l.git.git(&["rev-parse", "HEAD^1"]).trim().to_string();
+    assert_eq!(
+        code(verify_range(&l.git.dir, &feature_one, &main_before_merge)),
+        "not_fast_forward"
+    );
+    let expected: u64 = l
+        .git
+        .git(&["rev-list", "--count", &format!("{feature_one}..{merge}")])
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(expected, 3);
+    assert_eq!(
+        verify_range(&l.git.dir, &feature_one, &merge).unwrap().commits,
+        expected
+    );
+}
+
+#[test]
+fn a_long_range_from_a_commit_off_the_branch_is_not_a_fast_forward() {
+    let l = local();
+    l.git.git(&["checkout", "-q", "-b", "side", &l.before]);
+    let side = l.git.commit("side.txt", "side");
+    l.git.git(&["checkout", "-q", "main"]);
+    let tip = l.git.fast_commits(1001);
+    // More than the limit is reachable from `tip` but not from `side`: the
+    // answer is still about ancestry, not size.
+    assert_eq!(
+        code(verify_range(&l.git.dir, &side, &tip)),
+        "not_fast_forward"
+    );
+}

@@ -117,11 +117,20 @@ impl World {
         let mut stack = vec![self.dir.path().join("data")];
         while let Some(path) = stack.pop() {
             if path.is_dir() {
-                for entry in std::fs::read_dir(&path).unwrap() {
-                    stack.push(entry.unwrap().path());
+                let Ok(entries) = std::fs::read_dir(&path) else {
+                    continue; // removed since it was listed
+                };
+                for entry in entries.flatten() {
+                    stack.push(entry.path());
                 }
             } else {
-                let bytes = std::fs::read(&path).unwrap();
+                // A temporary file (a lock, a pack being written) may go
+                // between listing and reading; what is gone is not on disk.
+                let bytes = match std::fs::read(&path) {
+                    Ok(bytes) => bytes,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => panic!("reading {}: {e}", path.display()),
+                };
                 for token in self.github.minted_tokens() {
                     assert!(
                         !bytes

@@ -52,20 +52,34 @@ fn open(path: &Path) -> Result<gix::Repository, Refusal> {
     Ok(local)
 }
 
-/// (default branch short name, its tip).
+/// (default branch short name, its tip), from one read of `HEAD`.
 fn default_branch(repo: &gix::Repository) -> Result<(String, ObjectId), Refusal> {
-    let name = repo
-        .head_name()
-        .ok()
-        .flatten()
-        .ok_or_else(|| Refusal::rejected("not_on_default_branch", "the source repository's HEAD is detached or unreadable; point HEAD at the default branch"))?;
-    let tip = repo.head_id().map_err(|_| {
+    let detached = || {
         Refusal::rejected(
             "not_on_default_branch",
-            format!("the default branch {} has no commits", name.shorten()),
+            "the source repository's HEAD is detached or unreadable; point HEAD at the default branch",
         )
-    })?;
-    Ok((name.shorten().to_string(), tip.detach()))
+    };
+    let head = repo.head().map_err(|_| detached())?;
+    let name = head
+        .referent_name()
+        .ok_or_else(detached)?
+        .shorten()
+        .to_string();
+    let tip = match head.id() {
+        Some(id) => id.detach(),
+        // A symbolic branch ref (rare) still peels to its commit.
+        None => repo
+            .head_id()
+            .map_err(|_| {
+                Refusal::rejected(
+                    "not_on_default_branch",
+                    format!("the default branch {name} has no commits"),
+                )
+            })?
+            .detach(),
+    };
+    Ok((name, tip))
 }
 
 fn commit_id(repo: &gix::Repository, field: &str, sha: &str) -> Result<ObjectId, Refusal> {
@@ -128,6 +142,50 @@ fn walk_error(e: impl std::fmt::Display) -> Refusal {
     Refusal::unavailable(30, format!("walking the source repository failed: {e}"))
 }
 
+/// The number of commits in `before..after`, `None` when `before` is not an
+/// ancestor of `after`; refused past [`MAX_RANGE_COMMITS`].
+///
+/// One walk answers both: it yields the commits reachable from `after` but
+/// not from `before`, and `before` is an ancestor of `after` exactly when one
+/// of them has `before` as a parent (the commit just above `before` on a path
+/// down from `after` is such a commit, and any such commit puts `before` in
+/// `after`'s history).
+fn count_range(
+    repo: &gix::Repository,
+    before: ObjectId,
+    after: ObjectId,
+) -> Result<Option<u64>, Refusal> {
+    let too_large = || {
+        Refusal::rejected(
+            "range_too_large",
+            format!(
+                "the range holds more than {MAX_RANGE_COMMITS} commits; dispatch smaller ranges"
+            ),
+        )
+    };
+    let mut commits = 0u64;
+    let mut ancestor = false;
+    let walk = repo
+        .rev_walk([after])
+        .with_hidden([before])
+        .all()
+        .map_err(walk_error)?;
+    for info in walk {
+        let info = info.map_err(walk_error)?;
+        commits += 1;
+        ancestor = ancestor || info.parent_ids.contains(&before);
+        if commits > MAX_RANGE_COMMITS {
+            // Too long either way; which refusal depends on the ancestry.
+            return if ancestor || reaches(repo, after, before)? {
+                Err(too_large())
+            } else {
+                Ok(None)
+            };
+        }
+    }
+    Ok(ancestor.then_some(commits))
+}
+
 /// Verifies `before..after` on the repository at `path`.
 pub fn verify_range(path: &Path, before: &str, after: &str) -> Result<VerifiedRange, Refusal> {
     precheck_range(before, after)?;
@@ -136,31 +194,12 @@ pub fn verify_range(path: &Path, before: &str, after: &str) -> Result<VerifiedRa
     let after_id = commit_id(&repo, "push_after", after)?;
     let (branch, tip) = default_branch(&repo)?;
 
-    if !reaches(&repo, after_id, before_id)? {
-        return Err(Refusal::rejected(
+    let commits = count_range(&repo, before_id, after_id)?.ok_or_else(|| {
+        Refusal::rejected(
             "not_fast_forward",
             format!("push_before {before} is not an ancestor of push_after {after}"),
-        ));
-    }
-    // Count before..after, stopping once the limit is passed.
-    let mut commits = 0u64;
-    let walk = repo
-        .rev_walk([after_id])
-        .with_hidden([before_id])
-        .all()
-        .map_err(walk_error)?;
-    for info in walk {
-        info.map_err(walk_error)?;
-        commits += 1;
-        if commits > MAX_RANGE_COMMITS {
-            return Err(Refusal::rejected(
-                "range_too_large",
-                format!(
-                    "the range holds more than {MAX_RANGE_COMMITS} commits; dispatch smaller ranges"
-                ),
-            ));
-        }
-    }
+        )
+    })?;
     if !on_default_branch(path, &repo, tip, after_id)? {
         return Err(Refusal::rejected(
             "not_on_default_branch",
