@@ -25,7 +25,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use sqlx::{SqliteConnection, SqlitePool};
+use sqlx::pool::PoolConnection;
+use sqlx::{Connection, Sqlite, SqliteConnection, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 use super::QueueError;
@@ -144,24 +145,80 @@ impl GroupCommit {
 
 /// Takes whatever writes are waiting (at least one), commits them as one
 /// batch, repeats; ends when every `Queue` handle is gone.
+///
+/// The task keeps one pooled connection for its batches: its page cache
+/// stays warm from one batch to the next (another connection would re-read
+/// every page the last commit touched), and no batch waits for the pool. A
+/// batch that fails gives its connection back closed; the next batch takes
+/// a fresh one. When the pool closes, the connection goes back at once.
 async fn writer_task(
     pool: SqlitePool,
     tally: Arc<Tally>,
     mut receiver: mpsc::Receiver<ErasedWrite>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while receiver.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let writes = batch.len() as u64;
-        if commit_batch(&pool, std::mem::take(&mut batch)).await {
-            tally.commits.fetch_add(1, Ordering::Relaxed);
-            tally.writes.fetch_add(writes, Ordering::Relaxed);
+    let mut kept: Option<PoolConnection<Sqlite>> = None;
+    loop {
+        // An idle writer gives its connection back when the pool closes, so
+        // that `close()` (daemon shutdown) does not wait for it forever.
+        let received = if kept.is_some() {
+            tokio::select! {
+                received = receiver.recv_many(&mut batch, MAX_BATCH) => received,
+                () = pool.close_event() => {
+                    kept = None;
+                    continue;
+                }
+            }
+        } else {
+            receiver.recv_many(&mut batch, MAX_BATCH).await
+        };
+        if received == 0 {
+            break;
+        }
+        let writes = std::mem::take(&mut batch);
+        let count = writes.len() as u64;
+        let mut conn = match kept.take() {
+            Some(conn) => conn,
+            None => match pool.acquire().await {
+                Ok(conn) => conn,
+                Err(error) => {
+                    let why = error.to_string();
+                    tracing::error!(%error, "queue batch not committed: no database connection");
+                    for write in writes {
+                        let finished = write(Err(&why)).await;
+                        (finished.answer)(Some(&why));
+                    }
+                    continue;
+                }
+            },
+        };
+        match commit_batch(&mut conn, writes).await {
+            BatchOutcome::Committed => {
+                tally.commits.fetch_add(1, Ordering::Relaxed);
+                tally.writes.fetch_add(count, Ordering::Relaxed);
+                kept = Some(conn);
+            }
+            BatchOutcome::Refused => kept = Some(conn),
+            BatchOutcome::Failed => {
+                // Whatever state the connection is in, it is not reused.
+                let _ = conn.close().await;
+            }
         }
     }
 }
 
-/// Runs and commits one batch; `true` when it committed (`false` also when
-/// a lone write was refused and its transaction rolled back).
-async fn commit_batch(pool: &SqlitePool, writes: Vec<ErasedWrite>) -> bool {
+/// How a batch ended.
+#[derive(Debug, PartialEq, Eq)]
+enum BatchOutcome {
+    Committed,
+    /// A lone write answered `Err`; its transaction was rolled back.
+    Refused,
+    /// The database failed the batch: nothing of it is durable.
+    Failed,
+}
+
+/// Runs and commits one batch on `conn`.
+async fn commit_batch(conn: &mut SqliteConnection, writes: Vec<ErasedWrite>) -> BatchOutcome {
     let mut answers = Vec::with_capacity(writes.len());
     let mut waiting = writes.into_iter();
     // A lone write needs no savepoint: refusing it rolls back the whole
@@ -169,7 +226,7 @@ async fn commit_batch(pool: &SqlitePool, writes: Vec<ErasedWrite>) -> bool {
     // write's in the same round trip); COMMIT releases the last.
     let alone = waiting.len() == 1;
     let outcome: Result<bool, sqlx::Error> = async {
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let mut first = true;
         for write in waiting.by_ref() {
             if !alone {
@@ -203,7 +260,11 @@ async fn commit_batch(pool: &SqlitePool, writes: Vec<ErasedWrite>) -> bool {
             answers
                 .into_iter()
                 .for_each(|finished| (finished.answer)(None));
-            committed
+            if committed {
+                BatchOutcome::Committed
+            } else {
+                BatchOutcome::Refused
+            }
         }
         Err(error) => {
             // Nothing of the batch is durable: the transaction rolled back
@@ -218,7 +279,7 @@ async fn commit_batch(pool: &SqlitePool, writes: Vec<ErasedWrite>) -> bool {
                 let finished = write(Err(&why)).await;
                 (finished.answer)(Some(&why));
             }
-            false
+            BatchOutcome::Failed
         }
     }
 }
@@ -356,5 +417,21 @@ mod tests {
             .await
             .expect("next write");
         assert_eq!(notes(&pool).await, ["abandoned", "next"]);
+    }
+
+    #[tokio::test]
+    async fn the_kept_connection_goes_back_when_the_pool_closes() {
+        let (writes, pool, _dir) = setup().await;
+        writes.run(note("kept", None, false)).await.expect("write");
+        // The writer now idles holding its connection; closing the pool must
+        // not wait for it (the daemon closes the pool at shutdown).
+        tokio::time::timeout(std::time::Duration::from_secs(30), pool.close())
+            .await
+            .expect("pool.close() returned while the writer idles");
+        let error = writes
+            .run(note("late", None, false))
+            .await
+            .expect_err("a closed pool takes no writes");
+        assert!(!error.to_string().is_empty());
     }
 }

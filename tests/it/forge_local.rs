@@ -257,7 +257,9 @@ fn a_range_through_a_merge_counts_what_git_counts() {
         .unwrap();
     assert_eq!(expected, 3);
     assert_eq!(
-        verify_range(&l.git.dir, &feature_one, &merge).unwrap().commits,
+        verify_range(&l.git.dir, &feature_one, &merge)
+            .unwrap()
+            .commits,
         expected
     );
 }
