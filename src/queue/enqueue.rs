@@ -165,8 +165,10 @@ impl Queue {
         let identity = identity_key(&job);
         let max_attempts = i64::from(self.settings.max_attempts);
         let delivery_id = delivery_id.map(str::to_string);
+        // `store` refuses nothing: every check that can fail ran above, so
+        // it fails only with the database, and needs no savepoint.
         let enqueued = self
-            .write(move |conn| {
+            .write_undone_with_batch(move |conn| {
                 Box::pin(async move {
                     store(
                         conn,

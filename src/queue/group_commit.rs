@@ -49,10 +49,29 @@ pub(super) type WriteFuture<'c, T> =
     Pin<Box<dyn Future<Output = Result<T, QueueError>> + Send + 'c>>;
 
 /// What a finished write hands back to the writer task: whether to keep its
-/// changes, and how to answer its caller once the commit's fate is known.
+/// changes (and if not, why), and how to answer its caller once the
+/// commit's fate is known.
 struct Finished {
     keep: bool,
+    refusal: Option<String>,
     answer: Answer,
+}
+
+/// How a write is undone when it answers `Err` inside a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Undo {
+    /// In its own savepoint: it is undone alone (one more round trip).
+    Alone,
+    /// With its whole batch: every write of the batch fails. For writes that
+    /// only fail when the database does (an enqueue), where that round trip
+    /// per write is the cost that matters.
+    WithBatch,
+}
+
+/// A write waiting for the writer task.
+struct Pending {
+    undo: Undo,
+    write: ErasedWrite,
 }
 
 /// Sends a write's result to its caller, given why its batch's commit
@@ -73,7 +92,7 @@ type ErasedWrite = Box<
 #[derive(Debug)]
 pub(super) struct GroupCommit {
     pool: SqlitePool,
-    sender: std::sync::OnceLock<mpsc::Sender<ErasedWrite>>,
+    sender: std::sync::OnceLock<mpsc::Sender<Pending>>,
     tally: Arc<Tally>,
 }
 
@@ -108,7 +127,7 @@ impl GroupCommit {
     /// Runs `write` in the next batch and returns its answer once the batch
     /// has committed. `write` runs on the writer task with the batch's
     /// connection, inside a transaction that already holds the write lock.
-    pub(super) async fn run<T, F>(&self, write: F) -> Result<T, QueueError>
+    pub(super) async fn run<T, F>(&self, undo: Undo, write: F) -> Result<T, QueueError>
     where
         T: Send + 'static,
         F: for<'c> FnOnce(&'c mut SqliteConnection) -> WriteFuture<'c, T> + Send + 'static,
@@ -122,6 +141,7 @@ impl GroupCommit {
                 };
                 Finished {
                     keep: result.is_ok(),
+                    refusal: result.as_ref().err().map(ToString::to_string),
                     answer: Box::new(move |commit_failure: Option<&str>| {
                         let result = match (result, commit_failure) {
                             (Ok(_), Some(why)) => Err(QueueError::CommitFailed(why.to_string())),
@@ -138,7 +158,13 @@ impl GroupCommit {
             tokio::spawn(writer_task(self.pool.clone(), self.tally.clone(), receiver));
             sender
         });
-        sender.send(erased).await.map_err(|_| writer_gone())?;
+        sender
+            .send(Pending {
+                undo,
+                write: erased,
+            })
+            .await
+            .map_err(|_| writer_gone())?;
         answer.await.map_err(|_| writer_gone())?
     }
 }
@@ -151,11 +177,7 @@ impl GroupCommit {
 /// every page the last commit touched), and no batch waits for the pool. A
 /// batch that fails gives its connection back closed; the next batch takes
 /// a fresh one. When the pool closes, the connection goes back at once.
-async fn writer_task(
-    pool: SqlitePool,
-    tally: Arc<Tally>,
-    mut receiver: mpsc::Receiver<ErasedWrite>,
-) {
+async fn writer_task(pool: SqlitePool, tally: Arc<Tally>, mut receiver: mpsc::Receiver<Pending>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut kept: Option<PoolConnection<Sqlite>> = None;
     loop {
@@ -184,8 +206,8 @@ async fn writer_task(
                 Err(error) => {
                     let why = error.to_string();
                     tracing::error!(%error, "queue batch not committed: no database connection");
-                    for write in writes {
-                        let finished = write(Err(&why)).await;
+                    for pending in writes {
+                        let finished = (pending.write)(Err(&why)).await;
                         (finished.answer)(Some(&why));
                     }
                     continue;
@@ -218,40 +240,56 @@ enum BatchOutcome {
 }
 
 /// Runs and commits one batch on `conn`.
-async fn commit_batch(conn: &mut SqliteConnection, writes: Vec<ErasedWrite>) -> BatchOutcome {
+async fn commit_batch(conn: &mut SqliteConnection, writes: Vec<Pending>) -> BatchOutcome {
     let mut answers = Vec::with_capacity(writes.len());
     let mut waiting = writes.into_iter();
     // A lone write needs no savepoint: refusing it rolls back the whole
-    // transaction. In a batch, each write opens one (releasing the previous
-    // write's in the same round trip); COMMIT releases the last.
+    // transaction. In a batch, each `Undo::Alone` write opens one (releasing
+    // the previous one in the same round trip; an `Undo::WithBatch` write
+    // runs inside whatever is open); COMMIT releases the last.
     let alone = waiting.len() == 1;
-    let outcome: Result<bool, sqlx::Error> = async {
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        let mut first = true;
-        for write in waiting.by_ref() {
-            if !alone {
-                let open = if first {
-                    concat!("SAVEPOINT ", savepoint!())
-                } else {
+    let outcome: Result<bool, String> = async {
+        let mut tx = conn
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut open = false;
+        for Pending { undo, write } in waiting.by_ref() {
+            if !alone && undo == Undo::Alone {
+                let statement = if open {
                     concat!("RELEASE ", savepoint!(), "; SAVEPOINT ", savepoint!())
+                } else {
+                    concat!("SAVEPOINT ", savepoint!())
                 };
-                sqlx::raw_sql(open).execute(&mut *tx).await?;
-                first = false;
+                sqlx::raw_sql(statement)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                open = true;
             }
             let finished = write(Ok(&mut *tx)).await;
             let keep = finished.keep;
+            let refusal = finished.refusal.clone();
             answers.push(finished);
             if !keep {
                 if alone {
-                    tx.rollback().await?;
+                    tx.rollback().await.map_err(|e| e.to_string())?;
                     return Ok(false);
+                }
+                if undo == Undo::WithBatch {
+                    // Dropping the transaction rolls the whole batch back.
+                    return Err(format!(
+                        "another write of its batch failed ({})",
+                        refusal.unwrap_or_default()
+                    ));
                 }
                 sqlx::raw_sql(concat!("ROLLBACK TO ", savepoint!()))
                     .execute(&mut *tx)
-                    .await?;
+                    .await
+                    .map_err(|e| e.to_string())?;
             }
         }
-        tx.commit().await?;
+        tx.commit().await.map_err(|e| e.to_string())?;
         Ok(true)
     }
     .await;
@@ -266,16 +304,15 @@ async fn commit_batch(conn: &mut SqliteConnection, writes: Vec<ErasedWrite>) -> 
                 BatchOutcome::Refused
             }
         }
-        Err(error) => {
+        Err(why) => {
             // Nothing of the batch is durable: the transaction rolled back
             // when it was dropped. Every write hears why, including those
-            // that never ran.
-            let why = error.to_string();
-            tracing::error!(%error, "queue batch not committed");
+            // that never ran (a write that failed hears its own error).
+            tracing::error!(error = %why, "queue batch not committed");
             answers
                 .into_iter()
                 .for_each(|finished| (finished.answer)(Some(&why)));
-            for write in waiting {
+            for Pending { write, .. } in waiting {
                 let finished = write(Err(&why)).await;
                 (finished.answer)(Some(&why));
             }
@@ -345,9 +382,9 @@ mod tests {
     async fn a_refused_write_is_undone_alone_and_its_batch_commits_once() {
         let (writes, pool, _dir) = setup().await;
         let (first, refused, last) = tokio::join!(
-            writes.run(note("first", None, false)),
-            writes.run(note("refused", None, true)),
-            writes.run(note("last", None, false)),
+            writes.run(Undo::Alone, note("first", None, false)),
+            writes.run(Undo::Alone, note("refused", None, true)),
+            writes.run(Undo::Alone, note("last", None, false)),
         );
         first.expect("first committed");
         last.expect("last committed");
@@ -364,12 +401,15 @@ mod tests {
     async fn a_lone_refused_write_rolls_back_its_transaction() {
         let (writes, pool, _dir) = setup().await;
         writes
-            .run(note("refused", None, true))
+            .run(Undo::Alone, note("refused", None, true))
             .await
             .expect_err("refused");
         assert!(notes(&pool).await.is_empty());
         assert_eq!(writes.committed(), (0, 0));
-        writes.run(note("next", None, false)).await.expect("next");
+        writes
+            .run(Undo::Alone, note("next", None, false))
+            .await
+            .expect("next");
         assert_eq!(notes(&pool).await, ["next"]);
         assert_eq!(writes.committed(), (1, 1));
     }
@@ -380,8 +420,8 @@ mod tests {
         // "orphan" names a parent that does not exist: the deferred foreign
         // key lets the statement pass and fails the COMMIT.
         let (innocent, orphan) = tokio::join!(
-            writes.run(note("innocent", None, false)),
-            writes.run(note("orphan", Some(7), false)),
+            writes.run(Undo::Alone, note("innocent", None, false)),
+            writes.run(Undo::Alone, note("orphan", Some(7), false)),
         );
         for answer in [innocent, orphan] {
             let error = answer.expect_err("nothing was committed");
@@ -395,7 +435,7 @@ mod tests {
         assert_eq!(writes.committed(), (0, 0));
         // The writer goes on: the next batch commits.
         writes
-            .run(note("after", None, false))
+            .run(Undo::Alone, note("after", None, false))
             .await
             .expect("next batch");
         assert_eq!(notes(&pool).await, ["after"]);
@@ -407,13 +447,17 @@ mod tests {
         let writes = Arc::new(writes);
         let abandoned = {
             let writes = writes.clone();
-            tokio::spawn(async move { writes.run(note("abandoned", None, false)).await })
+            tokio::spawn(async move {
+                writes
+                    .run(Undo::Alone, note("abandoned", None, false))
+                    .await
+            })
         };
         // Let the spawned caller hand its write over, then drop the caller.
         tokio::task::yield_now().await;
         abandoned.abort();
         writes
-            .run(note("next", None, false))
+            .run(Undo::Alone, note("next", None, false))
             .await
             .expect("next write");
         assert_eq!(notes(&pool).await, ["abandoned", "next"]);
@@ -422,16 +466,51 @@ mod tests {
     #[tokio::test]
     async fn the_kept_connection_goes_back_when_the_pool_closes() {
         let (writes, pool, _dir) = setup().await;
-        writes.run(note("kept", None, false)).await.expect("write");
+        writes
+            .run(Undo::Alone, note("kept", None, false))
+            .await
+            .expect("write");
         // The writer now idles holding its connection; closing the pool must
         // not wait for it (the daemon closes the pool at shutdown).
         tokio::time::timeout(std::time::Duration::from_secs(30), pool.close())
             .await
             .expect("pool.close() returned while the writer idles");
         let error = writes
-            .run(note("late", None, false))
+            .run(Undo::Alone, note("late", None, false))
             .await
             .expect_err("a closed pool takes no writes");
         assert!(!error.to_string().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_write_undone_with_its_batch_fails_the_whole_batch_and_keeps_none() {
+        let (writes, pool, _dir) = setup().await;
+        let (guarded, failing, other) = tokio::join!(
+            writes.run(Undo::Alone, note("guarded", None, false)),
+            writes.run(Undo::WithBatch, note("failing", None, true)),
+            writes.run(Undo::WithBatch, note("other", None, false)),
+        );
+        let failing = failing.expect_err("the failing write hears its own error");
+        assert!(!matches!(failing, QueueError::CommitFailed(_)), "{failing}");
+        for error in [guarded.expect_err("guarded"), other.expect_err("other")] {
+            assert!(
+                error
+                    .to_string()
+                    .contains("another write of its batch failed"),
+                "{error}"
+            );
+        }
+        assert!(notes(&pool).await.is_empty());
+        // Without a failure, both kinds commit together, and a refused
+        // savepointed write is still undone alone among them.
+        let (kept, refused, also_kept) = tokio::join!(
+            writes.run(Undo::WithBatch, note("kept", None, false)),
+            writes.run(Undo::Alone, note("refused", None, true)),
+            writes.run(Undo::WithBatch, note("also kept", None, false)),
+        );
+        kept.expect("kept");
+        refused.expect_err("refused");
+        also_kept.expect("also kept");
+        assert_eq!(notes(&pool).await, ["kept", "also kept"]);
     }
 }

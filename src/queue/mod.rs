@@ -275,7 +275,20 @@ impl Queue {
             + Send
             + 'static,
     {
-        self.writes.run(write).await
+        self.writes.run(group_commit::Undo::Alone, write).await
+    }
+
+    /// [`Queue::write`] for a write that fails only when the database does:
+    /// it runs without a savepoint of its own, and its failure fails its
+    /// whole batch (every caller hears it, nothing of the batch is kept).
+    async fn write_undone_with_batch<T, F>(&self, write: F) -> Result<T, QueueError>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut sqlx::SqliteConnection) -> group_commit::WriteFuture<'c, T>
+            + Send
+            + 'static,
+    {
+        self.writes.run(group_commit::Undo::WithBatch, write).await
     }
 
     fn lease_ms(&self) -> i64 {
