@@ -278,10 +278,12 @@ impl Runner {
         client.count_steps_as(None);
         let facts = wiki_facts(&client, &source, job.id, start_base).await?;
         client.close().await;
+        // A receipt that does not hold is still kept with the failure: what
+        // the agent claimed is what a maintainer reviews before a retry.
         check(&outcome.receipt, &bundle, &facts).map_err(|reason| JobFailure {
             reason: format!("the agent's receipt does not hold: {reason}"),
             retryable: false,
-            receipt: None,
+            receipt: serde_json::to_value(&outcome.receipt).ok(),
         })?;
         receipt::completion(&outcome.receipt, outcome.retry_failed)
     }

@@ -196,6 +196,8 @@ async fn the_openai_agent_in_the_daemon_that_lies_in_its_receipt_fails_the_job()
         "{job}"
     );
     assert_eq!(jobs_of_commits(&f.wiki, &start), [Some(id)]);
+    // What the agent claimed is kept with the failure for that review.
+    assert_eq!(job["receipt"]["wiki_sha"], "1".repeat(40), "{job}");
     assert!(daemon.terminate().success());
 }
 

@@ -199,6 +199,9 @@ async fn a_lying_receipt_fails_the_job() {
         "{}",
         failure.reason
     );
+    // The claim itself is kept for the maintainer.
+    let kept = failure.receipt.expect("the refused receipt is kept");
+    assert_eq!(kept["wiki_sha"], "1".repeat(40), "{kept}");
 }
 
 #[tokio::test]
