@@ -14,14 +14,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 use teammem::config::Config;
 use teammem::forge::github::GitHubForge;
 use teammem::queue::{JobFilter, JobState, Queue};
 use teammem::sweep::{Outcome, Sweep};
 
+use super::daemon_client::{finished, post_dispatch};
 use super::fixture::{self, Source, TITLE_12, TITLE_13};
 use crate::harness::daemon::{Daemon, Setup};
 use crate::harness::fake_github::{FakeGitHub, FakePull, FakeRun, Fault, GitRepo};
@@ -32,26 +31,9 @@ const WORKFLOW: &str = ".github/workflows/team-memory-post-merge.yml";
 const EVERY_SECOND: &str = "[schedule]\nsweep = \"* * * * * *\"\n";
 const DEADLINE: Duration = Duration::from_secs(90);
 
-fn signature(body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
-}
-
 /// Posts a signed range dispatch; returns the job id.
 async fn dispatch(daemon: &Daemon, body: Value) -> i64 {
-    let body = serde_json::to_vec(&body).unwrap();
-    let answer = reqwest::Client::new()
-        .post(daemon.url("/v1/dispatch"))
-        .header("Content-Type", "application/json")
-        .header("X-Hub-Signature-256", signature(&body))
-        .header("X-TeamMem-Delivery", uuid::Uuid::new_v4().to_string())
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let status = answer.status().as_u16();
-    let answer: Value = answer.json().await.unwrap();
+    let (status, answer) = post_dispatch(daemon, SECRET, &body).await;
     assert_eq!(status, 202, "{answer}");
     answer["job_id"].as_i64().unwrap()
 }
@@ -68,10 +50,6 @@ async fn jobs(daemon: &Daemon, token: &str, repository: &str) -> Vec<Value> {
         .await
         .unwrap();
     answer["jobs"].as_array().cloned().unwrap_or_default()
-}
-
-fn finished(job: &Value) -> bool {
-    !matches!(job["state"].as_str(), Some("queued" | "running"))
 }
 
 /// Polls the jobs of `repository` until one satisfies `wanted`; returns it.
