@@ -5,13 +5,16 @@
 //!   *source* (`repository`) and never a URL, host, path, token or remote;
 //! - the writer takes its binding only from the environment (`TEAMMEM_CONFIG`,
 //!   `TEAMMEM_WRITER_SOURCE`, optional `TEAMMEM_WRITER_JOB`,
-//!   `TEAMMEM_WRITER_RANGE`, `TEAMMEM_WRITER_TOKEN`) and serves exactly one
-//!   source; any other `repository` is refused with `permission_denied` before
-//!   configuration is even consulted;
+//!   `TEAMMEM_WRITER_RANGE`, and for a GitHub wiki either the job's broker,
+//!   `TEAMMEM_WRITER_BROKER` + `TEAMMEM_WRITER_HANDLE`, which is what the
+//!   runner sets, or `TEAMMEM_WRITER_TOKEN` for a writer run by hand) and
+//!   serves exactly one source; any other `repository` is refused with
+//!   `permission_denied` before configuration is even consulted;
 //! - a write's `expected_wiki_repository` is compared with the resolved wiki
 //!   before any credential is looked at or any disk or network work starts;
-//! - the writer token is registered with the [`SecretGuard`] before the server
-//!   answers anything, and every token a [`WikiCredentials`] provider hands out
+//! - the writer token (from the environment or fetched once from the broker
+//!   before the server starts) and the broker handle are registered with the
+//!   [`SecretGuard`] before the server answers anything, and every token a [`WikiCredentials`] provider hands out
 //!   is registered before it is used, so no result can carry either.
 
 use std::future::Future;
@@ -20,6 +23,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::config::{self, Config, Forge, Source};
+use crate::runner::broker::{self, BrokerAccess, BrokerClient};
 use crate::wiki::{Destination, Identity as Committer, Remote, Secret, Trailer, Wiki, WikiStore};
 
 use super::McpError;
@@ -32,6 +36,9 @@ pub const ENV_WRITER_SOURCE: &str = "TEAMMEM_WRITER_SOURCE";
 pub const ENV_WRITER_JOB: &str = "TEAMMEM_WRITER_JOB";
 pub const ENV_WRITER_RANGE: &str = "TEAMMEM_WRITER_RANGE";
 pub const ENV_WRITER_TOKEN: &str = "TEAMMEM_WRITER_TOKEN";
+/// The job's broker socket and handle (`runner/broker.rs`).
+pub const ENV_WRITER_BROKER: &str = "TEAMMEM_WRITER_BROKER";
+pub const ENV_WRITER_HANDLE: &str = "TEAMMEM_WRITER_HANDLE";
 /// The job's evidence bundle file (served by the evidence toolset).
 pub const ENV_WRITER_EVIDENCE: &str = "TEAMMEM_WRITER_EVIDENCE";
 
@@ -50,6 +57,9 @@ pub struct WriterBinding {
     pub range: Option<String>,
     /// Credential for an HTTP wiki remote; never in a result, a log line or argv.
     pub token: Option<Secret>,
+    /// The job's broker: the wiki token's source (fetched into `token` before
+    /// the server starts) and the reader of GitHub source files.
+    pub broker: Option<BrokerClient>,
     /// The job's evidence bundle (`TEAMMEM_WRITER_EVIDENCE`); the evidence tools
     /// answer only from it.
     pub evidence: Option<PathBuf>,
@@ -72,6 +82,11 @@ impl WriterBinding {
         }
         if let Some(token) = &self.token {
             env.push((ENV_WRITER_TOKEN, token.expose().to_owned()));
+        }
+        if let Some(broker) = &self.broker {
+            let access = broker.access();
+            env.push((ENV_WRITER_BROKER, access.socket.display().to_string()));
+            env.push((ENV_WRITER_HANDLE, access.handle.expose().to_owned()));
         }
         env
     }
@@ -142,6 +157,32 @@ impl Binding {
                 )));
             }
         }
+        let token = get(ENV_WRITER_TOKEN).map(Secret::new);
+        let broker = match (get(ENV_WRITER_BROKER), get(ENV_WRITER_HANDLE)) {
+            (None, None) => None,
+            (Some(socket), Some(handle)) => {
+                if token.is_some() {
+                    return Err(McpError::Binding(format!(
+                        "{ENV_WRITER_TOKEN} and {ENV_WRITER_BROKER} are both set; a writer takes its wiki token from one of them"
+                    )));
+                }
+                if !broker::is_handle(&handle) {
+                    return Err(McpError::Binding(format!(
+                        "{ENV_WRITER_HANDLE} must be the {} hex digits the runner generated",
+                        broker::HANDLE_BYTES * 2
+                    )));
+                }
+                Some(BrokerClient::new(BrokerAccess {
+                    socket: PathBuf::from(socket),
+                    handle: Secret::new(handle),
+                }))
+            }
+            _ => {
+                return Err(McpError::Binding(format!(
+                    "{ENV_WRITER_BROKER} and {ENV_WRITER_HANDLE} go together; set both or neither"
+                )));
+            }
+        };
         Ok(Self {
             config: Arc::new(config),
             profile: Profile {
@@ -152,7 +193,8 @@ impl Binding {
                 source,
                 job: get(ENV_WRITER_JOB),
                 range: get(ENV_WRITER_RANGE),
-                token: get(ENV_WRITER_TOKEN).map(Secret::new),
+                token,
+                broker,
                 evidence: get(ENV_WRITER_EVIDENCE).map(PathBuf::from),
             }),
         })
@@ -196,8 +238,13 @@ impl Context {
     pub fn new(binding: Binding) -> Self {
         let store = WikiStore::new(binding.config.server.data_dir.join("mirrors"));
         let guard = SecretGuard::new();
-        if let Some(token) = binding.writer.as_ref().and_then(|w| w.token.as_ref()) {
-            guard.register(token);
+        if let Some(writer) = &binding.writer {
+            if let Some(token) = &writer.token {
+                guard.register(token);
+            }
+            if let Some(broker) = &writer.broker {
+                guard.register(broker.handle());
+            }
         }
         Self {
             binding,

@@ -97,9 +97,25 @@ pub async fn run_stdio(config_path: Option<PathBuf>, mode: Mode) -> Result<(), M
                 None => context,
             }
         }
-        Mode::WikiWriter => Context::new(binding),
+        Mode::WikiWriter => Context::new(with_broker_token(binding).await?),
     };
     serve_stdio(WikiServer::with_context(context)).await
+}
+
+/// A writer bound to a job's broker asks it for the wiki token once, before it
+/// serves anything, and keeps it in memory (it is never in its environment).
+async fn with_broker_token(mut binding: Binding) -> Result<Binding, McpError> {
+    if let Some(writer) = binding.writer.as_mut()
+        && let Some(broker) = &writer.broker
+    {
+        let token = broker.wiki_token().await.map_err(|e| {
+            McpError::Binding(format!(
+                "the wiki writer could not get its wiki token from the job's broker: {e}"
+            ))
+        })?;
+        writer.token = Some(token);
+    }
+    Ok(binding)
 }
 
 /// The coordinator tools' queue and forge for the agent server on stdio: the
@@ -155,6 +171,7 @@ pub async fn serve_stdio(server: WikiServer) -> Result<(), McpError> {
         source = writer.map(|w| w.source.as_str()),
         job = writer.and_then(|w| w.job.as_deref()),
         holds_token = writer.is_some_and(|w| w.token.is_some()),
+        brokered = writer.is_some_and(|w| w.broker.is_some()),
         "serving MCP on stdio"
     );
     let running = server

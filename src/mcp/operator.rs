@@ -92,6 +92,7 @@ pub async fn run_with(
             job: None,
             range: None,
             token: request.token.clone(),
+            broker: None,
             evidence: None,
         }),
     };

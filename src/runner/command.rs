@@ -8,8 +8,11 @@
 //!   directory), never any text from the evidence;
 //! - the CLI starts with a cleared environment: `PATH` and the variables
 //!   `env_allow` lists, nothing else; the writer's binding is in the generated
-//!   MCP configuration, which never holds a credential (GitHub wikis are
-//!   refused here until a token handoff exists);
+//!   MCP configuration, which never holds a credential: for a GitHub wiki it
+//!   names the job's broker (socket path and per-job handle), from which the
+//!   writer child it starts fetches the wiki token (the broker hands that
+//!   token only to the writer's executable, so the agent reading the handle
+//!   gets no credential from it, and the handle dies with the job);
 //! - the process is killed on timeout or when the job is dropped;
 //! - the receipt is read from the file (bounded) and must parse.
 
@@ -99,12 +102,6 @@ pub async fn run(
     task: &AgentTask<'_>,
     settings: &CommandSettings,
 ) -> Result<AgentOutcome, AgentError> {
-    if launch.token.is_some() {
-        return Err(fail(
-            "the command agent cannot serve a wiki that needs a token (the credential would have to be written into its MCP configuration); use the builtin or openai agent for GitHub wikis".into(),
-            false,
-        ));
-    }
     let Some((program, args)) = settings.argv.split_first() else {
         return Err(fail(
             "agent.argv is empty; name the agent CLI".into(),
@@ -115,7 +112,20 @@ pub async fn run(
     let receipt_path: PathBuf = work_dir.join("receipt.json");
     let _ = std::fs::remove_file(&receipt_path);
     let config_text = serde_json::to_vec_pretty(&mcp_config(launch)).unwrap_or_default();
-    std::fs::write(&config_path, config_text).map_err(|e| {
+    // The configuration names the broker's handle: readable by the daemon's
+    // user alone (the work directory is 0700 as well).
+    let written = {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&config_path)
+            .and_then(|mut file| file.write_all(&config_text))
+    };
+    written.map_err(|e| {
         fail(
             format!(
                 "cannot write the agent's MCP configuration {}: {e}",
@@ -233,7 +243,7 @@ mod tests {
     }
 
     #[test]
-    fn the_mcp_config_binds_the_writer_without_a_token() {
+    fn the_mcp_config_binds_the_writer_to_the_broker_without_a_token() {
         let launch = WriterLaunch {
             program: "/bin/teammem".into(),
             config_path: "/etc/t.toml".into(),
@@ -241,7 +251,10 @@ mod tests {
             job_id: 3,
             range: "a..b".into(),
             evidence: "/d/jobs/3/evidence.json".into(),
-            token: None,
+            broker: Some(super::super::broker::BrokerAccess {
+                socket: "/d/jobs/3/broker.sock".into(),
+                handle: crate::wiki::Secret::new("0f".repeat(32)),
+            }),
             path: None,
             log_filter: None,
         };
@@ -250,6 +263,8 @@ mod tests {
         assert_eq!(server["args"], json!(["mcp", "--wiki-writer"]));
         assert_eq!(server["env"]["TEAMMEM_WRITER_JOB"], "3");
         assert_eq!(server["env"]["TEAMMEM_WRITER_SOURCE"], "demo/app");
+        assert_eq!(server["env"]["TEAMMEM_WRITER_BROKER"], "/d/jobs/3/broker.sock");
+        assert_eq!(server["env"]["TEAMMEM_WRITER_HANDLE"], "0f".repeat(32));
         assert!(server["env"].get("TEAMMEM_WRITER_TOKEN").is_none());
     }
 }

@@ -3,10 +3,14 @@
 //! wiki-writer MCP child and runs the configured agent against it, then checks
 //! the agent's receipt against the wiki before the job may succeed.
 //!
-//! Invariant: the runner never writes the wiki itself; every edit goes through
+//! Invariants: the runner never writes the wiki itself; every edit goes through
 //! the writer child, and a job succeeds only on a receipt the wiki confirms.
+//! For a GitHub source the wiki token reaches the writer child only through
+//! the job's broker (`broker.rs`), which lives exactly as long as the job's
+//! future.
 
 pub mod agent; // what agents get and give back; the builtin agent's MCP driver
+pub mod broker; // the per-job broker: wiki token and source files for the writer child (GitHub)
 pub mod builtin; // the builtin agent's pure edit planner (Home, Areas, Changelog)
 pub mod command; // the external agent CLI backend
 pub mod evidence; // the evidence bundle model and the job work dir
@@ -167,10 +171,32 @@ impl Runner {
 
         // 3. The policy, at the verified sha.
         let policy = self.policy(&source, &reader, scope.tip()).await?;
-        let token = match &reader {
+        // The job's work directory holds the broker's socket and the command
+        // agent's configuration: the daemon's user alone may enter it.
+        restrict(&dir).map_err(unwritable)?;
+        // GitHub: the job's broker holds the wiki token for the writer child
+        // and reads source files for it; it ends when this future does.
+        let broker = match &reader {
             SourceReader::Local(_) => None,
             SourceReader::GitHub(forge) => {
-                Some(wiki_token(forge, &source, self.config.queue.job_timeout).await?)
+                let wiki_token = wiki_token(forge, &source, self.config.queue.job_timeout).await?;
+                Some(
+                    broker::Broker::start(
+                        &dir,
+                        broker::BrokerJob {
+                            source: source.clone(),
+                            bundle: bundle.clone(),
+                            forge: forge.clone(),
+                            wiki_token,
+                            writer_program: self.program.clone(),
+                        },
+                    )
+                    .map_err(|reason| JobFailure {
+                        reason,
+                        retryable: true,
+                        receipt: None,
+                    })?,
+                )
             }
         };
 
@@ -182,7 +208,7 @@ impl Runner {
             job_id: job.id,
             range: scope.describe(),
             evidence: evidence_path,
-            token,
+            broker: broker.as_ref().map(|b| b.access().clone()),
             path: std::env::var_os("PATH"),
             log_filter: std::env::var_os("TEAMMEM_LOG"),
         };
@@ -278,6 +304,7 @@ impl Runner {
         client.count_steps_as(None);
         let facts = wiki_facts(&client, &source, job.id, start_base).await?;
         client.close().await;
+        drop(broker);
         // A receipt that does not hold is still kept with the failure: what
         // the agent claimed is what a maintainer reviews before a retry.
         check(&outcome.receipt, &bundle, &facts).map_err(|reason| JobFailure {
@@ -381,9 +408,15 @@ impl SourceReader {
     }
 }
 
+/// Makes the job's work directory 0700.
+fn restrict(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
 /// The destination wiki's write credential: an installation token limited to
-/// the wiki's one repository and `contents: write`. It goes to the writer
-/// child's environment and nowhere else.
+/// the wiki's one repository and `contents: write`. It goes to the job's
+/// broker, which hands it to the writer child alone.
 /// The token must outlive the job: a cached one closer to expiry than the
 /// job's deadline is replaced (tokens live an hour, so a deadline beyond 50
 /// minutes asks for no more than that).

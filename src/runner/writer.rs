@@ -5,8 +5,10 @@
 //! - the child starts with a cleared environment: only `TEAMMEM_CONFIG`,
 //!   `TEAMMEM_WRITER_SOURCE`, `TEAMMEM_WRITER_JOB`, `TEAMMEM_WRITER_RANGE`,
 //!   `TEAMMEM_WRITER_EVIDENCE`, `PATH`, `TEAMMEM_LOG` (a log filter) and (GitHub
-//!   wikis) `TEAMMEM_WRITER_TOKEN`;
-//!   the token is never in argv, a log line or an error message;
+//!   sources) the job's broker, `TEAMMEM_WRITER_BROKER` and
+//!   `TEAMMEM_WRITER_HANDLE`; no credential is in its environment or argv (it
+//!   asks the broker for the wiki token, see `broker.rs`), so the same
+//!   environment can be written into an external agent's MCP configuration;
 //! - the child dies with the job: the process is spawned `kill_on_drop`, so a
 //!   cancelled or timed-out job (its future dropped) kills it;
 //! - tool results are read from the envelope's `structuredContent`; anything
@@ -23,10 +25,11 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
 pub use crate::mcp::context::ENV_WRITER_EVIDENCE;
+use super::broker::BrokerAccess;
 use crate::mcp::context::{
-    ENV_CONFIG, ENV_WRITER_JOB, ENV_WRITER_RANGE, ENV_WRITER_SOURCE, ENV_WRITER_TOKEN,
+    ENV_CONFIG, ENV_WRITER_BROKER, ENV_WRITER_HANDLE, ENV_WRITER_JOB, ENV_WRITER_RANGE,
+    ENV_WRITER_SOURCE,
 };
-use crate::wiki::Secret;
 
 /// The log filter variable the child inherits from the daemon.
 pub const ENV_LOG: &str = "TEAMMEM_LOG";
@@ -43,8 +46,9 @@ pub struct WriterLaunch {
     /// `before..after`, or `#N@sha` for a PR job.
     pub range: String,
     pub evidence: PathBuf,
-    /// The wiki credential (GitHub wikis only).
-    pub token: Option<Secret>,
+    /// The job's broker (GitHub sources only): the child fetches the wiki
+    /// token from it and reads source files through it.
+    pub broker: Option<BrokerAccess>,
     /// `PATH` for the child (git helpers); the daemon's own by default.
     pub path: Option<OsString>,
     /// `TEAMMEM_LOG` for the child (a log filter such as `debug`, never a
@@ -71,8 +75,9 @@ impl WriterLaunch {
         if let Some(filter) = &self.log_filter {
             cmd.env(ENV_LOG, filter);
         }
-        if let Some(token) = &self.token {
-            cmd.env(ENV_WRITER_TOKEN, token.expose());
+        if let Some(broker) = &self.broker {
+            cmd.env(ENV_WRITER_BROKER, &broker.socket)
+                .env(ENV_WRITER_HANDLE, broker.handle.expose());
         }
         cmd
     }
@@ -322,7 +327,10 @@ mod tests {
             job_id: 9,
             range: "a..b".into(),
             evidence: "/data/jobs/9/evidence.json".into(),
-            token: Some(Secret::new("ghs_secret")),
+            broker: Some(BrokerAccess {
+                socket: "/data/jobs/9/broker.sock".into(),
+                handle: crate::wiki::Secret::new("ab".repeat(32)),
+            }),
             path: Some("/usr/bin".into()),
             log_filter: Some("debug".into()),
         };
@@ -347,14 +355,15 @@ mod tests {
                 "PATH",
                 "TEAMMEM_CONFIG",
                 "TEAMMEM_LOG",
+                "TEAMMEM_WRITER_BROKER",
                 "TEAMMEM_WRITER_EVIDENCE",
+                "TEAMMEM_WRITER_HANDLE",
                 "TEAMMEM_WRITER_JOB",
                 "TEAMMEM_WRITER_RANGE",
                 "TEAMMEM_WRITER_SOURCE",
-                "TEAMMEM_WRITER_TOKEN",
             ]
         );
-        assert!(!format!("{launch:?}").contains("ghs_secret"));
+        assert!(!format!("{launch:?}").contains(&"ab".repeat(32)));
     }
 
     #[test]

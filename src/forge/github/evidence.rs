@@ -2,8 +2,9 @@
 //! bundle type the local forge produces: the job-start ancestry re-check, the
 //! commits of the range (compare, paged), the merged pull requests whose merge
 //! commit lies on the range's first-parent chain, each one's file manifest (its
-//! patches kept apart for the writer's evidence tools), and the policy file at
-//! the verified sha.
+//! patches kept apart for the writer's evidence tools), the policy file at
+//! the verified sha, and single source files at a commit of the evidence (for
+//! the job's broker, `runner/broker.rs`).
 //!
 //! Invariants:
 //! - only the job's own range is read: compare `before...after`, and pull
@@ -530,19 +531,43 @@ impl GitHubForge {
         path: &str,
         max: usize,
     ) -> Result<Option<String>, SourceError> {
+        self.read_file_at(source, sha, path, max).await
+    }
+
+    /// One file of the source at commit `sha` (the contents API at that ref,
+    /// with the daemon's `contents: read` token): `Ok(None)` when `path` is
+    /// not a file there (absent, a directory, a symlink or a submodule),
+    /// [`SourceError::Invalid`] when it is larger than `max` bytes or not UTF-8.
+    /// The caller decides which commits may be read (a job's evidence).
+    pub async fn read_file_at(
+        &self,
+        source: &Source,
+        sha: &str,
+        path: &str,
+        max: usize,
+    ) -> Result<Option<String>, SourceError> {
         let r = &source.repository;
         let url = format!(
             "/repos/{r}/contents/{}?ref={sha}",
             encode_path(path.trim_start_matches('/'))
         );
-        let contents: Contents = match self
+        // A directory answers with a list of its entries, a file with an object.
+        let answer: serde_json::Value = match self
             .get_patiently(r, &Permissions::contents_read(), &url)
             .await
         {
-            Ok(contents) => contents,
+            Ok(answer) => answer,
             Err(GitHubError::NotFound(_)) => return Ok(None),
             Err(e) => return Err(failure(e, || SourceError::Invalid(String::new()))),
         };
+        if !answer.is_object() {
+            return Ok(None);
+        }
+        let contents: Contents = serde_json::from_value(answer).map_err(|e| {
+            SourceError::Invalid(format!(
+                "GitHub's answer for {path} at {sha} has an unexpected shape: {e}"
+            ))
+        })?;
         if contents.kind != "file" {
             return Ok(None);
         }

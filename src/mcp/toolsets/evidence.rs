@@ -10,7 +10,10 @@
 //! - results stay within the envelope limit: manifests are paged, patches and
 //!   files are bounded, and an oversized bundle is answered without manifests;
 //! - GitHub sources' patches come from `patches.json`, stored next to the bundle
-//!   when the runner collected it: the writer never calls GitHub itself.
+//!   when the runner collected it, and their files from the job's broker
+//!   (`runner/broker.rs`), which reads them in the daemon after checking the
+//!   commit against its own copy of the bundle: the writer never calls GitHub
+//!   itself and holds no source credential.
 
 use std::path::PathBuf;
 
@@ -22,6 +25,7 @@ use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_argum
 use crate::config::Forge;
 use crate::mcp::context::{Context, Resolved};
 use crate::mcp::envelope::{ToolError, ToolOutcome};
+use crate::runner::broker::BrokerError;
 use crate::runner::evidence::{self, EvidenceBundle};
 use crate::runner::local_source::{self, SourceError};
 use crate::wiki::ErrorKind;
@@ -176,15 +180,6 @@ fn source_error(error: SourceError) -> ToolError {
     }
 }
 
-fn local_repo(resolved: &Resolved) -> Result<PathBuf, ToolError> {
-    match &resolved.source.forge {
-        Forge::Local { repo, .. } => Ok(repo.clone()),
-        Forge::GitHub => Err(ToolError::configuration(
-            "source files of GitHub sources are not served to the writer (it holds no GitHub credential); use the manifest and patches from get_job_evidence and list_pull_request_files",
-        )),
-    }
-}
-
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, SourceError> + Send + 'static,
 ) -> Result<T, ToolError> {
@@ -192,6 +187,20 @@ async fn blocking<T: Send + 'static>(
         .await
         .map_err(|error| ToolError::internal("reading the source repository", error))?
         .map_err(source_error)
+}
+
+/// A broker refusal as the envelope error of the same type.
+fn broker_error(error: BrokerError) -> ToolError {
+    let kind = match error.kind.as_str() {
+        "permission_denied" => ErrorKind::PermissionDenied,
+        "not_found" => ErrorKind::NotFound,
+        "limit_exceeded" => ErrorKind::LimitExceeded,
+        "invalid_input" => ErrorKind::InvalidInput,
+        "timeout" => ErrorKind::Timeout,
+        "internal_error" => ErrorKind::InternalError,
+        _ => ErrorKind::UpstreamError,
+    };
+    ToolError::new(kind, error.message)
 }
 
 /// A GitHub pull request's files with the patches stored next to the bundle
@@ -337,18 +346,35 @@ fn get_source_file(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
                     evidence::bound(&commit, 64).0
                 )));
             }
-            let repo = local_repo(&resolved)?;
-            let (sha, path) = (commit.clone(), args.path.clone());
-            let content = blocking(move || {
-                local_source::read_file_at(&repo, &sha, &path, MAX_SOURCE_FILE)
-            })
-            .await?
-            .ok_or_else(|| {
+            let not_a_file = || {
                 ToolError::not_found(format!(
                     "{} is not a file at {commit}",
                     evidence::bound(&args.path, 240).0
                 ))
-            })?;
+            };
+            let content = match &resolved.source.forge {
+                Forge::Local { repo, .. } => {
+                    let (repo, sha, path) = (repo.clone(), commit.clone(), args.path.clone());
+                    blocking(move || {
+                        local_source::read_file_at(&repo, &sha, &path, MAX_SOURCE_FILE)
+                    })
+                    .await?
+                    .ok_or_else(not_a_file)?
+                }
+                Forge::GitHub => {
+                    let Some(broker) = context.binding.writer.as_ref().and_then(|w| w.broker.as_ref())
+                    else {
+                        return Err(ToolError::configuration(
+                            "source files of GitHub sources are read through the job's broker, and this writer has none (TEAMMEM_WRITER_BROKER is not set); only a writer started for a job serves them",
+                        ));
+                    };
+                    broker
+                        .source_file(&commit, &args.path)
+                        .await
+                        .map_err(broker_error)?
+                        .content
+                }
+            };
             Ok(json!({"path": args.path, "commit": commit, "content": content}))
         }
         .await;

@@ -23,7 +23,7 @@ async fn writer(s: &Setup) -> WriterClient {
         job_id: 5,
         range: scope.describe(),
         evidence: path,
-        token: None,
+        broker: None,
         path: std::env::var_os("PATH"),
         log_filter: None,
     })
@@ -206,7 +206,7 @@ async fn github_patches_are_served_from_the_job_and_source_files_are_not() {
         job_id: 9,
         range: bundle.job.describe(),
         evidence: path,
-        token: None,
+        broker: None,
         path: std::env::var_os("PATH"),
         log_filter: Some("warn".into()),
     })
