@@ -9,7 +9,8 @@
 //! recorded so tests can check what was asked for. Faults (5xx, 429 +
 //! Retry-After, rate-limit exhaustion, hanging answers) are injected per path.
 //! The evidence endpoints (compare with paged commits, a commit, a pull
-//! request's paged files with patches, file contents) and a branch's ref read
+//! request's paged files with patches, file contents — a directory answers
+//! with its entries, as GitHub does) and a branch's ref read
 //! the same git repositories, and [`FakeGitHub::wiki_access`] lets the smart-HTTP test server
 //! accept exactly the installation tokens this fake minted for a wiki.
 
@@ -1330,6 +1331,27 @@ async fn contents(
         Err(e) => return e,
     };
     let reference = q.reference.unwrap_or_else(|| "HEAD".into());
+    let object = format!("{reference}:{path}");
+    let kind = Command::new("git")
+        .arg("-C")
+        .arg(&r.git.dir)
+        .args(["cat-file", "-t", &object])
+        .output()
+        .unwrap();
+    if String::from_utf8_lossy(&kind.stdout).trim() == "tree" {
+        // A directory: GitHub answers with the list of its entries.
+        let names = Command::new("git")
+            .arg("-C")
+            .arg(&r.git.dir)
+            .args(["ls-tree", "--name-only", &object])
+            .output()
+            .unwrap();
+        let entries: Vec<Value> = String::from_utf8_lossy(&names.stdout)
+            .lines()
+            .map(|name| json!({"name": name, "path": format!("{path}/{name}")}))
+            .collect();
+        return axum::Json(entries).into_response();
+    }
     let out = Command::new("git")
         .arg("-C")
         .arg(&r.git.dir)

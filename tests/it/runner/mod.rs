@@ -2,6 +2,9 @@
 //! evidence collection on the local forge, the writer's evidence tools, the
 //! handler end to end with the real writer child, and the agent backends.
 
+// The per-job broker: GitHub source files for get_source_file, its handle and
+// peer checks, and its end with the job.
+mod broker;
 // The command backend with a small test agent that drives its own writer.
 mod command;
 // The runner inside the real daemon: signed dispatch to a succeeded job and wiki pages.
