@@ -136,10 +136,7 @@ impl Broker {
             job,
         });
         Ok(Broker {
-            access: BrokerAccess {
-                socket,
-                handle,
-            },
+            access: BrokerAccess { socket, handle },
             listener: tokio::spawn(serve(listener, shared)),
         })
     }
@@ -276,8 +273,7 @@ async fn answer(stream: UnixStream, shared: Arc<Shared>) {
         Some(cred) if cred.uid() == shared.owner => {
             let mut line = Vec::new();
             let mut reader = BufReader::new(read).take(MAX_REQUEST_BYTES + 1);
-            match tokio::time::timeout(REQUEST_TIMEOUT, reader.read_until(b'\n', &mut line)).await
-            {
+            match tokio::time::timeout(REQUEST_TIMEOUT, reader.read_until(b'\n', &mut line)).await {
                 Ok(Ok(_)) if line.len() as u64 > MAX_REQUEST_BYTES => refused(
                     "invalid_input",
                     format!("a broker request is at most {MAX_REQUEST_BYTES} bytes"),
@@ -329,10 +325,7 @@ async fn decide(shared: &Shared, request: Request, pid: Option<i32>) -> Answer {
         }
         "source_file" => {
             let (Some(commit), Some(path)) = (request.commit, request.path) else {
-                return refused(
-                    "invalid_input",
-                    "source_file needs commit and path",
-                );
+                return refused("invalid_input", "source_file needs commit and path");
             };
             match source_file(&shared.job, &commit, &path).await {
                 Ok(file) => Answer {
@@ -401,9 +394,7 @@ async fn source_file(job: &BrokerJob, commit: &str, path: &str) -> Result<Source
         )),
         Err(SourceError::Rejected(message)) => Err(BrokerError::new("not_found", message)),
         Err(SourceError::Invalid(message)) => Err(BrokerError::new("limit_exceeded", message)),
-        Err(SourceError::Unavailable(message)) => {
-            Err(BrokerError::new("upstream_error", message))
-        }
+        Err(SourceError::Unavailable(message)) => Err(BrokerError::new("upstream_error", message)),
     }
 }
 
@@ -435,14 +426,22 @@ impl BrokerClient {
             .token
             .filter(|t| !t.is_empty())
             .map(Secret::new)
-            .ok_or_else(|| BrokerError::new("internal_error", "the job's broker answered without a token"))
+            .ok_or_else(|| {
+                BrokerError::new(
+                    "internal_error",
+                    "the job's broker answered without a token",
+                )
+            })
     }
 
     /// One source file at a commit of the evidence.
     pub async fn source_file(&self, commit: &str, path: &str) -> Result<SourceFile, BrokerError> {
         let answer = self.ask("source_file", Some(commit), Some(path)).await?;
         answer.file.ok_or_else(|| {
-            BrokerError::new("internal_error", "the job's broker answered without the file")
+            BrokerError::new(
+                "internal_error",
+                "the job's broker answered without the file",
+            )
         })
     }
 

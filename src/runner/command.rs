@@ -263,7 +263,10 @@ mod tests {
         assert_eq!(server["args"], json!(["mcp", "--wiki-writer"]));
         assert_eq!(server["env"]["TEAMMEM_WRITER_JOB"], "3");
         assert_eq!(server["env"]["TEAMMEM_WRITER_SOURCE"], "demo/app");
-        assert_eq!(server["env"]["TEAMMEM_WRITER_BROKER"], "/d/jobs/3/broker.sock");
+        assert_eq!(
+            server["env"]["TEAMMEM_WRITER_BROKER"],
+            "/d/jobs/3/broker.sock"
+        );
         assert_eq!(server["env"]["TEAMMEM_WRITER_HANDLE"], "0f".repeat(32));
         assert!(server["env"].get("TEAMMEM_WRITER_TOKEN").is_none());
     }

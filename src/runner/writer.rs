@@ -24,8 +24,8 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
-pub use crate::mcp::context::ENV_WRITER_EVIDENCE;
 use super::broker::BrokerAccess;
+pub use crate::mcp::context::ENV_WRITER_EVIDENCE;
 use crate::mcp::context::{
     ENV_CONFIG, ENV_WRITER_BROKER, ENV_WRITER_HANDLE, ENV_WRITER_JOB, ENV_WRITER_RANGE,
     ENV_WRITER_SOURCE,

@@ -47,7 +47,11 @@ impl Setup {
         let git = GitRepo::init(&dir.path().join("app"));
         let before = git.commit("README.md", "root");
         std::fs::create_dir_all(git.dir.join("src")).unwrap();
-        std::fs::write(git.dir.join("src/lib.rs"), "pub fn answer() -> u32 { 42 }\n").unwrap();
+        std::fs::write(
+            git.dir.join("src/lib.rs"),
+            "pub fn answer() -> u32 { 42 }\n",
+        )
+        .unwrap();
         std::fs::write(git.dir.join("big.txt"), "x".repeat(64 * 1024 + 1)).unwrap();
         std::fs::write(git.dir.join("latin1.txt"), b"caf\xe9\n").unwrap();
         let after = git.commit("CHANGES.md", "Add the answer");
@@ -192,15 +196,22 @@ async fn get_source_file_reads_github_sources_through_the_broker_within_the_rang
     .await;
     assert!(!ok);
     assert!(
-        error.starts_with("permission_denied: ") && error.contains("not one of this job's evidence commits"),
+        error.starts_with("permission_denied: ")
+            && error.contains("not one of this job's evidence commits"),
         "{error}"
     );
     let (ok, _, error) = call(&client, json!({"repository": repo, "path": "src"})).await;
     assert!(!ok);
-    assert_eq!(error, format!("not_found: src is not a file at {}", s.after));
+    assert_eq!(
+        error,
+        format!("not_found: src is not a file at {}", s.after)
+    );
     let (ok, _, error) = call(&client, json!({"repository": repo, "path": "nope.rs"})).await;
     assert!(!ok);
-    assert_eq!(error, format!("not_found: nope.rs is not a file at {}", s.after));
+    assert_eq!(
+        error,
+        format!("not_found: nope.rs is not a file at {}", s.after)
+    );
     let (ok, _, error) = call(&client, json!({"repository": repo, "path": "big.txt"})).await;
     assert!(!ok);
     assert_eq!(
@@ -214,9 +225,16 @@ async fn get_source_file_reads_github_sources_through_the_broker_within_the_rang
     assert!(!ok);
     assert_eq!(
         error,
-        format!("limit_exceeded: latin1.txt at {} is not UTF-8 text", s.after)
+        format!(
+            "limit_exceeded: latin1.txt at {} is not UTF-8 text",
+            s.after
+        )
     );
-    let (ok, _, error) = call(&client, json!({"repository": repo, "path": "src/../README.md"})).await;
+    let (ok, _, error) = call(
+        &client,
+        json!({"repository": repo, "path": "src/../README.md"}),
+    )
+    .await;
     assert!(!ok);
     assert!(error.starts_with("invalid_input: "), "{error}");
     client.close().await;
@@ -249,7 +267,11 @@ async fn the_broker_refuses_a_wrong_handle_keeps_the_token_from_other_processes_
     }
     // The right handle from a process that is not the writer (this test): a
     // source file of the range, but never the wiki token.
-    let answer = ask(&socket, &json!({"handle": s.handle(), "request": "wiki_token"})).await;
+    let answer = ask(
+        &socket,
+        &json!({"handle": s.handle(), "request": "wiki_token"}),
+    )
+    .await;
     assert_eq!(answer["error"]["kind"], "permission_denied", "{answer}");
     assert!(!answer.to_string().contains(WIKI_TOKEN));
     let answer = ask(
@@ -267,7 +289,11 @@ async fn the_broker_refuses_a_wrong_handle_keeps_the_token_from_other_processes_
         .await
         .unwrap();
     assert!(envelope.success);
-    let (ok, file, _) = call(&client, json!({"repository": "octo/app", "path": "src/lib.rs"})).await;
+    let (ok, file, _) = call(
+        &client,
+        json!({"repository": "octo/app", "path": "src/lib.rs"}),
+    )
+    .await;
     assert!(ok);
     for text in [envelope.result.to_string(), file.to_string()] {
         assert!(!text.contains(WIKI_TOKEN) && !text.contains(&s.handle()));
@@ -279,7 +305,11 @@ async fn the_broker_refuses_a_wrong_handle_keeps_the_token_from_other_processes_
     drop(s.broker.take());
     assert!(!socket.exists(), "the socket outlived its job");
     assert!(tokio::net::UnixStream::connect(&socket).await.is_err());
-    let (ok, _, error) = call(&client, json!({"repository": "octo/app", "path": "src/lib.rs"})).await;
+    let (ok, _, error) = call(
+        &client,
+        json!({"repository": "octo/app", "path": "src/lib.rs"}),
+    )
+    .await;
     assert!(!ok);
     assert!(
         error.starts_with("upstream_error: ") && error.contains("the job has ended"),

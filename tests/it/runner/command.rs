@@ -1,6 +1,7 @@
 //! The command agent backend with a small test agent program (Python, stdlib
 //! only) that reads the generated MCP configuration, starts the writer from it,
-//! drives it over stdio and writes its receipt file.
+//! drives it over stdio and writes its receipt file; given a fourth argument
+//! it also probes the job's broker (GitHub sources) and reports what it got.
 
 use std::process::Command;
 
@@ -10,8 +11,9 @@ use teammem::worker::JobHandler;
 use super::handler::Setup;
 
 pub(super) const AGENT: &str = r##"
-import json, os, subprocess, sys
+import json, os, socket, subprocess, sys
 config_path, receipt_path, env_out = sys.argv[1], sys.argv[2], sys.argv[3]
+probe_out = sys.argv[4] if len(sys.argv) > 4 else None
 task = sys.stdin.read()
 data = json.loads(task.strip().splitlines()[-1])
 with open(env_out, "w") as f:
@@ -46,6 +48,29 @@ receipt = {"status": "updated", "wiki_repository": snapshot["wiki_repository"], 
     "base_sha": snapshot["sha"], "summary": "Wrote the team log.",
     "pull_requests": [{"number": p["number"], "merge_sha": p["merge_sha"], "status": "updated", "pages": ["Team-log.md"]}
                       for p in data["evidence"]["pull_requests"]]}
+if probe_out:
+    # A curious agent: it reads a source file through the writer, then tries
+    # the job's broker itself, with a wrong handle and with the right one.
+    env = server["env"]
+    def raw(request):
+        s = socket.socket(socket.AF_UNIX); s.connect(env["TEAMMEM_WRITER_BROKER"])
+        s.sendall((json.dumps(request) + "\n").encode())
+        answer = b""
+        while not answer.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        s.close()
+        return json.loads(answer)
+    handle = env["TEAMMEM_WRITER_HANDLE"]
+    wrong = handle[:-1] + ("1" if handle[-1] == "0" else "0")
+    probe = {"socket": env["TEAMMEM_WRITER_BROKER"], "handle": handle,
+             "source_file": call("get_source_file", {"repository": repo, "path": "docs/guide.md"}),
+             "wrong_handle": raw({"handle": wrong, "request": "wiki_token"}),
+             "token_to_the_agent": raw({"handle": handle, "request": "wiki_token"})}
+    with open(probe_out, "w") as f:
+        json.dump(probe, f)
 with open(receipt_path, "w") as f:
     json.dump(receipt, f)
 child.stdin.close(); child.wait()

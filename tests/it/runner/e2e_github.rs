@@ -6,15 +6,18 @@
 //! The SIGKILL rescue on this forge is `github.rs`'s
 //! `a_daemon_killed_mid_job_is_rescued_after_restart_and_records_each_entry_once`
 //! (held inside a GitHub call; it is not repeated here because a rescued job
-//! waits out a 15-30 s backoff).
+//! waits out a 15-30 s backoff). Also the command agent on this forge: its
+//! writer gets the wiki token from the job's broker, and no file holds it.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
 
+use super::command;
+use super::daemon_client::{finished, jobs_of_commits, wait_for, wiki_tip};
 use super::e2e::{self, Forge};
-use super::fixture::Source;
+use super::fixture::{self, Source};
 use super::github::Hub;
 use crate::harness::daemon::{Daemon, Setup};
 
@@ -76,4 +79,113 @@ async fn github_wiki_moved_by_another_writer_during_the_job_is_rebuilt_once() {
 #[tokio::test]
 async fn github_force_pushed_source_rejects_the_queued_job() {
     e2e::a_force_pushed_source_rejects_a_queued_job::<GitHub>().await;
+}
+
+/// Every regular file under `dir`, recursively (sockets and the like skipped).
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let kind = std::fs::symlink_metadata(&path).unwrap().file_type();
+        if kind.is_dir() {
+            files.extend(files_under(&path));
+        } else if kind.is_file() {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[tokio::test]
+async fn the_command_agent_in_the_daemon_drives_the_writer_for_a_github_wiki_through_the_broker() {
+    // The test agent (command.rs) starts the writer from the generated MCP
+    // config; the writer fetches the wiki token from the job's broker, reads a
+    // source file through it, and the agent probes the broker itself.
+    let agent_dir = tempfile::tempdir().unwrap();
+    let agent = agent_dir.path().join("agent.py");
+    std::fs::write(&agent, command::AGENT).unwrap();
+    let env_out = agent_dir.path().join("env.json");
+    let probe_out = agent_dir.path().join("probe.json");
+    let f = GitHub::new(&format!(
+        "\n[agent]\nkind = \"command\"\nargv = [\"{}\", \"{}\", \"{{mcp_config}}\", \"{{receipt}}\", \"{}\", \"{}\"]\ntimeout_seconds = 60\n",
+        command::python(),
+        agent.display(),
+        env_out.display(),
+        probe_out.display()
+    ))
+    .await;
+    let (s, wiki) = (f.source(), f.wiki());
+    let token = f.setup().create_token("e2e", &[]);
+    let daemon = f.serve(&[]);
+    let start = wiki_tip(wiki);
+
+    let answer = f.dispatch(&daemon, &s.base, &s.head).await;
+    let id = answer["job_id"].as_i64().unwrap();
+    let (job, _) = wait_for(&daemon, &token, id, finished).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["receipt"]["wiki_sha"], wiki_tip(wiki).as_str(), "{job}");
+    assert_eq!(jobs_of_commits(wiki, &start), [Some(id)]);
+    let log = fixture::git(wiki, &["show", "master:Team-log.md"]);
+    for (number, sha) in [(12, &s.merge_12), (13, &s.squash_13)] {
+        assert_eq!(
+            log.matches(&format!("- #{number} {sha}")).count(),
+            1,
+            "{log}"
+        );
+    }
+    // The push went through git http-backend, which takes only a wiki token
+    // the fake minted: the writer had one, from the broker.
+    let wiki_mints: Vec<_> = f
+        .hub
+        .fake
+        .mints()
+        .into_iter()
+        .filter(|m| m.permissions == [("contents".to_owned(), "write".to_owned())])
+        .collect();
+    assert!(!wiki_mints.is_empty(), "a wiki token was minted");
+
+    let probe: Value = serde_json::from_str(&std::fs::read_to_string(&probe_out).unwrap()).unwrap();
+    assert_eq!(probe["source_file"]["success"], true, "{probe}");
+    assert_eq!(
+        probe["source_file"]["result"]["content"],
+        "# Guide\n\nStep one.\n"
+    );
+    assert_eq!(probe["source_file"]["result"]["commit"], s.head.as_str());
+    assert_eq!(
+        probe["wrong_handle"]["error"]["kind"], "permission_denied",
+        "{probe}"
+    );
+    assert_eq!(probe["token_to_the_agent"]["ok"], false, "{probe}");
+    assert_eq!(
+        probe["token_to_the_agent"]["error"]["kind"], "permission_denied",
+        "{probe}"
+    );
+
+    // No file of the job (bundle, patches, MCP config, receipt) nor anything
+    // the agent wrote holds a token the fake minted.
+    let work = f.setup().data_dir().join("jobs").join(id.to_string());
+    let config = std::fs::read_to_string(work.join("mcp-config.json")).unwrap();
+    assert!(config.contains("TEAMMEM_WRITER_BROKER") && !config.contains("TEAMMEM_WRITER_TOKEN"));
+    let minted = f.hub.fake.minted_tokens();
+    assert!(!minted.is_empty());
+    let mut scanned = files_under(&work);
+    scanned.extend([env_out.clone(), probe_out.clone()]);
+    assert!(scanned.len() >= 5, "{scanned:?}");
+    for file in &scanned {
+        let text = String::from_utf8_lossy(&std::fs::read(file).unwrap()).into_owned();
+        for token in &minted {
+            assert!(
+                !text.contains(token.as_str()),
+                "{} holds a minted token",
+                file.display()
+            );
+        }
+    }
+
+    // The job is over: its broker's socket is gone and nothing answers there.
+    let socket = std::path::PathBuf::from(probe["socket"].as_str().unwrap());
+    assert!(socket.starts_with(&work), "{}", socket.display());
+    assert!(!socket.exists(), "the broker outlived its job");
+    assert!(std::os::unix::net::UnixStream::connect(&socket).is_err());
+    assert!(daemon.terminate().success());
 }
