@@ -100,20 +100,24 @@ impl Broker {
     /// Binds `{work_dir}/broker.sock` (the directory is made 0700, the socket
     /// 0600; a socket left by an earlier attempt is replaced) and serves
     /// `job` on it with a new handle.
-    pub fn start(work_dir: &Path, job: BrokerJob) -> Result<Broker, String> {
+    pub fn start(work_dir: &Path, job: BrokerJob) -> Result<Broker, StartError> {
         use std::os::unix::fs::{MetadataExt, PermissionsExt};
         let socket = work_dir.join(SOCKET_FILE);
         if socket.as_os_str().len() > MAX_SOCKET_PATH {
-            return Err(format!(
-                "the job's broker socket {} is longer than the {MAX_SOCKET_PATH} bytes a Unix socket path may have; choose a shorter server.data_dir",
-                socket.display()
-            ));
+            return Err(StartError {
+                reason: format!(
+                    "the job's broker socket {} is longer than the {MAX_SOCKET_PATH} bytes a Unix socket path may have; choose a shorter server.data_dir",
+                    socket.display()
+                ),
+                retryable: false,
+            });
         }
-        let unusable = |what: &str, e: std::io::Error| {
-            format!(
+        let unusable = |what: &str, e: std::io::Error| StartError {
+            reason: format!(
                 "cannot {what} the job's broker socket {}: {e}; check data_dir's permissions",
                 socket.display()
-            )
+            ),
+            retryable: true,
         };
         std::fs::create_dir_all(work_dir).map_err(|e| unusable("create the directory of", e))?;
         std::fs::set_permissions(work_dir, std::fs::Permissions::from_mode(0o700))
@@ -152,6 +156,13 @@ impl Drop for Broker {
         self.listener.abort();
         let _ = std::fs::remove_file(&self.access.socket);
     }
+}
+
+/// Why a broker could not start, and whether a later attempt may succeed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartError {
+    pub reason: String,
+    pub retryable: bool,
 }
 
 /// A new handle: [`HANDLE_BYTES`] from the CSPRNG, hex.

@@ -191,9 +191,9 @@ impl Runner {
                             writer_program: self.program.clone(),
                         },
                     )
-                    .map_err(|reason| JobFailure {
-                        reason,
-                        retryable: true,
+                    .map_err(|e| JobFailure {
+                        reason: e.reason,
+                        retryable: e.retryable,
                         receipt: None,
                     })?,
                 )

@@ -204,7 +204,7 @@ fn broker_error(error: BrokerError) -> ToolError {
 }
 
 /// A GitHub pull request's files with the patches stored next to the bundle
-/// when the job collected its evidence (the writer holds no GitHub credential).
+/// when the job collected its evidence (the writer holds no source credential).
 fn stored_patches(
     context: &Context,
     pull: &evidence::PullRequest,
