@@ -255,6 +255,8 @@ async fn serve(listener: UnixListener, shared: Arc<Shared>) {
                 }
                 Err(e) => {
                     tracing::warn!(target: "teammem::runner", error = %e, "the job's broker could not accept a connection");
+                    // Out of descriptors and the like: do not spin on it.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             },
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
