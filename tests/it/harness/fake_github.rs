@@ -432,6 +432,8 @@ struct StateInner {
     /// `updated_at` of pull requests updated after they merged (comments, labels).
     pull_updated: HashMap<(String, u64), String>,
     requests: Vec<String>,
+    /// Like `requests`, with the query string.
+    targets: Vec<String>,
     jwks_fetches: usize,
     published_kids: Vec<String>,
     next_id: u64,
@@ -708,8 +710,14 @@ impl FakeGitHub {
         self.inner().grants.keys().cloned().collect()
     }
 
+    /// Every request as `METHOD /path` (no query), in order.
     pub fn requests(&self) -> Vec<String> {
         self.inner().requests.clone()
+    }
+
+    /// Every request as `METHOD /path?query`, in order.
+    pub fn requests_with_query(&self) -> Vec<String> {
+        self.inner().targets.clone()
     }
 
     pub fn jwks_fetches(&self) -> usize {
@@ -790,6 +798,8 @@ async fn faults(State(s): State<AppState>, req: Request, next: Next) -> Response
     let fault = {
         let mut inner = s.inner.lock().unwrap();
         inner.requests.push(format!("{} {}", req.method(), path));
+        let target = req.uri().path_and_query().map(|pq| pq.as_str()).unwrap_or(&path);
+        inner.targets.push(format!("{} {target}", req.method()));
         let pos = inner.faults.iter().position(|(p, exact, _)| {
             if *exact {
                 path == *p
@@ -1268,14 +1278,24 @@ struct PullTimes {
 
 /// A merged pull request merged when its merge commit was made (and was
 /// updated then, unless a later update was set); an open one is dated at the
-/// fixed creation time.
-fn pull_times(inner: &StateInner, full: &str, number: u64, p: &FakePull) -> PullTimes {
+/// fixed creation time. `dates` caches committer dates by sha for listings.
+fn pull_times(
+    inner: &StateInner,
+    full: &str,
+    number: u64,
+    p: &FakePull,
+    dates: &mut HashMap<String, Option<String>>,
+) -> PullTimes {
     const CREATED: &str = "2026-01-01T00:00:00Z";
     let key = (full.to_ascii_lowercase(), number);
     let merged_at = match (&p.merge_commit_sha, inner.repos.get(&key.0)) {
-        (Some(sha), Some(r)) if p.merged => {
-            Some(r.git.committed_at(sha).unwrap_or_else(|| CREATED.into()))
-        }
+        (Some(sha), Some(r)) if p.merged => Some(
+            dates
+                .entry(sha.clone())
+                .or_insert_with(|| r.git.committed_at(sha))
+                .clone()
+                .unwrap_or_else(|| CREATED.into()),
+        ),
         _ if p.merged => Some(CREATED.into()),
         _ => None,
     };
@@ -1357,7 +1377,7 @@ async fn pull(
         }
         _ => None,
     };
-    let times = pull_times(&inner, &full, number, p);
+    let times = pull_times(&inner, &full, number, p, &mut HashMap::new());
     axum::Json(pull_json_with(
         &full, number, p, &base_url, &times, &details, changed,
     ))
@@ -1423,6 +1443,7 @@ async fn list_pulls(
             .unwrap_or("localhost")
     );
     let repo_key = full.to_ascii_lowercase();
+    let mut dates = HashMap::new();
     let mut listed: Vec<(String, u64, Value)> = inner
         .pulls
         .iter()
@@ -1436,7 +1457,7 @@ async fn list_pulls(
                 && q.base.as_deref().is_none_or(|b| b == p.base_ref)
         })
         .map(|((_, n), p)| {
-            let times = pull_times(&inner, &full, *n, p);
+            let times = pull_times(&inner, &full, *n, p, &mut dates);
             let key = if sort == "updated" {
                 times.updated_at.clone()
             } else {
@@ -1677,7 +1698,10 @@ async fn commit_pulls(
         .filter(|((r, _), p)| {
             *r == full.to_ascii_lowercase() && p.merge_commit_sha.as_deref() == Some(sha.as_str())
         })
-        .map(|((_, n), p)| pull_json(&full, *n, p, &base_url, &pull_times(&inner, &full, *n, p)))
+        .map(|((_, n), p)| {
+            let times = pull_times(&inner, &full, *n, p, &mut HashMap::new());
+            pull_json(&full, *n, p, &base_url, &times)
+        })
         .collect();
     axum::Json(list).into_response()
 }
