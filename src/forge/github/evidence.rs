@@ -767,8 +767,7 @@ fn oldest_commit(commits: &[CommitInfo]) -> Option<DateTime<Utc>> {
 /// The range's first-parent chain from `after` (oldest first): the commits
 /// that entered the default branch itself, where merges and squashes land.
 fn first_parent_chain<'a>(commits: &'a [CommitInfo], after: &str) -> Vec<&'a CommitInfo> {
-    let by_sha: HashMap<&str, &CommitInfo> =
-        commits.iter().map(|c| (c.sha.as_str(), c)).collect();
+    let by_sha: HashMap<&str, &CommitInfo> = commits.iter().map(|c| (c.sha.as_str(), c)).collect();
     let mut chain = Vec::new();
     let mut current = after.to_ascii_lowercase();
     while let Some(commit) = by_sha.get(current.as_str()) {

@@ -798,7 +798,11 @@ async fn faults(State(s): State<AppState>, req: Request, next: Next) -> Response
     let fault = {
         let mut inner = s.inner.lock().unwrap();
         inner.requests.push(format!("{} {}", req.method(), path));
-        let target = req.uri().path_and_query().map(|pq| pq.as_str()).unwrap_or(&path);
+        let target = req
+            .uri()
+            .path_and_query()
+            .map(|pq| pq.as_str())
+            .unwrap_or(&path);
         inner.targets.push(format!("{} {target}", req.method()));
         let pos = inner.faults.iter().position(|(p, exact, _)| {
             if *exact {

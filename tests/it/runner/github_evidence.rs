@@ -494,7 +494,8 @@ async fn a_listing_cut_at_its_page_cap_marks_the_bundle_truncated() {
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     for number in 0..(MAX_LISTED_PAGES * PER_PAGE + 1) as u64 {
         s.merged(5000 + number, &old[0]);
-        s.fake.set_pull_updated_at("octo/app", 5000 + number, &later);
+        s.fake
+            .set_pull_updated_at("octo/app", 5000 + number, &later);
     }
     let (bundle, _) = s
         .forge
