@@ -815,6 +815,24 @@ mod tests {
     }
 
     #[test]
+    fn the_listing_looks_back_to_the_oldest_commit_less_the_clock_skew() {
+        let dated = |sha: &str, at: &str| CommitInfo {
+            committed_at: at.into(),
+            ..commit(sha, &[], "")
+        };
+        // GitHub writes `Z`; other offsets are read too.
+        let commits = vec![
+            dated("a", "2026-03-01T12:00:00Z"),
+            dated("b", "2026-03-01T13:30:00+02:00"),
+        ];
+        let limit = oldest_commit(&commits).unwrap();
+        assert_eq!(limit.to_rfc3339(), "2026-03-01T10:30:00+00:00");
+        // An unreadable date: no time limit, only the page cap.
+        let commits = vec![dated("a", "2026-03-01T12:00:00Z"), dated("b", "")];
+        assert_eq!(oldest_commit(&commits), None);
+    }
+
+    #[test]
     fn file_statuses_map_to_the_bundle_words() {
         assert_eq!(status_of("added"), FileStatus::Added);
         assert_eq!(status_of("copied"), FileStatus::Added);
