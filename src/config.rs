@@ -108,6 +108,9 @@ pub struct Queue {
     pub retention: Duration,
     pub job_timeout: Duration,
     pub shutdown_grace: Duration,
+    /// How many steps nicer than the daemon the job threads (and the writer
+    /// children and agent processes they start) run; 0 keeps the same priority.
+    pub job_nice: i32,
 }
 
 #[derive(Debug, Clone)]
@@ -752,6 +755,7 @@ fn read_queue(t: &toml::Table, errors: &mut Vec<String>) -> Queue {
         shutdown_grace: Duration::from_secs(
             s.int("shutdown_grace_seconds", 30, (0, 3600), errors) as u64
         ),
+        job_nice: s.int("job_nice", 10, (0, 19), errors) as i32,
     };
     s.finish(errors);
     q

@@ -205,6 +205,7 @@ pub async fn run_with_ingest(
             job_timeout: config.queue.job_timeout,
             shutdown_grace: config.queue.shutdown_grace,
             idle_poll: Duration::from_secs(1),
+            job_nice: Some(config.queue.job_nice),
         },
     );
 

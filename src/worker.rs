@@ -8,7 +8,11 @@
 //! - every outcome goes back through the queue's fenced calls, so a stale worker
 //!   can never overwrite a newer attempt;
 //! - on shutdown no new job is claimed; a running job gets the grace period to
-//!   finish and is otherwise released back to `queued` without counting the attempt.
+//!   finish and is otherwise released back to `queued` without counting the attempt;
+//! - with [`PoolSettings::job_nice`] set, jobs run on a runtime of their own
+//!   whose threads (and every process they spawn: writer children, agent CLIs)
+//!   run at a lower CPU priority, so background reconciliation never delays the
+//!   front door (dispatch ingest, the API, `/mcp`) on a busy machine.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -69,11 +73,71 @@ pub struct PoolSettings {
     /// How long an idle worker waits before looking again when nobody woke it
     /// (jobs whose backoff ran out need no wake-up call).
     pub idle_poll: Duration,
+    /// `Some(n)`: run jobs on their own runtime, its threads `n` steps nicer
+    /// than the daemon (`[queue] job_nice`); `None`: on the caller's runtime.
+    pub job_nice: Option<i32>,
+}
+
+/// The runtime jobs run on when they are kept apart from the front door. It is
+/// shut down without blocking, so it may be dropped inside async code.
+struct JobRuntime(Option<tokio::runtime::Runtime>);
+
+impl JobRuntime {
+    /// A multi-thread runtime of `threads` threads named `teammem-job`, each
+    /// lowering its own priority by `nice` as it starts.
+    fn start(threads: usize, nice: i32) -> std::io::Result<JobRuntime> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads.max(1))
+            .thread_name("teammem-job")
+            .enable_all()
+            .on_thread_start(move || lower_thread_priority(nice))
+            .build()?;
+        Ok(JobRuntime(Some(runtime)))
+    }
+
+    fn handle(&self) -> Option<&tokio::runtime::Handle> {
+        self.0.as_ref().map(tokio::runtime::Runtime::handle)
+    }
+}
+
+impl Drop for JobRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Makes the calling thread `nice` steps nicer. On Linux the nice value is a
+/// property of each thread (and is inherited by the processes it spawns), so
+/// this touches only the job runtime's threads.
+fn lower_thread_priority(nice: i32) {
+    if nice <= 0 {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: plain system calls on the calling thread, no memory is shared.
+        let changed = unsafe {
+            *libc::__errno_location() = 0;
+            let now = libc::getpriority(libc::PRIO_PROCESS, 0);
+            *libc::__errno_location() == 0
+                && libc::setpriority(libc::PRIO_PROCESS, 0, now.saturating_add(nice).min(19)) == 0
+        };
+        if !changed {
+            tracing::warn!(
+                nice,
+                "cannot lower the CPU priority of a job thread; jobs run at the daemon's priority"
+            );
+        }
+    }
 }
 
 /// A running pool. `wake` nudges idle workers after an enqueue.
 pub struct Pool {
     tasks: JoinSet<()>,
+    /// Declared after `tasks`, so it outlives them when the pool is dropped.
+    runtime: Option<JobRuntime>,
     stop: watch::Sender<bool>,
     pub wake: Arc<Notify>,
     pub alive: Arc<AtomicUsize>,
@@ -85,6 +149,13 @@ impl Pool {
         let wake = Arc::new(Notify::new());
         let alive = Arc::new(AtomicUsize::new(0));
         let mut tasks = JoinSet::new();
+        let runtime = settings.job_nice.and_then(|nice| {
+            JobRuntime::start(settings.workers, nice)
+                .inspect_err(|error| {
+                    tracing::error!(%error, "cannot start the job runtime; jobs run on the daemon's own threads")
+                })
+                .ok()
+        });
         for n in 0..settings.workers {
             let worker = Worker {
                 name: format!("worker-{n}"),
@@ -96,13 +167,18 @@ impl Pool {
             };
             alive.fetch_add(1, Ordering::SeqCst);
             let alive = alive.clone();
-            tasks.spawn(async move {
+            let work = async move {
                 worker.run().await;
                 alive.fetch_sub(1, Ordering::SeqCst);
-            });
+            };
+            match runtime.as_ref().and_then(JobRuntime::handle) {
+                Some(handle) => tasks.spawn_on(work, handle),
+                None => tasks.spawn(work),
+            };
         }
         Pool {
             tasks,
+            runtime,
             stop,
             wake,
             alive,
@@ -113,6 +189,7 @@ impl Pool {
     pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
         while self.tasks.join_next().await.is_some() {}
+        drop(self.runtime.take());
     }
 }
 
@@ -243,5 +320,111 @@ impl Worker {
             }
             Err(e) => tracing::error!(error = %e, "recording the job's outcome failed"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::{JobKind, ManualClock, NewJob, Origin, QueueSettings};
+
+    /// The nice value of the calling thread.
+    fn thread_nice() -> i32 {
+        // SAFETY: a plain system call about the calling thread.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+    }
+
+    /// Reports where it ran: its thread's name and nice value, and the nice
+    /// value of a process it started (field 19 of `/proc/self/stat`).
+    struct Probe(tokio::sync::mpsc::UnboundedSender<(String, i32, i32)>);
+
+    impl JobHandler for Probe {
+        fn run<'a>(&'a self, _job: &'a Job) -> JobFuture<'a> {
+            Box::pin(async move {
+                let child = tokio::process::Command::new("cat")
+                    .arg("/proc/self/stat")
+                    .output()
+                    .await
+                    .expect("run cat");
+                let stat = String::from_utf8(child.stdout).expect("utf-8 stat");
+                // Fields after the parenthesised command name; nice is field 19.
+                let after_name = stat.rsplit_once(')').expect("stat format").1;
+                let child_nice = after_name.split_whitespace().nth(16).expect("field 19");
+                let thread = std::thread::current().name().unwrap_or("").to_owned();
+                let _ = self
+                    .0
+                    .send((thread, thread_nice(), child_nice.parse().expect("a number")));
+                Ok(Completion::Skipped {
+                    reason: "probe".into(),
+                })
+            })
+        }
+    }
+
+    fn settings(job_nice: Option<i32>) -> PoolSettings {
+        PoolSettings {
+            workers: 1,
+            lease: Duration::from_secs(60),
+            job_timeout: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(1),
+            idle_poll: Duration::from_millis(50),
+            job_nice,
+        }
+    }
+
+    async fn run_one_job(job_nice: Option<i32>) -> (String, i32, i32) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pool = crate::db::open_with(dir.path(), 2).await.expect("open");
+        crate::db::migrate(&pool).await.expect("migrate");
+        let queue = Queue::new(
+            pool,
+            Arc::new(ManualClock::default()),
+            QueueSettings::default(),
+        );
+        queue
+            .enqueue(
+                NewJob {
+                    source: "octo/app".into(),
+                    destination: "local:/wikis/octo/app".into(),
+                    origin: Origin::Dispatch,
+                    kind: JobKind::Range {
+                        before: format!("{:040x}", 1),
+                        after: format!("{:040x}", 2),
+                        run_id: None,
+                        run_attempt: None,
+                    },
+                    actor: "test".into(),
+                },
+                None,
+            )
+            .await
+            .expect("enqueue");
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let pool = Pool::start(queue, Arc::new(Probe(tx)), settings(job_nice));
+        let seen = rx.recv().await.expect("the job ran");
+        pool.shutdown().await;
+        seen
+    }
+
+    #[tokio::test]
+    async fn jobs_run_on_nicer_threads_and_their_processes_inherit_it() {
+        let daemon = thread_nice();
+        let (thread, nice, child) = run_one_job(Some(7)).await;
+        assert_eq!(thread, "teammem-job");
+        assert_eq!(nice, (daemon + 7).min(19));
+        assert_eq!(
+            child, nice,
+            "a process a job starts runs at the job's priority"
+        );
+        // The daemon's own thread is untouched.
+        assert_eq!(thread_nice(), daemon);
+    }
+
+    #[tokio::test]
+    async fn without_job_nice_jobs_run_on_the_callers_runtime() {
+        let daemon = thread_nice();
+        let (thread, nice, child) = run_one_job(None).await;
+        assert_ne!(thread, "teammem-job");
+        assert_eq!((nice, child), (daemon, daemon));
     }
 }

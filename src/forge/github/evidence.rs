@@ -1,28 +1,50 @@
 //! The evidence of one job from GitHub's REST API (DESIGN §6), in the same
 //! bundle type the local forge produces: the job-start ancestry re-check, the
 //! commits of the range (compare, paged), the merged pull requests whose merge
-//! commit lies on the range's first-parent chain, each one's file manifest (its
-//! patches kept apart for the writer's evidence tools), the policy file at
-//! the verified sha, and single source files at a commit of the evidence (for
-//! the job's broker, `runner/broker.rs`).
+//! commit lies in the range, each one's file manifest (its patches kept apart
+//! for the writer's evidence tools), the policy file at the verified sha, and
+//! single source files at a commit of the evidence (for the job's broker,
+//! `runner/broker.rs`).
+//!
+//! Merged pull requests are found two ways. The fast path costs no extra call:
+//! merge and squash subjects (`Merge pull request #12 from ...`, `Title (#12)`)
+//! on the range's first-parent chain name candidates, and `GET /pulls/N`
+//! confirms each. A pull request merged with "Rebase and merge" leaves no such
+//! subject (its `merge_commit_sha` is the last rebased commit), so when some
+//! first-parent commit of the range is not a confirmed merge or squash commit
+//! (a rebase merge, or a direct push), the closed pull requests into the
+//! default branch are listed too, most recently updated first, [`PER_PAGE`] a
+//! page: those merged with a merge commit in the range join the confirmed ones
+//! (by number, once). Paging stops at a short page, at a page whose last pull
+//! request was updated before the range's oldest commit (less
+//! [`CLOCK_SKEW_SECS`]; a pull request is updated when it merges, and GitHub
+//! dates the commits it makes at that moment), or after [`MAX_LISTED_PAGES`]
+//! pages, which marks the bundle `pull_requests_truncated` because older
+//! updates were not looked at.
 //!
 //! Invariants:
 //! - only the job's own range is read: compare `before...after`, and pull
-//!   requests whose merge commit *as GitHub records it* is a first-parent commit
-//!   of that range (a subject naming `#N` only makes `N` a candidate until
-//!   `GET /pulls/N` confirms it);
+//!   requests whose merge commit *as GitHub records it* is a commit of that
+//!   range (a subject naming `#N` only makes `N` a candidate until
+//!   `GET /pulls/N` confirms it; a listed pull request must be merged into the
+//!   default branch with its `merge_commit_sha` among the range's commits);
 //! - every list is bounded: at most [`MAX_COMMITS`] commits (a larger range
-//!   fails the job saying so), [`MAX_PULLS`] pull requests and [`MAX_FILES`]
-//!   files per pull request, each cut list flagged `*_truncated`;
+//!   fails the job saying so), [`MAX_PULLS`] pull requests, [`MAX_FILES`]
+//!   files per pull request and [`MAX_LISTED_PAGES`] pages of the pull-request
+//!   listing, each cut list flagged `*_truncated`; no endpoint is called per
+//!   commit;
 //! - GitHub's answers are classified: rate limits, 5xx and timeouts are
 //!   [`SourceError::Unavailable`] (retried here when GitHub's hint is at most
-//!   [`MAX_INLINE_WAIT_SECS`], otherwise the job retries with backoff); a 404
+//!   [`MAX_INLINE_WAIT_SECS`], otherwise the job retries with backoff; a failed
+//!   listing fails the attempt rather than leaving pull requests out); a 404
 //!   for a commit of the range rejects the job; any other refusal fails it with
 //!   GitHub's reason, because asking again will not change the answer.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use base64::Engine;
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -35,8 +57,13 @@ use crate::runner::evidence::{
     PullRequest, SourceError, SourceInfo,
 };
 
-/// Page size of compare and pull-request file listings (GitHub's maximum).
-const PER_PAGE: usize = 100;
+/// Page size of compare, pull-request and file listings (GitHub's maximum).
+pub const PER_PAGE: usize = 100;
+/// At most this many pages of closed pull requests are listed per job.
+pub const MAX_LISTED_PAGES: usize = 10;
+/// How much earlier than the range's oldest commit a pull request's last
+/// update may be and still be looked at (clocks of pushers and GitHub differ).
+pub const CLOCK_SKEW_SECS: i64 = 3600;
 /// Tries per call when GitHub asks for a short pause.
 const MAX_TRIES: u32 = 3;
 /// A `Retry-After` up to this long is waited out inside the job; a longer one
@@ -111,6 +138,23 @@ struct ApiPull {
     merged_at: Option<String>,
     merge_commit_sha: Option<String>,
     changed_files: Option<u64>,
+}
+
+/// One entry of `GET /repos/{o}/{r}/pulls?state=closed` (the fields the
+/// listing decides on; details come from `GET /pulls/{n}` like the others).
+#[derive(Deserialize)]
+struct ListedPull {
+    number: u64,
+    updated_at: Option<String>,
+    merged_at: Option<String>,
+    merge_commit_sha: Option<String>,
+    base: Option<BaseRef>,
+}
+
+#[derive(Deserialize)]
+struct BaseRef {
+    #[serde(rename = "ref")]
+    name: String,
 }
 
 /// One entry of `GET /repos/{o}/{r}/pulls/{n}/files`.
@@ -324,25 +368,11 @@ impl GitHubForge {
         let commits: Vec<CommitInfo> = match scope {
             JobScope::Range { before, after, .. } => {
                 let commits = self.range_commits(r, before, after).await?;
-                let chain = first_parent_chain(&commits, after);
-                let mut seen = std::collections::HashSet::new();
-                for commit in chain {
-                    let Some(kind) = parse_pull_subject(&commit.subject) else {
-                        continue;
-                    };
-                    if !seen.insert(kind.number()) {
-                        continue;
-                    }
-                    if pull_requests.len() == MAX_PULLS {
-                        pull_requests_truncated = true;
-                        break;
-                    }
-                    if let Some((pull, files)) =
-                        self.merged_pull(r, kind.number(), &commit.sha).await?
-                    {
-                        patches.pulls.insert(pull.number, files);
-                        pull_requests.push(pull);
-                    }
+                let found = self.range_pulls(r, default_branch, &commits, after).await?;
+                pull_requests_truncated = found.truncated;
+                for (pull, files) in found.pulls {
+                    patches.pulls.insert(pull.number, files);
+                    pull_requests.push(pull);
                 }
                 commits
             }
@@ -381,6 +411,135 @@ impl GitHubForge {
         Ok((bundle, patches))
     }
 
+    /// The merged pull requests of a range, in the order their merge commits
+    /// entered it: the subject-confirmed ones, and (when a first-parent commit
+    /// is left unexplained) the listed ones; see the module docs.
+    async fn range_pulls(
+        &self,
+        repository: &str,
+        default_branch: &str,
+        commits: &[CommitInfo],
+        after: &str,
+    ) -> Result<RangePulls, SourceError> {
+        let mut found = RangePulls::default();
+        let mut named = HashSet::new();
+        let mut explained = HashSet::new();
+        let chain = first_parent_chain(commits, after);
+        for commit in &chain {
+            let Some(kind) = parse_pull_subject(&commit.subject) else {
+                continue;
+            };
+            if !named.insert(kind.number()) {
+                continue;
+            }
+            if found.pulls.len() == MAX_PULLS {
+                found.truncated = true;
+                return Ok(found);
+            }
+            if let Some(pull) = self
+                .merged_pull(repository, kind.number(), &commit.sha)
+                .await?
+            {
+                explained.insert(commit.sha.as_str());
+                found.pulls.push(pull);
+            }
+        }
+        if chain.iter().all(|c| explained.contains(c.sha.as_str())) {
+            return Ok(found);
+        }
+
+        let position: HashMap<&str, usize> = commits
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.sha.as_str(), i))
+            .collect();
+        let (mut listed, cut) = self
+            .listed_merged_pulls(
+                repository,
+                default_branch,
+                &position,
+                oldest_commit(commits),
+            )
+            .await?;
+        listed.retain(|(number, _)| !found.pulls.iter().any(|(p, _)| p.number == *number));
+        listed.sort_by_key(|(_, sha)| position.get(sha.as_str()).copied());
+        for (number, sha) in listed {
+            if found.pulls.len() == MAX_PULLS {
+                found.truncated = true;
+                break;
+            }
+            if let Some(pull) = self.merged_pull(repository, number, &sha).await? {
+                found.pulls.push(pull);
+            }
+        }
+        if cut {
+            tracing::warn!(
+                repository,
+                pages = MAX_LISTED_PAGES,
+                "listed {MAX_LISTED_PAGES} pages of closed pull requests without reaching the range's start; the bundle is marked pull_requests_truncated"
+            );
+            found.truncated = true;
+        }
+        found
+            .pulls
+            .sort_by_key(|(p, _)| position.get(p.merge_sha.as_str()).copied());
+        Ok(found)
+    }
+
+    /// Pages `GET /pulls?state=closed&base={branch}&sort=updated&direction=desc`
+    /// and keeps `(number, merge sha)` of the pull requests merged into
+    /// `branch` with a merge commit among `in_range`. Stops at a short page,
+    /// at a page ending before `not_before`, or after [`MAX_LISTED_PAGES`]
+    /// pages (then `true`: the listing was cut).
+    async fn listed_merged_pulls(
+        &self,
+        repository: &str,
+        branch: &str,
+        in_range: &HashMap<&str, usize>,
+        not_before: Option<DateTime<Utc>>,
+    ) -> Result<(Vec<(u64, String)>, bool), SourceError> {
+        let mut kept = Vec::new();
+        for page in 1..=MAX_LISTED_PAGES {
+            let path = format!(
+                "/repos/{repository}/pulls?state=closed&base={}&sort=updated&direction=desc&per_page={PER_PAGE}&page={page}",
+                encode_path(branch)
+            );
+            let batch: Vec<ListedPull> = self
+                .get_patiently(repository, &Permissions::pull_requests_read(), &path)
+                .await
+                .map_err(|e| {
+                    failure(e, || {
+                        SourceError::Invalid(format!(
+                            "GitHub answered 404 for the pull requests of {repository}; check that the App may read pull requests there"
+                        ))
+                    })
+                })?;
+            for pull in &batch {
+                let into_branch = pull.base.as_ref().is_some_and(|b| b.name == branch);
+                let sha = pull
+                    .merge_commit_sha
+                    .as_deref()
+                    .map(str::to_ascii_lowercase)
+                    .filter(|sha| in_range.contains_key(sha.as_str()));
+                if let (true, Some(_), Some(sha)) = (into_branch, &pull.merged_at, sha) {
+                    kept.push((pull.number, sha));
+                }
+            }
+            let older_than_range = match (not_before, batch.last()) {
+                (Some(limit), Some(last)) => last
+                    .updated_at
+                    .as_deref()
+                    .and_then(parse_time)
+                    .is_some_and(|updated| updated < limit),
+                _ => false,
+            };
+            if batch.len() < PER_PAGE || older_than_range {
+                return Ok((kept, false));
+            }
+        }
+        Ok((kept, true))
+    }
+
     /// Every commit of `before...after`, oldest first, paging through compare.
     async fn range_commits(
         &self,
@@ -389,7 +548,7 @@ impl GitHubForge {
         after: &str,
     ) -> Result<Vec<CommitInfo>, SourceError> {
         let mut commits: Vec<CommitInfo> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         let mut total = 0;
         for page in 1..=MAX_COMMITS.div_ceil(PER_PAGE) {
             let c = self
@@ -605,11 +764,36 @@ impl GitHubForge {
     }
 }
 
+/// The pull requests a range's evidence found, with their patches.
+#[derive(Default)]
+struct RangePulls {
+    pulls: Vec<(PullRequest, Vec<FilePatch>)>,
+    /// More were merged in the range than [`MAX_PULLS`], or the listing was cut.
+    truncated: bool,
+}
+
+fn parse_time(text: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// The earliest committer date of the range, less [`CLOCK_SKEW_SECS`]: no pull
+/// request merged in the range was last updated before it. `None` when a
+/// commit's date is unreadable (then only the page cap ends the listing).
+fn oldest_commit(commits: &[CommitInfo]) -> Option<DateTime<Utc>> {
+    let mut oldest: Option<DateTime<Utc>> = None;
+    for commit in commits {
+        let at = parse_time(&commit.committed_at)?;
+        oldest = Some(oldest.map_or(at, |o| o.min(at)));
+    }
+    oldest.map(|o| o - chrono::Duration::seconds(CLOCK_SKEW_SECS))
+}
+
 /// The range's first-parent chain from `after` (oldest first): the commits
 /// that entered the default branch itself, where merges and squashes land.
 fn first_parent_chain<'a>(commits: &'a [CommitInfo], after: &str) -> Vec<&'a CommitInfo> {
-    let by_sha: std::collections::HashMap<&str, &CommitInfo> =
-        commits.iter().map(|c| (c.sha.as_str(), c)).collect();
+    let by_sha: HashMap<&str, &CommitInfo> = commits.iter().map(|c| (c.sha.as_str(), c)).collect();
     let mut chain = Vec::new();
     let mut current = after.to_ascii_lowercase();
     while let Some(commit) = by_sha.get(current.as_str()) {
@@ -654,6 +838,24 @@ mod tests {
             .collect();
         assert_eq!(chain, ["m", "s"]);
         assert!(first_parent_chain(&commits, "unknown").is_empty());
+    }
+
+    #[test]
+    fn the_listing_looks_back_to_the_oldest_commit_less_the_clock_skew() {
+        let dated = |sha: &str, at: &str| CommitInfo {
+            committed_at: at.into(),
+            ..commit(sha, &[], "")
+        };
+        // GitHub writes `Z`; other offsets are read too.
+        let commits = vec![
+            dated("a", "2026-03-01T12:00:00Z"),
+            dated("b", "2026-03-01T13:30:00+02:00"),
+        ];
+        let limit = oldest_commit(&commits).unwrap();
+        assert_eq!(limit.to_rfc3339(), "2026-03-01T10:30:00+00:00");
+        // An unreadable date: no time limit, only the page cap.
+        let commits = vec![dated("a", "2026-03-01T12:00:00Z"), dated("b", "")];
+        assert_eq!(oldest_commit(&commits), None);
     }
 
     #[test]

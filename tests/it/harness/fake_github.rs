@@ -9,10 +9,13 @@
 //! recorded so tests can check what was asked for. Faults (5xx, 429 +
 //! Retry-After, rate-limit exhaustion, hanging answers) are injected per path.
 //! The evidence endpoints (compare with paged commits, a commit, a pull
-//! request's paged files with patches, file contents — a directory answers
-//! with its entries, as GitHub does) and a branch's ref read
-//! the same git repositories, and [`FakeGitHub::wiki_access`] lets the smart-HTTP test server
-//! accept exactly the installation tokens this fake minted for a wiki.
+//! request's paged files with patches, the closed pull requests of a base
+//! branch sorted and paged with `Link` headers, file contents — a directory
+//! answers with its entries, as GitHub does) and a branch's
+//! ref read the same git repositories; a merged pull request's `merged_at` is
+//! its merge commit's committer date, as when GitHub makes that commit. And
+//! [`FakeGitHub::wiki_access`] lets the smart-HTTP test server accept exactly
+//! the installation tokens this fake minted for a wiki.
 
 #![allow(dead_code, clippy::result_large_err)]
 
@@ -121,6 +124,50 @@ impl GitRepo {
             .output()
             .map(|o| o.status.success())
             .unwrap_or(false)
+    }
+
+    /// Like [`GitRepo::commit`], authored and committed at `date` (RFC 3339)
+    /// on whatever branch is checked out.
+    pub fn commit_dated(&self, file: &str, subject: &str, date: &str) -> String {
+        let path = self.dir.join(file);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        let mut text = std::fs::read_to_string(&path).unwrap_or_default();
+        text.push_str(subject);
+        text.push('\n');
+        std::fs::write(&path, text).unwrap();
+        self.git(&["add", "-A"]);
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&self.dir)
+            .args(["commit", "-q", "-m", subject])
+            .env("GIT_AUTHOR_NAME", "Test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.org")
+            .env("GIT_COMMITTER_NAME", "Test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.org")
+            .env("GIT_AUTHOR_DATE", date)
+            .env("GIT_COMMITTER_DATE", date)
+            .output()
+            .expect("git runs");
+        assert!(
+            out.status.success(),
+            "git commit failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.head()
+    }
+
+    /// The committer date of `sha` as GitHub writes times (`...Z`), if `sha`
+    /// is a commit here.
+    fn committed_at(&self, sha: &str) -> Option<String> {
+        let sha = self.resolve(sha)?;
+        let seconds: i64 = self
+            .git(&["show", "-s", "--format=%ct", &sha])
+            .parse()
+            .ok()?;
+        chrono::DateTime::from_timestamp(seconds, 0)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
     }
 
     /// Commits a change to `file` with `subject`; returns the new SHA.
@@ -381,8 +428,13 @@ struct StateInner {
     withheld: Vec<(String, String)>,
     grants: HashMap<String, Grant>,
     mints: Vec<Mint>,
-    faults: VecDeque<(String, Fault)>,
+    /// (path part, whole path only?, fault).
+    faults: VecDeque<(String, bool, Fault)>,
+    /// `updated_at` of pull requests updated after they merged (comments, labels).
+    pull_updated: HashMap<(String, u64), String>,
     requests: Vec<String>,
+    /// Like `requests`, with the query string.
+    targets: Vec<String>,
     jwks_fetches: usize,
     published_kids: Vec<String>,
     next_id: u64,
@@ -451,6 +503,7 @@ impl FakeGitHub {
                 get(run_attempt),
             )
             .route("/repos/{owner}/{repo}/compare/{basehead}", get(compare))
+            .route("/repos/{owner}/{repo}/pulls", get(list_pulls))
             .route("/repos/{owner}/{repo}/pulls/{number}", get(pull))
             .route(
                 "/repos/{owner}/{repo}/pulls/{number}/files",
@@ -597,7 +650,56 @@ impl FakeGitHub {
     pub fn inject(&self, path_part: &str, fault: Fault) {
         self.inner()
             .faults
-            .push_back((path_part.to_string(), fault));
+            .push_back((path_part.to_string(), false, fault));
+    }
+
+    /// The next request for exactly `path` (no query) gets `fault`.
+    pub fn inject_exact(&self, path: &str, fault: Fault) {
+        self.inner()
+            .faults
+            .push_back((path.to_string(), true, fault));
+    }
+
+    /// Pull request `number` was last updated at `rfc3339` (a comment after
+    /// the merge, say), not when it merged.
+    pub fn set_pull_updated_at(&self, full_name: &str, number: u64, rfc3339: &str) {
+        self.inner().pull_updated.insert(
+            (full_name.to_ascii_lowercase(), number),
+            rfc3339.to_string(),
+        );
+    }
+
+    /// "Rebase and merge" of pull request `number` (titled `title`) into
+    /// `full_name`'s `main`: one commit per `(path, subject)` on top of
+    /// `main`, dated now, with the subjects as given (GitHub adds no `#N`),
+    /// and the pull request merged with `merge_commit_sha` = the last of them.
+    /// Returns the new commits, oldest first.
+    pub fn rebase_merge(
+        &self,
+        full_name: &str,
+        number: u64,
+        title: &str,
+        changes: &[(&str, &str)],
+    ) -> Vec<String> {
+        let git = self.inner().repos[&full_name.to_ascii_lowercase()]
+            .git
+            .clone();
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let shas: Vec<String> = changes
+            .iter()
+            .map(|(path, subject)| git.commit_dated(path, subject, &now))
+            .collect();
+        self.add_pull(
+            full_name,
+            number,
+            FakePull {
+                merged: true,
+                base_ref: "main".into(),
+                merge_commit_sha: shas.last().cloned(),
+                title: title.into(),
+            },
+        );
+        shas
     }
 
     pub fn mints(&self) -> Vec<Mint> {
@@ -609,8 +711,14 @@ impl FakeGitHub {
         self.inner().grants.keys().cloned().collect()
     }
 
+    /// Every request as `METHOD /path` (no query), in order.
     pub fn requests(&self) -> Vec<String> {
         self.inner().requests.clone()
+    }
+
+    /// Every request as `METHOD /path?query`, in order.
+    pub fn requests_with_query(&self) -> Vec<String> {
+        self.inner().targets.clone()
     }
 
     pub fn jwks_fetches(&self) -> usize {
@@ -691,11 +799,20 @@ async fn faults(State(s): State<AppState>, req: Request, next: Next) -> Response
     let fault = {
         let mut inner = s.inner.lock().unwrap();
         inner.requests.push(format!("{} {}", req.method(), path));
-        let pos = inner
-            .faults
-            .iter()
-            .position(|(p, _)| path.contains(p.as_str()));
-        pos.and_then(|i| inner.faults.remove(i)).map(|(_, f)| f)
+        let target = req
+            .uri()
+            .path_and_query()
+            .map(|pq| pq.as_str())
+            .unwrap_or(&path);
+        inner.targets.push(format!("{} {target}", req.method()));
+        let pos = inner.faults.iter().position(|(p, exact, _)| {
+            if *exact {
+                path == *p
+            } else {
+                path.contains(p.as_str())
+            }
+        });
+        pos.and_then(|i| inner.faults.remove(i)).map(|(_, _, f)| f)
     };
     match fault {
         None => next.run(req).await,
@@ -1128,10 +1245,11 @@ fn pull_json_with(
     number: u64,
     p: &FakePull,
     base_url: &str,
+    times: &PullTimes,
     details: &PullDetails,
     changed_files: Option<usize>,
 ) -> Value {
-    let mut v = pull_json(full, number, p, base_url);
+    let mut v = pull_json(full, number, p, base_url, times);
     let author = if details.author.is_empty() {
         "octocat"
     } else {
@@ -1157,7 +1275,48 @@ fn pull_json_with(
     v
 }
 
-fn pull_json(full: &str, number: u64, p: &FakePull, base_url: &str) -> Value {
+/// When a pull request merged and was last updated, as GitHub reports them.
+struct PullTimes {
+    merged_at: Option<String>,
+    updated_at: String,
+}
+
+/// A merged pull request merged when its merge commit was made (and was
+/// updated then, unless a later update was set); an open one is dated at the
+/// fixed creation time. `dates` caches committer dates by sha for listings.
+fn pull_times(
+    inner: &StateInner,
+    full: &str,
+    number: u64,
+    p: &FakePull,
+    dates: &mut HashMap<String, Option<String>>,
+) -> PullTimes {
+    const CREATED: &str = "2026-01-01T00:00:00Z";
+    let key = (full.to_ascii_lowercase(), number);
+    let merged_at = match (&p.merge_commit_sha, inner.repos.get(&key.0)) {
+        (Some(sha), Some(r)) if p.merged => Some(
+            dates
+                .entry(sha.clone())
+                .or_insert_with(|| r.git.committed_at(sha))
+                .clone()
+                .unwrap_or_else(|| CREATED.into()),
+        ),
+        _ if p.merged => Some(CREATED.into()),
+        _ => None,
+    };
+    let updated_at = inner
+        .pull_updated
+        .get(&key)
+        .cloned()
+        .or_else(|| merged_at.clone())
+        .unwrap_or_else(|| CREATED.into());
+    PullTimes {
+        merged_at,
+        updated_at,
+    }
+}
+
+fn pull_json(full: &str, number: u64, p: &FakePull, base_url: &str, times: &PullTimes) -> Value {
     json!({
         "url": format!("{base_url}/repos/{full}/pulls/{number}"),
         "id": 10_000 + number,
@@ -1171,9 +1330,9 @@ fn pull_json(full: &str, number: u64, p: &FakePull, base_url: &str) -> Value {
         "body": "",
         "labels": [],
         "created_at": "2026-01-01T00:00:00Z",
-        "updated_at": "2026-01-01T00:00:00Z",
-        "closed_at": if p.merged { json!("2026-01-01T00:00:00Z") } else { Value::Null },
-        "merged_at": if p.merged { json!("2026-01-01T00:00:00Z") } else { Value::Null },
+        "updated_at": times.updated_at,
+        "closed_at": times.merged_at,
+        "merged_at": times.merged_at,
         "merge_commit_sha": p.merge_commit_sha,
         "head": {"label": "octo:feature", "ref": "feature", "sha": "1111111111111111111111111111111111111111"},
         "base": {"label": format!("octo:{}", p.base_ref), "ref": p.base_ref, "sha": "2222222222222222222222222222222222222222"},
@@ -1223,10 +1382,138 @@ async fn pull(
         }
         _ => None,
     };
+    let times = pull_times(&inner, &full, number, p, &mut HashMap::new());
     axum::Json(pull_json_with(
-        &full, number, p, &base_url, &details, changed,
+        &full, number, p, &base_url, &times, &details, changed,
     ))
     .into_response()
+}
+
+/// `GET /repos/{o}/{r}/pulls` query: GitHub's filters and sorts for listing.
+#[derive(serde::Deserialize)]
+struct PullListQuery {
+    state: Option<String>,
+    base: Option<String>,
+    sort: Option<String>,
+    direction: Option<String>,
+    per_page: Option<usize>,
+    page: Option<usize>,
+}
+
+/// `GET /repos/{o}/{r}/pulls`: the configured pull requests filtered by
+/// `state` (default `open`; a merged one is `closed`) and `base`, sorted by
+/// `created` (number order here) or `updated`, paged with GitHub's `Link`
+/// header (`first`/`prev`/`next`/`last`, absent on a lone page).
+async fn list_pulls(
+    State(s): State<AppState>,
+    UrlPath((owner, name)): UrlPath<(String, String)>,
+    Query(q): Query<PullListQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let full = format!("{owner}/{name}");
+    if let Err(e) = check_token(&s, &headers, &full, Some("pull_requests")) {
+        return e;
+    }
+    if headers
+        .get("x-github-api-version")
+        .and_then(|v| v.to_str().ok())
+        != Some("2022-11-28")
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "pin X-GitHub-Api-Version: 2022-11-28",
+        );
+    }
+    let state = q.state.clone().unwrap_or_else(|| "open".into());
+    if !["open", "closed", "all"].contains(&state.as_str()) {
+        return error(StatusCode::UNPROCESSABLE_ENTITY, "Validation Failed");
+    }
+    let sort = q.sort.clone().unwrap_or_else(|| "created".into());
+    if !["created", "updated"].contains(&sort.as_str()) {
+        return error(StatusCode::UNPROCESSABLE_ENTITY, "Validation Failed");
+    }
+    // GitHub's default direction: desc for `created`, otherwise asc.
+    let descending = match q.direction.as_deref() {
+        Some("asc") => false,
+        Some("desc") => true,
+        None => sort == "created",
+        Some(_) => return error(StatusCode::UNPROCESSABLE_ENTITY, "Validation Failed"),
+    };
+    let inner = s.inner.lock().unwrap();
+    let base_url = format!(
+        "http://{}",
+        headers
+            .get("host")
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost")
+    );
+    let repo_key = full.to_ascii_lowercase();
+    let mut dates = HashMap::new();
+    let mut listed: Vec<(String, u64, Value)> = inner
+        .pulls
+        .iter()
+        .filter(|((r, _), p)| {
+            *r == repo_key
+                && match state.as_str() {
+                    "open" => !p.merged,
+                    "closed" => p.merged,
+                    _ => true,
+                }
+                && q.base.as_deref().is_none_or(|b| b == p.base_ref)
+        })
+        .map(|((_, n), p)| {
+            let times = pull_times(&inner, &full, *n, p, &mut dates);
+            let key = if sort == "updated" {
+                times.updated_at.clone()
+            } else {
+                String::new()
+            };
+            (key, *n, pull_json(&full, *n, p, &base_url, &times))
+        })
+        .collect();
+    // RFC 3339 UTC times in one format sort as text; ties by number.
+    listed.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    if descending {
+        listed.reverse();
+    }
+    let all: Vec<Value> = listed.into_iter().map(|(_, _, v)| v).collect();
+    let per_page = q.per_page.unwrap_or(30).clamp(1, 100);
+    let page = q.page.unwrap_or(1).max(1);
+    let last = all.len().div_ceil(per_page).max(1);
+    let items: Vec<Value> = all
+        .iter()
+        .skip((page - 1) * per_page)
+        .take(per_page)
+        .cloned()
+        .collect();
+    let link_to = |n: usize| {
+        let mut query = vec![format!("state={state}"), format!("sort={sort}")];
+        if let Some(b) = &q.base {
+            query.push(format!("base={b}"));
+        }
+        if let Some(d) = &q.direction {
+            query.push(format!("direction={d}"));
+        }
+        query.push(format!("per_page={per_page}"));
+        query.push(format!("page={n}"));
+        format!("<{base_url}/repos/{full}/pulls?{}>", query.join("&"))
+    };
+    let mut links = Vec::new();
+    if page > 1 {
+        links.push(format!("{}; rel=\"prev\"", link_to(page - 1)));
+        links.push(format!("{}; rel=\"first\"", link_to(1)));
+    }
+    if page < last {
+        links.push(format!("{}; rel=\"next\"", link_to(page + 1)));
+        links.push(format!("{}; rel=\"last\"", link_to(last)));
+    }
+    let mut response = axum::Json(items).into_response();
+    if !links.is_empty() {
+        response
+            .headers_mut()
+            .insert("link", links.join(", ").parse().unwrap());
+    }
+    response
 }
 
 async fn pull_files(
@@ -1437,7 +1724,10 @@ async fn commit_pulls(
         .filter(|((r, _), p)| {
             *r == full.to_ascii_lowercase() && p.merge_commit_sha.as_deref() == Some(sha.as_str())
         })
-        .map(|((_, n), p)| pull_json(&full, *n, p, &base_url))
+        .map(|((_, n), p)| {
+            let times = pull_times(&inner, &full, *n, p, &mut HashMap::new());
+            pull_json(&full, *n, p, &base_url, &times)
+        })
         .collect();
     axum::Json(list).into_response()
 }

@@ -3,6 +3,10 @@
 //! and evidence, mints the installation tokens, and the wiki is a real bare
 //! repository behind `git http-backend` that accepts exactly the tokens the
 //! fake minted for it. The git CLI reads the wiki back as the oracle.
+//! [`Hub`] is the one GitHub setup of the runner tests (`e2e_github.rs` and
+//! `sweep.rs` build theirs with it; `with_source_keys` adds keys such as
+//! `sweep = true` to the source table); it makes squash merges (`merge_pr`)
+//! and "Rebase and merge" merges (`rebase_pr`) the fake GitHub knows about.
 
 use serde_json::{Value, json};
 
@@ -24,7 +28,9 @@ pub(super) struct Hub {
     pub(super) wiki: std::path::PathBuf,
     _git: GitHttpServer,
     pub(super) setup: Setup,
-    repository_id: u64,
+    /// The App's private key file the daemon's configuration names.
+    key: std::path::PathBuf,
+    pub(super) repository_id: u64,
 }
 
 impl Hub {
@@ -34,6 +40,12 @@ impl Hub {
 
     /// With `extra` TOML appended to the daemon's configuration.
     pub(super) async fn with_config(extra: &str) -> Hub {
+        Self::with_source_keys("", extra).await
+    }
+
+    /// With `source_keys` (e.g. `sweep = true`) added to the `octo/app`
+    /// source table and `extra` TOML appended after it.
+    pub(super) async fn with_source_keys(source_keys: &str, extra: &str) -> Hub {
         let repos = tempfile::tempdir().unwrap();
         let source = Source::create(repos.path());
         let served = repos.path().join("served");
@@ -97,6 +109,7 @@ verify_timeout_seconds = 10
 [[sources]]
 repository = "octo/app"
 webhook_secret_env = "TEAMMEM_SECRET_OCTO"
+{source_keys}
 {extra}
 "#,
             api = fake.url,
@@ -111,8 +124,24 @@ webhook_secret_env = "TEAMMEM_SECRET_OCTO"
             wiki,
             _git: git,
             setup,
+            key,
             repository_id,
         }
+    }
+
+    /// The daemon's configuration, parsed (for in-process sweeps and forges).
+    pub(super) fn config(&self) -> teammem::config::Config {
+        teammem::config::Config::load(&self.setup.config).unwrap()
+    }
+
+    /// A GitHub client with the daemon's configuration and App key.
+    pub(super) fn forge(&self) -> std::sync::Arc<teammem::forge::github::GitHubForge> {
+        let config = self.config();
+        let key = std::fs::read_to_string(&self.key).unwrap();
+        std::sync::Arc::new(
+            teammem::forge::github::GitHubForge::new(config.github.as_ref().unwrap(), &key.into())
+                .unwrap(),
+        )
     }
 
     pub(super) fn serve(&self) -> Daemon {
@@ -149,6 +178,27 @@ webhook_secret_env = "TEAMMEM_SECRET_OCTO"
             },
         );
         sha
+    }
+
+    /// "Rebase and merge" of PR `number` (by dana): one commit per
+    /// `(path, subject)` on `main`, no `#N` in any subject, the PR's merge
+    /// sha the last of them. Returns the commits, oldest first.
+    pub(super) fn rebase_pr(
+        &self,
+        number: u64,
+        title: &str,
+        changes: &[(&str, &str)],
+    ) -> Vec<String> {
+        let shas = self.fake.rebase_merge("octo/app", number, title, changes);
+        self.fake.set_pull_details(
+            "octo/app",
+            number,
+            PullDetails {
+                author: "dana".into(),
+                ..Default::default()
+            },
+        );
+        shas
     }
 
     /// Registers push run `run` at the fixture's head and dispatches the
@@ -319,6 +369,89 @@ async fn github_outages_during_evidence_are_retried() {
     assert!(reason.contains("503"), "{job}");
     assert!(events.to_string().contains("retry_scheduled"), "{events}");
     assert_eq!(hub.wiki_tip(), tip);
+    assert!(daemon.terminate().success());
+}
+
+#[tokio::test]
+async fn a_rebase_merged_pull_request_is_recorded_beside_a_squash_merged_one() {
+    let hub = Hub::new().await;
+    let token = hub.setup.create_token("e2e", &[]);
+    let daemon = hub.serve();
+
+    // After the fixture (#12 merged, #13 squashed, a direct commit): #20
+    // squash-merged, #21 rebase-merged (two commits, no `#21` anywhere).
+    let squash_20 = hub.merge_pr(20, "Cache the index", "src/cache.rs");
+    let rebased_21 = hub.rebase_pr(
+        21,
+        "Document the cache",
+        &[
+            ("docs/cache.md", "Describe the cache"),
+            ("docs/cache.md", "Explain eviction"),
+        ],
+    );
+    let tip = rebased_21.last().unwrap();
+    let answer = hub.dispatch_range(&daemon, 77, &hub.source.base, tip).await;
+    let id = answer["job_id"].as_i64().unwrap();
+    let (job, _) = wait_for(&daemon, &token, id, finished).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let numbers: Vec<u64> = job["receipt"]["pull_requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [12, 13, 20, 21], "{job}");
+
+    // The wiki (git CLI): each PR once, under its full merge sha; #21's is
+    // the last rebased commit, its first one is no entry of its own.
+    let changelog = fixture::git(&hub.wiki, &["show", "master:Changelog.md"]);
+    for sha in [
+        &hub.source.merge_12,
+        &hub.source.squash_13,
+        &squash_20,
+        &rebased_21[1],
+    ] {
+        assert_eq!(
+            changelog
+                .matches(&format!("<!-- teammem:{sha} -->"))
+                .count(),
+            1,
+            "{sha}:\n{changelog}"
+        );
+    }
+    assert!(!changelog.contains(&rebased_21[0]), "{changelog}");
+    for needle in ["#21", "Document the cache", "dana"] {
+        assert!(changelog.contains(needle), "{needle} missing:\n{changelog}");
+    }
+    let docs = fixture::git(&hub.wiki, &["show", "master:Areas/docs.md"]);
+    assert!(docs.contains("#21"), "{docs}");
+    assert!(daemon.terminate().success());
+}
+
+#[tokio::test]
+async fn a_failed_pull_request_listing_hands_the_job_back_to_the_queue() {
+    let hub = Hub::new().await;
+    let token = hub.setup.create_token("e2e", &[]);
+    let daemon = hub.serve();
+    let start = hub.wiki_tip();
+
+    // The fixture's direct commit is explained by no subject, so the job
+    // lists the closed pull requests; that listing fails without a short hint.
+    hub.fake
+        .inject_exact("/repos/octo/app/pulls", Fault::Status(502));
+    let id = hub.dispatch(&daemon, 77).await;
+    let (job, events) = wait_for(&daemon, &token, id, |job| {
+        job["attempts"] == 1 && job["state"] == "queued"
+    })
+    .await;
+    let reason = job["last_error"].as_str().unwrap_or_default();
+    assert!(reason.contains("502") && reason.contains("/pulls"), "{job}");
+    assert!(events.to_string().contains("retry_scheduled"), "{events}");
+    assert_eq!(
+        hub.wiki_tip(),
+        start,
+        "nothing was written with a partial list"
+    );
     assert!(daemon.terminate().success());
 }
 

@@ -351,3 +351,204 @@ async fn a_token_a_job_holds_is_fresh_enough_to_outlive_it() {
     assert_ne!(fresh, first);
     assert_eq!(writes(), 2);
 }
+
+/// The listing requests (`GET /repos/octo/app/pulls?...`) the fake received.
+fn listings(fake: &FakeGitHub) -> Vec<String> {
+    fake.requests_with_query()
+        .into_iter()
+        .filter(|r| r.starts_with("GET /repos/octo/app/pulls?"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_rebase_merged_pull_request_is_found_beside_a_squash_merged_one() {
+    let s = Setup::new().await;
+    // #19 merged before the range: GitHub lists it, the bundle must not.
+    let old = s.commits(&["Older change (#19)".to_string()], |_| "old.txt".into());
+    s.merged(19, &old[0]);
+    let before = s.git.head();
+    let squash = s.commits(&["Squashed work (#20)".to_string()], |_| "docs/a.md".into());
+    s.merged(20, &squash[0]);
+    let rebased = s.fake.rebase_merge(
+        "octo/app",
+        21,
+        "Rebased work",
+        &[("src/one.rs", "Add one"), ("src/two.rs", "Add two")],
+    );
+    s.fake.set_pull_details(
+        "octo/app",
+        21,
+        PullDetails {
+            author: "dana".into(),
+            ..Default::default()
+        },
+    );
+    let after = rebased.last().unwrap();
+
+    let (bundle, patches) = s
+        .forge
+        .collect_evidence(&s.source, &s.range(&before, after), "main")
+        .await
+        .unwrap();
+    let found: Vec<(u64, &str)> = bundle
+        .pull_requests
+        .iter()
+        .map(|p| (p.number, p.merge_sha.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [(20, squash[0].as_str()), (21, rebased[1].as_str())],
+        "oldest first, each with its full merge sha"
+    );
+    assert!(!bundle.pull_requests_truncated);
+    let rebase = &bundle.pull_requests[1];
+    assert_eq!(rebase.title, "Rebased work");
+    assert_eq!(rebase.author, "dana");
+    assert!(!rebase.merged_at.is_empty());
+    assert!(patches.pulls.contains_key(&21));
+
+    // One listing page, filtered and sorted on GitHub's side, with the
+    // pinned API version (the fake refuses the listing without it).
+    let asked = listings(&s.fake);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    for part in [
+        "state=closed",
+        "base=main",
+        "sort=updated",
+        "direction=desc",
+        "per_page=100",
+        "page=1",
+    ] {
+        assert!(asked[0].contains(part), "{part} missing: {asked:?}");
+    }
+
+    // A range every first-parent commit of which is a confirmed squash or
+    // merge needs no listing.
+    let (bundle, _) = s
+        .forge
+        .collect_evidence(&s.source, &s.range(&before, &squash[0]), "main")
+        .await
+        .unwrap();
+    assert_eq!(bundle.pull_requests.len(), 1);
+    assert_eq!(listings(&s.fake).len(), 1, "no second listing");
+}
+
+#[tokio::test]
+async fn the_listing_pages_until_it_passes_the_range_and_no_further() {
+    let s = Setup::new().await;
+    let old = s.commits(&["Long ago".to_string()], |_| "old.txt".into());
+    let before = s.git.head();
+    let squash = s.commits(&["Squashed work (#20)".to_string()], |_| "docs/a.md".into());
+    s.merged(20, &squash[0]);
+    let rebased = s.fake.rebase_merge(
+        "octo/app",
+        21,
+        "Rebased work",
+        &[("src/one.rs", "Add one"), ("src/two.rs", "Add two")],
+    );
+    // 150 pull requests merged before the range but updated after it (a
+    // comment, a label) come first; 150 last touched before the range (its
+    // oldest commit is the squash, dated 2026-01-01) come after #21 and #20.
+    let later = (chrono::Utc::now() + chrono::Duration::days(1))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    for number in 1000..1300u64 {
+        s.merged(number, &old[0]);
+        let updated = if number < 1150 {
+            later.as_str()
+        } else {
+            "2025-06-01T00:00:00Z"
+        };
+        s.fake.set_pull_updated_at("octo/app", number, updated);
+    }
+
+    let (bundle, _) = s
+        .forge
+        .collect_evidence(
+            &s.source,
+            &s.range(&before, rebased.last().unwrap()),
+            "main",
+        )
+        .await
+        .unwrap();
+    let numbers: Vec<u64> = bundle.pull_requests.iter().map(|p| p.number).collect();
+    assert_eq!(numbers, [20, 21]);
+    assert_eq!(bundle.pull_requests[1].merge_sha, rebased[1]);
+    assert!(!bundle.pull_requests_truncated);
+    // Page 2 holds #21 and ends with a pull request updated before the range:
+    // the listing stops there (the 48 older ones on it and page 3 unread).
+    let asked = listings(&s.fake);
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(asked[1].contains("page=2"), "{asked:?}");
+}
+
+#[tokio::test]
+async fn a_listing_cut_at_its_page_cap_marks_the_bundle_truncated() {
+    use teammem::forge::github::evidence::{MAX_LISTED_PAGES, PER_PAGE};
+    let s = Setup::new().await;
+    let old = s.commits(&["Long ago".to_string()], |_| "old.txt".into());
+    let before = s.git.head();
+    let direct = s.commits(&["A direct push".to_string()], |_| "a.txt".into());
+    // More recently updated pull requests than the cap lets the job read,
+    // none merged in the range.
+    let later = (chrono::Utc::now() + chrono::Duration::days(1))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    for number in 0..(MAX_LISTED_PAGES * PER_PAGE + 1) as u64 {
+        s.merged(5000 + number, &old[0]);
+        s.fake
+            .set_pull_updated_at("octo/app", 5000 + number, &later);
+    }
+    let (bundle, _) = s
+        .forge
+        .collect_evidence(&s.source, &s.range(&before, &direct[0]), "main")
+        .await
+        .unwrap();
+    assert!(bundle.pull_requests.is_empty());
+    assert!(
+        bundle.pull_requests_truncated,
+        "older pull requests were not looked at, and the bundle says so"
+    );
+    assert_eq!(listings(&s.fake).len(), MAX_LISTED_PAGES);
+}
+
+#[tokio::test]
+async fn a_failed_listing_is_a_transient_failure_not_an_omission() {
+    let s = Setup::new().await;
+    let before = s.git.head();
+    let rebased = s.fake.rebase_merge(
+        "octo/app",
+        21,
+        "Rebased work",
+        &[("src/one.rs", "Add one"), ("src/two.rs", "Add two")],
+    );
+    let scope = s.range(&before, rebased.last().unwrap());
+    s.fake
+        .inject_exact("/repos/octo/app/pulls", Fault::Status(502));
+    let err = s
+        .forge
+        .collect_evidence(&s.source, &scope, "main")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SourceError::Unavailable(m) if m.contains("502")),
+        "{err:?}"
+    );
+    // The next attempt finds it.
+    let (bundle, _) = s
+        .forge
+        .collect_evidence(&s.source, &scope, "main")
+        .await
+        .unwrap();
+    assert_eq!(bundle.pull_requests[0].number, 21);
+    // A listing GitHub refuses for good fails the job with the reason.
+    s.fake
+        .inject_exact("/repos/octo/app/pulls", Fault::Status(404));
+    let err = s
+        .forge
+        .collect_evidence(&s.source, &scope, "main")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SourceError::Invalid(m) if m.contains("pull requests of octo/app")),
+        "{err:?}"
+    );
+}

@@ -8,6 +8,9 @@
 //! duplicate while the range is queued or running, a range tried before is
 //! not tried again, forge faults change nothing and are retried.
 //!
+//! The GitHub forge's setup is the runner tests' shared `github::Hub` with
+//! `sweep = true` in the source table.
+//!
 //! Synchronisation is by polling the daemon's HTTP API and `/metrics` (the
 //! sweep counts each source it checked by outcome) under a deadline.
 
@@ -16,18 +19,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use teammem::config::Config;
-use teammem::forge::github::GitHubForge;
 use teammem::queue::{JobFilter, JobState, Queue};
 use teammem::sweep::{Outcome, Sweep};
 
 use super::daemon_client::{finished, post_dispatch};
-use super::fixture::{self, Source, TITLE_12, TITLE_13};
+use super::fixture::{self, Source};
+use super::github::Hub;
 use crate::harness::daemon::{Daemon, Setup};
-use crate::harness::fake_github::{FakeGitHub, FakePull, FakeRun, Fault, GitRepo};
-use crate::harness::git_http::GitHttpServer;
+use crate::harness::fake_github::Fault;
 
 const SECRET: &str = "sweep e2e dispatch secret";
-const WORKFLOW: &str = ".github/workflows/team-memory-post-merge.yml";
 const EVERY_SECOND: &str = "[schedule]\nsweep = \"* * * * * *\"\n";
 const DEADLINE: Duration = Duration::from_secs(90);
 
@@ -219,133 +220,22 @@ async fn sweep_reset_names_the_configured_sources_for_an_unknown_repository() {
     assert!(!said.trim_end().ends_with('.'), "{said}");
 }
 
-/// `octo/app` on the fake GitHub (the fixture's history), its wiki behind
-/// `git http-backend`, and a daemon configuration with `extra` appended.
-struct Hub {
-    _repos: tempfile::TempDir,
-    source: Source,
-    fake: FakeGitHub,
-    wiki: std::path::PathBuf,
-    _git: GitHttpServer,
-    setup: Setup,
-    key: std::path::PathBuf,
-    repository_id: u64,
-}
-
-impl Hub {
-    async fn new(extra: &str) -> Hub {
-        let repos = tempfile::tempdir().unwrap();
-        let source = Source::create(repos.path());
-        let served = repos.path().join("served");
-        std::fs::create_dir_all(served.join("octo")).unwrap();
-        let wiki = fixture::wiki(&served.join("octo"));
-        let fake = FakeGitHub::start().await;
-        let repository_id = fake.add_repo(
-            "octo/app",
-            &GitRepo {
-                dir: source.dir.clone(),
-            },
-            "private",
-            true,
-        );
-        for (number, sha, title) in [
-            (12, &source.merge_12, TITLE_12),
-            (13, &source.squash_13, TITLE_13),
-        ] {
-            fake.add_pull("octo/app", number, merged(sha, title));
-        }
-        let git = GitHttpServer::start_checked(&served, fake.wiki_access()).await;
-        let key = repos.path().join("app.pem");
-        std::fs::write(&key, &fake.app_key_pem).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let setup = Setup::new(&format!(
-            r#"
-[github]
-api_url = "{api}"
-git_url = "http://127.0.0.1:{port}"
-app_id = {app_id}
-private_key = {{ file = "{key}" }}
-verify_timeout_seconds = 10
-
-[[sources]]
-repository = "octo/app"
-webhook_secret_env = "TEAMMEM_SECRET_OCTO"
-sweep = true
-{extra}
-"#,
-            api = fake.url,
-            port = git.port(),
-            app_id = fake.app_id,
-            key = key.display(),
-        ));
-        Hub {
-            _repos: repos,
-            source,
-            fake,
-            wiki,
-            _git: git,
-            setup,
-            key,
-            repository_id,
-        }
-    }
-
-    /// A squash-merged pull request `#number` on main, known to the fake.
-    fn merge(&self, number: u64, title: &str, path: &str) -> String {
-        let sha = self.source.squash_pr(number, title, path);
-        self.fake.add_pull("octo/app", number, merged(&sha, title));
-        sha
-    }
-
-    /// The daemon's configuration, parsed (for the in-process sweep).
-    fn config(&self) -> Config {
-        Config::load(&self.setup.config).unwrap()
-    }
-
-    fn forge(&self) -> Arc<GitHubForge> {
-        let config = self.config();
-        let key = std::fs::read_to_string(&self.key).unwrap();
-        Arc::new(GitHubForge::new(config.github.as_ref().unwrap(), &key.into()).unwrap())
-    }
-}
-
-fn merged(sha: &str, title: &str) -> FakePull {
-    FakePull {
-        merged: true,
-        base_ref: "main".into(),
-        merge_commit_sha: Some(sha.to_string()),
-        title: title.into(),
-    }
+/// `octo/app` on the fake GitHub (the runner tests' shared hub) with
+/// `sweep = true` in its source table and `extra` appended.
+async fn github_hub(extra: &str) -> Hub {
+    Hub::with_source_keys("sweep = true", extra).await
 }
 
 #[tokio::test]
 async fn sweep_enqueues_a_missed_range_on_the_github_forge() {
-    let hub = Hub::new(EVERY_SECOND).await;
+    let hub = github_hub(EVERY_SECOND).await;
     let token = hub.setup.create_token("sweep", &[]);
-    let daemon = hub.setup.serve(&[("TEAMMEM_SECRET_OCTO", SECRET)]);
+    let daemon = hub.serve();
 
-    hub.fake.add_run(
-        "octo/app",
-        91,
-        1,
-        FakeRun {
-            repository_id: hub.repository_id,
-            event: "push".into(),
-            path: WORKFLOW.into(),
-            head_branch: "main".into(),
-            head_sha: hub.source.head.clone(),
-        },
-    );
-    let id = dispatch(
-        &daemon,
-        json!({
-            "source_repository": "octo/app", "kind": "range",
-            "source_run_id": 91, "source_run_attempt": 1,
-            "push_before": hub.source.base, "push_after": hub.source.head,
-        }),
-    )
-    .await;
+    let answer = hub
+        .dispatch_range(&daemon, 91, &hub.source.base, &hub.source.head)
+        .await;
+    let id = answer["job_id"].as_i64().unwrap();
     let job = wait_for_job(&daemon, &token, "octo/app", "dispatched", |job| {
         job["id"] == id && finished(job)
     })
@@ -353,7 +243,7 @@ async fn sweep_enqueues_a_missed_range_on_the_github_forge() {
     assert_eq!(job["state"], "succeeded", "{job}");
 
     // A merge lands on main; its post-merge dispatch never arrives.
-    let sha_14 = hub.merge(14, "Cache the index", "src/cache.rs");
+    let sha_14 = hub.merge_pr(14, "Cache the index", "src/cache.rs");
     let swept = wait_for_job(&daemon, &token, "octo/app", "from the sweep", |job| {
         job["origin"] == "sweep" && finished(job)
     })
@@ -377,7 +267,7 @@ async fn sweep_enqueues_a_missed_range_on_the_github_forge() {
         &hub.source.dir,
         &["reset", "-q", "--hard", &hub.source.base],
     );
-    hub.merge(16, "Rewritten history", "src/other.rs");
+    hub.merge_pr(16, "Rewritten history", "src/other.rs");
     let seen = sweep_checks(&daemon, "not_ancestor").await;
     wait_for_sweep(&daemon, "not_ancestor", seen).await;
     let all = jobs(&daemon, &token, "octo/app").await;
@@ -528,7 +418,7 @@ async fn a_queued_or_running_sweep_range_is_not_enqueued_twice() {
 /// says `diverged`) enqueues nothing.
 #[tokio::test]
 async fn github_faults_change_nothing_and_are_retried_at_the_next_run() {
-    let hub = Hub::new("").await;
+    let hub = github_hub("").await;
     let test = crate::queue::test_queue().await;
     let queue = test.queue.clone();
     let sweep = Sweep::new(Arc::new(hub.config()), queue.clone(), Some(hub.forge()));
@@ -546,7 +436,7 @@ async fn github_faults_change_nothing_and_are_retried_at_the_next_run() {
             tip: hub.source.head.clone()
         }
     );
-    let sha_14 = hub.merge(14, "Cache the index", "src/cache.rs");
+    let sha_14 = hub.merge_pr(14, "Cache the index", "src/cache.rs");
     hub.fake
         .inject("/compare/", Fault::Unavailable { retry_after: 1 });
     assert!(matches!(
@@ -574,7 +464,7 @@ async fn github_faults_change_nothing_and_are_retried_at_the_next_run() {
         &hub.source.dir,
         &["reset", "-q", "--hard", &hub.source.base],
     );
-    let rewritten = hub.merge(16, "Rewritten history", "src/other.rs");
+    let rewritten = hub.merge_pr(16, "Rewritten history", "src/other.rs");
     assert_eq!(
         only(sweep.run().await),
         Outcome::NotAncestor {
