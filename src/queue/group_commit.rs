@@ -18,7 +18,14 @@
 //!   nothing, while the others in its batch still commit;
 //! - the writes run on the writer task, not in the caller's future: a caller
 //!   that goes away (an HTTP client hanging up) cannot cut another caller's
-//!   write, or its own, in half.
+//!   write, or its own, in half;
+//! - the writer's connection never checkpoints the WAL itself
+//!   (`wal_autocheckpoint = 0`): a checkpoint copies up to a thousand pages
+//!   into the database file and fsyncs it, and on the writer's path every
+//!   caller of that batch (and of the batches queued behind it) would wait
+//!   for it. The checkpointer task does it instead, on another connection
+//!   (SQLite lets a passive checkpoint run beside the writer), every
+//!   [`CHECKPOINT_EVERY`] when something was committed.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -36,6 +43,10 @@ const MAX_BATCH: usize = 128;
 
 /// Writes waiting for the writer task before senders wait for room.
 const BACKLOG: usize = 1024;
+
+/// How often the checkpointer copies committed WAL pages into the database
+/// file (when there were commits since its last run).
+pub(super) const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The savepoint each write runs in (writes run one at a time, so one name).
 macro_rules! savepoint {
@@ -101,6 +112,9 @@ pub(super) struct GroupCommit {
 struct Tally {
     commits: AtomicU64,
     writes: AtomicU64,
+    /// How many commits the last checkpoint covered (all of them were in
+    /// the WAL when it started); the tests wait on it.
+    checkpointed: tokio::sync::watch::Sender<u64>,
 }
 
 fn writer_gone() -> QueueError {
@@ -122,6 +136,12 @@ impl GroupCommit {
             self.tally.commits.load(Ordering::Relaxed),
             self.tally.writes.load(Ordering::Relaxed),
         )
+    }
+
+    /// How many commits the checkpointer has copied into the database file.
+    #[cfg(test)]
+    fn checkpointed(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.tally.checkpointed.subscribe()
     }
 
     /// Runs `write` in the next batch and returns its answer once the batch
@@ -156,6 +176,7 @@ impl GroupCommit {
         let sender = self.sender.get_or_init(|| {
             let (sender, receiver) = mpsc::channel(BACKLOG);
             tokio::spawn(writer_task(self.pool.clone(), self.tally.clone(), receiver));
+            tokio::spawn(checkpointer(self.pool.clone(), self.tally.clone()));
             sender
         });
         sender
@@ -201,7 +222,7 @@ async fn writer_task(pool: SqlitePool, tally: Arc<Tally>, mut receiver: mpsc::Re
         let count = writes.len() as u64;
         let mut conn = match kept.take() {
             Some(conn) => conn,
-            None => match pool.acquire().await {
+            None => match writer_connection(&pool).await {
                 Ok(conn) => conn,
                 Err(error) => {
                     let why = error.to_string();
@@ -224,6 +245,56 @@ async fn writer_task(pool: SqlitePool, tally: Arc<Tally>, mut receiver: mpsc::Re
             BatchOutcome::Failed => {
                 // Whatever state the connection is in, it is not reused.
                 let _ = conn.close().await;
+            }
+        }
+    }
+}
+
+/// A pooled connection for the writer, with automatic checkpoints off (the
+/// checkpointer runs them beside it).
+async fn writer_connection(pool: &SqlitePool) -> Result<PoolConnection<Sqlite>, sqlx::Error> {
+    let mut conn = pool.acquire().await?;
+    sqlx::raw_sql("PRAGMA wal_autocheckpoint = 0")
+        .execute(&mut *conn)
+        .await?;
+    Ok(conn)
+}
+
+/// Copies committed WAL pages into the database file every
+/// [`CHECKPOINT_EVERY`] when the writer committed something since the last
+/// run, on a connection of its own; ends when the pool closes.
+///
+/// A passive checkpoint never waits for the writer or for readers: it copies
+/// what it can and the next run continues. (The WAL file is reused from its
+/// start once everything in it was copied, as with SQLite's own automatic
+/// checkpoints.)
+async fn checkpointer(pool: SqlitePool, tally: Arc<Tally>) {
+    let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut copied_up_to = 0;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = pool.close_event() => break,
+        }
+        let commits = tally.commits.load(Ordering::Relaxed);
+        if commits == copied_up_to {
+            continue;
+        }
+        match sqlx::raw_sql("PRAGMA wal_checkpoint(PASSIVE)")
+            .execute(&pool)
+            .await
+        {
+            Ok(_) => {
+                copied_up_to = commits;
+                tally.checkpointed.send_replace(commits);
+            }
+            Err(error) if pool.is_closed() => {
+                tracing::debug!(%error, "checkpoint skipped: the database is closing");
+                break;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "WAL checkpoint failed; the next one retries")
             }
         }
     }
@@ -395,6 +466,50 @@ mod tests {
         );
         assert_eq!(notes(&pool).await, ["first", "last"]);
         assert_eq!(writes.committed(), (1, 3), "one commit carried all three");
+    }
+
+    /// The writer's connection never checkpoints; the checkpointer copies
+    /// what it committed into the database file itself.
+    #[tokio::test]
+    async fn the_checkpointer_not_the_writer_copies_commits_into_the_database_file() {
+        let (writes, _pool, dir) = setup().await;
+        let mut checkpointed = writes.checkpointed();
+        let autocheckpoint: i64 = writes
+            .run(Undo::Alone, |conn| {
+                Box::pin(async move {
+                    Ok(sqlx::query_scalar("PRAGMA wal_autocheckpoint")
+                        .fetch_one(conn)
+                        .await?)
+                })
+            })
+            .await
+            .expect("read the writer's pragma");
+        assert_eq!(autocheckpoint, 0, "the writer does not checkpoint");
+        for text in ["one", "two", "three"] {
+            writes
+                .run(Undo::Alone, note(text, None, false))
+                .await
+                .expect("note committed");
+        }
+        let (committed, _) = writes.committed();
+        let ran = checkpointed.wait_for(|covered| *covered >= committed);
+        tokio::time::timeout(std::time::Duration::from_secs(30), ran)
+            .await
+            .expect("the checkpointer runs within 30 s")
+            .expect("the checkpointer is alive");
+
+        // A copy of the database file alone (no WAL beside it) holds only what
+        // was checkpointed.
+        let copy = tempfile::tempdir().expect("temp dir");
+        std::fs::copy(
+            crate::db::database_path(dir.path()),
+            crate::db::database_path(copy.path()),
+        )
+        .expect("copy the database file");
+        let checkpointed = crate::db::open_with(copy.path(), 1)
+            .await
+            .expect("open the copy");
+        assert_eq!(notes(&checkpointed).await, ["one", "two", "three"]);
     }
 
     #[tokio::test]
