@@ -10,11 +10,27 @@
 # the numbers measure the whole path (HMAC, parse, gix ancestry walk, SQLite
 # commit), not a cache of refusals. Non-2xx answers are reported as errors.
 #
-# Usage: [TEAMMEM_BIN=path] bench/ingest.sh [DURATION_SECONDS] [CONNECTIONS]
+# Two runs per source:
+# - saturation: CONNECTIONS connections, each sending its next dispatch as
+#   soon as the last is answered (closed loop): the most the daemon accepts,
+#   and the latency of a daemon that is never idle;
+# - offered load (local forge): RATE dispatches/s from OFFERED_CONNECTIONS
+#   connections, each pausing a random (exponential) think time between
+#   dispatches so that together they offer about RATE/s, like many workflows
+#   posting independently. This is the latency the targets are about (at a
+#   given rate, not at saturation). wrk measures from the moment it sends, so
+#   a slow answer does not count the pause it delays (coordinated omission);
+#   the many connections keep that effect small and the script prints the
+#   rate it reached.
+#
+# Usage: [TEAMMEM_BIN=path] [RATE=1000] [OFFERED_CONNECTIONS=200]
+#        bench/ingest.sh [DURATION_SECONDS] [CONNECTIONS]
 set -euo pipefail
 
 DURATION="${1:-15}"
 CONNECTIONS="${2:-16}"
+RATE="${RATE:-1000}"
+OFFERED_CONNECTIONS="${OFFERED_CONNECTIONS:-200}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="$(mktemp -d)"
 trap 'kill "${DAEMON_PID:-}" "${FAKE_PID:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
@@ -33,7 +49,7 @@ else
     BIN="$ROOT/target/release/teammem"
 fi
 
-# A local source with 1,500 commits and an initialised wiki.
+# A local source with 3,000 commits and an initialised wiki.
 git init -q -b main "$WORK/src"
 git -C "$WORK/src" -c user.name=b -c user.email=b@example.org commit -q --allow-empty -m root
 python3 - "$WORK/src" <<'PY'
@@ -41,7 +57,7 @@ import subprocess, sys
 repo = sys.argv[1]
 parent = subprocess.check_output(["git", "-C", repo, "rev-parse", "HEAD"]).decode().strip()
 lines = []
-for i in range(1500):
+for i in range(3000):
     msg = f"commit {i} (#{i + 1})"
     lines.append(f"commit refs/heads/main\ncommitter B <b@example.org> {1767225600 + i} +0000\ndata {len(msg)}\n{msg}\n")
     if i == 0:
@@ -90,20 +106,22 @@ workers = 1
 TOML
 
 # Pre-signed requests: distinct ranges (before, after) of 1..20 commits, for
-# the local source; for the GitHub source each with its own run, whose head
-# is push_after (the fake answers the run lookups from runs.txt).
+# the local source (alternately into the saturation and the offered-load
+# file, so no run replays another's dispatches); for the GitHub source each
+# with its own run, whose head is push_after (the fake answers the run
+# lookups from runs.txt).
 python3 - "$WORK" "$SECRET" <<'PY'
 import hashlib, hmac, json, sys, uuid
 work, secret = sys.argv[1], sys.argv[2].encode()
 shas = open(f"{work}/shas.txt").read().split()
-local = open(f"{work}/requests.txt", "w")
+local = [open(f"{work}/requests.txt", "w"), open(f"{work}/requests-offered.txt", "w")]
 github = open(f"{work}/requests-github.txt", "w")
 runs = open(f"{work}/runs.txt", "w")
 n = 0
 for span in range(1, 21):
     for i in range(0, len(shas) - span):
         n += 1
-        for source, out, run in (("bench/app", local, None), ("bench/gh", github, n)):
+        for source, out, run in (("bench/app", local[n % 2], None), ("bench/gh", github, n)):
             dispatch = {"source_repository": source, "kind": "range",
                         "push_before": shas[i], "push_after": shas[i + span]}
             if run is not None:
@@ -117,30 +135,50 @@ PY
 
 
 cat > "$WORK/dispatch.lua" <<'LUA'
+-- Each wrk thread sends every other request of the file (thread k: k, k+2,
+-- ...), so no two threads send the same dispatch; answers other than 202
+-- (a replay would be 200) are counted and printed.
 local reqs = {}
-local i = 0
+local sent = 0
 init = function(args)
   local file = io.open(args[1], "r")
-  local tid = tonumber(args[2]) or 0
   for line in file:lines() do
     local sig, del, body = line:match("^([^\t]+)\t([^\t]+)\t(.*)$")
     reqs[#reqs + 1] = {sig = sig, del = del, body = body}
   end
   file:close()
 end
-local counter = 0
+-- THINK_MS > 0: an exponential pause of that mean before each dispatch, each
+-- thread with its own random sequence.
+local think = tonumber(os.getenv("THINK_MS") or "0")
+delay = function()
+  if think <= 0 then return 0 end
+  if not seeded then math.randomseed(7919 * (index + 1)); seeded = true end
+  return math.floor(-think * math.log(1 - math.random()) + 0.5)
+end
+local threads = {}
+local stride = tonumber(os.getenv("WRK_THREADS"))
 setup = function(thread)
-  counter = counter + 1
-  thread:set("offset", counter * 7919)
+  thread:set("index", #threads)
+  thread:set("not_accepted", 0)
+  table.insert(threads, thread)
 end
 request = function()
-  i = i + 1
-  local r = reqs[((i + (offset or 0)) % #reqs) + 1]
+  local r = reqs[((index + sent * stride) % #reqs) + 1]
+  sent = sent + 1
   return wrk.format("POST", "/v1/dispatch", {
     ["Content-Type"] = "application/json",
     ["X-Hub-Signature-256"] = r.sig,
     ["X-TeamMem-Delivery"] = r.del,
   }, r.body)
+end
+response = function(status)
+  if status ~= 202 then not_accepted = not_accepted + 1 end
+end
+done = function()
+  local total = 0
+  for _, thread in ipairs(threads) do total = total + thread:get("not_accepted") end
+  io.write(string.format("answers other than 202 Accepted: %d\n", total))
 end
 LUA
 
@@ -155,19 +193,35 @@ done
 curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null || { cat "$WORK/daemon.log"; exit 1; }
 echo "daemon RSS idle: $(awk '/VmRSS/ {print $2 " " $3}' /proc/$DAEMON_PID/status)"
 
-load() { # NAME REQUESTS_FILE
-    echo "== $1"
-    wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$WORK/dispatch.lua" \
+load() { # NAME REQUESTS_FILE CONNECTIONS THINK_MS
+    echo "== $1 ($3 connections$([ "$4" -gt 0 ] && echo ", ${4} ms mean think time"))"
+    WRK_THREADS=2 THINK_MS="$4" wrk -t2 -c"$3" -d"${DURATION}s" --latency -s "$WORK/dispatch.lua" \
         "http://127.0.0.1:$PORT" -- "$2" | tee "$WORK/wrk-$1.txt"
     echo "daemon RSS after $1: $(awk '/VmRSS/ {print $2 " " $3}' /proc/$DAEMON_PID/status), peak $(awk '/VmHWM/ {print $2 " " $3}' /proc/$DAEMON_PID/status)"
 }
-load local-forge "$WORK/requests.txt"
-load github-fake "$WORK/requests-github.txt"
+# Each connection offers one dispatch per (think time + answer) ms; 8 ms is
+# about the answer time at the target rate. The offered-load run goes first,
+# on a daemon with an empty queue, so it measures that rate alone (not the
+# backlog the saturation run leaves).
+THINK=$(( OFFERED_CONNECTIONS * 1000 / RATE - 8 ))
+[ "$THINK" -ge 1 ] || { echo "RATE too high for $OFFERED_CONNECTIONS connections" >&2; exit 2; }
+load local-forge-offered "$WORK/requests-offered.txt" "$OFFERED_CONNECTIONS" "$THINK"
+load local-forge-saturation "$WORK/requests.txt" "$CONNECTIONS" 0
+load github-fake-saturation "$WORK/requests-github.txt" "$CONNECTIONS" 0
+awk -v rate="$RATE" '
+    /Requests\/sec/ { reached = $2 }
+    / 99%/ { p99 = $2 }
+    END { printf "offered load %d/s: reached %.0f/s, p99 %s (targets: >= 1000/s, p99 < 20 ms)\n", rate, reached, p99 }
+' "$WORK/wrk-local-forge-offered.txt"
 
 echo "jobs stored: $(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from jobs').fetchone()[0])" "$WORK/data/teammem.db")"
 if grep -q "Non-2xx" "$WORK"/wrk-*.txt; then
     grep -l "Non-2xx" "$WORK"/wrk-*.txt >&2
     echo "ERRORS: some dispatches were refused; the daemon's log says why:" >&2
     grep -m5 'refused' "$WORK/daemon.log" >&2 || true
+    exit 1
+fi
+if grep -q "answers other than 202 Accepted: [1-9]" "$WORK"/wrk-*.txt; then
+    echo "ERRORS: some dispatches were not accepted as new (a replayed request?)" >&2
     exit 1
 fi
