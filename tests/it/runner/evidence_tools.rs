@@ -130,7 +130,7 @@ async fn evidence_tools_serve_only_the_bound_job() {
 }
 
 #[tokio::test]
-async fn github_patches_are_served_from_the_job_and_source_files_are_not() {
+async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_broker() {
     use teammem::runner::evidence::{
         BUNDLE_VERSION, ChangedFile, EvidenceBundle, FilePatch, FileStatus, PatchSet, PullRequest,
         SourceInfo, write_patches,
@@ -238,6 +238,8 @@ async fn github_patches_are_served_from_the_job_and_source_files_are_not() {
         json!({"repository": "octo/app", "path": "src/a.rs", "commit": merge}),
     )
     .await;
+    // A writer started by hand has no broker to read GitHub sources through
+    // (the positive path is in broker.rs).
     assert!(!ok);
     assert_eq!(kind, "configuration_error");
     client.close().await;
