@@ -221,6 +221,31 @@ async fn the_step_budget_ends_a_run_that_never_answers() {
 }
 
 #[tokio::test]
+async fn the_token_budget_ends_a_run_that_spends_too_much() {
+    // Every answer claims more output tokens than the whole run may use
+    // (max_output_tokens 1000 x 3 steps).
+    let spendthrift: Script = Arc::new(|_, _| {
+        let mut answer = calls(json!([call(
+            "c1",
+            "get_wiki_snapshot",
+            r#"{"repository":"demo/app"}"#
+        )]));
+        answer["usage"]["completion_tokens"] = json!(20_000);
+        answer
+    });
+    let (url, requests) = start(spendthrift).await;
+    let s = Setup::with_extra(&agent_config(&url, 3));
+    let failure = s.runner().run(&s.full_range(1)).await.unwrap_err();
+    assert!(!failure.retryable, "a budget overrun does not retry");
+    assert!(
+        failure.reason.contains("20000 output tokens") && failure.reason.contains("budget of 3000"),
+        "{}",
+        failure.reason
+    );
+    assert_eq!(requests.lock().unwrap().len(), 1, "it stops at once");
+}
+
+#[tokio::test]
 async fn a_final_message_that_is_not_a_receipt_fails_the_job() {
     let chatty: Script = Arc::new(|_, _| final_text("I have updated the wiki, trust me."));
     let (url, _) = start(chatty).await;
