@@ -87,6 +87,13 @@ pub(super) fn python() -> String {
 /// A setup whose `[agent]` runs `script` with Python; the returned temp dir
 /// holds the script and the file it reports its environment to.
 fn setup(script: &str) -> (Setup, tempfile::TempDir, std::path::PathBuf) {
+    setup_with_timeout(script, 60)
+}
+
+fn setup_with_timeout(
+    script: &str,
+    timeout_seconds: u32,
+) -> (Setup, tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let agent = dir.path().join("agent.py");
     std::fs::write(&agent, script).unwrap();
@@ -98,7 +105,7 @@ fn setup(script: &str) -> (Setup, tempfile::TempDir, std::path::PathBuf) {
         env_out.display()
     );
     let s = Setup::with_extra(&format!(
-        "\n[agent]\nkind = \"command\"\nargv = {argv}\ntimeout_seconds = 60\nenv_allow = [\"CARGO_PKG_NAME\"]\n"
+        "\n[agent]\nkind = \"command\"\nargv = {argv}\ntimeout_seconds = {timeout_seconds}\nenv_allow = [\"CARGO_PKG_NAME\"]\n"
     ));
     (s, dir, env_out)
 }
@@ -144,5 +151,41 @@ async fn a_command_that_fails_or_writes_no_receipt_fails_the_job() {
         failure.reason.contains("without writing its receipt"),
         "{}",
         failure.reason
+    );
+}
+
+/// An agent that never finishes is killed at `agent.timeout_seconds` (10 s,
+/// the least the configuration allows) and its job fails saying so.
+#[tokio::test]
+async fn a_hanging_command_is_killed_at_its_timeout() {
+    // The third argument names the file the agent reports to: here, its pid.
+    let hang = "import os, sys, time\nopen(sys.argv[3], 'w').write(str(os.getpid()))\nsys.stdin.read()\nwhile True:\n    time.sleep(60)\n";
+    let (s, _dir, pid_file) = setup_with_timeout(hang, 10);
+    let failure = s.runner().run(&s.full_range(1)).await.unwrap_err();
+    assert!(failure.retryable, "a timeout may succeed on a retry");
+    assert!(
+        failure.reason.contains("did not finish within 10 s"),
+        "{}",
+        failure.reason
+    );
+    let pid = std::fs::read_to_string(pid_file).expect("the agent started");
+    // SIGKILL was sent when the job gave up; the process is gone (or a
+    // zombie) as soon as the kernel has delivered it.
+    let state = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|stat| {
+                let fields = stat.rsplit_once(')').unwrap().1.to_owned();
+                fields.split_whitespace().next().unwrap().to_owned()
+            })
+            .unwrap_or_else(|_| "gone".into())
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !matches!(state().as_str(), "gone" | "Z") && std::time::Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        matches!(state().as_str(), "gone" | "Z"),
+        "the agent is still {}",
+        state()
     );
 }
