@@ -851,6 +851,27 @@ async fn faults(State(s): State<AppState>, req: Request, next: Next) -> Response
     }
 }
 
+/// The URL the client reached this fake at (for the URLs in its answers).
+fn base_url(headers: &HeaderMap) -> String {
+    let host = headers.get("host").and_then(|h| h.to_str().ok());
+    format!("http://{}", host.unwrap_or("localhost"))
+}
+
+/// Pull-request reads must pin the API version, as the forge does.
+fn require_pinned_version(headers: &HeaderMap) -> Result<(), Response> {
+    let pinned = headers
+        .get("x-github-api-version")
+        .and_then(|v| v.to_str().ok());
+    if pinned == Some("2022-11-28") {
+        Ok(())
+    } else {
+        Err(error(
+            StatusCode::BAD_REQUEST,
+            "pin X-GitHub-Api-Version: 2022-11-28",
+        ))
+    }
+}
+
 fn bearer(headers: &HeaderMap) -> Option<String> {
     let v = headers.get("authorization")?.to_str().ok()?;
     let (scheme, token) = v.split_once(' ')?;
@@ -1190,13 +1211,7 @@ async fn compare(
             r.git.count(&format!("{h}..{b}")),
         )
     };
-    let base_url = format!(
-        "http://{}",
-        headers
-            .get("host")
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("localhost")
-    );
+    let base_url = base_url(&headers);
     axum::Json(json!({
         "url": format!("{base_url}/repos/{full}/compare/{basehead}"),
         "html_url": format!("https://github.example/{full}/compare/{basehead}"),
@@ -1350,24 +1365,11 @@ async fn pull(
     if let Err(e) = check_token(&s, &headers, &full, Some("pull_requests")) {
         return e;
     }
-    if headers
-        .get("x-github-api-version")
-        .and_then(|v| v.to_str().ok())
-        != Some("2022-11-28")
-    {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "pin X-GitHub-Api-Version: 2022-11-28",
-        );
+    if let Err(e) = require_pinned_version(&headers) {
+        return e;
     }
     let inner = s.inner.lock().unwrap();
-    let base_url = format!(
-        "http://{}",
-        headers
-            .get("host")
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("localhost")
-    );
+    let base_url = base_url(&headers);
     let key = (full.to_ascii_lowercase(), number);
     let Some(p) = inner.pulls.get(&key) else {
         return error(StatusCode::NOT_FOUND, "Not Found");
@@ -1414,15 +1416,8 @@ async fn list_pulls(
     if let Err(e) = check_token(&s, &headers, &full, Some("pull_requests")) {
         return e;
     }
-    if headers
-        .get("x-github-api-version")
-        .and_then(|v| v.to_str().ok())
-        != Some("2022-11-28")
-    {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "pin X-GitHub-Api-Version: 2022-11-28",
-        );
+    if let Err(e) = require_pinned_version(&headers) {
+        return e;
     }
     let state = q.state.clone().unwrap_or_else(|| "open".into());
     if !["open", "closed", "all"].contains(&state.as_str()) {
@@ -1440,13 +1435,7 @@ async fn list_pulls(
         Some(_) => return error(StatusCode::UNPROCESSABLE_ENTITY, "Validation Failed"),
     };
     let inner = s.inner.lock().unwrap();
-    let base_url = format!(
-        "http://{}",
-        headers
-            .get("host")
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("localhost")
-    );
+    let base_url = base_url(&headers);
     let repo_key = full.to_ascii_lowercase();
     let mut dates = HashMap::new();
     let mut listed: Vec<(String, u64, Value)> = inner
@@ -1557,13 +1546,7 @@ async fn single_commit(
             &format!("No commit found for SHA: {sha}"),
         );
     };
-    let base_url = format!(
-        "http://{}",
-        headers
-            .get("host")
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("localhost")
-    );
+    let base_url = base_url(&headers);
     let mut commit = r
         .git
         .commit_objects(&["-1", &sha], &full, &base_url)
@@ -1711,13 +1694,7 @@ async fn commit_pulls(
         return e;
     }
     let inner = s.inner.lock().unwrap();
-    let base_url = format!(
-        "http://{}",
-        headers
-            .get("host")
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("localhost")
-    );
+    let base_url = base_url(&headers);
     let list: Vec<Value> = inner
         .pulls
         .iter()
