@@ -302,11 +302,19 @@ pub fn main() -> ExitCode {
     runtime.block_on(run(cli.command))
 }
 
+/// The log filter when `TEAMMEM_LOG` is unset: teammem's own events at
+/// `info`; the MCP library's per-session chatter (it logs every peer's full
+/// capabilities at `info`, once per job) only from `warn` up.
+const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
 fn init_tracing(format: LogFormat) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("TEAMMEM_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
+    // Colour codes only for a person at a terminal, not in a log file.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
@@ -906,4 +914,45 @@ fn print_json(value: &impl serde::Serialize) {
         "{}",
         serde_json::to_string_pretty(value).expect("job data serializes")
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    /// What a subscriber with the default filter writes for one `info` event
+    /// of the MCP library and one of teammem's.
+    #[test]
+    fn the_default_filter_keeps_teammem_info_and_drops_the_mcp_librarys() {
+        let written = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let sink = written.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(
+                super::DEFAULT_LOG_FILTER,
+            ))
+            .with_ansi(false)
+            .with_writer(move || Sink(sink.clone()))
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(target: "rmcp::service", "Service initialized as client");
+            tracing::warn!(target: "rmcp::service", "transport closed with an error");
+            tracing::info!(target: "teammem::worker", "job started");
+        });
+        let text = String::from_utf8(written.lock().unwrap().clone()).unwrap();
+        assert!(text.contains("job started"), "{text}");
+        assert!(text.contains("transport closed with an error"), "{text}");
+        assert!(!text.contains("Service initialized"), "{text}");
+    }
+
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
 }

@@ -246,3 +246,44 @@ async fn jobs_commands_show_steer_and_refuse_bad_transitions() {
     assert!(retry.status.success());
     assert!(String::from_utf8_lossy(&retry.stdout).contains("is now queued"));
 }
+
+/// With its log going to a file (not a terminal) and no `TEAMMEM_LOG`, the
+/// daemon writes its `info` events as plain text: no terminal colour codes.
+#[test]
+fn a_daemon_logging_to_a_file_writes_plain_text() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let setup = Setup::new("");
+    let log_path = setup.dir.path().join("daemon.log");
+    let log = std::fs::File::create(&log_path).expect("create log file");
+    let mut child = Command::new(crate::harness::daemon::BIN)
+        .arg("serve")
+        .arg("--config")
+        .arg(&setup.config)
+        .env_remove("TEAMMEM_LOG")
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("spawn teammem serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let listening = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| line.starts_with("teammem listening on "));
+    assert!(listening, "teammem serve exited before listening");
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    assert!(child.wait().expect("wait").success());
+    let text = std::fs::read_to_string(&log_path).expect("read log");
+    assert!(
+        text.contains("teammem started"),
+        "no info event logged: {text}"
+    );
+    assert!(
+        !text.contains('\x1b'),
+        "colour codes in a log file: {text:?}"
+    );
+}
