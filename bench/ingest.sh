@@ -214,6 +214,36 @@ load() { # NAME REQUESTS_FILE CONNECTIONS THINK_MS
 THINK=$(( OFFERED_CONNECTIONS * 1000 / RATE - 8 ))
 [ "$THINK" -ge 1 ] || { echo "RATE too high for $OFFERED_CONNECTIONS connections" >&2; exit 2; }
 load local-forge-offered "$WORK/requests-offered.txt" "$OFFERED_CONNECTIONS" "$THINK"
+# The daemon's own view of that run (its histograms start empty): the time it
+# took to answer dispatches, and its queue's group commits (fsync included).
+curl -fsS "http://127.0.0.1:$PORT/metrics" > "$WORK/metrics-offered.txt"
+python3 - "$WORK/metrics-offered.txt" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+def quantiles(name, labels=""):
+    buckets = []
+    for le, n in re.findall(re.escape(name) + r'_bucket\{' + re.escape(labels) + r'le="([^"]+)"\} (\d+)', text):
+        buckets.append((float(le), int(n)))
+    total = buckets[-1][1] if buckets else 0
+    if not total:
+        return "none"
+    out = []
+    for q in (0.5, 0.99):
+        rank, lower, below = q * total, 0.0, 0
+        for upper, n in buckets:
+            if n >= rank:
+                if upper == float("inf"):
+                    out.append(f"p{int(q * 100)} > {lower * 1000:g} ms")
+                else:
+                    share = (rank - below) / max(n - below, 1)
+                    out.append(f"p{int(q * 100)} ~{(lower + (upper - lower) * share) * 1000:.1f} ms")
+                break
+            lower, below = upper, n
+    within = dict(buckets).get(0.02, 0)
+    return f"{total} observed, {', '.join(out)}, {100 * within / total:.2f}% within 20 ms"
+print("daemon-side dispatch answer time:", quantiles("teammem_ingest_request_seconds", 'route="dispatch",'))
+print("daemon-side queue commits (BEGIN..COMMIT, fsync included):", quantiles("teammem_queue_commit_seconds"))
+PY
 load local-forge-saturation "$WORK/requests.txt" "$CONNECTIONS" 0
 load github-fake-saturation "$WORK/requests-github.txt" "$CONNECTIONS" 0
 awk -v rate="$RATE" '

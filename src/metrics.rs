@@ -156,12 +156,35 @@ fn labels(names: &[&str], values: &[&str], le: Option<&str>) -> String {
 
 const JOB_BUCKETS: &[f64] = &[0.1, 0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0];
 const CALL_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
+/// Fine enough at the low end to tell a 20 ms ingest target met from missed.
+const INGEST_BUCKETS: &[f64] = &[
+    0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.25, 1.0, 5.0,
+];
 
 /// `POST /v1/dispatch` and `POST /v1/requests` answers by route and code.
 pub static REQUESTS: Counter = Counter::new(
     "teammem_ingest_requests_total",
     "Dispatch and PR-request answers by route and answer code.",
     &["route", "code"],
+);
+
+/// Time to answer `POST /v1/dispatch`, from its request to the answer
+/// (verification and the durable enqueue included), whatever the answer.
+pub static INGEST_DURATION: Histogram = Histogram::new(
+    "teammem_ingest_request_seconds",
+    "Time to answer a dispatch, from the request to the answer (verification and the durable enqueue), by route.",
+    &["route"],
+    INGEST_BUCKETS,
+);
+
+/// One group commit of the queue, from `BEGIN IMMEDIATE` to the end of
+/// `COMMIT`: the statements of every write it carries, then the WAL fsync.
+/// Slow commits here, with fast statements, point at the disk.
+pub static QUEUE_COMMIT_DURATION: Histogram = Histogram::new(
+    "teammem_queue_commit_seconds",
+    "Time of one queue transaction (group commit), from BEGIN to the end of COMMIT, fsync included.",
+    &[],
+    INGEST_BUCKETS,
 );
 
 /// Finished job attempts by kind and resulting state.
@@ -224,6 +247,8 @@ pub static SWEEP_CHECKS: Counter = Counter::new(
 /// Renders every process-wide metric.
 pub fn render(out: &mut String) {
     REQUESTS.render(out);
+    INGEST_DURATION.render(out);
+    QUEUE_COMMIT_DURATION.render(out);
     JOBS_FINISHED.render(out);
     JOB_DURATION.render(out);
     WIKI_PUBLISHES.render(out);

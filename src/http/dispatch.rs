@@ -73,12 +73,14 @@ pub fn new_job(v: &VerifiedDispatch) -> NewJob {
 }
 
 async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
+    let started = std::time::Instant::now();
     let (code, response) = match handle(state, request).await {
         Ok(r) if r.status() == StatusCode::ACCEPTED => ("accepted", r),
         Ok(r) => ("duplicate", r),
         Err(e) => (e.code, e.into_response()),
     };
     crate::metrics::REQUESTS.inc(&["dispatch", code]);
+    crate::metrics::INGEST_DURATION.observe(&["dispatch"], started.elapsed());
     response
 }
 

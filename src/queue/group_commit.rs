@@ -235,8 +235,10 @@ async fn writer_task(pool: SqlitePool, tally: Arc<Tally>, mut receiver: mpsc::Re
                 }
             },
         };
+        let started = std::time::Instant::now();
         match commit_batch(&mut conn, writes).await {
             BatchOutcome::Committed => {
+                crate::metrics::QUEUE_COMMIT_DURATION.observe(&[], started.elapsed());
                 tally.commits.fetch_add(1, Ordering::Relaxed);
                 tally.writes.fetch_add(count, Ordering::Relaxed);
                 kept = Some(conn);

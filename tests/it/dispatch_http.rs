@@ -176,6 +176,22 @@ async fn accepted_replayed_and_coalesced_dispatches() {
         count("accepted") >= 2 && count("duplicate") >= 2,
         "{metrics}"
     );
+    // Their answer times and the queue's commits are measured too.
+    let value = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert!(
+        value("teammem_ingest_request_seconds_count{route=\"dispatch\"}") >= 4,
+        "{metrics}"
+    );
+    assert!(
+        value("teammem_queue_commit_seconds_count") >= 2,
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
