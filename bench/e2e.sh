@@ -59,13 +59,7 @@ PY
 git -C "$WORK/src" commit-graph write --reachable
 
 # The wiki: a bare repository whose first commit holds Home.md.
-git init -q --bare -b master "$WORK/wiki.git"
-git clone -q "$WORK/wiki.git" "$WORK/wiki-seed" 2>/dev/null
-printf '# Welcome\n\nThe team memory of the benchmark.\n' > "$WORK/wiki-seed/Home.md"
-git -C "$WORK/wiki-seed" checkout -q -b master
-git -C "$WORK/wiki-seed" add -A
-git -C "$WORK/wiki-seed" -c user.name=b -c user.email=b@example.org commit -q -m "Initial Home page"
-git -C "$WORK/wiki-seed" push -q origin master
+bash "$ROOT/bench/seed-wiki.sh" "$WORK/wiki.git"
 
 SECRET="bench-secret-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
 export TEAMMEM_BENCH_SECRET="$SECRET"

@@ -71,13 +71,7 @@ PY
 git -C "$WORK/src" commit-graph write --reachable
 # The wiki: a bare repository whose first commit holds Home.md, so the worker
 # runs the jobs (beside the ingest, as in production) instead of failing each.
-git init -q --bare -b master "$WORK/wiki.git"
-git clone -q "$WORK/wiki.git" "$WORK/wiki-seed" 2>/dev/null
-printf '# Welcome\n\nThe team memory of the benchmark.\n' > "$WORK/wiki-seed/Home.md"
-git -C "$WORK/wiki-seed" checkout -q -b master
-git -C "$WORK/wiki-seed" add -A
-git -C "$WORK/wiki-seed" -c user.name=b -c user.email=b@example.org commit -q -m "Initial Home page"
-git -C "$WORK/wiki-seed" push -q origin master
+bash "$ROOT/bench/seed-wiki.sh" "$WORK/wiki.git"
 git -C "$WORK/src" rev-list --reverse main > "$WORK/shas.txt"
 
 # The GitHub source: the same history, served by the fake; an App key for it.
