@@ -84,6 +84,85 @@ async fn known_delivery_id_returns_its_job_whatever_the_body() {
     assert_eq!(count(&t.pool, "jobs").await, 1);
 }
 
+/// Enqueues that wait for the writer together are stored by one write, in
+/// arrival order, each seeing the ones before it as separate writes would.
+/// (On the test's single-threaded runtime all five wait before the writer
+/// task first runs.)
+#[tokio::test]
+async fn enqueues_stored_together_see_each_other_in_arrival_order() {
+    let t = test_queue().await;
+    let before = t.queue.stats();
+    let (first, extends, same_run, same_delivery, apart) = tokio::join!(
+        t.queue
+            .enqueue(dispatched("octo/app", 1, 2, 100, 1), Some("d-1")),
+        t.queue
+            .enqueue(dispatched("octo/app", 2, 3, 101, 1), Some("d-2")),
+        t.queue
+            .enqueue(dispatched("octo/app", 1, 2, 100, 1), Some("d-3")),
+        t.queue.enqueue(range("octo/app", 7, 8), Some("d-1")),
+        t.queue.enqueue(range("octo/app", 5, 6), None),
+    );
+    let first = first.unwrap();
+    assert_eq!(first.disposition, Disposition::Created);
+    let extends = extends.unwrap();
+    assert_eq!(
+        extends.disposition,
+        Disposition::Coalesced { into: first.job.id }
+    );
+    assert_eq!(extends.job.push_after, Some(sha(3)));
+    assert_eq!(extends.job.coalesced_count, 1);
+    for duplicate in [same_run.unwrap(), same_delivery.unwrap()] {
+        assert_eq!(duplicate.disposition, Disposition::Duplicate);
+        assert_eq!(duplicate.job.id, first.job.id);
+        assert_eq!(duplicate.job.push_after, Some(sha(3)));
+    }
+    let apart = apart.unwrap();
+    assert_eq!(apart.disposition, Disposition::Created);
+    assert_ne!(apart.job.id, first.job.id);
+
+    assert_eq!(count(&t.pool, "jobs").await, 2);
+    // d-1 and d-2 for the jobs they made, d-3 remembered for the duplicate.
+    assert_eq!(count(&t.pool, "deliveries").await, 3);
+    let events = t.queue.events(first.job.id).await.unwrap();
+    assert_eq!(event_names(&events), ["enqueued", "coalesced"]);
+    let after = t.queue.stats();
+    assert_eq!(after.commits - before.commits, 1, "one commit for all five");
+    assert_eq!(after.writes - before.writes, 5);
+    assert_eq!(
+        (after.enqueued, after.coalesced, after.duplicates),
+        (2, 1, 2)
+    );
+}
+
+/// A merged write longer than one script (16 enqueues) is cut into several,
+/// and every enqueue still hears its own job, in arrival order.
+#[tokio::test]
+async fn twenty_one_enqueues_stored_together_each_hear_their_own_job() {
+    let t = test_queue().await;
+    let before = t.queue.stats();
+    let enqueues = (0..21u64).map(|n| {
+        let queue = t.queue.clone();
+        async move {
+            queue
+                .enqueue(range("octo/app", 100 + 2 * n, 101 + 2 * n), None)
+                .await
+        }
+    });
+    let answers = futures_util::future::join_all(enqueues).await;
+    let mut last_id = 0;
+    for (n, answer) in answers.into_iter().enumerate() {
+        let enqueued = answer.unwrap();
+        assert_eq!(enqueued.disposition, Disposition::Created);
+        assert_eq!(enqueued.job.push_after, Some(sha(101 + 2 * n as u64)));
+        assert!(enqueued.job.id > last_id, "ids follow arrival order");
+        last_id = enqueued.job.id;
+    }
+    assert_eq!(count(&t.pool, "jobs").await, 21);
+    let after = t.queue.stats();
+    assert_eq!(after.commits - before.commits, 1);
+    assert_eq!(after.writes - before.writes, 21);
+}
+
 #[tokio::test]
 async fn concurrent_enqueues_of_one_identity_create_one_job() {
     let t = test_queue().await;
