@@ -60,15 +60,12 @@ pub(super) type WriteFuture<'c, T> =
     Pin<Box<dyn Future<Output = Result<T, QueueError>> + Send + 'c>>;
 
 /// What a finished write hands back to the writer task: whether to keep its
-/// changes (and if not, why), how many callers' writes it carried, and how
-/// to answer them once the commit's fate is known.
-pub(super) struct Finished {
-    pub(super) keep: bool,
-    pub(super) refusal: Option<String>,
-    /// Callers' writes it stands for (more than one for a merged write, see
-    /// [`GroupCommit::submit`]); `/metrics` counts writes, not closures.
-    pub(super) carried: u64,
-    pub(super) answer: Answer,
+/// changes (and if not, why), and how to answer its caller once the
+/// commit's fate is known.
+struct Finished {
+    keep: bool,
+    refusal: Option<String>,
+    answer: Answer,
 }
 
 /// How a write is undone when it answers `Err` inside a batch.
@@ -90,12 +87,12 @@ struct Pending {
 
 /// Sends a write's result to its caller, given why its batch's commit
 /// failed (`None`: it committed).
-pub(super) type Answer = Box<dyn FnOnce(Option<&str>) + Send>;
+type Answer = Box<dyn FnOnce(Option<&str>) + Send>;
 
 /// A write with its type erased. Given the batch's connection it runs and
 /// returns [`Finished`]; given `Err(why)` (its batch failed before it ran)
 /// it answers its caller with that failure at once.
-pub(super) type ErasedWrite = Box<
+type ErasedWrite = Box<
     dyn for<'c> FnOnce(
             Result<&'c mut SqliteConnection, &'c str>,
         ) -> Pin<Box<dyn Future<Output = Finished> + Send + 'c>>
@@ -165,7 +162,6 @@ impl GroupCommit {
                 Finished {
                     keep: result.is_ok(),
                     refusal: result.as_ref().err().map(ToString::to_string),
-                    carried: 1,
                     answer: Box::new(move |commit_failure: Option<&str>| {
                         let result = match (result, commit_failure) {
                             (Ok(_), Some(why)) => Err(QueueError::CommitFailed(why.to_string())),
@@ -177,7 +173,13 @@ impl GroupCommit {
                 }
             })
         });
-        self.sender()
+        let sender = self.sender.get_or_init(|| {
+            let (sender, receiver) = mpsc::channel(BACKLOG);
+            tokio::spawn(writer_task(self.pool.clone(), self.tally.clone(), receiver));
+            tokio::spawn(checkpointer(self.pool.clone(), self.tally.clone()));
+            sender
+        });
+        sender
             .send(Pending {
                 undo,
                 write: erased,
@@ -186,47 +188,6 @@ impl GroupCommit {
             .map_err(|_| writer_gone())?;
         answer.await.map_err(|_| writer_gone())?
     }
-
-    /// Queues `write` for a coming batch without waiting for it: the write
-    /// answers its callers itself, through the [`Finished::answer`] it
-    /// returns (or, handed `Err(why)`, at once). For writes that stand for
-    /// many callers (a merged write, see `enqueue.rs`): it is queued even if
-    /// the caller that submits it goes away, so the others still hear.
-    pub(super) fn submit(&self, undo: Undo, write: ErasedWrite) {
-        let pending = Pending { undo, write };
-        match self.sender().try_send(pending) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(pending)) => {
-                let sender = self.sender().clone();
-                tokio::spawn(async move {
-                    if let Err(mpsc::error::SendError(pending)) = sender.send(pending).await {
-                        fail_unsent(pending).await;
-                    }
-                });
-            }
-            Err(mpsc::error::TrySendError::Closed(pending)) => {
-                tokio::spawn(fail_unsent(pending));
-            }
-        }
-    }
-
-    /// The writer task's queue, starting the writer and the checkpointer on
-    /// first use.
-    fn sender(&self) -> &mpsc::Sender<Pending> {
-        self.sender.get_or_init(|| {
-            let (sender, receiver) = mpsc::channel(BACKLOG);
-            tokio::spawn(writer_task(self.pool.clone(), self.tally.clone(), receiver));
-            tokio::spawn(checkpointer(self.pool.clone(), self.tally.clone()));
-            sender
-        })
-    }
-}
-
-/// Answers the callers of a write the writer task will never see.
-async fn fail_unsent(pending: Pending) {
-    let why = writer_gone().to_string();
-    let finished = (pending.write)(Err(&why)).await;
-    (finished.answer)(Some(&why));
 }
 
 /// Takes whatever writes are waiting (at least one), commits them as one
@@ -258,6 +219,7 @@ async fn writer_task(pool: SqlitePool, tally: Arc<Tally>, mut receiver: mpsc::Re
             break;
         }
         let writes = std::mem::take(&mut batch);
+        let count = writes.len() as u64;
         let mut conn = match kept.take() {
             Some(conn) => conn,
             None => match writer_connection(&pool).await {
@@ -275,10 +237,10 @@ async fn writer_task(pool: SqlitePool, tally: Arc<Tally>, mut receiver: mpsc::Re
         };
         let started = std::time::Instant::now();
         match commit_batch(&mut conn, writes).await {
-            BatchOutcome::Committed { carried } => {
+            BatchOutcome::Committed => {
                 crate::metrics::QUEUE_COMMIT_DURATION.observe(&[], started.elapsed());
                 tally.commits.fetch_add(1, Ordering::Relaxed);
-                tally.writes.fetch_add(carried, Ordering::Relaxed);
+                tally.writes.fetch_add(count, Ordering::Relaxed);
                 kept = Some(conn);
             }
             BatchOutcome::Refused => kept = Some(conn),
@@ -343,8 +305,7 @@ async fn checkpointer(pool: SqlitePool, tally: Arc<Tally>) {
 /// How a batch ended.
 #[derive(Debug, PartialEq, Eq)]
 enum BatchOutcome {
-    /// Committed, carrying this many callers' writes.
-    Committed { carried: u64 },
+    Committed,
     /// A lone write answered `Err`; its transaction was rolled back.
     Refused,
     /// The database failed the batch: nothing of it is durable.
@@ -407,12 +368,11 @@ async fn commit_batch(conn: &mut SqliteConnection, writes: Vec<Pending>) -> Batc
     .await;
     match outcome {
         Ok(committed) => {
-            let carried = answers.iter().map(|finished| finished.carried).sum();
             answers
                 .into_iter()
                 .for_each(|finished| (finished.answer)(None));
             if committed {
-                BatchOutcome::Committed { carried }
+                BatchOutcome::Committed
             } else {
                 BatchOutcome::Refused
             }

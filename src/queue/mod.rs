@@ -206,8 +206,6 @@ pub struct Queue {
     /// polling with a FIFO and pays one fsync per batch, not per write.
     /// Other processes (the CLI) still meet the busy timeout.
     writes: Arc<group_commit::GroupCommit>,
-    /// Enqueues waiting to be stored together by one write (`enqueue.rs`).
-    enqueues: Arc<enqueue::WaitingEnqueues>,
 }
 
 impl Queue {
@@ -220,7 +218,6 @@ impl Queue {
         };
         Self {
             writes: Arc::new(group_commit::GroupCommit::new(pool.clone())),
-            enqueues: Arc::default(),
             pool,
             clock,
             settings,
@@ -279,6 +276,19 @@ impl Queue {
             + 'static,
     {
         self.writes.run(group_commit::Undo::Alone, write).await
+    }
+
+    /// [`Queue::write`] for a write that fails only when the database does:
+    /// it runs without a savepoint of its own, and its failure fails its
+    /// whole batch (every caller hears it, nothing of the batch is kept).
+    async fn write_undone_with_batch<T, F>(&self, write: F) -> Result<T, QueueError>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut sqlx::SqliteConnection) -> group_commit::WriteFuture<'c, T>
+            + Send
+            + 'static,
+    {
+        self.writes.run(group_commit::Undo::WithBatch, write).await
     }
 
     fn lease_ms(&self) -> i64 {

@@ -84,10 +84,10 @@ async fn known_delivery_id_returns_its_job_whatever_the_body() {
     assert_eq!(count(&t.pool, "jobs").await, 1);
 }
 
-/// Enqueues that wait for the writer together are stored by one write, in
-/// arrival order, each seeing the ones before it as separate writes would.
-/// (On the test's single-threaded runtime all five wait before the writer
-/// task first runs.)
+/// Enqueues that wait for the writer together commit in one batch, in
+/// arrival order, each seeing the ones before it as lone writes would. (On
+/// the test's single-threaded runtime all five wait before the writer task
+/// first runs.)
 #[tokio::test]
 async fn enqueues_stored_together_see_each_other_in_arrival_order() {
     let t = test_queue().await;
@@ -134,8 +134,8 @@ async fn enqueues_stored_together_see_each_other_in_arrival_order() {
     );
 }
 
-/// A merged write longer than one script (16 enqueues) is cut into several,
-/// and every enqueue still hears its own job, in arrival order.
+/// Twenty-one enqueues waiting together commit in one batch, and each hears
+/// its own job, in arrival order.
 #[tokio::test]
 async fn twenty_one_enqueues_stored_together_each_hear_their_own_job() {
     let t = test_queue().await;
