@@ -201,9 +201,9 @@ impl Queue {
 /// identity? a queued range this one extends?), keeps the answers in a
 /// one-row temporary table, and every statement after that acts only in the
 /// case it is for, guarded by those answers. The writer task runs every
-/// write of the process one after another, so round trips to SQLite's
-/// thread are what bounds ingest throughput; at 1,000 dispatches/s the
-/// writer was busy almost all the time with two per enqueue.
+/// write of the process one after another, and each round trip is a hop
+/// between threads; one per enqueue is the fewest without merging enqueues
+/// (which was measured and gained nothing, see the README's benchmarks).
 ///
 /// The script uses anonymous `?` parameters only, bound in the order they
 /// appear: sqlx hands each statement the next arguments in turn. (Numbered
@@ -346,7 +346,12 @@ async fn store(
     let disposition = match row.try_get::<&str, _>("disposition")? {
         "duplicate" => Disposition::Duplicate,
         "coalesced" => Disposition::Coalesced { into: job.id },
-        _ => Disposition::Created,
+        "created" => Disposition::Created,
+        other => {
+            return Err(QueueError::Database(sqlx::Error::Protocol(format!(
+                "the enqueue answered with an unknown disposition {other:?}"
+            ))));
+        }
     };
     Ok(Enqueued { job, disposition })
 }
