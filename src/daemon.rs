@@ -78,30 +78,34 @@ pub fn queue_settings(config: &Config) -> QueueSettings {
     }
 }
 
-/// Resolves when the process receives SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Resolves when the process receives SIGTERM or SIGINT. The SIGTERM handler
+/// is installed when this is called, not when the future is first polled:
+/// a SIGTERM that arrives while the daemon is still starting (after it said
+/// it listens) then stops it cleanly instead of killing it.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot listen for SIGTERM");
-                    let _ = ctrl_c.await;
-                    return;
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        match term {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
                 }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                let _ = ctrl_c.await;
+            }
         }
+        #[cfg(not(unix))]
+        {
+            let _ = ctrl_c.await;
+        }
+        tracing::info!("shutdown requested");
     }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
-    tracing::info!("shutdown requested");
 }
 
 /// The key that signs dashboard sessions: 32 random bytes in

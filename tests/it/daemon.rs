@@ -266,11 +266,12 @@ fn a_daemon_logging_to_a_file_writes_plain_text() {
         .spawn()
         .expect("spawn teammem serve");
     let stdout = child.stdout.take().expect("stdout");
-    let listening = BufReader::new(stdout)
-        .lines()
-        .map_while(Result::ok)
-        .any(|line| line.starts_with("teammem listening on "));
+    let mut lines = BufReader::new(stdout).lines().map_while(Result::ok);
+    let listening = lines.any(|line| line.starts_with("teammem listening on "));
     assert!(listening, "teammem serve exited before listening");
+    // Keep reading stdout: a closed pipe would fail what the daemon prints
+    // as it stops.
+    std::thread::spawn(move || lines.for_each(drop));
     let kill = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
