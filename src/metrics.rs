@@ -187,6 +187,17 @@ pub static QUEUE_COMMIT_DURATION: Histogram = Histogram::new(
     INGEST_BUCKETS,
 );
 
+/// One WAL checkpoint of the queue's database, by the connection that ran
+/// it: the checkpointer (the bulk of the copying, beside the writer) or the
+/// writer (the rest, between two batches, so that the WAL can start over).
+/// Writer checkpoints delay the next batch: slow ones point at the disk.
+pub static QUEUE_CHECKPOINT_DURATION: Histogram = Histogram::new(
+    "teammem_queue_checkpoint_seconds",
+    "Time of one WAL checkpoint of the queue database, by connection (checkpointer or writer), fsync included.",
+    &["connection"],
+    INGEST_BUCKETS,
+);
+
 /// Finished job attempts by kind and resulting state.
 pub static JOBS_FINISHED: Counter = Counter::new(
     "teammem_job_attempts_total",
@@ -249,6 +260,7 @@ pub fn render(out: &mut String) {
     REQUESTS.render(out);
     INGEST_DURATION.render(out);
     QUEUE_COMMIT_DURATION.render(out);
+    QUEUE_CHECKPOINT_DURATION.render(out);
     JOBS_FINISHED.render(out);
     JOB_DURATION.render(out);
     WIKI_PUBLISHES.render(out);
