@@ -237,7 +237,11 @@ def quantiles(name, labels=""):
     return f"{total} observed, {', '.join(out)}, {100 * within / total:.2f}% within 20 ms"
 print("daemon-side dispatch answer time:", quantiles("teammem_ingest_request_seconds", 'route="dispatch",'))
 print("daemon-side queue commits (BEGIN..COMMIT, fsync included):", quantiles("teammem_queue_commit_seconds"))
+print("daemon-side WAL checkpoints by the writer (between batches):", quantiles("teammem_queue_checkpoint_seconds", 'connection="writer",'))
 PY
+# Under sustained load the WAL must keep starting over (see
+# src/queue/group_commit.rs); its file size is its high-water mark.
+echo "queue WAL file after the offered-load run: $(( $(stat -c %s "$WORK/data/teammem.db-wal") / 1048576 )) MiB"
 load local-forge-saturation "$WORK/requests.txt" "$CONNECTIONS" 0
 load github-fake-saturation "$WORK/requests-github.txt" "$CONNECTIONS" 0
 awk -v rate="$RATE" '

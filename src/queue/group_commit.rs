@@ -26,15 +26,16 @@
 //!   for it. The checkpointer task does the copying instead, on another
 //!   connection (SQLite lets a passive checkpoint run beside the writer),
 //!   every [`CHECKPOINT_EVERY`] when something was committed;
-//! - the WAL starts over from its beginning at least once per checkpointer
-//!   run under any load: SQLite restarts it only when a checkpoint has
+//! - the WAL stays near [`RESTART_WAL_AT_FRAMES`] pages under any load:
+//!   SQLite starts it over from its beginning only when a checkpoint has
 //!   copied every frame, and a checkpoint beside a busy writer never catches
 //!   up (the writer appends while it copies), so under sustained load the
 //!   WAL grew without bound (427 MB in 12 s of the ingest benchmark, every
-//!   commit slower as the file grew). After each checkpointer run the writer
-//!   finishes the job between two batches, when nothing appends: its passive
-//!   checkpoint copies the few frames left, and its next commit restarts the
-//!   WAL. Callers of the batch before already have their answers.
+//!   commit slower as the file grew). When a checkpointer run finds the WAL
+//!   that large, the writer finishes the job between two
+//!   batches, when nothing appends: its passive checkpoint copies the few
+//!   frames left, and its next commit restarts the WAL. Callers of the batch
+//!   before already have their answers.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -49,6 +50,14 @@ use super::QueueError;
 
 /// The most writes one transaction carries; more wait for the next commit.
 const MAX_BATCH: usize = 128;
+
+/// The WAL size (in frames, a page each) from which the writer finishes the
+/// checkpointer's work so that the WAL starts over. Its own checkpoint
+/// delays one batch by two fsyncs (about 10 ms under the ingest benchmark),
+/// so it is done about once a second at 1,000 dispatches/s rather than
+/// after every checkpointer run; below this size a WAL that the
+/// checkpointer could not finish waits for a quieter moment.
+const RESTART_WAL_AT_FRAMES: i64 = 8192;
 
 /// Writes waiting for the writer task before senders wait for room.
 const BACKLOG: usize = 1024;
@@ -124,9 +133,11 @@ struct Tally {
     /// How many commits the last checkpoint covered (all of them were in
     /// the WAL when it started); the tests wait on it.
     checkpointed: tokio::sync::watch::Sender<u64>,
-    /// Set by the checkpointer after a run: the writer checkpoints what is
-    /// left between its next two batches.
+    /// Set by the checkpointer after a run over a WAL of at least
+    /// `restart_wal_at` frames: the writer checkpoints what is left between
+    /// its next two batches.
     finish_checkpoint: std::sync::atomic::AtomicBool,
+    restart_wal_at: i64,
     /// Checkpoints the writer finished with every frame copied (the WAL
     /// restarts at the next commit); the tests wait on it.
     wal_restarts: tokio::sync::watch::Sender<u64>,
@@ -138,10 +149,19 @@ fn writer_gone() -> QueueError {
 
 impl GroupCommit {
     pub(super) fn new(pool: SqlitePool) -> Self {
+        Self::restarting_wal_at(pool, RESTART_WAL_AT_FRAMES)
+    }
+
+    /// A group commit whose writer finishes checkpoints once the WAL holds
+    /// `frames` frames.
+    fn restarting_wal_at(pool: SqlitePool, frames: i64) -> Self {
         Self {
             pool,
             sender: std::sync::OnceLock::new(),
-            tally: Arc::default(),
+            tally: Arc::new(Tally {
+                restart_wal_at: frames,
+                ..Tally::default()
+            }),
         }
     }
 
@@ -330,14 +350,21 @@ async fn checkpointer(pool: SqlitePool, tally: Arc<Tally>) {
             continue;
         }
         let started = std::time::Instant::now();
-        let result = sqlx::raw_sql("PRAGMA wal_checkpoint(PASSIVE)")
-            .execute(&pool)
-            .await;
+        // One row: (busy, frames in the WAL, frames copied).
+        let result: Result<(i64, i64, i64), sqlx::Error> =
+            sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+                .fetch_one(&pool)
+                .await;
         crate::metrics::QUEUE_CHECKPOINT_DURATION.observe(&["checkpointer"], started.elapsed());
         match result {
-            Ok(_) => {
+            // `frames` counts from the WAL's last restart: a WAL this long
+            // has not started over for a while, and a writer that appended
+            // while this run copied keeps it from doing so.
+            Ok((_, frames, _)) => {
                 copied_up_to = commits;
-                tally.finish_checkpoint.store(true, Ordering::Relaxed);
+                if frames >= tally.restart_wal_at {
+                    tally.finish_checkpoint.store(true, Ordering::Relaxed);
+                }
                 tally.checkpointed.send_replace(commits);
             }
             Err(error) if pool.is_closed() => {
@@ -578,8 +605,9 @@ mod tests {
     /// and the WAL starts over.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_wal_starts_over_while_writes_never_pause() {
-        let (writes, _pool, dir) = setup().await;
-        let writes = Arc::new(writes);
+        let (_, pool, dir) = setup().await;
+        // Any WAL the checkpointer leaves unfinished is large enough here.
+        let writes = Arc::new(GroupCommit::restarting_wal_at(pool, 1));
         let mut restarts = writes.wal_restarts();
         writes
             .run(Undo::Alone, note("first", None, false))
