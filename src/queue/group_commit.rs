@@ -315,20 +315,35 @@ async fn writer_connection(pool: &SqlitePool) -> Result<PoolConnection<Sqlite>, 
 /// and the next commit restarts the WAL from its beginning. Passive: it
 /// never waits for readers. A failure is logged; the next run retries.
 async fn finish_checkpoint(conn: &mut SqliteConnection, tally: &Tally) {
-    let started = std::time::Instant::now();
-    // One row: (busy, frames in the WAL, frames copied).
-    let result: Result<(i64, i64, i64), sqlx::Error> =
-        sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
-            .fetch_one(&mut *conn)
-            .await;
-    crate::metrics::QUEUE_CHECKPOINT_DURATION.observe(&["writer"], started.elapsed());
-    match result {
-        Ok((_, frames, copied)) if frames == copied => {
+    match passive_checkpoint(conn, "writer").await {
+        Ok((frames, copied)) if frames == copied => {
             tally.wal_restarts.send_modify(|n| *n += 1);
         }
         Ok(_) => {}
         Err(error) => tracing::warn!(%error, "WAL checkpoint failed; the next one retries"),
     }
+}
+
+/// One passive checkpoint, timed in [`QUEUE_CHECKPOINT_DURATION`] under
+/// `connection`: how many frames the WAL held (counted from its last
+/// restart) and how many of them are now in the database file.
+///
+/// [`QUEUE_CHECKPOINT_DURATION`]: crate::metrics::QUEUE_CHECKPOINT_DURATION
+async fn passive_checkpoint<'e, E>(
+    executor: E,
+    connection: &'static str,
+) -> Result<(i64, i64), sqlx::Error>
+where
+    E: sqlx::Executor<'e, Database = Sqlite>,
+{
+    let started = std::time::Instant::now();
+    // One row: (busy, frames in the WAL, frames copied).
+    let result: Result<(i64, i64, i64), sqlx::Error> =
+        sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+            .fetch_one(executor)
+            .await;
+    crate::metrics::QUEUE_CHECKPOINT_DURATION.observe(&[connection], started.elapsed());
+    result.map(|(_, frames, copied)| (frames, copied))
 }
 
 /// Copies committed WAL pages into the database file every
@@ -352,18 +367,11 @@ async fn checkpointer(pool: SqlitePool, tally: Arc<Tally>) {
         if commits == copied_up_to {
             continue;
         }
-        let started = std::time::Instant::now();
-        // One row: (busy, frames in the WAL, frames copied).
-        let result: Result<(i64, i64, i64), sqlx::Error> =
-            sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
-                .fetch_one(&pool)
-                .await;
-        crate::metrics::QUEUE_CHECKPOINT_DURATION.observe(&["checkpointer"], started.elapsed());
-        match result {
-            // `frames` counts from the WAL's last restart: a WAL this long
-            // has not started over for a while, and a writer that appended
-            // while this run copied keeps it from doing so.
-            Ok((_, frames, _)) => {
+        match passive_checkpoint(&pool, "checkpointer").await {
+            // A WAL this long has not started over for a while, and a
+            // writer that appended while this run copied keeps it from
+            // doing so.
+            Ok((frames, _)) => {
                 copied_up_to = commits;
                 if frames >= tally.restart_wal_at {
                     tally.finish_checkpoint.store(true, Ordering::Relaxed);
