@@ -178,11 +178,21 @@ pub static INGEST_DURATION: Histogram = Histogram::new(
 );
 
 /// One group commit of the queue, from `BEGIN IMMEDIATE` to the end of
-/// `COMMIT`: the statements of every write it carries, then the WAL fsync.
-/// Slow commits here, with fast statements, point at the disk.
+/// `COMMIT`: the statements of every write it carries and the WAL frames'
+/// writes (the fsync that makes them durable follows, on another thread).
 pub static QUEUE_COMMIT_DURATION: Histogram = Histogram::new(
     "teammem_queue_commit_seconds",
-    "Time of one queue transaction (group commit), from BEGIN to the end of COMMIT, fsync included.",
+    "Time of one queue transaction (group commit), from BEGIN to the end of COMMIT; the WAL sync that makes it durable is teammem_queue_sync_seconds.",
+    &[],
+    INGEST_BUCKETS,
+);
+
+/// One fdatasync of the queue's WAL: it makes every batch committed before
+/// it durable, and their callers hear their answers after it. Slow syncs
+/// point at the disk.
+pub static QUEUE_SYNC_DURATION: Histogram = Histogram::new(
+    "teammem_queue_sync_seconds",
+    "Time of one fdatasync of the queue's WAL, which makes every batch committed before it durable.",
     &[],
     INGEST_BUCKETS,
 );
@@ -260,6 +270,7 @@ pub fn render(out: &mut String) {
     REQUESTS.render(out);
     INGEST_DURATION.render(out);
     QUEUE_COMMIT_DURATION.render(out);
+    QUEUE_SYNC_DURATION.render(out);
     QUEUE_CHECKPOINT_DURATION.render(out);
     JOBS_FINISHED.render(out);
     JOB_DURATION.render(out);
