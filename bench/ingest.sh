@@ -33,7 +33,9 @@ RATE="${RATE:-1000}"
 OFFERED_CONNECTIONS="${OFFERED_CONNECTIONS:-200}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="$(mktemp -d)"
-trap 'kill "${DAEMON_PID:-}" "${FAKE_PID:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+# The daemon may be finishing a job's push into the wiki: wait for it to exit
+# before removing its files.
+trap 'kill "${DAEMON_PID:-}" "${FAKE_PID:-}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 if ! command -v wrk >/dev/null; then
     echo "installing wrk (Debian package)" >&2
@@ -209,7 +211,8 @@ THINK=$(( OFFERED_CONNECTIONS * 1000 / RATE - 8 ))
 [ "$THINK" -ge 1 ] || { echo "RATE too high for $OFFERED_CONNECTIONS connections" >&2; exit 2; }
 load local-forge-offered "$WORK/requests-offered.txt" "$OFFERED_CONNECTIONS" "$THINK"
 # The daemon's own view of that run (its histograms start empty): the time it
-# took to answer dispatches, and its queue's group commits (fsync included).
+# took to answer dispatches, its queue's group commits and the WAL syncs after
+# them.
 curl -fsS "http://127.0.0.1:$PORT/metrics" > "$WORK/metrics-offered.txt"
 python3 - "$WORK/metrics-offered.txt" <<'PY'
 import re, sys
@@ -236,7 +239,8 @@ def quantiles(name, labels=""):
     within = dict(buckets).get(0.02, 0)
     return f"{total} observed, {', '.join(out)}, {100 * within / total:.2f}% within 20 ms"
 print("daemon-side dispatch answer time:", quantiles("teammem_ingest_request_seconds", 'route="dispatch",'))
-print("daemon-side queue commits (BEGIN..COMMIT, fsync included):", quantiles("teammem_queue_commit_seconds"))
+print("daemon-side queue commits (BEGIN..COMMIT; the WAL sync follows, beside the next batch):", quantiles("teammem_queue_commit_seconds"))
+print("daemon-side WAL syncs (each answers the batches committed before it):", quantiles("teammem_queue_sync_seconds"))
 print("daemon-side WAL checkpoints by the writer (between batches):", quantiles("teammem_queue_checkpoint_seconds", 'connection="writer",'))
 PY
 # Under sustained load the WAL must keep starting over (see
