@@ -323,6 +323,13 @@ async fn writer_task(
         }
         let writes = std::mem::take(&mut batch);
         let count = writes.len() as u64;
+        // The connection is detached: closing the pool does not wait for
+        // it, so a write can arrive after the close. It must not run.
+        if pool.is_closed()
+            && let Some(conn) = kept.take()
+        {
+            let _ = conn.close().await;
+        }
         let mut conn = match kept.take() {
             Some(conn) => conn,
             None => match writer_connection(&pool).await {
@@ -901,14 +908,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_kept_connection_goes_back_when_the_pool_closes() {
+    async fn closing_the_pool_closes_the_writers_connection_and_ends_its_writes() {
         let (writes, pool, _dir) = setup().await;
         writes
             .run(Undo::Alone, note("kept", None, false))
             .await
             .expect("write");
-        // The writer now idles holding its connection; closing the pool must
-        // not wait for it (the daemon closes the pool at shutdown).
+        // The writer now idles holding its (detached) connection; closing the
+        // pool must not wait for it (the daemon closes the pool at shutdown),
+        // and no write runs on that connection afterwards.
         tokio::time::timeout(std::time::Duration::from_secs(30), pool.close())
             .await
             .expect("pool.close() returned while the writer idles");
