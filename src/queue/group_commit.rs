@@ -51,10 +51,10 @@
 //!   up (the writer appends while it copies), so under sustained load the
 //!   WAL grew without bound (427 MB in 12 s of the ingest benchmark, every
 //!   commit slower as the file grew). When a checkpointer run finds the WAL
-//!   that large, the writer finishes the job between two batches, when
-//!   nothing appends: its passive checkpoint copies the few frames left, and
-//!   its next commit restarts the WAL. Callers of the batch before already
-//!   have their answers.
+//!   that large, it first catches up (more runs while each leaves fewer
+//!   frames behind), then the writer finishes the job between two batches,
+//!   when nothing appends: its passive checkpoint copies the few frames
+//!   left, and its next commit restarts the WAL.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -510,9 +510,10 @@ async fn checkpointer(pool: SqlitePool, tally: Arc<Tally>) {
             // A WAL this long has not started over for a while, and a
             // writer that appended while this run copied keeps it from
             // doing so.
-            Ok((frames, _)) => {
+            Ok((frames, copied)) => {
                 copied_up_to = commits;
                 if frames >= tally.restart_wal_at {
+                    catch_up(&pool, frames - copied).await;
                     tally.finish_checkpoint.store(true, Ordering::Relaxed);
                 }
                 tally.checkpointed.send_replace(commits);
@@ -527,6 +528,23 @@ async fn checkpointer(pool: SqlitePool, tally: Arc<Tally>) {
         }
     }
 }
+
+/// Runs further passive checkpoints while each leaves fewer frames behind
+/// than the one before (at most [`CATCH_UP_RUNS`]): each copies only what the
+/// writer appended during the last, so the writer's finishing checkpoint
+/// after them, which delays a batch, has few frames left to copy (its p50
+/// fell from 5.7–5.9 ms to 2.4–3.0 ms at 1,000 dispatches/s).
+async fn catch_up(pool: &SqlitePool, mut left: i64) {
+    for _ in 0..CATCH_UP_RUNS {
+        match passive_checkpoint(pool, "checkpointer").await {
+            Ok((frames, copied)) if frames - copied < left => left = frames - copied,
+            _ => break,
+        }
+    }
+}
+
+/// The most extra checkpointer runs before the writer finishes a checkpoint.
+const CATCH_UP_RUNS: usize = 3;
 
 /// How a batch ended.
 enum BatchOutcome {
