@@ -716,35 +716,36 @@ mod tests {
         assert_eq!(writes.committed(), (1, 3), "one commit carried all three");
     }
 
+    /// A pragma's value on the writer's connection.
+    async fn writer_pragma(writes: &GroupCommit, pragma: &'static str) -> i64 {
+        writes
+            .run(Undo::Alone, move |conn| {
+                Box::pin(async move {
+                    Ok(
+                        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("PRAGMA {pragma}")))
+                            .fetch_one(conn)
+                            .await?,
+                    )
+                })
+            })
+            .await
+            .expect("read the writer's pragma")
+    }
+
     /// The writer's connection never checkpoints; the checkpointer copies
     /// what it committed into the database file itself.
     #[tokio::test]
     async fn the_checkpointer_not_the_writer_copies_commits_into_the_database_file() {
         let (writes, pool, dir) = setup().await;
         let mut checkpointed = writes.checkpointed();
-        let autocheckpoint: i64 = writes
-            .run(Undo::Alone, |conn| {
-                Box::pin(async move {
-                    Ok(sqlx::query_scalar("PRAGMA wal_autocheckpoint")
-                        .fetch_one(conn)
-                        .await?)
-                })
-            })
-            .await
-            .expect("read the writer's pragma");
-        assert_eq!(autocheckpoint, 0, "the writer does not checkpoint");
+        assert_eq!(
+            writer_pragma(&writes, "wal_autocheckpoint").await,
+            0,
+            "the writer does not checkpoint"
+        );
         // The writer's commits leave the fsync to the WAL syncer, and that
         // setting stays on its detached connection: the pool's commit with FULL.
-        let synchronous: i64 = writes
-            .run(Undo::Alone, |conn| {
-                Box::pin(async move {
-                    Ok(sqlx::query_scalar("PRAGMA synchronous")
-                        .fetch_one(conn)
-                        .await?)
-                })
-            })
-            .await
-            .expect("read the writer's pragma");
+        let synchronous = writer_pragma(&writes, "synchronous").await;
         assert_eq!(synchronous, 1, "the writer commits with synchronous=NORMAL");
         let mut pooled = Vec::new();
         for _ in 0..4 {
