@@ -77,7 +77,10 @@ const MAX_BATCH: usize = 128;
 /// dispatches/s, about 12,000 frames/s) every checkpointer run finds more,
 /// so the writer finishes four checkpoints a second, each delaying one batch
 /// by about 11 ms; finishing only from 8,192 frames (once a second, each
-/// about 13 ms) measured no better at p99 and kept a 40 MiB WAL.
+/// about 13 ms) measured no better at p99 and kept a 40 MiB WAL; finishing
+/// at most once a second measured worse (p99 35-81 ms against 17-28 ms in
+/// alternating runs, with a 55 MiB WAL: commits took longer, p99 10-18 ms
+/// against 5-9 ms).
 const RESTART_WAL_AT_FRAMES: i64 = 1000;
 
 /// Writes waiting for the writer task before senders wait for room.
