@@ -197,11 +197,33 @@ done
 curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null || { cat "$WORK/daemon.log"; exit 1; }
 echo "daemon RSS idle: $(awk '/VmRSS/ {print $2 " " $3}' /proc/$DAEMON_PID/status)"
 
+# The machine's CPU counters (/proc/stat, in clock ticks): busy (user, nice,
+# system, irq, softirq), stolen by the hypervisor, and idle with iowait; and
+# the daemon's own CPU time with that of its reaped job processes.
+host_cpu() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $9, $5 + $6}' /proc/stat; }
+daemon_cpu() { awk '{print $14 + $15 + $16 + $17}' "/proc/$DAEMON_PID/stat"; }
 load() { # NAME REQUESTS_FILE CONNECTIONS THINK_MS
     echo "== $1 ($3 connections$([ "$4" -gt 0 ] && echo ", ${4} ms mean think time"))"
+    local host_before daemon_before
+    host_before="$(host_cpu)"
+    daemon_before="$(daemon_cpu)"
     WRK_THREADS=2 THINK_MS="$4" wrk -t2 -c"$3" -d"${DURATION}s" --latency -s "$WORK/dispatch.lua" \
         "http://127.0.0.1:$PORT" -- "$2" | tee "$WORK/wrk-$1.txt"
     echo "daemon RSS after $1: $(awk '/VmRSS/ {print $2 " " $3}' /proc/$DAEMON_PID/status), peak $(awk '/VmHWM/ {print $2 " " $3}' /proc/$DAEMON_PID/status)"
+    # Stolen time is CPU the hypervisor gave to other guests while this one
+    # had work: on a shared host the latency tail follows it (see README).
+    python3 - "$host_before" "$(host_cpu)" "$daemon_before" "$(daemon_cpu)" \
+        "$(getconf CLK_TCK)" "$WORK/wrk-$1.txt" <<'PY' | tee -a "$WORK/wrk-$1.txt"
+import re, sys
+before, after = [int(x) for x in sys.argv[1].split()], [int(x) for x in sys.argv[2].split()]
+busy, stolen, idle = (b - a for a, b in zip(before, after))
+total = max(busy + stolen + idle, 1)
+daemon_ms = (int(sys.argv[4]) - int(sys.argv[3])) * 1000 / int(sys.argv[5])
+sent = re.search(r"(\d+) requests in", open(sys.argv[6]).read())
+per = f"{daemon_ms / int(sent.group(1)):.2f} ms per dispatch" if sent and int(sent.group(1)) else "no dispatches"
+print(f"host CPU during the run: {100 * busy / total:.0f}% busy, {100 * stolen / total:.1f}% stolen by the hypervisor")
+print(f"daemon CPU (with its job processes): {per}")
+PY
 }
 # Each connection offers one dispatch per (think time + answer) ms; 8 ms is
 # about the answer time at the target rate. The offered-load run goes first,
@@ -251,7 +273,8 @@ load github-fake-saturation "$WORK/requests-github.txt" "$CONNECTIONS" 0
 awk -v rate="$RATE" '
     /Requests\/sec/ { reached = $2 }
     / 99%/ { p99 = $2 }
-    END { printf "offered load %d/s: reached %.0f/s, p99 %s (targets: >= 1000/s, p99 < 20 ms)\n", rate, reached, p99 }
+    /stolen by the hypervisor/ { stolen = $(NF - 4) }
+    END { printf "offered load %d/s: reached %.0f/s, p99 %s, host CPU stolen %s (targets: >= 1000/s, p99 < 20 ms)\n", rate, reached, p99, stolen }
 ' "$WORK/wrk-local-forge-offered.txt"
 
 echo "jobs stored: $(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from jobs').fetchone()[0])" "$WORK/data/teammem.db")"
