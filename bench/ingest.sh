@@ -3,8 +3,10 @@
 # verified → durable job) against a running `teammem serve` on loopback, with
 # two sources: a local-forge one (the one the targets are for), then a GitHub
 # one verified against a minimal fake of GitHub's REST API on loopback
-# (bench/ingest/fake_github.py). Prints requests/s, p50/p99 latency and the
-# daemon's RSS for each.
+# (bench/ingest/fake_github.py). Prints requests/s, p50/p99 latency, the
+# daemon's RSS and CPU per dispatch for each, and the share of the machine's
+# CPU the hypervisor stole during the run (on a shared host the latency tail
+# follows it: README, Benchmarks).
 #
 # Invariant: every request is a distinct, correctly signed range dispatch, so
 # the numbers measure the whole path (HMAC, parse, gix ancestry walk, SQLite
