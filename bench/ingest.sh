@@ -84,11 +84,7 @@ chmod 600 "$WORK/app.pem"
 
 SECRET="bench-secret-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
 export TEAMMEM_BENCH_SECRET="$SECRET"
-# Below the kernel's range for the local ends of outgoing connections: a
-# port in it can be held by one of them (wrk's, say), and the daemon then
-# cannot listen there.
-EPHEMERAL_LOW="$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
-PORT=$((EPHEMERAL_LOW - 12000 + RANDOM % 10000))
+PORT="$(bash "$ROOT/bench/listen-port.sh")"
 GH_PORT=$((PORT + 1))
 cat > "$WORK/teammem.toml" <<TOML
 [server]
