@@ -117,6 +117,10 @@ struct McpArgs {
     /// Internal: the job-bound writer; its binding comes only from TEAMMEM_* variables
     #[arg(long)]
     wiki_writer: bool,
+    /// Relay MCP between stdin/stdout and the job's writer at this Unix socket
+    /// (the endpoint an external agent's MCP configuration names)
+    #[arg(long, value_name = "SOCKET", conflicts_with_all = ["wiki_writer", "read_only", "config"])]
+    connect: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -677,6 +681,17 @@ async fn run_jobs(command: JobsCommand) -> Result<(), Failure> {
 }
 
 async fn run_mcp(args: McpArgs) -> Result<(), Failure> {
+    if let Some(socket) = &args.connect {
+        // Exit here: tokio's stdin reader may still be blocked in a read the
+        // runtime would wait for on the way out.
+        match mcp::relay(socket).await {
+            Ok(()) => std::process::exit(0),
+            Err(e) => {
+                eprintln!("teammem: {e}");
+                std::process::exit(1)
+            }
+        }
+    }
     let mode = if args.wiki_writer {
         mcp::Mode::WikiWriter
     } else {

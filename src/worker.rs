@@ -44,6 +44,12 @@ pub type JobFuture<'a> = Pin<Box<dyn Future<Output = Result<Completion, JobFailu
 /// What the workers call to run one claimed job.
 pub trait JobHandler: Send + Sync + 'static {
     fn run<'a>(&'a self, job: &'a Job) -> JobFuture<'a>;
+
+    /// Finishes what dropped jobs left behind (a runner revokes their wiki
+    /// tokens); the pool awaits it on shutdown, after the last job ended.
+    fn drain(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async {})
+    }
 }
 
 /// The handler of a build that has no job runner: it fails every job at once
@@ -136,6 +142,7 @@ fn lower_thread_priority(nice: i32) {
 /// A running pool. `wake` nudges idle workers after an enqueue.
 pub struct Pool {
     tasks: JoinSet<()>,
+    handler: Arc<dyn JobHandler>,
     /// Declared after `tasks`, so it outlives them when the pool is dropped.
     runtime: Option<JobRuntime>,
     stop: watch::Sender<bool>,
@@ -178,6 +185,7 @@ impl Pool {
         }
         Pool {
             tasks,
+            handler,
             runtime,
             stop,
             wake,
@@ -189,6 +197,7 @@ impl Pool {
     pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
         while self.tasks.join_next().await.is_some() {}
+        self.handler.drain().await;
         drop(self.runtime.take());
     }
 }

@@ -5,11 +5,15 @@
 //!   *source* (`repository`) and never a URL, host, path, token or remote;
 //! - the writer takes its binding only from the environment (`TEAMMEM_CONFIG`,
 //!   `TEAMMEM_WRITER_SOURCE`, optional `TEAMMEM_WRITER_JOB`,
-//!   `TEAMMEM_WRITER_RANGE`, and for a GitHub wiki either the job's broker,
-//!   `TEAMMEM_WRITER_BROKER` + `TEAMMEM_WRITER_HANDLE`, which is what the
-//!   runner sets, or `TEAMMEM_WRITER_TOKEN` for a writer run by hand) and
-//!   serves exactly one source; any other `repository` is refused with
-//!   `permission_denied` before configuration is even consulted;
+//!   `TEAMMEM_WRITER_RANGE`) and serves exactly one source; any other
+//!   `repository` is refused with `permission_denied` before configuration is
+//!   even consulted;
+//! - a writer the runner started has the job's broker socket as an inherited
+//!   descriptor (`TEAMMEM_WRITER_BROKER_FD`): its destination and wiki token
+//!   come from the broker, overriding what its configuration file says, so
+//!   the wiki it writes is the one the runner resolved; a writer run by hand
+//!   takes its destination from the configuration and its token (if any)
+//!   from `TEAMMEM_WRITER_TOKEN`;
 //! - a write's `expected_wiki_repository` is compared with the resolved wiki
 //!   before any credential is looked at or any disk or network work starts;
 //! - the writer token (from the environment or fetched once from the broker
@@ -23,7 +27,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::config::{self, Config, Forge, Source};
-use crate::runner::broker::{self, BrokerAccess, BrokerClient};
+use crate::runner::broker::{BrokerClient, WriterDestination, WriterGrant, WriterRemote};
 use crate::wiki::{Destination, Identity as Committer, Remote, Secret, Trailer, Wiki, WikiStore};
 
 use super::McpError;
@@ -36,9 +40,11 @@ pub const ENV_WRITER_SOURCE: &str = "TEAMMEM_WRITER_SOURCE";
 pub const ENV_WRITER_JOB: &str = "TEAMMEM_WRITER_JOB";
 pub const ENV_WRITER_RANGE: &str = "TEAMMEM_WRITER_RANGE";
 pub const ENV_WRITER_TOKEN: &str = "TEAMMEM_WRITER_TOKEN";
-/// The job's broker socket and handle (`runner/broker.rs`).
-pub const ENV_WRITER_BROKER: &str = "TEAMMEM_WRITER_BROKER";
-pub const ENV_WRITER_HANDLE: &str = "TEAMMEM_WRITER_HANDLE";
+/// The descriptor number of the job's broker socket (`runner/broker.rs`).
+pub const ENV_WRITER_BROKER_FD: &str = "TEAMMEM_WRITER_BROKER_FD";
+/// The descriptor number of a listening socket the writer also serves MCP on
+/// (a `command` agent's endpoint, reached with `teammem mcp --connect`).
+pub const ENV_WRITER_AGENT_FD: &str = "TEAMMEM_WRITER_AGENT_FD";
 /// The job's evidence bundle file (served by the evidence toolset).
 pub const ENV_WRITER_EVIDENCE: &str = "TEAMMEM_WRITER_EVIDENCE";
 
@@ -57,18 +63,27 @@ pub struct WriterBinding {
     pub range: Option<String>,
     /// Credential for an HTTP wiki remote; never in a result, a log line or argv.
     pub token: Option<Secret>,
-    /// The job's broker: the wiki token's source (fetched into `token` before
-    /// the server starts) and the reader of GitHub source files.
+    /// The job's broker: the destination's and wiki token's source (asked
+    /// before the server starts) and the reader of GitHub source files.
     pub broker: Option<BrokerClient>,
+    /// Descriptors inherited from the runner, not yet taken over.
+    pub inherited: Inherited,
     /// The job's evidence bundle (`TEAMMEM_WRITER_EVIDENCE`); the evidence tools
     /// answer only from it.
     pub evidence: Option<PathBuf>,
 }
 
+/// Descriptor numbers a writer found in its environment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Inherited {
+    pub broker_fd: Option<i32>,
+    pub agent_fd: Option<i32>,
+}
+
 impl WriterBinding {
-    /// The environment a runner starts `teammem mcp --wiki-writer` with (after
-    /// clearing its own): the inverse of [`Binding::writer_from_env`]. The token
-    /// travels here, never in argv.
+    /// The environment an operator's `teammem mcp --wiki-writer` runs with
+    /// (after clearing its own): the inverse of [`Binding::writer_from_env`]
+    /// for a writer without a broker. The token travels here, never in argv.
     pub fn environment(&self, config_path: &std::path::Path) -> Vec<(&'static str, String)> {
         let mut env = vec![
             (ENV_CONFIG, config_path.display().to_string()),
@@ -83,13 +98,73 @@ impl WriterBinding {
         if let Some(token) = &self.token {
             env.push((ENV_WRITER_TOKEN, token.expose().to_owned()));
         }
-        if let Some(broker) = &self.broker {
-            let access = broker.access();
-            env.push((ENV_WRITER_BROKER, access.socket.display().to_string()));
-            env.push((ENV_WRITER_HANDLE, access.handle.expose().to_owned()));
-        }
         env
     }
+
+    /// Takes over the broker descriptor, asks it for the binding, and points
+    /// the configuration's source at the destination the runner resolved.
+    /// Call once, inside the runtime, before serving anything.
+    pub async fn attach_broker(
+        config: &mut Config,
+        writer: &mut WriterBinding,
+    ) -> Result<(), McpError> {
+        let Some(fd) = writer.inherited.broker_fd.take() else {
+            return Ok(());
+        };
+        let broker = BrokerClient::from_inherited(fd).map_err(McpError::Binding)?;
+        let WriterGrant { destination, token } = broker.binding().await.map_err(|e| {
+            McpError::Binding(format!(
+                "the wiki writer could not get its binding from the job's broker: {e}"
+            ))
+        })?;
+        bind_destination(config, &writer.source, &destination)?;
+        writer.token = token.map(|t| Secret::new(t.0));
+        writer.broker = Some(broker);
+        Ok(())
+    }
+}
+
+/// Points `source` of `config` at `destination` (the runner's resolution).
+fn bind_destination(
+    config: &mut Config,
+    source: &str,
+    destination: &WriterDestination,
+) -> Result<(), McpError> {
+    if !destination.source.eq_ignore_ascii_case(source) {
+        return Err(McpError::Binding(format!(
+            "the job's broker binds this writer to {}, but {ENV_WRITER_SOURCE} names {source}",
+            destination.source
+        )));
+    }
+    match &destination.remote {
+        WriterRemote::Github { git_url } => match config.github.as_mut() {
+            Some(github) => github.git_url = git_url.clone(),
+            None => {
+                return Err(McpError::Binding(
+                    "the job's broker binds this writer to a GitHub wiki, but its configuration has no [github] section".into(),
+                ));
+            }
+        },
+        WriterRemote::Local { .. } => {}
+    }
+    let Some(configured) = config
+        .sources
+        .iter_mut()
+        .find(|s| s.repository.eq_ignore_ascii_case(source))
+    else {
+        return Err(McpError::Binding(format!(
+            "{source} is not a configured source"
+        )));
+    };
+    configured.wiki_repository = destination.wiki_repository.clone();
+    configured.forge = match &destination.remote {
+        WriterRemote::Github { .. } => Forge::GitHub,
+        WriterRemote::Local { repo, wiki } => Forge::Local {
+            repo: repo.clone(),
+            wiki: wiki.clone(),
+        },
+    };
+    Ok(())
 }
 
 /// Who is writing, for the commit trailers.
@@ -158,31 +233,24 @@ impl Binding {
             }
         }
         let token = get(ENV_WRITER_TOKEN).map(Secret::new);
-        let broker = match (get(ENV_WRITER_BROKER), get(ENV_WRITER_HANDLE)) {
-            (None, None) => None,
-            (Some(socket), Some(handle)) => {
-                if token.is_some() {
-                    return Err(McpError::Binding(format!(
-                        "{ENV_WRITER_TOKEN} and {ENV_WRITER_BROKER} are both set; a writer takes its wiki token from one of them"
-                    )));
-                }
-                if !broker::is_handle(&handle) {
-                    return Err(McpError::Binding(format!(
-                        "{ENV_WRITER_HANDLE} must be the {} hex digits the runner generated",
-                        broker::HANDLE_BYTES * 2
-                    )));
-                }
-                Some(BrokerClient::new(BrokerAccess {
-                    socket: PathBuf::from(socket),
-                    handle: Secret::new(handle),
-                }))
-            }
-            _ => {
-                return Err(McpError::Binding(format!(
-                    "{ENV_WRITER_BROKER} and {ENV_WRITER_HANDLE} go together; set both or neither"
-                )));
+        let descriptor = |name: &str, expected: i32| -> Result<Option<i32>, McpError> {
+            match get(name) {
+                None => Ok(None),
+                Some(value) if value == expected.to_string() => Ok(Some(expected)),
+                Some(_) => Err(McpError::Binding(format!(
+                    "{name} must be {expected}, the descriptor the runner installs; only the runner starts a writer bound to a job"
+                ))),
             }
         };
+        let inherited = Inherited {
+            broker_fd: descriptor(ENV_WRITER_BROKER_FD, crate::runner::broker::CHILD_FD)?,
+            agent_fd: descriptor(ENV_WRITER_AGENT_FD, crate::runner::writer::AGENT_FD)?,
+        };
+        if token.is_some() && inherited.broker_fd.is_some() {
+            return Err(McpError::Binding(format!(
+                "{ENV_WRITER_TOKEN} and {ENV_WRITER_BROKER_FD} are both set; a writer takes its wiki token from one of them"
+            )));
+        }
         Ok(Self {
             config: Arc::new(config),
             profile: Profile {
@@ -194,7 +262,8 @@ impl Binding {
                 job: get(ENV_WRITER_JOB),
                 range: get(ENV_WRITER_RANGE),
                 token,
-                broker,
+                broker: None,
+                inherited,
                 evidence: get(ENV_WRITER_EVIDENCE).map(PathBuf::from),
             }),
         })
@@ -241,9 +310,6 @@ impl Context {
         if let Some(writer) = &binding.writer {
             if let Some(token) = &writer.token {
                 guard.register(token);
-            }
-            if let Some(broker) = &writer.broker {
-                guard.register(broker.handle());
             }
         }
         Self {

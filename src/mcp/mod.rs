@@ -97,25 +97,123 @@ pub async fn run_stdio(config_path: Option<PathBuf>, mode: Mode) -> Result<(), M
                 None => context,
             }
         }
-        Mode::WikiWriter => Context::new(with_broker_token(binding).await?),
+        Mode::WikiWriter => {
+            let (binding, agent_fd) = bind_writer(binding).await?;
+            let server = WikiServer::with_context(Context::new(binding));
+            if let Some(fd) = agent_fd {
+                serve_agents(fd, server.clone())?;
+            }
+            return serve_stdio(server).await;
+        }
     };
     serve_stdio(WikiServer::with_context(context)).await
 }
 
-/// A writer bound to a job's broker asks it for the wiki token once, before it
-/// serves anything, and keeps it in memory (it is never in its environment).
-async fn with_broker_token(mut binding: Binding) -> Result<Binding, McpError> {
-    if let Some(writer) = binding.writer.as_mut()
-        && let Some(broker) = &writer.broker
-    {
-        let token = broker.wiki_token().await.map_err(|e| {
-            McpError::Binding(format!(
-                "the wiki writer could not get its wiki token from the job's broker: {e}"
-            ))
-        })?;
-        writer.token = Some(token);
+/// `teammem mcp --connect SOCKET`: relays bytes between stdin/stdout and the
+/// job's writer listening at `socket`, until either side closes. It holds
+/// nothing: the socket is the agent's whole grant (one job, one wiki).
+pub async fn relay(socket: &std::path::Path) -> Result<(), McpError> {
+    let stream = tokio::net::UnixStream::connect(socket).await.map_err(|e| {
+        McpError::Transport(format!(
+            "cannot reach the job's wiki writer at {}: {e}; the job has ended or the path is not the one the job's MCP configuration names",
+            socket.display()
+        ))
+    })?;
+    let (mut from_writer, mut to_writer) = stream.into_split();
+    // Stdin's end reaches the writer as end of input; the session is over
+    // when the writer closes its side (it answered everything, or the job
+    // ended), whatever stdin is still doing.
+    let upstream = tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut tokio::io::stdin(), &mut to_writer).await;
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut to_writer).await;
+    });
+    let mut stdout = tokio::io::stdout();
+    let copied = tokio::io::copy(&mut from_writer, &mut stdout).await;
+    let _ = tokio::io::AsyncWriteExt::flush(&mut stdout).await;
+    upstream.abort();
+    copied
+        .map(|_| ())
+        .map_err(|e| McpError::Transport(format!("relaying to the job's wiki writer failed: {e}")))
+}
+
+/// A writer the runner started: non-dumpable before it holds anything (its
+/// memory and `/proc` entries stay closed to processes of the same user),
+/// then bound through the job's broker. Returns the agent listener's
+/// descriptor, if the runner gave one.
+async fn bind_writer(mut binding: Binding) -> Result<(Binding, Option<i32>), McpError> {
+    // SAFETY: prctl with PR_SET_DUMPABLE only changes this process's flag.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(McpError::Binding(format!(
+            "the wiki writer cannot make itself non-dumpable: {}",
+            std::io::Error::last_os_error()
+        )));
     }
-    Ok(binding)
+    let Some(writer) = binding.writer.as_mut() else {
+        return Ok((binding, None));
+    };
+    let agent_fd = writer.inherited.agent_fd.take();
+    context::WriterBinding::attach_broker(Arc::make_mut(&mut binding.config), writer).await?;
+    if agent_fd.is_some() && writer.broker.is_none() {
+        return Err(McpError::Binding(format!(
+            "{} is set without the job's broker; only the runner starts a writer that serves an agent",
+            context::ENV_WRITER_AGENT_FD
+        )));
+    }
+    Ok((binding, agent_fd))
+}
+
+/// Serves MCP to every connection on the inherited listening socket `fd` (a
+/// `command` agent's endpoint, reached through `teammem mcp --connect`), each
+/// as its own session over the same context, until the process exits (when
+/// the runner closes stdin). Only peers of this process's user are served.
+fn serve_agents(fd: i32, server: WikiServer) -> Result<(), McpError> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: the runner installed this descriptor for the writer alone.
+    let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    // SAFETY: marks the descriptor close-on-exec; nothing else uses it.
+    unsafe {
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+    }
+    let listener = std::os::unix::net::UnixListener::from(owned);
+    let unusable = |e: std::io::Error| {
+        McpError::Binding(format!(
+            "the agent endpoint the runner passed ({}={fd}) cannot be used: {e}",
+            context::ENV_WRITER_AGENT_FD
+        ))
+    };
+    listener.set_nonblocking(true).map_err(unusable)?;
+    let listener = tokio::net::UnixListener::from_std(listener).map_err(unusable)?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    tokio::spawn(async move {
+        loop {
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(target: "teammem::mcp", error = %e, "the agent endpoint could not accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            if !stream.peer_cred().is_ok_and(|cred| cred.uid() == me) {
+                tracing::warn!(target: "teammem::mcp", "the agent endpoint refused a peer of another user");
+                continue;
+            }
+            let server = server.clone();
+            tokio::spawn(async move {
+                let (read, write) = stream.into_split();
+                match server.serve((read, write)).await {
+                    Ok(running) => {
+                        let _ = running.waiting().await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(target: "teammem::mcp", error = %e, "an agent's MCP session on the endpoint failed to start")
+                    }
+                }
+            });
+        }
+    });
+    Ok(())
 }
 
 /// The coordinator tools' queue and forge for the agent server on stdio: the

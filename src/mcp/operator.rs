@@ -93,6 +93,7 @@ pub async fn run_with(
             range: None,
             token: request.token.clone(),
             broker: None,
+            inherited: Default::default(),
             evidence: None,
         }),
     };

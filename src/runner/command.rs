@@ -1,20 +1,21 @@
 //! The `command` agent backend: an external agent CLI, given a generated MCP
-//! client configuration that starts a wiki-writer child bound to this job, the
-//! task on stdin, and a file to write its receipt to.
+//! client configuration that reaches the job's running writer, the task on
+//! stdin, and a file to write its receipt to.
 //!
 //! Invariants:
 //! - argv comes from trusted configuration; only the `{mcp_config}` and
 //!   `{receipt}` placeholders are substituted (with paths in the job's work
 //!   directory), never any text from the evidence;
-//! - the CLI starts with a cleared environment: `PATH` and the variables
-//!   `env_allow` lists, nothing else; the writer's binding is in the generated
-//!   MCP configuration, which never holds a credential: for a GitHub wiki it
-//!   names the job's broker (socket path and per-job handle), from which the
-//!   writer child it starts fetches the wiki token (the broker hands that
-//!   token only to the writer's executable, so the agent reading the handle
-//!   gets no credential from it, and the handle dies with the job);
+//! - the generated MCP configuration holds no credential and no handle that
+//!   yields one: it names `teammem mcp --connect SOCKET`, a relay to the
+//!   writer the runner started for this job, which already holds the job's
+//!   binding; whatever else the agent starts gets no token;
+//! - the CLI starts with a cleared environment: `PATH`, `HOME` and `TMPDIR`
+//!   (directories in the job's work directory) and the variables `env_allow`
+//!   lists, nothing else;
 //! - the process is killed on timeout or when the job is dropped;
-//! - the receipt is read from the file (bounded) and must parse.
+//! - the receipt is opened without following links, must be a regular file,
+//!   and is read bounded; it must parse.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -25,7 +26,6 @@ use tokio::io::AsyncWriteExt;
 
 use super::agent::{AgentError, AgentOutcome, AgentTask};
 use super::receipt::Receipt;
-use super::writer::WriterLaunch;
 
 /// The receipt file is read up to this size.
 const MAX_RECEIPT_BYTES: u64 = 64 * 1024;
@@ -40,31 +40,28 @@ pub struct CommandSettings {
     pub env_allow: Vec<String>,
 }
 
+/// Where the agent finds the job's writer: the `teammem` binary that relays
+/// and the writer's listening socket.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub program: PathBuf,
+    pub socket: PathBuf,
+}
+
 fn fail(reason: String, retryable: bool) -> AgentError {
     AgentError { reason, retryable }
 }
 
-/// The MCP client configuration (`mcpServers` form) that starts a writer bound
-/// to this job.
-pub fn mcp_config(launch: &WriterLaunch) -> serde_json::Value {
-    let command = launch.command();
-    let std = command.as_std();
-    let mut env = serde_json::Map::new();
-    for (name, value) in std.get_envs() {
-        if let Some(value) = value {
-            env.insert(
-                name.to_string_lossy().into_owned(),
-                json!(value.to_string_lossy()),
-            );
-        }
-    }
+/// The MCP client configuration (`mcpServers` form) that reaches the job's
+/// writer through `teammem mcp --connect`.
+pub fn mcp_config(endpoint: &Endpoint) -> serde_json::Value {
     json!({
         "mcpServers": {
             SERVER_NAME: {
                 "type": "stdio",
-                "command": launch.program,
-                "args": ["mcp", "--wiki-writer"],
-                "env": env,
+                "command": endpoint.program,
+                "args": ["mcp", "--connect", endpoint.socket],
+                "env": {},
             }
         }
     })
@@ -97,7 +94,7 @@ fn substitute(arg: &str, config: &Path, receipt: &Path) -> String {
 
 /// Runs the external agent and reads its receipt.
 pub async fn run(
-    launch: &WriterLaunch,
+    endpoint: &Endpoint,
     work_dir: &Path,
     task: &AgentTask<'_>,
     settings: &CommandSettings,
@@ -111,25 +108,17 @@ pub async fn run(
     let config_path: PathBuf = work_dir.join("mcp-config.json");
     let receipt_path: PathBuf = work_dir.join("receipt.json");
     let _ = std::fs::remove_file(&receipt_path);
-    let config_text = serde_json::to_vec_pretty(&mcp_config(launch)).unwrap_or_default();
-    // The configuration names the broker's handle: readable by the daemon's
-    // user alone (the work directory is 0700 as well).
-    let written = {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&config_path)
-            .and_then(|mut file| file.write_all(&config_text))
-    };
+    let config_text = serde_json::to_vec_pretty(&mcp_config(endpoint)).unwrap_or_default();
+    let home = work_dir.join("home");
+    let tmp = work_dir.join("tmp");
+    let written = std::fs::write(&config_path, &config_text)
+        .and_then(|()| std::fs::create_dir_all(&home))
+        .and_then(|()| std::fs::create_dir_all(&tmp));
     written.map_err(|e| {
         fail(
             format!(
-                "cannot write the agent's MCP configuration {}: {e}",
-                config_path.display()
+                "cannot prepare the agent's files in {}: {e}; check data_dir's permissions and free space",
+                work_dir.display()
             ),
             true,
         )
@@ -143,6 +132,8 @@ pub async fn run(
         )
         .current_dir(work_dir)
         .env_clear()
+        .env("HOME", &home)
+        .env("TMPDIR", &tmp)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -195,31 +186,53 @@ pub async fn run(
             false,
         ));
     }
-    let size = std::fs::metadata(&receipt_path)
-        .map(|m| m.len())
-        .map_err(|_| {
-            fail(
-                "the agent command exited without writing its receipt to {receipt}".into(),
-                false,
-            )
-        })?;
-    if size > MAX_RECEIPT_BYTES {
-        return Err(fail(
-            format!("the agent's receipt is {size} bytes, more than {MAX_RECEIPT_BYTES}"),
-            false,
-        ));
-    }
-    let text = std::fs::read_to_string(&receipt_path).map_err(|e| {
-        fail(
-            format!("the agent's receipt cannot be read as UTF-8: {e}"),
-            false,
-        )
-    })?;
+    let text = read_receipt(&receipt_path).map_err(|e| fail(e, false))?;
     let receipt = Receipt::parse(&text).map_err(|e| fail(e, false))?;
     Ok(AgentOutcome {
         receipt,
         retry_failed: false,
     })
+}
+
+/// The receipt file: opened without following a link (and without waiting
+/// on a FIFO), a regular file, at most [`MAX_RECEIPT_BYTES`] of UTF-8.
+pub fn read_receipt(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                "the agent command exited without writing its receipt to {receipt}".to_owned()
+            }
+            _ if e.raw_os_error() == Some(libc::ELOOP) => {
+                "the agent's receipt is a symbolic link; write the receipt JSON itself to {receipt}"
+                    .to_owned()
+            }
+            _ => format!("the agent's receipt cannot be opened: {e}"),
+        })?;
+    let kind = file
+        .metadata()
+        .map_err(|e| format!("the agent's receipt cannot be inspected: {e}"))?
+        .file_type();
+    if !kind.is_file() {
+        return Err(
+            "the agent's receipt is not a regular file; write the receipt JSON itself to {receipt}"
+                .to_owned(),
+        );
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_RECEIPT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("the agent's receipt cannot be read: {e}"))?;
+    if bytes.len() as u64 > MAX_RECEIPT_BYTES {
+        return Err(format!(
+            "the agent's receipt is more than {MAX_RECEIPT_BYTES} bytes; keep it to the fields the task names"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("the agent's receipt is not UTF-8: {e}"))
 }
 
 #[cfg(test)]
@@ -243,31 +256,45 @@ mod tests {
     }
 
     #[test]
-    fn the_mcp_config_binds_the_writer_to_the_broker_without_a_token() {
-        let launch = WriterLaunch {
+    fn the_mcp_config_names_only_the_relay_to_the_jobs_writer() {
+        let config = mcp_config(&Endpoint {
             program: "/bin/teammem".into(),
-            config_path: "/etc/t.toml".into(),
-            source: "demo/app".into(),
-            job_id: 3,
-            range: "a..b".into(),
-            evidence: "/d/jobs/3/evidence.json".into(),
-            broker: Some(super::super::broker::BrokerAccess {
-                socket: "/d/jobs/3/broker.sock".into(),
-                handle: crate::wiki::Secret::new("0f".repeat(32)),
-            }),
-            path: None,
-            log_filter: None,
-        };
-        let config = mcp_config(&launch);
+            socket: "/d/jobs/3/mcp-0f0f.sock".into(),
+        });
         let server = &config["mcpServers"][SERVER_NAME];
-        assert_eq!(server["args"], json!(["mcp", "--wiki-writer"]));
-        assert_eq!(server["env"]["TEAMMEM_WRITER_JOB"], "3");
-        assert_eq!(server["env"]["TEAMMEM_WRITER_SOURCE"], "demo/app");
         assert_eq!(
-            server["env"]["TEAMMEM_WRITER_BROKER"],
-            "/d/jobs/3/broker.sock"
+            server["args"],
+            json!(["mcp", "--connect", "/d/jobs/3/mcp-0f0f.sock"])
         );
-        assert_eq!(server["env"]["TEAMMEM_WRITER_HANDLE"], "0f".repeat(32));
-        assert!(server["env"].get("TEAMMEM_WRITER_TOKEN").is_none());
+        assert_eq!(server["env"], json!({}));
+    }
+
+    #[test]
+    fn a_receipt_must_be_a_bounded_regular_file() {
+        let dir = tempfile_dir();
+        let receipt = dir.join("receipt.json");
+        std::os::unix::fs::symlink("/dev/zero", &receipt).unwrap();
+        let refused = read_receipt(&receipt).unwrap_err();
+        assert!(refused.contains("symbolic link"), "{refused}");
+        std::fs::remove_file(&receipt).unwrap();
+        std::fs::write(&receipt, vec![b' '; MAX_RECEIPT_BYTES as usize + 1]).unwrap();
+        assert!(read_receipt(&receipt).unwrap_err().contains("more than"));
+        std::fs::write(&receipt, "{}").unwrap();
+        assert_eq!(read_receipt(&receipt).unwrap(), "{}");
+        std::fs::remove_file(&receipt).unwrap();
+        std::fs::create_dir(&receipt).unwrap();
+        assert!(
+            read_receipt(&receipt)
+                .unwrap_err()
+                .contains("not a regular file")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("teammem-receipt-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 }

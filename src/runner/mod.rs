@@ -56,6 +56,7 @@ pub struct Runner {
     on_spawn: Option<Hook>,
     before_write: Option<Hook>,
     github: tokio::sync::OnceCell<Arc<GitHubForge>>,
+    revocations: Revocations,
 }
 
 impl Runner {
@@ -70,6 +71,7 @@ impl Runner {
             on_spawn: None,
             before_write: None,
             github: tokio::sync::OnceCell::new(),
+            revocations: Revocations::default(),
         }
     }
 
@@ -148,6 +150,9 @@ impl Runner {
             Err(e) => return Err(source_failure(e)),
         };
         let dir = evidence::work_dir(&self.config.server.data_dir, job.id);
+        // Declared before everything that uses the directory, so it is
+        // removed after them, however the job ends.
+        let _work_dir = RemoveOnDrop(dir.clone());
         let unwritable = |e: std::io::Error| JobFailure {
             reason: format!(
                 "cannot write the evidence bundle into {}: {e}; check data_dir's permissions and free space",
@@ -171,36 +176,75 @@ impl Runner {
 
         // 3. The policy, at the verified sha.
         let policy = self.policy(&source, &reader, scope.tip()).await?;
-        // The job's work directory holds the broker's socket and the command
-        // agent's configuration: the daemon's user alone may enter it.
+        // The job's work directory holds the agent's endpoint and files: the
+        // daemon's user alone may enter it.
         restrict(&dir).map_err(unwritable)?;
-        // GitHub: the job's broker holds the wiki token for the writer child
-        // and reads source files for it; it ends when this future does.
-        let broker = match &reader {
-            SourceReader::Local(_) => None,
-            SourceReader::GitHub(forge) => {
-                let wiki_token = wiki_token(forge, &source, self.config.queue.job_timeout).await?;
-                Some(
-                    broker::Broker::start(
-                        &dir,
-                        broker::BrokerJob {
-                            source: source.clone(),
-                            bundle: bundle.clone(),
-                            forge: forge.clone(),
-                            wiki_token,
-                            writer_program: self.program.clone(),
-                        },
-                    )
-                    .map_err(|e| JobFailure {
-                        reason: e.reason,
-                        retryable: e.retryable,
-                        receipt: None,
-                    })?,
-                )
-            }
-        };
 
-        // 4. The writer child, bound to this job.
+        // 4. The job's wiki token (GitHub), its broker, and the writer child
+        // bound to this job through it. The token is this job's alone and is
+        // revoked when the job ends in any way (`JobToken`).
+        let token = match &reader {
+            SourceReader::Local(_) => None,
+            SourceReader::GitHub(forge) => Some(
+                JobToken::mint(
+                    forge.clone(),
+                    &source,
+                    self.config.queue.job_timeout,
+                    self.revocations.clone(),
+                )
+                .await?,
+            ),
+        };
+        let destination = broker::WriterDestination::of(
+            &source,
+            self.config.github.as_ref().map(|g| g.git_url.as_str()),
+        )
+        .map_err(permanent)?;
+        let (broker, broker_end) = broker::Broker::start(broker::BrokerJob {
+            source: source.clone(),
+            destination,
+            bundle: bundle.clone(),
+            forge: match &reader {
+                SourceReader::GitHub(forge) => Some(forge.clone()),
+                SourceReader::Local(_) => None,
+            },
+            wiki_token: token.as_ref().map(|t| t.secret.clone()),
+        })
+        .map_err(|e| JobFailure {
+            reason: e.reason,
+            retryable: e.retryable,
+            receipt: None,
+        })?;
+        // A `command` agent reaches the writer through a socket in the work
+        // directory; its name is random, so an agent of another job, which
+        // cannot list this directory, cannot guess it.
+        let endpoint = match &self.config.agent {
+            Agent::Command { .. } => {
+                let socket = dir.join(format!("mcp-{}.sock", random_hex(16)));
+                let listener = std::os::unix::net::UnixListener::bind(&socket).map_err(|e| {
+                    JobFailure {
+                        reason: format!(
+                            "cannot make the agent's endpoint {}: {e}; choose a shorter server.data_dir (a socket path has at most 107 bytes) or check its permissions",
+                            socket.display()
+                        ),
+                        retryable: false,
+                        receipt: None,
+                    }
+                })?;
+                Some((
+                    command::Endpoint {
+                        program: self.program.clone(),
+                        socket,
+                    },
+                    std::os::fd::OwnedFd::from(listener),
+                ))
+            }
+            _ => None,
+        };
+        let (endpoint, agent_listener) = match endpoint {
+            Some((endpoint, listener)) => (Some(endpoint), Some(listener)),
+            None => (None, None),
+        };
         let launch = WriterLaunch {
             program: self.program.clone(),
             config_path: self.config_path.clone(),
@@ -208,11 +252,12 @@ impl Runner {
             job_id: job.id,
             range: scope.describe(),
             evidence: evidence_path,
-            broker: broker.as_ref().map(|b| b.access().clone()),
+            broker: Some(broker_end),
+            agent_listener,
             path: std::env::var_os("PATH"),
             log_filter: std::env::var_os("TEAMMEM_LOG"),
         };
-        let client = WriterClient::spawn(&launch)
+        let client = WriterClient::spawn(launch)
             .await
             .map_err(|reason| JobFailure {
                 reason,
@@ -291,7 +336,13 @@ impl Runner {
                     timeout: *timeout,
                     env_allow: env_allow.clone(),
                 };
-                command::run(&launch, &dir, &task, &settings).await
+                match &endpoint {
+                    Some(endpoint) => command::run(endpoint, &dir, &task, &settings).await,
+                    None => Err(agent::AgentError {
+                        reason: "the command agent has no endpoint".into(),
+                        retryable: false,
+                    }),
+                }
             }
         }
         .map_err(|e| JobFailure {
@@ -305,6 +356,9 @@ impl Runner {
         let facts = wiki_facts(&client, &source, job.id, start_base).await?;
         client.close().await;
         drop(broker);
+        if let Some(token) = token {
+            token.revoke().await;
+        }
         // A receipt that does not hold is still kept with the failure: what
         // the agent claimed is what a maintainer reviews before a retry.
         check(&outcome.receipt, &bundle, &facts).map_err(|reason| JobFailure {
@@ -408,52 +462,146 @@ impl SourceReader {
     }
 }
 
+/// A job's work directory, removed when the job ends: it holds private
+/// evidence and patches, and what the dashboard shows lives in the database.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        match std::fs::remove_dir_all(&self.0) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(target: "teammem::runner", dir = %self.0.display(), error = %e, "cannot remove the job's work directory")
+            }
+        }
+    }
+}
+
 /// Makes the job's work directory 0700.
 fn restrict(dir: &std::path::Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
-/// The destination wiki's write credential: an installation token limited to
-/// the wiki's one repository and `contents: write`. It goes to the job's
-/// broker, which hands it to the writer child alone.
-/// The token must outlive the job: a cached one closer to expiry than the
-/// job's deadline is replaced (tokens live an hour, so a deadline beyond 50
-/// minutes asks for no more than that).
-async fn wiki_token(
-    forge: &GitHubForge,
-    source: &Source,
-    job_timeout: std::time::Duration,
-) -> Result<Secret, JobFailure> {
-    let wiki = &source.wiki_repository;
-    match forge
-        .installation_token_lasting(
-            wiki,
-            &Permissions::contents_write(),
-            job_timeout.min(std::time::Duration::from_secs(50 * 60)),
-        )
-        .await
-    {
-        Ok(token) => match token.expose_str() {
-            Some(text) => Ok(Secret::new(text)),
-            None => Err(permanent(format!(
-                "GitHub minted a wiki token for {wiki} that is not text; retry the job"
+/// The job's wiki write credential: an installation token minted for this
+/// job alone (never taken from or put into the shared cache), limited to the
+/// wiki's one repository and `contents: write`, handed only to the job's
+/// writer through its broker, and revoked when the job ends: by
+/// [`JobToken::revoke`] on the normal path, else when the value is dropped
+/// (failure, timeout, cancel, lease loss, shutdown), in a task the runner
+/// keeps until [`JobHandler::drain`] has seen it finish.
+struct JobToken {
+    secret: Secret,
+    forge: Arc<GitHubForge>,
+    wiki: String,
+    revocations: Revocations,
+    revoked: bool,
+}
+
+impl JobToken {
+    /// Tokens live an hour: a job deadline beyond 50 minutes asks for no more.
+    async fn mint(
+        forge: Arc<GitHubForge>,
+        source: &Source,
+        job_timeout: std::time::Duration,
+        revocations: Revocations,
+    ) -> Result<JobToken, JobFailure> {
+        let wiki = &source.wiki_repository;
+        let lasting = job_timeout.min(std::time::Duration::from_secs(50 * 60));
+        match forge
+            .mint_job_token(wiki, &Permissions::contents_write(), lasting)
+            .await
+        {
+            Ok(secret) => Ok(JobToken {
+                secret,
+                forge,
+                wiki: wiki.clone(),
+                revocations,
+                revoked: false,
+            }),
+            Err(GitHubError::Unavailable { message, .. }) => Err(JobFailure {
+                reason: format!("minting the wiki token for {wiki} failed: {message}"),
+                retryable: true,
+                receipt: None,
+            }),
+            Err(e) => Err(permanent(format!(
+                "GitHub refused a contents:write token for the wiki repository {wiki}: {e}; install the App on {wiki} with contents write permission, then retry the job"
             ))),
-        },
-        Err(GitHubError::Unavailable { message, .. }) => Err(JobFailure {
-            reason: format!("minting the wiki token for {wiki} failed: {message}"),
-            retryable: true,
-            receipt: None,
-        }),
-        Err(e) => Err(permanent(format!(
-            "GitHub refused a contents:write token for the wiki repository {wiki}: {e}; install the App on {wiki} with contents write permission, then retry the job"
-        ))),
+        }
     }
+
+    async fn revoke(mut self) {
+        self.revoked = true;
+        revoke(&self.forge, &self.secret, &self.wiki).await;
+    }
+}
+
+impl Drop for JobToken {
+    fn drop(&mut self) {
+        if self.revoked {
+            return;
+        }
+        let (forge, secret, wiki) = (self.forge.clone(), self.secret.clone(), self.wiki.clone());
+        let task = async move { revoke(&forge, &secret, &wiki).await };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => self.revocations.keep(runtime.spawn(task)),
+            Err(_) => {
+                tracing::error!(target: "teammem::runner", wiki = %self.wiki, "a job's wiki token could not be revoked: no runtime; it expires within the hour")
+            }
+        }
+    }
+}
+
+async fn revoke(forge: &GitHubForge, secret: &Secret, wiki: &str) {
+    match forge.revoke_token(secret).await {
+        Ok(()) => tracing::debug!(target: "teammem::runner", %wiki, "revoked the job's wiki token"),
+        Err(e) => {
+            tracing::warn!(target: "teammem::runner", %wiki, error = %e, "revoking the job's wiki token failed; it expires within the hour")
+        }
+    }
+}
+
+/// Revocations still in flight after their jobs were dropped.
+#[derive(Clone, Default)]
+struct Revocations(Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>);
+
+impl Revocations {
+    fn keep(&self, task: tokio::task::JoinHandle<()>) {
+        let mut tasks = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(task);
+    }
+
+    /// Waits for every kept revocation, at most `limit` in all.
+    async fn drain(&self, limit: std::time::Duration) {
+        let tasks = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
+        let all = async {
+            for task in tasks {
+                let _ = task.await;
+            }
+        };
+        if tokio::time::timeout(limit, all).await.is_err() {
+            tracing::warn!(target: "teammem::runner", "some wiki tokens were not revoked before shutdown; they expire within the hour");
+        }
+    }
+}
+
+/// A random lowercase hex string of `bytes` bytes.
+fn random_hex(bytes: usize) -> String {
+    use rand::RngCore;
+    let mut buf = vec![0u8; bytes];
+    rand::rng().fill_bytes(&mut buf);
+    hex::encode(buf)
 }
 
 impl JobHandler for Runner {
     fn run<'a>(&'a self, job: &'a Job) -> JobFuture<'a> {
         Box::pin(self.run_job(job))
+    }
+
+    fn drain(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.revocations.drain(std::time::Duration::from_secs(10)))
     }
 }
 

@@ -2,19 +2,23 @@
 //! client the runner and its agents talk to it with.
 //!
 //! Invariants:
+//! - only the runner starts a credentialed writer: the child's binding (its
+//!   destination and the job's wiki token) arrives over the job's broker
+//!   socket, inherited as descriptor [`broker::CHILD_FD`]; an agent cannot
+//!   make that descriptor, so a writer it starts itself holds no credential;
 //! - the child starts with a cleared environment: only `TEAMMEM_CONFIG`,
 //!   `TEAMMEM_WRITER_SOURCE`, `TEAMMEM_WRITER_JOB`, `TEAMMEM_WRITER_RANGE`,
-//!   `TEAMMEM_WRITER_EVIDENCE`, `PATH`, `TEAMMEM_LOG` (a log filter) and (GitHub
-//!   sources) the job's broker, `TEAMMEM_WRITER_BROKER` and
-//!   `TEAMMEM_WRITER_HANDLE`; no credential is in its environment or argv (it
-//!   asks the broker for the wiki token, see `broker.rs`), so the same
-//!   environment can be written into an external agent's MCP configuration;
+//!   `TEAMMEM_WRITER_EVIDENCE`, `TEAMMEM_WRITER_BROKER_FD`, optionally
+//!   `TEAMMEM_WRITER_AGENT_FD` (the listening socket a `command` agent
+//!   reaches it through), `PATH` and `TEAMMEM_LOG` (a log filter); no
+//!   credential is in its environment or argv;
 //! - the child dies with the job: the process is spawned `kill_on_drop`, so a
 //!   cancelled or timed-out job (its future dropped) kills it;
 //! - tool results are read from the envelope's `structuredContent`; anything
 //!   else is an error naming the tool.
 
 use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::process::Stdio;
 
@@ -24,18 +28,20 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
-use super::broker::BrokerAccess;
+use super::broker;
 pub use crate::mcp::context::ENV_WRITER_EVIDENCE;
 use crate::mcp::context::{
-    ENV_CONFIG, ENV_WRITER_BROKER, ENV_WRITER_HANDLE, ENV_WRITER_JOB, ENV_WRITER_RANGE,
+    ENV_CONFIG, ENV_WRITER_AGENT_FD, ENV_WRITER_BROKER_FD, ENV_WRITER_JOB, ENV_WRITER_RANGE,
     ENV_WRITER_SOURCE,
 };
 
 /// The log filter variable the child inherits from the daemon.
 pub const ENV_LOG: &str = "TEAMMEM_LOG";
+/// The descriptor number of the agent's listening socket in the writer child.
+pub const AGENT_FD: RawFd = 4;
 
 /// Everything the writer child is bound to.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct WriterLaunch {
     /// The `teammem` binary (`std::env::current_exe()` in the daemon).
     pub program: PathBuf,
@@ -46,10 +52,14 @@ pub struct WriterLaunch {
     /// `before..after`, or `#N@sha` for a PR job.
     pub range: String,
     pub evidence: PathBuf,
-    /// The job's broker (GitHub sources only): the child fetches the wiki
-    /// token from it and reads source files through it.
-    pub broker: Option<BrokerAccess>,
-    /// `PATH` for the child (git helpers); the daemon's own by default.
+    /// The child's end of the job's broker socket pair (the runner always
+    /// gives one; without it the child serves its configuration's wiki with
+    /// no credential).
+    pub broker: Option<OwnedFd>,
+    /// A listening Unix socket the child also serves MCP on (a `command`
+    /// agent's endpoint).
+    pub agent_listener: Option<OwnedFd>,
+    /// `PATH` for the child; the daemon's own by default.
     pub path: Option<OsString>,
     /// `TEAMMEM_LOG` for the child (a log filter such as `debug`, never a
     /// secret); the daemon's own by default.
@@ -57,8 +67,10 @@ pub struct WriterLaunch {
 }
 
 impl WriterLaunch {
-    /// The child's command: argv carries no secret, the environment only the binding.
-    pub fn command(&self) -> tokio::process::Command {
+    /// The child's command: argv carries no secret, the environment only the
+    /// binding, and descriptors 3 (broker) and 4 (agent listener) are
+    /// installed in the child just before it executes.
+    pub fn command(&self) -> std::io::Result<tokio::process::Command> {
         let mut cmd = tokio::process::Command::new(&self.program);
         cmd.arg("mcp")
             .arg("--wiki-writer")
@@ -75,12 +87,59 @@ impl WriterLaunch {
         if let Some(filter) = &self.log_filter {
             cmd.env(ENV_LOG, filter);
         }
-        if let Some(broker) = &self.broker {
-            cmd.env(ENV_WRITER_BROKER, &broker.socket)
-                .env(ENV_WRITER_HANDLE, broker.handle.expose());
+        // Copies above every target number, so installing one cannot close
+        // the other; close-on-exec, so no other child of the daemon gets them.
+        let broker = match &self.broker {
+            Some(end) => {
+                cmd.env(ENV_WRITER_BROKER_FD, broker::CHILD_FD.to_string());
+                Some(above_targets(end)?)
+            }
+            None => None,
+        };
+        let agent = match &self.agent_listener {
+            Some(listener) => {
+                cmd.env(ENV_WRITER_AGENT_FD, AGENT_FD.to_string());
+                Some(above_targets(listener)?)
+            }
+            None => None,
+        };
+        let sources = (
+            broker.as_ref().map(AsRawFd::as_raw_fd),
+            agent.as_ref().map(AsRawFd::as_raw_fd),
+        );
+        // SAFETY: the closure runs between fork and exec and only calls dup2,
+        // which is async-signal-safe; the descriptors it copies are kept open
+        // by the closure itself until the command is dropped.
+        unsafe {
+            cmd.pre_exec(move || {
+                let _keep = (&broker, &agent);
+                if let Some(broker) = sources.0
+                    && libc::dup2(broker, broker::CHILD_FD) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(agent) = sources.1
+                    && libc::dup2(agent, AGENT_FD) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
         }
-        cmd
+        Ok(cmd)
     }
+}
+
+/// A close-on-exec duplicate of `fd` numbered above the child's targets.
+fn above_targets(fd: &OwnedFd) -> std::io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: F_DUPFD_CLOEXEC makes a new descriptor this function owns.
+    let copy = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+    if copy < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `copy` is a fresh descriptor nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(copy) })
 }
 
 /// A tool's envelope: `success`, `outcome`, `result`, `error`.
@@ -179,8 +238,11 @@ pub struct WriterClient {
 
 impl WriterClient {
     /// Spawns the child and completes the MCP handshake.
-    pub async fn spawn(launch: &WriterLaunch) -> Result<WriterClient, String> {
-        let (transport, _stderr) = TokioChildProcess::builder(launch.command())
+    pub async fn spawn(launch: WriterLaunch) -> Result<WriterClient, String> {
+        let command = launch.command().map_err(|e| {
+            format!("cannot prepare the wiki writer's descriptors: {e}; the daemon may be out of file descriptors")
+        })?;
+        let (transport, _stderr) = TokioChildProcess::builder(command)
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| {
@@ -320,6 +382,7 @@ mod tests {
 
     #[test]
     fn the_command_carries_only_the_binding() {
+        let (_ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let launch = WriterLaunch {
             program: "/usr/bin/teammem".into(),
             config_path: "/etc/teammem.toml".into(),
@@ -327,14 +390,12 @@ mod tests {
             job_id: 9,
             range: "a..b".into(),
             evidence: "/data/jobs/9/evidence.json".into(),
-            broker: Some(BrokerAccess {
-                socket: "/data/jobs/9/broker.sock".into(),
-                handle: crate::wiki::Secret::new("ab".repeat(32)),
-            }),
+            broker: Some(OwnedFd::from(theirs)),
+            agent_listener: None,
             path: Some("/usr/bin".into()),
             log_filter: Some("debug".into()),
         };
-        let cmd = launch.command();
+        let cmd = launch.command().unwrap();
         let std = cmd.as_std();
         let args: Vec<_> = std.get_args().collect();
         assert_eq!(args, ["mcp", "--wiki-writer"]);
@@ -355,15 +416,14 @@ mod tests {
                 "PATH",
                 "TEAMMEM_CONFIG",
                 "TEAMMEM_LOG",
-                "TEAMMEM_WRITER_BROKER",
+                "TEAMMEM_WRITER_BROKER_FD",
                 "TEAMMEM_WRITER_EVIDENCE",
-                "TEAMMEM_WRITER_HANDLE",
                 "TEAMMEM_WRITER_JOB",
                 "TEAMMEM_WRITER_RANGE",
                 "TEAMMEM_WRITER_SOURCE",
             ]
         );
-        assert!(!format!("{launch:?}").contains(&"ab".repeat(32)));
+        assert!(envs.contains(&("TEAMMEM_WRITER_BROKER_FD".into(), "3".into())));
     }
 
     #[test]

@@ -248,6 +248,26 @@ impl GitHubForge {
         Ok(token)
     }
 
+    /// PLACEHOLDER until the uncached mint lands: a job's own token.
+    pub async fn mint_job_token(
+        &self,
+        repository: &str,
+        perms: &Permissions,
+        lasting: Duration,
+    ) -> Result<crate::wiki::Secret, GitHubError> {
+        let token = self
+            .installation_token_lasting(repository, perms, lasting)
+            .await?;
+        Ok(crate::wiki::Secret::new(
+            token.expose_str().unwrap_or_default(),
+        ))
+    }
+
+    /// PLACEHOLDER until revocation lands.
+    pub async fn revoke_token(&self, _token: &crate::wiki::Secret) -> Result<(), GitHubError> {
+        Ok(())
+    }
+
     /// `GET {path}` on `repository` with a token for `perms`.
     pub(crate) async fn get<T: DeserializeOwned>(
         &self,

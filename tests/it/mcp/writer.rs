@@ -50,31 +50,16 @@ async fn the_binding_comes_only_from_a_complete_environment() {
             with("TEAMMEM_CONFIG", "/nonexistent/teammem.toml"),
             "cannot read",
         ),
-        // The job's broker: socket and handle together, a handle of the
-        // runner's shape, and never next to a token.
+        // The job's broker and agent endpoint: only the descriptor numbers
+        // the runner installs, and the broker never next to a token.
         (
-            with("TEAMMEM_WRITER_BROKER", "/data/jobs/1/broker.sock"),
-            "go together",
+            with("TEAMMEM_WRITER_BROKER_FD", "5"),
+            "TEAMMEM_WRITER_BROKER_FD must be 3",
         ),
+        (with("TEAMMEM_WRITER_BROKER_FD", "3"), "both set"),
         (
-            {
-                let mut env = with("TEAMMEM_WRITER_BROKER", "/data/jobs/1/broker.sock");
-                env.insert("TEAMMEM_WRITER_HANDLE".into(), "ab".repeat(32));
-                env
-            },
-            "both set",
-        ),
-        (
-            {
-                let mut env = without("TEAMMEM_WRITER_TOKEN");
-                env.insert(
-                    "TEAMMEM_WRITER_BROKER".into(),
-                    "/data/jobs/1/broker.sock".into(),
-                );
-                env.insert("TEAMMEM_WRITER_HANDLE".into(), "not-a-handle".into());
-                env
-            },
-            "64 hex digits",
+            with("TEAMMEM_WRITER_AGENT_FD", "0"),
+            "TEAMMEM_WRITER_AGENT_FD must be 4",
         ),
     ];
     for (env, mentions) in cases {

@@ -1,25 +1,24 @@
 //! The per-job broker (`src/runner/broker.rs`) for a GitHub source, with the
 //! real `teammem mcp --wiki-writer` child bound to it and the fake GitHub
 //! serving the source's files from a real git history: `get_source_file`
-//! through the broker (a file at a commit of the range, and each refusal), the
-//! handle and peer checks on the raw socket, and a broker that answers nothing
-//! once its job is over.
+//! through the broker (a file at a commit of the range, and each refusal), a
+//! writer started without the runner's descriptor getting nothing, and a
+//! broker that answers nothing once its job is over.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 use teammem::config::Config;
 use teammem::forge::github::GitHubForge;
-use teammem::runner::broker::{Broker, BrokerJob, SOCKET_FILE};
+use teammem::runner::broker::{Broker, BrokerJob, WriterDestination};
 use teammem::runner::evidence::{
     BUNDLE_VERSION, CommitInfo, EvidenceBundle, JobScope, SourceInfo, work_dir, write_bundle,
 };
 use teammem::runner::writer::{WriterClient, WriterLaunch};
 use teammem::secrets::read_key_file;
 use teammem::wiki::Secret;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::handler::BIN;
 use crate::dispatch::config_text;
@@ -37,6 +36,8 @@ struct Setup {
     before: String,
     after: String,
     broker: Option<Broker>,
+    /// The writer child's end of the broker's socket pair, until it starts.
+    child_end: std::sync::Mutex<Option<OwnedFd>>,
     evidence: PathBuf,
 }
 
@@ -95,16 +96,13 @@ impl Setup {
         };
         let work = work_dir(&config.server.data_dir, JOB);
         let evidence = write_bundle(&work, &bundle).unwrap();
-        let broker = Broker::start(
-            &work,
-            BrokerJob {
-                source,
-                bundle,
-                forge,
-                wiki_token: Secret::new(WIKI_TOKEN),
-                writer_program: BIN.into(),
-            },
-        )
+        let (broker, child_end) = Broker::start(BrokerJob {
+            destination: WriterDestination::of(&source, Some(&gh.git_url)).unwrap(),
+            source,
+            bundle,
+            forge: Some(forge),
+            wiki_token: Some(Secret::new(WIKI_TOKEN)),
+        })
         .unwrap();
         Setup {
             _fake: fake,
@@ -113,50 +111,53 @@ impl Setup {
             before,
             after,
             broker: Some(broker),
+            child_end: std::sync::Mutex::new(Some(child_end)),
             evidence,
         }
     }
 
-    fn broker(&self) -> &Broker {
-        self.broker.as_ref().unwrap()
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.broker().access().socket.clone()
-    }
-
-    fn handle(&self) -> String {
-        self.broker().access().handle.expose().to_owned()
-    }
-
     /// The writer child bound to this job and its broker.
     async fn writer(&self) -> WriterClient {
-        WriterClient::spawn(&WriterLaunch {
+        let broker = self
+            .child_end
+            .lock()
+            .unwrap()
+            .take()
+            .expect("one writer per job");
+        WriterClient::spawn(WriterLaunch {
             program: BIN.into(),
             config_path: self.config_path.clone(),
             source: "octo/app".into(),
             job_id: JOB,
             range: format!("{}..{}", self.before, self.after),
             evidence: self.evidence.clone(),
-            broker: Some(self.broker().access().clone()),
+            broker: Some(broker),
+            agent_listener: None,
             path: std::env::var_os("PATH"),
             log_filter: None,
         })
         .await
         .unwrap()
     }
-}
 
-/// One request line on the raw socket; the answer line, parsed.
-async fn ask(socket: &Path, request: &Value) -> Value {
-    let mut stream = tokio::net::UnixStream::connect(socket).await.unwrap();
-    stream
-        .write_all(format!("{request}\n").as_bytes())
-        .await
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line).await.unwrap();
-    serde_json::from_str(&line).unwrap()
+    /// `teammem mcp --wiki-writer` started as an agent could: the runner's
+    /// variables, but no descriptor from the runner. Its exit and stderr.
+    fn writer_by_hand(&self, broker_fd: &str) -> (Option<i32>, String) {
+        let out = std::process::Command::new(BIN)
+            .args(["mcp", "--wiki-writer"])
+            .env_clear()
+            .env("TEAMMEM_CONFIG", &self.config_path)
+            .env("TEAMMEM_WRITER_SOURCE", "octo/app")
+            .env("TEAMMEM_WRITER_EVIDENCE", &self.evidence)
+            .env("TEAMMEM_WRITER_BROKER_FD", broker_fd)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
 }
 
 /// A tool call's success, result and `error.type: error.message`.
@@ -241,48 +242,34 @@ async fn get_source_file_reads_github_sources_through_the_broker_within_the_rang
 }
 
 #[tokio::test]
-async fn the_broker_refuses_a_wrong_handle_keeps_the_token_from_other_processes_and_ends_with_its_job()
- {
+async fn the_broker_has_no_address_serves_only_the_writer_it_was_given_to_and_ends_with_its_job() {
     let mut s = Setup::new().await;
-    let socket = s.socket();
-    assert_eq!(socket, s.evidence.with_file_name(SOCKET_FILE));
-    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode(&socket), 0o600);
-    assert_eq!(mode(socket.parent().unwrap()), 0o700);
-    assert_eq!(s.handle().len(), 64);
+    // Nothing on the file system names the broker: the job's directory holds
+    // the evidence and nothing to connect to.
+    let names: Vec<String> = std::fs::read_dir(s.evidence.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["evidence.json"]);
 
-    // A wrong handle (same length, one digit off) is refused and learns nothing.
-    let mut wrong = s.handle().into_bytes();
-    wrong[63] = if wrong[63] == b'0' { b'1' } else { b'0' };
-    let wrong = String::from_utf8(wrong).unwrap();
-    for request in ["wiki_token", "source_file"] {
-        let answer = ask(
-            &socket,
-            &json!({"handle": wrong, "request": request, "commit": s.after, "path": "README.md"}),
-        )
-        .await;
-        assert_eq!(answer["ok"], false, "{answer}");
-        assert_eq!(answer["error"]["kind"], "permission_denied", "{answer}");
-        assert!(answer.get("file").is_none() && answer.get("token").is_none());
-    }
-    // The right handle from a process that is not the writer (this test): a
-    // source file of the range, but never the wiki token.
-    let answer = ask(
-        &socket,
-        &json!({"handle": s.handle(), "request": "wiki_token"}),
-    )
-    .await;
-    assert_eq!(answer["error"]["kind"], "permission_denied", "{answer}");
-    assert!(!answer.to_string().contains(WIKI_TOKEN));
-    let answer = ask(
-        &socket,
-        &json!({"handle": s.handle(), "request": "source_file", "commit": s.after, "path": "README.md"}),
-    )
-    .await;
-    assert_eq!(answer["file"]["content"], "root\n", "{answer}");
+    // A writer started without the runner's descriptor is refused before it
+    // serves anything, whatever number it is told.
+    let (code, stderr) = s.writer_by_hand("3");
+    assert_ne!(code, Some(0));
+    assert!(
+        stderr.contains("descriptor 3 is not the job's broker socket"),
+        "{stderr}"
+    );
+    let (code, stderr) = s.writer_by_hand("7");
+    assert_ne!(code, Some(0));
+    assert!(
+        stderr.contains("TEAMMEM_WRITER_BROKER_FD must be 3"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(WIKI_TOKEN));
 
-    // The writer got the token at its start (it reads nothing else from the
-    // broker for this call), and no result carries the token or the handle.
+    // The writer the runner started got the token at its start, and no
+    // result carries it.
     let client = s.writer().await;
     let envelope = client
         .call("get_job_evidence", json!({"repository": "octo/app"}))
@@ -296,15 +283,11 @@ async fn the_broker_refuses_a_wrong_handle_keeps_the_token_from_other_processes_
     .await;
     assert!(ok);
     for text in [envelope.result.to_string(), file.to_string()] {
-        assert!(!text.contains(WIKI_TOKEN) && !text.contains(&s.handle()));
+        assert!(!text.contains(WIKI_TOKEN));
     }
 
-    // The job ends: the socket is gone and nothing answers, not even the
-    // writer that knows the handle.
-    let handle = s.handle();
+    // The job ends: nothing answers, not even its own writer.
     drop(s.broker.take());
-    assert!(!socket.exists(), "the socket outlived its job");
-    assert!(tokio::net::UnixStream::connect(&socket).await.is_err());
     let (ok, _, error) = call(
         &client,
         json!({"repository": "octo/app", "path": "src/lib.rs"}),
@@ -315,7 +298,6 @@ async fn the_broker_refuses_a_wrong_handle_keeps_the_token_from_other_processes_
         error.starts_with("upstream_error: ") && error.contains("the job has ended"),
         "{error}"
     );
-    assert!(!error.contains(&handle));
     client.close().await;
     drop(s.dir);
 }

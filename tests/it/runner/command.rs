@@ -1,7 +1,8 @@
 //! The command agent backend with a small test agent program (Python, stdlib
-//! only) that reads the generated MCP configuration, starts the writer from it,
-//! drives it over stdio and writes its receipt file; given a fourth argument
-//! it also probes the job's broker (GitHub sources) and reports what it got.
+//! only) that reads the generated MCP configuration, starts the relay to the
+//! job's writer from it, drives it over stdio and writes its receipt file;
+//! given a fourth argument it also reads a source file (GitHub sources) and
+//! reports what it got and what its configuration held.
 
 use std::process::Command;
 
@@ -49,26 +50,8 @@ receipt = {"status": "updated", "wiki_repository": snapshot["wiki_repository"], 
     "pull_requests": [{"number": p["number"], "merge_sha": p["merge_sha"], "status": "updated", "pages": ["Team-log.md"]}
                       for p in data["evidence"]["pull_requests"]]}
 if probe_out:
-    # A curious agent: it reads a source file through the writer, then tries
-    # the job's broker itself, with a wrong handle and with the right one.
-    env = server["env"]
-    def raw(request):
-        s = socket.socket(socket.AF_UNIX); s.connect(env["TEAMMEM_WRITER_BROKER"])
-        s.sendall((json.dumps(request) + "\n").encode())
-        answer = b""
-        while not answer.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            answer += chunk
-        s.close()
-        return json.loads(answer)
-    handle = env["TEAMMEM_WRITER_HANDLE"]
-    wrong = handle[:-1] + ("1" if handle[-1] == "0" else "0")
-    probe = {"socket": env["TEAMMEM_WRITER_BROKER"], "handle": handle,
-             "source_file": call("get_source_file", {"repository": repo, "path": "docs/guide.md"}),
-             "wrong_handle": raw({"handle": wrong, "request": "wiki_token"}),
-             "token_to_the_agent": raw({"handle": handle, "request": "wiki_token"})}
+    probe = {"socket": server["args"][-1], "mcp_config": open(config_path).read(),
+             "source_file": call("get_source_file", {"repository": repo, "path": "docs/guide.md"})}
     with open(probe_out, "w") as f:
         json.dump(probe, f)
 with open(receipt_path, "w") as f:
@@ -129,7 +112,17 @@ async fn the_command_agent_drives_its_own_writer_and_hands_back_a_receipt() {
     let unexpected: Vec<&String> = names
         .iter()
         .filter(|n| {
-            !["PATH", "CARGO_PKG_NAME", "PWD", "LC_CTYPE", "SHLVL", "_"].contains(&n.as_str())
+            ![
+                "PATH",
+                "HOME",
+                "TMPDIR",
+                "CARGO_PKG_NAME",
+                "PWD",
+                "LC_CTYPE",
+                "SHLVL",
+                "_",
+            ]
+            .contains(&n.as_str())
         })
         .collect();
     assert!(names.contains(&"CARGO_PKG_NAME".to_owned()), "{names:?}");

@@ -16,7 +16,7 @@ async fn writer(s: &Setup) -> WriterClient {
     };
     let bundle = local_source::collect(&s.source.dir, "demo/app", &scope).unwrap();
     let path = write_bundle(&work_dir(&s.tmp.path().join("data"), 5), &bundle).unwrap();
-    WriterClient::spawn(&WriterLaunch {
+    WriterClient::spawn(WriterLaunch {
         program: BIN.into(),
         config_path: s.config_path.clone(),
         source: "demo/app".into(),
@@ -24,6 +24,7 @@ async fn writer(s: &Setup) -> WriterClient {
         range: scope.describe(),
         evidence: path,
         broker: None,
+        agent_listener: None,
         path: std::env::var_os("PATH"),
         log_filter: None,
     })
@@ -199,7 +200,7 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
         ],
     );
     write_patches(&dir, &patches).unwrap();
-    let client = WriterClient::spawn(&WriterLaunch {
+    let client = WriterClient::spawn(WriterLaunch {
         program: BIN.into(),
         config_path,
         source: "octo/app".into(),
@@ -207,6 +208,7 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
         range: bundle.job.describe(),
         evidence: path,
         broker: None,
+        agent_listener: None,
         path: std::env::var_os("PATH"),
         log_filter: Some("warn".into()),
     })

@@ -193,13 +193,8 @@ async fn a_range_is_recorded_with_full_shas_and_a_replay_changes_nothing() {
     assert!(log.contains("teammem: record #12, #13 (job 1)"), "{log}");
     assert!(log.contains("Teammem-Job: 1"), "{log}");
     fsck(&s.wiki);
-    // The evidence bundle stays in the job's work directory.
-    let bundle = s.tmp.path().join("data/jobs/1/evidence.json");
-    assert!(
-        std::fs::read_to_string(bundle)
-            .unwrap()
-            .contains(&s.source.merge_12)
-    );
+    // The job's work directory (private evidence) is gone once it ended.
+    assert!(!s.tmp.path().join("data/jobs/1").exists());
 
     // Replay: no_change, no new commit.
     let tip = s.tip();
@@ -351,6 +346,7 @@ async fn the_writer_child_gets_only_its_binding_and_dies_with_the_job() {
         [
             "PATH",
             "TEAMMEM_CONFIG",
+            "TEAMMEM_WRITER_BROKER_FD",
             "TEAMMEM_WRITER_EVIDENCE",
             "TEAMMEM_WRITER_JOB",
             "TEAMMEM_WRITER_RANGE",
