@@ -684,7 +684,7 @@ async fn run_mcp(args: McpArgs) -> Result<(), Failure> {
     if let Some(socket) = &args.connect {
         // Exit here: tokio's stdin reader may still be blocked in a read the
         // runtime would wait for on the way out.
-        match mcp::relay(socket).await {
+        match crate::relay::relay(socket).await {
             Ok(()) => std::process::exit(0),
             Err(e) => {
                 eprintln!("teammem: {e}");

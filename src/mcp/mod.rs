@@ -109,33 +109,6 @@ pub async fn run_stdio(config_path: Option<PathBuf>, mode: Mode) -> Result<(), M
     serve_stdio(WikiServer::with_context(context)).await
 }
 
-/// `teammem mcp --connect SOCKET`: relays bytes between stdin/stdout and the
-/// job's writer listening at `socket`, until either side closes. It holds
-/// nothing: the socket is the agent's whole grant (one job, one wiki).
-pub async fn relay(socket: &std::path::Path) -> Result<(), McpError> {
-    let stream = tokio::net::UnixStream::connect(socket).await.map_err(|e| {
-        McpError::Transport(format!(
-            "cannot reach the job's wiki writer at {}: {e}; the job has ended or the path is not the one the job's MCP configuration names",
-            socket.display()
-        ))
-    })?;
-    let (mut from_writer, mut to_writer) = stream.into_split();
-    // Stdin's end reaches the writer as end of input; the session is over
-    // when the writer closes its side (it answered everything, or the job
-    // ended), whatever stdin is still doing.
-    let upstream = tokio::spawn(async move {
-        let _ = tokio::io::copy(&mut tokio::io::stdin(), &mut to_writer).await;
-        let _ = tokio::io::AsyncWriteExt::shutdown(&mut to_writer).await;
-    });
-    let mut stdout = tokio::io::stdout();
-    let copied = tokio::io::copy(&mut from_writer, &mut stdout).await;
-    let _ = tokio::io::AsyncWriteExt::flush(&mut stdout).await;
-    upstream.abort();
-    copied
-        .map(|_| ())
-        .map_err(|e| McpError::Transport(format!("relaying to the job's wiki writer failed: {e}")))
-}
-
 /// A writer the runner started: non-dumpable before it holds anything (its
 /// memory and `/proc` entries stay closed to processes of the same user),
 /// then bound through the job's broker. Returns the agent listener's
