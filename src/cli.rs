@@ -65,6 +65,9 @@ enum Command {
     Mcp(McpArgs),
     /// Operator access to a source's wiki; prints the tool envelope as JSON
     Wiki(WikiArgs),
+    /// Internal: run an agent in the kernel sandbox (policy from TEAMMEM_SANDBOX_POLICY)
+    #[command(hide = true)]
+    SandboxExec(SandboxExecArgs),
     /// Ask a running daemon to reconcile one merged pull request (token from TEAMMEM_TOKEN)
     Request(RequestArgs),
     /// Check that the GitHub App is installed on repositories; exit 0 all, 1 some not, 2 config/auth failure
@@ -121,6 +124,13 @@ struct McpArgs {
     /// (the endpoint an external agent's MCP configuration names)
     #[arg(long, value_name = "SOCKET", conflicts_with_all = ["wiki_writer", "read_only", "config"])]
     connect: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct SandboxExecArgs {
+    /// The agent's program and arguments, after `--`
+    #[arg(last = true, required = true)]
+    argv: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]
@@ -285,7 +295,15 @@ enum SweepCommand {
 
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::parse() {
+        // Before tracing and the runtime: the trampoline forks, so it must
+        // stay single-threaded.
+        Cli {
+            command: Command::SandboxExec(args),
+            ..
+        } => return crate::sandbox::trampoline_main(args.argv),
+        cli => cli,
+    };
     // The demo prints its story on stdout; only warnings belong beside it,
     // also from the writer children it spawns (they inherit TEAMMEM_LOG).
     if matches!(cli.command, Command::Demo(_)) && std::env::var_os("TEAMMEM_LOG").is_none() {
@@ -368,6 +386,9 @@ async fn run(command: Command) -> ExitCode {
         Command::Mcp(m) => run_mcp(m).await,
         Command::Wiki(w) => run_wiki(w).await,
         Command::Request(r) => run_request(r).await,
+        Command::SandboxExec(_) => Err(Failure::usage(
+            "sandbox-exec runs before the async runtime starts",
+        )),
         Command::CheckInstallations {
             config,
             repositories,

@@ -13,6 +13,7 @@ pub mod forge; // where sources live: GitHub's REST API (App auth, verification)
 pub mod secrets; // the GitHub App key (Key Vault or a 0600 file), secrets that never print
 pub mod queue; // the durable job queue: the only SQL about jobs
 pub mod worker; // the worker pool: claims jobs and runs them through a JobHandler
+pub mod sandbox; // the kernel sandbox of the command agent: Landlock policy, the sandbox-exec trampoline, tree kill
 pub mod runner; // runs one job: evidence bundle, writer child, agents, checked receipts
 pub mod scheduler; // cron schedules for rescue, retention and sweep
 pub mod sweep; // the sweep for missed pushes: cursor..tip of `sweep = true` sources
