@@ -417,6 +417,11 @@ fn check_config(path: &Path) -> Result<(), Failure> {
 }
 
 async fn serve(path: &Path) -> Result<(), Failure> {
+    // Before anything secret is read: the daemon's memory and /proc entries
+    // (environ, mem, fd) stay closed to other processes of its user.
+    crate::sandbox::make_non_dumpable().map_err(|e| {
+        Failure::runtime(format!("cannot make the daemon non-dumpable (prctl PR_SET_DUMPABLE): {e}"))
+    })?;
     let config = load_config(path)?;
     config
         .check_environment()

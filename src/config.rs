@@ -135,6 +135,14 @@ pub enum Agent {
         argv: Vec<String>,
         timeout: Duration,
         env_allow: Vec<String>,
+        /// `agent.sandbox`: the kernel sandbox (`"on"`, the default) or none.
+        sandbox: bool,
+        /// `agent.read_paths`: absolute paths the sandboxed CLI may read and
+        /// execute besides the system directories (its own installation).
+        read_paths: Vec<PathBuf>,
+        /// `agent.connect_ports`: the TCP ports the sandboxed CLI may connect
+        /// to (its LLM endpoint); every other outbound TCP port is refused.
+        connect_ports: Vec<u16>,
     },
 }
 
@@ -330,6 +338,35 @@ impl<'a> Section<'a> {
                     other.type_str()
                 ));
                 default
+            }
+        }
+    }
+
+    /// An array of TCP port numbers (1-65535).
+    fn ports(&mut self, key: &'static str, errors: &mut Vec<String>) -> Vec<u16> {
+        match self.get(key) {
+            None => Vec::new(),
+            Some(toml::Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, item)| match item {
+                    toml::Value::Integer(n) if (1..=65_535).contains(n) => Some(*n as u16),
+                    other => {
+                        errors.push(format!(
+                            "{}[{i}]: expected a TCP port from 1 to 65535, got {other:?}",
+                            self.key(key)
+                        ));
+                        None
+                    }
+                })
+                .collect(),
+            Some(other) => {
+                errors.push(format!(
+                    "{}: expected an array of port numbers, got {}",
+                    self.key(key),
+                    other.type_str()
+                ));
+                Vec::new()
             }
         }
     }
@@ -837,10 +874,40 @@ fn read_agent(t: &toml::Table, errors: &mut Vec<String>) -> Option<Agent> {
                     ));
                 }
             }
+            let sandbox = match s.string("sandbox", errors).as_deref() {
+                None | Some("on") => true,
+                Some("off") => false,
+                Some(other) => {
+                    errors.push(format!(
+                        "agent.sandbox: expected \"on\" or \"off\", got {other:?}"
+                    ));
+                    true
+                }
+            };
+            let read_paths: Vec<PathBuf> = s
+                .strings("read_paths", errors)
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, p)| {
+                    let path = PathBuf::from(&p);
+                    if path.is_absolute() {
+                        Some(path)
+                    } else {
+                        errors.push(format!(
+                            "agent.read_paths[{i}]: expected an absolute path, got {p:?}"
+                        ));
+                        None
+                    }
+                })
+                .collect();
+            let connect_ports = s.ports("connect_ports", errors);
             Some(Agent::Command {
                 argv,
                 timeout: Duration::from_secs(timeout),
                 env_allow,
+                sandbox,
+                read_paths,
+                connect_ports,
             })
         }
         other => {

@@ -200,6 +200,10 @@ pub async fn run_with_ingest(
             source: e.into(),
         })?;
     let queue = Queue::new(pool.clone(), options.clock.clone(), queue_settings(&config));
+    let job_problems = options.handler.problems();
+    for problem in &job_problems {
+        tracing::error!(%problem, "jobs cannot run as configured; /readyz reports not ready");
+    }
     let workers = Pool::start(
         queue.clone(),
         options.handler,
@@ -272,6 +276,10 @@ pub async fn run_with_ingest(
     )
     .with_ingest(Arc::new(ingest))
     .with_shutdown(mcp_sessions.clone());
+    let state = AppState {
+        job_problems: Arc::new(job_problems),
+        ..state
+    };
     let listener = TcpListener::bind(config.server.listen)
         .await
         .map_err(|source| DaemonError::Listen {

@@ -50,6 +50,12 @@ pub trait JobHandler: Send + Sync + 'static {
     fn drain(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(async {})
     }
+
+    /// Why jobs cannot run as configured (for `/readyz` and the start-up
+    /// log); empty when they can.
+    fn problems(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// The handler of a build that has no job runner: it fails every job at once

@@ -34,6 +34,7 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<serde_json::
         Ok(true) => problems.push("database migrations are pending; run `teammem migrate`".into()),
         Err(_) => problems.push("database unreachable".into()),
     }
+    problems.extend(state.job_problems.iter().cloned());
     let alive = state.workers_alive.load(Ordering::SeqCst);
     let wanted = state.config.queue.workers;
     if alive < wanted {

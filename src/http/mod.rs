@@ -47,6 +47,9 @@ pub struct AppState {
     /// Cancelled when shutdown begins: ends open `/mcp` sessions and their
     /// event streams, which would otherwise hold the graceful shutdown open.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Why jobs cannot run as configured (the command agent's sandbox), found
+    /// at start; `/readyz` reports each.
+    pub job_problems: Arc<Vec<String>>,
 }
 
 impl AppState {
@@ -68,6 +71,7 @@ impl AppState {
             session_key: Arc::new(session_key),
             ingest: None,
             shutdown: tokio_util::sync::CancellationToken::new(),
+            job_problems: Arc::new(Vec::new()),
         }
     }
 

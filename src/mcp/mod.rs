@@ -114,13 +114,11 @@ pub async fn run_stdio(config_path: Option<PathBuf>, mode: Mode) -> Result<(), M
 /// then bound through the job's broker. Returns the agent listener's
 /// descriptor, if the runner gave one.
 async fn bind_writer(mut binding: Binding) -> Result<(Binding, Option<i32>), McpError> {
-    // SAFETY: prctl with PR_SET_DUMPABLE only changes this process's flag.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
-        return Err(McpError::Binding(format!(
-            "the wiki writer cannot make itself non-dumpable: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
+    crate::sandbox::make_non_dumpable().map_err(|e| {
+        McpError::Binding(format!(
+            "the wiki writer cannot make itself non-dumpable: {e}"
+        ))
+    })?;
     let Some(writer) = binding.writer.as_mut() else {
         return Ok((binding, None));
     };

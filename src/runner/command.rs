@@ -13,7 +13,15 @@
 //! - the CLI starts with a cleared environment: `PATH`, `HOME` and `TMPDIR`
 //!   (directories in the job's work directory) and the variables `env_allow`
 //!   lists, nothing else;
-//! - the process is killed on timeout or when the job is dropped;
+//! - it runs in the kernel sandbox (`crate::sandbox`: Landlock, no
+//!   capabilities, `no_new_privs`) unless `agent.sandbox = "off"`: it reads
+//!   only system directories, `agent.read_paths` and the `teammem` binary,
+//!   writes only its work directory, connects only to `agent.connect_ports`;
+//!   a job is refused (never run unconfined) when the kernel cannot enforce
+//!   a rule, or when an allowed path contains a secret path;
+//! - it runs under the sandbox's trampoline, which kills the agent's whole
+//!   process tree when the agent exits, on timeout, and when the job is
+//!   dropped;
 //! - the receipt is opened without following links, must be a regular file,
 //!   and is read bounded; it must parse.
 
@@ -26,6 +34,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::agent::{AgentError, AgentOutcome, AgentTask};
 use super::receipt::Receipt;
+use crate::sandbox;
 
 /// The receipt file is read up to this size.
 const MAX_RECEIPT_BYTES: u64 = 64 * 1024;
@@ -38,6 +47,45 @@ pub struct CommandSettings {
     pub argv: Vec<String>,
     pub timeout: Duration,
     pub env_allow: Vec<String>,
+    /// `agent.sandbox`: enforce the kernel sandbox.
+    pub sandbox: bool,
+    /// `agent.read_paths`.
+    pub read_paths: Vec<PathBuf>,
+    /// `agent.connect_ports`.
+    pub connect_ports: Vec<u16>,
+    /// Paths the agent must never reach (configuration file, App key file,
+    /// data_dir, `/run/credentials`): a policy whose allowed paths contain
+    /// one is refused.
+    pub secret_paths: Vec<PathBuf>,
+}
+
+impl CommandSettings {
+    /// The sandbox policy of a job whose work directory is `work_dir`.
+    pub fn policy(&self, work_dir: &Path, program: &Path) -> sandbox::Policy {
+        let mut read = self.read_paths.clone();
+        read.push(program.to_path_buf());
+        sandbox::Policy::for_job(work_dir, &read, &self.connect_ports, self.sandbox)
+    }
+
+    /// Why a job could not run its agent sandboxed on this machine (empty:
+    /// it can). `/readyz` and the start-up log say the same.
+    pub fn problems(&self, work_dir: &Path, program: &Path) -> Vec<String> {
+        let policy = self.policy(work_dir, program);
+        let mut problems: Vec<String> = sandbox::probe()
+            .missing(&policy)
+            .into_iter()
+            .map(|rule| {
+                format!("the command agent's sandbox cannot be enforced: {rule}; upgrade the kernel, or set agent.sandbox = \"off\" to run the agent with the daemon's authority")
+            })
+            .collect();
+        if let Err(e) = policy
+            .validate()
+            .and_then(|()| sandbox::check_secrets_unreachable(&policy, &self.secret_paths))
+        {
+            problems.push(e);
+        }
+        problems
+    }
 }
 
 /// Where the agent finds the job's writer: the `teammem` binary that relays
@@ -124,20 +172,25 @@ pub async fn run(
         )
     })?;
 
-    let mut command = tokio::process::Command::new(program);
+    let problems = settings.problems(work_dir, &endpoint.program);
+    if !problems.is_empty() {
+        return Err(fail(problems.join("; "), false));
+    }
+    let argv: Vec<String> = std::iter::once(program.clone())
+        .chain(args.iter().map(|a| substitute(a, &config_path, &receipt_path)))
+        .collect();
+    let mut command = sandbox::command(
+        &endpoint.program,
+        &settings.policy(work_dir, &endpoint.program),
+        &argv,
+    );
     command
-        .args(
-            args.iter()
-                .map(|a| substitute(a, &config_path, &receipt_path)),
-        )
         .current_dir(work_dir)
-        .env_clear()
         .env("HOME", &home)
         .env("TMPDIR", &tmp)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true);
+        .stderr(Stdio::inherit());
     if let Some(path) = std::env::var_os("PATH") {
         command.env("PATH", path);
     }
@@ -146,40 +199,68 @@ pub async fn run(
             command.env(name, value);
         }
     }
-    let mut child = command.spawn().map_err(|e| {
+    let mut child = sandbox::SandboxChild::spawn(&mut command).map_err(|e| {
         fail(
-            format!("cannot start the agent command {program:?}: {e}; check agent.argv"),
-            false,
+            format!(
+                "cannot start the agent's sandbox ({} sandbox-exec): {e}; check the teammem installation",
+                endpoint.program.display()
+            ),
+            true,
         )
     })?;
     let input = task_text(task, &receipt_path);
-    let mut stdin = child.stdin.take();
-    let run = async {
+    let mut stdin = child.child_mut().stdin.take();
+    let waited = tokio::time::timeout(settings.timeout, async {
         if let Some(stdin) = stdin.as_mut() {
             // An agent that does not read its task is its own business.
             let _ = stdin.write_all(input.as_bytes()).await;
         }
         drop(stdin);
         child.wait().await
-    };
-    let status = match tokio::time::timeout(settings.timeout, run).await {
+    })
+    .await;
+    let status = match waited {
         Ok(Ok(status)) => status,
         Ok(Err(e)) => {
+            let _ = child.stop().await;
             return Err(fail(
                 format!("waiting for the agent command failed: {e}"),
                 true,
             ));
         }
         Err(_) => {
+            // The trampoline kills the agent's whole tree before it exits.
+            let _ = child.stop().await;
             return Err(fail(
                 format!(
-                    "the agent command did not finish within {} s (agent.timeout_seconds); it was killed",
+                    "the agent command did not finish within {} s (agent.timeout_seconds); it and every process it started were killed",
                     settings.timeout.as_secs()
                 ),
                 true,
             ));
         }
     };
+    match status.code().and_then(|c| u8::try_from(c).ok()) {
+        Some(sandbox::EXIT_UNENFORCEABLE) => {
+            return Err(fail(
+                "the agent's sandbox could not be enforced, so the agent was not started; see the daemon's log (teammem sandbox-exec) and /readyz, or set agent.sandbox = \"off\"".into(),
+                false,
+            ));
+        }
+        Some(sandbox::EXIT_SETUP) => {
+            return Err(fail(
+                "the agent's sandbox could not be set up, so the agent was not started; see the daemon's log (teammem sandbox-exec)".into(),
+                false,
+            ));
+        }
+        Some(sandbox::EXIT_EXEC) => {
+            return Err(fail(
+                format!("the agent command {program:?} could not be executed; check agent.argv and that agent.read_paths holds its installation"),
+                false,
+            ));
+        }
+        _ => {}
+    }
     if !status.success() {
         return Err(fail(
             format!("the agent command exited with {status}; see its stderr in the daemon's log"),

@@ -75,6 +75,53 @@ impl Runner {
         }
     }
 
+    /// The `command` agent's settings, with the paths it must never reach.
+    fn command_settings(&self) -> Option<command::CommandSettings> {
+        let Agent::Command {
+            argv,
+            timeout,
+            env_allow,
+            sandbox,
+            read_paths,
+            connect_ports,
+        } = &self.config.agent
+        else {
+            return None;
+        };
+        let mut secret_paths = vec![
+            self.config_path.clone(),
+            self.config.server.data_dir.clone(),
+            PathBuf::from("/run/credentials"),
+        ];
+        if let Some(github) = &self.config.github
+            && let crate::config::PrivateKey::File { path } = &github.private_key
+        {
+            secret_paths.push(path.clone());
+        }
+        Some(command::CommandSettings {
+            argv: argv.clone(),
+            timeout: *timeout,
+            env_allow: env_allow.clone(),
+            sandbox: *sandbox,
+            read_paths: read_paths.clone(),
+            connect_ports: connect_ports.clone(),
+            secret_paths,
+        })
+    }
+
+    /// Why this runner cannot run its jobs' agents as configured (empty: it
+    /// can): the command agent's sandbox rules the kernel cannot enforce, or
+    /// an allowed path that holds a secret.
+    pub fn problems(&self) -> Vec<String> {
+        match self.command_settings() {
+            Some(settings) => settings.problems(
+                &evidence::work_dir(&self.config.server.data_dir, 0),
+                &self.program,
+            ),
+            None => Vec::new(),
+        }
+    }
+
     /// Observes (or holds) the writer child after it started.
     pub fn with_spawn_hook(mut self, hook: Hook) -> Self {
         self.on_spawn = Some(hook);
@@ -326,15 +373,9 @@ impl Runner {
                 };
                 openai::run(&client, &task, &settings).await
             }
-            Agent::Command {
-                argv,
-                timeout,
-                env_allow,
-            } => {
-                let settings = command::CommandSettings {
-                    argv: argv.clone(),
-                    timeout: *timeout,
-                    env_allow: env_allow.clone(),
+            Agent::Command { .. } => {
+                let Some(settings) = self.command_settings() else {
+                    return Err(permanent("the command agent is not configured".into()));
                 };
                 match &endpoint {
                     Some(endpoint) => command::run(endpoint, &dir, &task, &settings).await,
@@ -602,6 +643,10 @@ impl JobHandler for Runner {
 
     fn drain(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(self.revocations.drain(std::time::Duration::from_secs(10)))
+    }
+
+    fn problems(&self) -> Vec<String> {
+        Runner::problems(self)
     }
 }
 

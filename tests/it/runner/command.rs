@@ -1,8 +1,11 @@
 //! The command agent backend with a small test agent program (Python, stdlib
 //! only) that reads the generated MCP configuration, starts the relay to the
-//! job's writer from it, drives it over stdio and writes its receipt file;
-//! given a fourth argument it also reads a source file (GitHub sources) and
-//! reports what it got and what its configuration held.
+//! job's writer from it, drives it over stdio, writes its receipt file and,
+//! in the same commit, `Agent-report.md`: the names of its environment and,
+//! given a third argument `probe`, a source file it read (GitHub sources) and
+//! what its configuration held. The agent runs in the kernel sandbox: it
+//! reads only its Python installation and its own directory, and writes only
+//! its job's work directory, so it reports through the wiki.
 
 use std::process::Command;
 
@@ -13,12 +16,11 @@ use super::handler::Setup;
 
 pub(super) const AGENT: &str = r##"
 import json, os, socket, subprocess, sys
-config_path, receipt_path, env_out = sys.argv[1], sys.argv[2], sys.argv[3]
-probe_out = sys.argv[4] if len(sys.argv) > 4 else None
+config_path, receipt_path = sys.argv[1], sys.argv[2]
+probe = len(sys.argv) > 3 and sys.argv[3] == "probe"
 task = sys.stdin.read()
 data = json.loads(task.strip().splitlines()[-1])
-with open(env_out, "w") as f:
-    json.dump(sorted(os.environ.keys()), f)
+report = {"env": sorted(os.environ.keys())}
 server = json.load(open(config_path))["mcpServers"]["teammem-wiki"]
 child = subprocess.Popen([server["command"]] + server["args"], env=server["env"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -42,22 +44,59 @@ repo = data["repository"]
 snapshot = call("get_wiki_snapshot", {"repository": repo})["result"]
 evidence = call("get_job_evidence", {"repository": repo})["result"]
 lines = ["- #%d %s" % (p["number"], p["merge_sha"]) for p in evidence["pull_requests"]]
+if probe:
+    report.update({"socket": server["args"][-1], "mcp_config": open(config_path).read(),
+                   "source_file": call("get_source_file", {"repository": repo, "path": "docs/guide.md"})})
 written = call("write_wiki_pages", {"repository": repo, "expected_wiki_repository": snapshot["wiki_repository"],
     "expected_base": snapshot["sha"], "message": "Team log from the command agent",
-    "pages": [{"path": "Team-log.md", "content": "# Team log\n\n" + "\n".join(lines) + "\n"}]})["result"]
+    "pages": [{"path": "Team-log.md", "content": "# Team log\n\n" + "\n".join(lines) + "\n"},
+              {"path": "Agent-report.md", "content": "```\n" + json.dumps(report) + "\n```\n"}]})["result"]
 receipt = {"status": "updated", "wiki_repository": snapshot["wiki_repository"], "wiki_sha": written["sha"],
     "base_sha": snapshot["sha"], "summary": "Wrote the team log.",
     "pull_requests": [{"number": p["number"], "merge_sha": p["merge_sha"], "status": "updated", "pages": ["Team-log.md"]}
                       for p in data["evidence"]["pull_requests"]]}
-if probe_out:
-    probe = {"socket": server["args"][-1], "mcp_config": open(config_path).read(),
-             "source_file": call("get_source_file", {"repository": repo, "path": "docs/guide.md"})}
-    with open(probe_out, "w") as f:
-        json.dump(probe, f)
 with open(receipt_path, "w") as f:
     json.dump(receipt, f)
 child.stdin.close(); child.wait()
 "##;
+
+/// The report the test agent wrote next to its team log.
+pub(super) fn report(page: &str) -> serde_json::Value {
+    let json = page
+        .trim()
+        .trim_start_matches("```")
+        .trim_end_matches("```")
+        .trim();
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {page}"))
+}
+
+/// The `[agent]` table running `script` (a file in `dir`) with Python in the
+/// sandbox: Python's installation and `dir` readable, `args` after the two
+/// placeholders.
+pub(super) fn agent_table(script: &std::path::Path, args: &[&str], timeout_seconds: u32) -> String {
+    let dir = script.parent().unwrap();
+    let mut argv = vec![
+        python(),
+        script.display().to_string(),
+        "{mcp_config}".into(),
+        "{receipt}".into(),
+    ];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    format!(
+        "\n[agent]\nkind = \"command\"\nargv = {argv:?}\ntimeout_seconds = {timeout_seconds}\nread_paths = [{:?}, {:?}]\n",
+        python_prefix(),
+        dir.display().to_string(),
+    )
+}
+
+/// Where Python's own installation lives (its standard library included).
+pub(super) fn python_prefix() -> String {
+    let out = Command::new(python())
+        .args(["-c", "import sys; print(sys.base_prefix)"])
+        .output()
+        .expect("python3 runs");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
 
 pub(super) fn python() -> String {
     let out = Command::new("python3")
@@ -67,39 +106,30 @@ pub(super) fn python() -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
-/// A setup whose `[agent]` runs `script` with Python; the returned temp dir
-/// holds the script and the file it reports its environment to.
-fn setup(script: &str) -> (Setup, tempfile::TempDir, std::path::PathBuf) {
-    setup_with_timeout(script, 60)
+/// A setup whose `[agent]` runs `script` with Python in the sandbox, with
+/// `CARGO_PKG_NAME` passed through; the returned temp dir holds the script.
+fn setup(script: &str) -> (Setup, tempfile::TempDir) {
+    setup_with(script, 60, "")
 }
 
-fn setup_with_timeout(
-    script: &str,
-    timeout_seconds: u32,
-) -> (Setup, tempfile::TempDir, std::path::PathBuf) {
+fn setup_with(script: &str, timeout_seconds: u32, extra: &str) -> (Setup, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let agent = dir.path().join("agent.py");
     std::fs::write(&agent, script).unwrap();
-    let env_out = dir.path().join("env.json");
-    let argv = format!(
-        "[\"{}\", \"{}\", \"{{mcp_config}}\", \"{{receipt}}\", \"{}\"]",
-        python(),
-        agent.display(),
-        env_out.display()
-    );
     let s = Setup::with_extra(&format!(
-        "\n[agent]\nkind = \"command\"\nargv = {argv}\ntimeout_seconds = {timeout_seconds}\nenv_allow = [\"CARGO_PKG_NAME\"]\n"
+        "{}env_allow = [\"CARGO_PKG_NAME\"]\n{extra}",
+        agent_table(&agent, &[], timeout_seconds)
     ));
-    (s, dir, env_out)
+    (s, dir)
 }
 
 #[tokio::test]
-async fn the_command_agent_drives_its_own_writer_and_hands_back_a_receipt() {
+async fn the_command_agent_drives_the_jobs_writer_through_the_relay_and_hands_back_a_receipt() {
     assert!(
         std::env::var("CARGO_PKG_NAME").is_ok(),
         "cargo sets CARGO_PKG_NAME for tests"
     );
-    let (s, _dir, env_out) = setup(AGENT);
+    let (s, _dir) = setup(AGENT);
     let done = s.runner().run(&s.full_range(1)).await.unwrap();
     assert!(matches!(done, Completion::Succeeded { .. }), "{done:?}");
     let log = s.page("Team-log.md");
@@ -108,7 +138,7 @@ async fn the_command_agent_drives_its_own_writer_and_hands_back_a_receipt() {
         "{log}"
     );
     let names: Vec<String> =
-        serde_json::from_str(&std::fs::read_to_string(env_out).unwrap()).unwrap();
+        serde_json::from_value(report(&s.page("Agent-report.md"))["env"].clone()).unwrap();
     let unexpected: Vec<&String> = names
         .iter()
         .filter(|n| {
@@ -131,14 +161,14 @@ async fn the_command_agent_drives_its_own_writer_and_hands_back_a_receipt() {
 
 #[tokio::test]
 async fn a_command_that_fails_or_writes_no_receipt_fails_the_job() {
-    let (s, _dir, _) = setup("import sys\nsys.stdin.read()\nsys.exit(3)\n");
+    let (s, _dir) = setup("import sys\nsys.stdin.read()\nsys.exit(3)\n");
     let failure = s.runner().run(&s.full_range(1)).await.unwrap_err();
     assert!(
         failure.reason.contains("exit status: 3"),
         "{}",
         failure.reason
     );
-    let (s, _dir2, _) = setup("import sys\nsys.stdin.read()\n");
+    let (s, _dir2) = setup("import sys\nsys.stdin.read()\n");
     let failure = s.runner().run(&s.full_range(1)).await.unwrap_err();
     assert!(
         failure.reason.contains("without writing its receipt"),
@@ -148,37 +178,85 @@ async fn a_command_that_fails_or_writes_no_receipt_fails_the_job() {
 }
 
 /// An agent that never finishes is killed at `agent.timeout_seconds` (10 s,
-/// the least the configuration allows) and its job fails saying so.
+/// the least the configuration allows) with the child it started in a
+/// session of its own, and its job fails saying so.
 #[tokio::test]
-async fn a_hanging_command_is_killed_at_its_timeout() {
-    // The third argument names the file the agent reports to: here, its pid.
-    let hang = "import os, sys, time\nopen(sys.argv[3], 'w').write(str(os.getpid()))\nsys.stdin.read()\nwhile True:\n    time.sleep(60)\n";
-    let (s, _dir, pid_file) = setup_with_timeout(hang, 10);
-    let failure = s.runner().run(&s.full_range(1)).await.unwrap_err();
+async fn a_hanging_command_is_killed_at_its_timeout_with_everything_it_started() {
+    let hang = "import os, sys, time\nsys.stdin.read()\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(600)\nwhile True:\n    time.sleep(60)\n";
+    let (s, dir) = setup_with(hang, 10, "");
+    let script = dir.path().join("agent.py").display().to_string();
+    let runner = s.runner();
+    let job = s.full_range(1);
+    let run = runner.run(&job);
+    tokio::pin!(run);
+    // The agent and its child, found by their command line while they run.
+    let mut pids = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let failure = loop {
+        tokio::select! {
+            done = &mut run => break done.unwrap_err(),
+            _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {
+                let found = processes_running(&script);
+                if found.len() > pids.len() {
+                    pids = found;
+                }
+                assert!(std::time::Instant::now() < deadline, "the job did not time out");
+            }
+        }
+    };
     assert!(failure.retryable, "a timeout may succeed on a retry");
     assert!(
         failure.reason.contains("did not finish within 10 s"),
         "{}",
         failure.reason
     );
-    let pid = std::fs::read_to_string(pid_file).expect("the agent started");
-    // SIGKILL was sent when the job gave up; the process is gone (or a
-    // zombie) as soon as the kernel has delivered it.
-    let state = || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|stat| {
-                let fields = stat.rsplit_once(')').unwrap().1.to_owned();
-                fields.split_whitespace().next().unwrap().to_owned()
-            })
-            .unwrap_or_else(|_| "gone".into())
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while !matches!(state().as_str(), "gone" | "Z") && std::time::Instant::now() < deadline {
-        tokio::task::yield_now().await;
+    assert_eq!(pids.len(), 2, "the agent and its child were seen running");
+    // Gone (or a zombie) once the job gave up.
+    for pid in pids {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|stat| stat.rsplit_once(')').unwrap().1.split_whitespace().next().unwrap().to_owned())
+            .unwrap_or_else(|_| "gone".into());
+        assert!(matches!(state.as_str(), "gone" | "Z"), "{pid} is still {state}");
     }
-    assert!(
-        matches!(state().as_str(), "gone" | "Z"),
-        "the agent is still {}",
-        state()
+}
+
+/// Processes whose command line contains `needle`.
+fn processes_running(needle: &str) -> Vec<u32> {
+    let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|pid: &u32| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .filter(|pid| !std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default().contains("sandbox-exec"))
+        .collect();
+    pids.sort();
+    pids
+}
+
+/// A read path that holds the configuration file is refused before the
+/// agent runs: Landlock only allows, so the file would be readable.
+#[tokio::test]
+async fn a_read_path_holding_a_secret_path_refuses_the_job_before_the_agent_runs() {
+    let (s, _dir) = setup_with(AGENT, 60, "");
+    let mut config = (*s.config).clone();
+    let teammem::config::Agent::Command { read_paths, .. } = &mut config.agent else {
+        unreachable!("a command agent")
+    };
+    read_paths.push(s.tmp.path().to_path_buf());
+    let runner = teammem::runner::Runner::new(
+        std::sync::Arc::new(config),
+        s.config_path.clone(),
+        super::handler::BIN.into(),
     );
+    let tip = s.tip();
+    let failure = runner.run(&s.full_range(1)).await.unwrap_err();
+    assert!(!failure.retryable);
+    assert!(
+        failure.reason.contains("which the agent must never read"),
+        "{}",
+        failure.reason
+    );
+    assert_eq!(s.tip(), tip, "nothing was written");
 }

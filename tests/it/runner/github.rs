@@ -16,7 +16,7 @@ use crate::harness::daemon::{Daemon, Setup};
 use crate::harness::fake_github::{FakeGitHub, FakePull, FakeRun, Fault, GitRepo, PullDetails};
 use crate::harness::git_http::GitHttpServer;
 
-const SECRET: &str = "github runner e2e secret";
+pub(super) const SECRET: &str = "github runner e2e secret";
 const WORKFLOW: &str = ".github/workflows/team-memory-post-merge.yml";
 
 /// `octo/app` on the fake GitHub (the fixture's history: merge #12, squash
@@ -127,6 +127,11 @@ webhook_secret_env = "TEAMMEM_SECRET_OCTO"
             key,
             repository_id,
         }
+    }
+
+    /// The App's private key file the daemon's configuration names.
+    pub(super) fn key_path(&self) -> &std::path::Path {
+        &self.key
     }
 
     /// The daemon's configuration, parsed (for in-process sweeps and forges).

@@ -2,10 +2,10 @@
 //! evidence collection on the local forge, the writer's evidence tools, the
 //! handler end to end with the real writer child, and the agent backends.
 
-// The per-job broker: GitHub source files for get_source_file, its handle and
-// peer checks, and its end with the job.
+// The per-job broker: GitHub source files for get_source_file, reachable only
+// by the writer it was given to, and its end with the job.
 mod broker;
-// The command backend with a small test agent that drives its own writer.
+// The command backend with a small test agent that drives the job's writer through the relay.
 mod command;
 // The runner inside the real daemon: signed dispatch to a succeeded job and wiki pages.
 mod daemon;
@@ -27,6 +27,8 @@ mod evidence_tools;
 pub mod fixture;
 // The runner in the real daemon on the GitHub forge: fake REST API, wiki over git http-backend.
 mod github;
+// A hostile command agent tries every escape and publishes what it got: no secret, nothing left running.
+mod hostile;
 // GitHub evidence against the fake REST API: paging, bounds, classification, PR jobs, policy.
 mod github_evidence;
 // The JobHandler end to end with the real writer child and the git CLI as oracle.
