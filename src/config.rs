@@ -960,16 +960,52 @@ fn check_repository(key: &str, r: &str, errors: &mut Vec<String>) {
     }
 }
 
+/// An `https` URL, or `http` to this machine only (`127.0.0.1`, `[::1]`,
+/// `localhost`): teammem sends tokens, keys and private memory to these URLs,
+/// and plain `http` to another host would carry them in the clear.
 fn check_url(key: &str, url: &str, errors: &mut Vec<String>) {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"));
-    match rest {
-        Some(rest) if !rest.is_empty() && !rest.starts_with('/') && !url.contains('@') => {}
-        _ => errors.push(format!(
-            "{key}: expected an http(s) URL without credentials, got {url:?}"
-        )),
+    let (https, rest) = if let Some(rest) = url.strip_prefix("https://") {
+        (true, rest)
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        (false, rest)
+    } else {
+        (false, "")
+    };
+    if rest.is_empty() || rest.starts_with('/') || url.contains('@') {
+        errors.push(format!(
+            "{key}: expected an https URL (plain http only to 127.0.0.1, [::1] or localhost) without credentials, got {url:?}"
+        ));
+        return;
     }
+    if !https && !is_loopback_authority(rest) {
+        errors.push(format!(
+            "{key}: plain http is allowed only to this machine (127.0.0.1, [::1], localhost), got {url:?}; use https://"
+        ));
+    }
+}
+
+/// `rest` (a URL after its scheme) names a loopback host: `127.0.0.1`,
+/// `[::1]` or `localhost`, with or without a port.
+fn is_loopback_authority(rest: &str) -> bool {
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        match v6.split_once(']') {
+            Some((host, after)) if after.is_empty() || after.starts_with(':') => host,
+            _ => return false,
+        }
+    } else {
+        authority.split(':').next().unwrap_or_default()
+    };
+    let port_ok = match authority
+        .rsplit_once(']')
+        .map(|(_, p)| p)
+        .unwrap_or(authority)
+        .split_once(':')
+    {
+        None => true,
+        Some((_, port)) => port.parse::<u16>().is_ok(),
+    };
+    port_ok && (host == "127.0.0.1" || host == "::1" || host.eq_ignore_ascii_case("localhost"))
 }
 
 fn is_env_name(name: &str) -> bool {

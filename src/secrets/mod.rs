@@ -47,6 +47,14 @@ impl From<String> for Secret {
     }
 }
 
+/// Tokens in GitHub's JSON answers go straight into a `Secret`, so no plain
+/// `String` copy of them is left behind in a derived `Debug`.
+impl<'de> serde::Deserialize<'de> for Secret {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Secret::from)
+    }
+}
+
 impl Drop for Secret {
     fn drop(&mut self) {
         zeroize::Zeroize::zeroize(&mut self.0);

@@ -238,7 +238,42 @@ const BAD: &[(&str, &str, &str)] = &[
     (
         "url with credentials",
         "[server]\ndata_dir = \"/d\"\n[github]\napp_id = 1\nprivate_key = { file = \"/k\" }\napi_url = \"https://user:pw@ghe.example\"",
-        "github.api_url: expected an http(s) URL without credentials",
+        "github.api_url: expected an https URL (plain http only to 127.0.0.1, [::1] or localhost) without credentials",
+    ),
+    (
+        "plain http api_url to another host",
+        "[server]\ndata_dir = \"/d\"\n[github]\napp_id = 1\nprivate_key = { file = \"/k\" }\napi_url = \"http://ghe.example\"",
+        "github.api_url: plain http is allowed only to this machine (127.0.0.1, [::1], localhost), got \"http://ghe.example\"; use https://",
+    ),
+    (
+        "plain http git_url to another host",
+        "[server]\ndata_dir = \"/d\"\n[github]\napp_id = 1\nprivate_key = { file = \"/k\" }\ngit_url = \"http://10.0.0.5:8080\"",
+        "github.git_url: plain http is allowed only to this machine",
+    ),
+    (
+        "plain http oidc_issuer to a host named like loopback",
+        "[server]\ndata_dir = \"/d\"\n[github]\napp_id = 1\nprivate_key = { file = \"/k\" }\noidc_issuer = \"http://localhost.evil.example\"",
+        "github.oidc_issuer: plain http is allowed only to this machine",
+    ),
+    (
+        "plain http public_url to another host",
+        "[server]\ndata_dir = \"/d\"\npublic_url = \"http://127.0.0.1.evil.example\"",
+        "server.public_url: plain http is allowed only to this machine",
+    ),
+    (
+        "plain http agent base_url to another host",
+        "[server]\ndata_dir = \"/d\"\n[agent]\nkind = \"openai\"\nbase_url = \"http://llm.internal:8000/v1\"\nmodel = \"m\"",
+        "agent.base_url: plain http is allowed only to this machine",
+    ),
+    (
+        "plain http allowed origin to another host",
+        "[server]\ndata_dir = \"/d\"\n[api]\nallowed_origins = [\"http://intranet.example\"]",
+        "api.allowed_origins[0]: plain http is allowed only to this machine",
+    ),
+    (
+        "not a url scheme",
+        "[server]\ndata_dir = \"/d\"\npublic_url = \"ftp://x.example\"",
+        "server.public_url: expected an https URL",
     ),
     (
         "bool as string",
@@ -297,4 +332,31 @@ fn environment_check_names_the_missing_variable() {
         errors.0[0].contains("sources[0].webhook_secret_env: environment variable TEAMMEM_TEST_SURELY_UNSET_VAR is not set"),
         "{errors}"
     );
+}
+
+#[test]
+fn plain_http_is_accepted_to_this_machine_only() {
+    for url in [
+        "http://127.0.0.1:8080",
+        "http://[::1]:9/api",
+        "http://localhost",
+        "http://LOCALHOST:3000/v1",
+        "https://ghe.example/api/v3",
+    ] {
+        let text = format!(
+            "[server]\ndata_dir = \"/d\"\npublic_url = \"{url}\"\n[agent]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"m\"\n[github]\napp_id = 1\nprivate_key = {{ file = \"/k\" }}\napi_url = \"{url}\"\ngit_url = \"{url}\"\noidc_issuer = \"{url}\""
+        );
+        if let Err(e) = Config::parse(&text) {
+            panic!("{url} refused: {e}");
+        }
+    }
+    for url in [
+        "http://127.0.0.2",
+        "http://[::1].evil",
+        "http://localhost:notaport",
+        "http://[::2]:80",
+    ] {
+        let text = format!("[server]\ndata_dir = \"/d\"\npublic_url = \"{url}\"");
+        assert!(Config::parse(&text).is_err(), "{url} accepted");
+    }
 }

@@ -307,3 +307,144 @@ async fn the_check_installations_command_reports_and_exits() {
     assert_eq!(code, 2);
     assert!(lines[0].contains("[github]"));
 }
+
+/// `git ls-remote` of `url` with Basic `x-access-token:<token>` (the header
+/// through the environment, never argv); whether git could read the refs.
+/// Async: the git server runs on this test's runtime.
+async fn git_reads_with(url: &str, token: &str) -> bool {
+    use base64::Engine;
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{token}"));
+    tokio::process::Command::new("git")
+        .args(["ls-remote", url])
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "http.extraHeader")
+        .env(
+            "GIT_CONFIG_VALUE_0",
+            format!("Authorization: Basic {basic}"),
+        )
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .await
+        .unwrap()
+        .status
+        .success()
+}
+
+#[tokio::test]
+async fn a_job_token_is_new_on_every_mint_and_never_cached() {
+    let f = Fixture::new().await;
+    let perms = Permissions::contents_write();
+    let lasting = std::time::Duration::from_secs(15 * 60);
+    let cached = f
+        .forge
+        .installation_token("octo/app", &perms)
+        .await
+        .unwrap();
+    let first = f
+        .forge
+        .mint_job_token("octo/app", &perms, lasting)
+        .await
+        .unwrap();
+    let second = f
+        .forge
+        .mint_job_token("octo/app", &perms, lasting)
+        .await
+        .unwrap();
+    assert_ne!(first.expose(), second.expose(), "two jobs, two tokens");
+    assert_ne!(first.expose(), cached.expose(), "not the cached token");
+    // The cache still answers with its own token, not a job's.
+    let again = f
+        .forge
+        .installation_token("octo/app", &perms)
+        .await
+        .unwrap();
+    assert_eq!(again.expose(), cached.expose());
+    let mints = f.fake.mints();
+    assert_eq!(mints.len(), 3, "{mints:?}");
+    for m in &mints {
+        assert_eq!(m.repositories, ["app"]);
+        assert_eq!(
+            m.permissions,
+            [("contents".to_string(), "write".to_string())]
+        );
+    }
+    assert!(!format!("{first:?}").contains(first.expose_str().unwrap()));
+
+    // A deadline beyond the token's life is refused, and that token is not
+    // left alive.
+    let err = f
+        .forge
+        .mint_job_token("octo/app", &perms, std::time::Duration::from_secs(2 * 3600))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("job_timeout_seconds"), "{err}");
+    let unusable = f.fake.mints().last().unwrap().token.clone();
+    assert!(!err.contains(&unusable));
+    assert_eq!(f.fake.revoked_tokens(), [unusable]);
+}
+
+#[tokio::test]
+async fn a_revoked_job_token_is_refused_by_the_api_and_by_git() {
+    let f = Fixture::new().await;
+    // The wiki of octo/app behind git http-backend, accepting what the fake minted.
+    let served = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(served.path().join("octo")).unwrap();
+    let bare = served.path().join("octo/app.wiki.git");
+    assert!(
+        std::process::Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .arg(&bare)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let git =
+        crate::harness::git_http::GitHttpServer::start_checked(served.path(), f.fake.wiki_access())
+            .await;
+    let url = git.url("octo/app.wiki.git");
+
+    let token = f
+        .forge
+        .mint_job_token(
+            "octo/app",
+            &Permissions::contents_write(),
+            std::time::Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    let value = token.expose_str().unwrap().to_string();
+    let api = |t: String| {
+        let url = format!("{}/repos/octo/app", f.fake.url);
+        async move {
+            reqwest::Client::new()
+                .get(url)
+                .bearer_auth(t)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(api(value.clone()).await, 200);
+    assert!(
+        git_reads_with(&url, &value).await,
+        "the live token reads the wiki"
+    );
+
+    f.forge.revoke_token(&token).await.unwrap();
+    assert_eq!(f.fake.revoked_tokens(), [value.clone()]);
+    assert_eq!(api(value.clone()).await, 401, "the API refuses it");
+    assert!(!git_reads_with(&url, &value).await, "git refuses it");
+    // Revoking a dead token again is no error (GitHub answers 401).
+    f.forge.revoke_token(&token).await.unwrap();
+    assert_eq!(f.fake.revoked_tokens().len(), 1);
+    // Other tokens live on.
+    let other = f
+        .forge
+        .installation_token("octo/app", &Permissions::metadata_read())
+        .await
+        .unwrap();
+    assert_eq!(api(other.expose_str().unwrap().to_string()).await, 200);
+}

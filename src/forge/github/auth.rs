@@ -138,7 +138,7 @@ impl AppSigner {
 /// The answer of `POST /app/installations/{id}/access_tokens` (only what we use).
 #[derive(Deserialize)]
 pub(crate) struct TokenAnswer {
-    pub token: String,
+    pub token: Secret,
     pub expires_at: String,
 }
 

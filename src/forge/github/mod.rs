@@ -11,6 +11,7 @@
 //!   delay, never a verdict about the dispatch;
 //! - tokens and JWTs never appear in errors or logs.
 
+pub mod audience; // the audience rule (DESIGN §9) for every path to a wiki write
 pub mod auth;
 mod installations;
 pub mod evidence; // the evidence bundle of a job: compare paging, merged PRs, file manifests, policy file
@@ -207,6 +208,63 @@ impl GitHubForge {
         {
             return Ok(t);
         }
+        let (token, until) = self.mint(repository, perms).await?;
+        self.cache.lock().unwrap().put(
+            repository,
+            perms,
+            CachedToken {
+                token: token.clone(),
+                usable_until: until,
+            },
+        );
+        Ok(token)
+    }
+
+    /// A new installation token for exactly `repository` and `perms`, for one
+    /// job alone: never taken from nor put into the shared token cache, so no
+    /// other job or call ever holds it. It must stay usable for `lasting`
+    /// (the job's deadline); GitHub's tokens live an hour. Revoke it with
+    /// [`GitHubForge::revoke_token`] when the job ends.
+    pub async fn mint_job_token(
+        &self,
+        repository: &str,
+        perms: &Permissions,
+        lasting: Duration,
+    ) -> Result<Secret, GitHubError> {
+        let (token, until) = self.mint(repository, perms).await?;
+        if until < SystemTime::now() + lasting {
+            // Unusable for the job: do not leave it alive either.
+            let _ = self.revoke_token(&token).await;
+            return Err(GitHubError::Unexpected(format!(
+                "GitHub minted a token for {repository} that expires before the job's deadline ({} s from now); shorten queue.job_timeout_seconds",
+                lasting.as_secs()
+            )));
+        }
+        Ok(token)
+    }
+
+    /// Revokes an installation token (`DELETE /installation/token`,
+    /// authenticated with the token itself). `204` is revoked; `401` means the
+    /// token is already dead (expired or revoked), which is as good.
+    pub async fn revoke_token(&self, token: &Secret) -> Result<(), GitHubError> {
+        match self
+            .send(Method::DELETE, "/installation/token", token, None)
+            .await
+        {
+            Ok(_) => Ok(()),
+            // classify() words a 401 as "refused {path} with 401".
+            Err(GitHubError::Denied(m)) if m.contains(" with 401") => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `POST /app/installations/{id}/access_tokens` limited to `repository`
+    /// and `perms`: the token and until when it may be used.
+    async fn mint(
+        &self,
+        repository: &str,
+        perms: &Permissions,
+    ) -> Result<(Secret, SystemTime), GitHubError> {
         let id = self.installation_id(repository).await?;
         let name = repository
             .split_once('/')
@@ -236,16 +294,7 @@ impl GitHubForge {
         let until = usable_until(&answer.expires_at).unwrap_or_else(|| {
             SystemTime::now() + Duration::from_secs(3600) - auth::TOKEN_EARLY_EXPIRY
         });
-        let token = Secret::from(answer.token);
-        self.cache.lock().unwrap().put(
-            repository,
-            perms,
-            CachedToken {
-                token: token.clone(),
-                usable_until: until,
-            },
-        );
-        Ok(token)
+        Ok((answer.token, until))
     }
 
     /// PLACEHOLDER until the uncached mint lands: a job's own token.

@@ -391,6 +391,8 @@ pub struct PullDetails {
 /// One token request as the fake received it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mint {
+    /// The token's value (the fake's own; tests look for it in leaks).
+    pub token: String,
     pub installation: u64,
     pub repositories: Vec<String>,
     pub permissions: Vec<(String, String)>,
@@ -428,6 +430,9 @@ struct StateInner {
     withheld: Vec<(String, String)>,
     grants: HashMap<String, Grant>,
     mints: Vec<Mint>,
+    /// Tokens revoked with `DELETE /installation/token`, in order; refused
+    /// on every API and git route afterwards.
+    revoked: Vec<String>,
     /// (path part, whole path only?, fault).
     faults: VecDeque<(String, bool, Fault)>,
     /// `updated_at` of pull requests updated after they merged (comments, labels).
@@ -525,6 +530,7 @@ impl FakeGitHub {
                 get(collaborator_permission),
             )
             .route("/app/installations/{id}/access_tokens", post(access_token))
+            .route("/installation/token", axum::routing::delete(revoke_token))
             .route("/.well-known/jwks", get(jwks))
             .layer(middleware::from_fn_with_state(shared.clone(), faults))
             .with_state(shared.clone());
@@ -607,6 +613,9 @@ impl FakeGitHub {
         let shared = self.shared.clone();
         Arc::new(move |token: &str, path: &str, write: bool| {
             let inner = shared.inner.lock().unwrap();
+            if inner.revoked.iter().any(|t| t == token) {
+                return false;
+            }
             let Some(grant) = inner.grants.get(token) else {
                 return false;
             };
@@ -700,6 +709,42 @@ impl FakeGitHub {
             },
         );
         shas
+    }
+
+    /// Makes `full_name` `public`, `private` or `internal` from now on (a
+    /// repository's visibility changed while a job was queued).
+    pub fn set_visibility(&self, full_name: &str, visibility: &str) {
+        self.inner()
+            .repos
+            .get_mut(&full_name.to_ascii_lowercase())
+            .expect("a repository added with add_repo")
+            .visibility = visibility.to_string();
+    }
+
+    /// Grants again every permission [`FakeGitHub::withhold_permission`] withheld.
+    pub fn grant_all_permissions(&self) {
+        self.inner().withheld.clear();
+    }
+
+    /// Every token revoked with `DELETE /installation/token`, in order.
+    pub fn revoked_tokens(&self) -> Vec<String> {
+        self.inner().revoked.clone()
+    }
+
+    /// The minted tokens with `contents: write` on `repository` (`name`
+    /// without owner, as the token request lists it).
+    pub fn write_mints_for(&self, repository: &str) -> Vec<Mint> {
+        self.mints()
+            .into_iter()
+            .filter(|m| {
+                m.repositories
+                    .iter()
+                    .any(|r| r.eq_ignore_ascii_case(repository))
+                    && m.permissions
+                        .iter()
+                        .any(|(p, a)| p == "contents" && a == "write")
+            })
+            .collect()
     }
 
     pub fn mints(&self) -> Vec<Mint> {
@@ -913,7 +958,11 @@ fn check_token(
     let Some(token) = bearer(headers) else {
         return Err(error(StatusCode::UNAUTHORIZED, "Requires authentication"));
     };
-    let Some(grant) = inner.grants.get(&token) else {
+    let Some(grant) = inner
+        .grants
+        .get(&token)
+        .filter(|_| !inner.revoked.contains(&token))
+    else {
         return Err(error(StatusCode::UNAUTHORIZED, "Bad credentials"));
     };
     let Some(r) = inner.repos.get(&repo.to_ascii_lowercase()) else {
@@ -1081,13 +1130,14 @@ async fn access_token(
             "The permissions requested are not granted to this installation.",
         );
     }
+    let n = inner.mints.len() + 1;
+    let token = format!("ghs_fake{n:04}{}", uuid::Uuid::new_v4().simple());
     inner.mints.push(Mint {
+        token: token.clone(),
         installation: id,
         repositories: repositories.clone(),
         permissions: permissions.clone(),
     });
-    let n = inner.mints.len();
-    let token = format!("ghs_fake{n:04}{}", uuid::Uuid::new_v4().simple());
     inner.grants.insert(
         token.clone(),
         Grant {
@@ -1110,6 +1160,19 @@ async fn access_token(
         })),
     )
         .into_response()
+}
+
+/// `DELETE /installation/token`: revokes the token it is authenticated
+/// with (204); a token this fake never minted, or one already revoked, is 401.
+async fn revoke_token(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    let mut inner = s.inner.lock().unwrap();
+    match bearer(&headers) {
+        Some(token) if inner.grants.contains_key(&token) && !inner.revoked.contains(&token) => {
+            inner.revoked.push(token);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        _ => error(StatusCode::UNAUTHORIZED, "Bad credentials"),
+    }
 }
 
 async fn run_attempt(
