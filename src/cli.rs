@@ -420,7 +420,9 @@ async fn serve(path: &Path) -> Result<(), Failure> {
     // Before anything secret is read: the daemon's memory and /proc entries
     // (environ, mem, fd) stay closed to other processes of its user.
     crate::sandbox::make_non_dumpable().map_err(|e| {
-        Failure::runtime(format!("cannot make the daemon non-dumpable (prctl PR_SET_DUMPABLE): {e}"))
+        Failure::runtime(format!(
+            "cannot make the daemon non-dumpable (prctl PR_SET_DUMPABLE): {e}"
+        ))
     })?;
     let config = load_config(path)?;
     config

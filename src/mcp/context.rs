@@ -307,10 +307,8 @@ impl Context {
     pub fn new(binding: Binding) -> Self {
         let store = WikiStore::new(binding.config.server.data_dir.join("mirrors"));
         let guard = SecretGuard::new();
-        if let Some(writer) = &binding.writer {
-            if let Some(token) = &writer.token {
-                guard.register(token);
-            }
+        if let Some(token) = binding.writer.as_ref().and_then(|w| w.token.as_ref()) {
+            guard.register(token);
         }
         Self {
             binding,

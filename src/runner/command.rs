@@ -177,7 +177,10 @@ pub async fn run(
         return Err(fail(problems.join("; "), false));
     }
     let argv: Vec<String> = std::iter::once(program.clone())
-        .chain(args.iter().map(|a| substitute(a, &config_path, &receipt_path)))
+        .chain(
+            args.iter()
+                .map(|a| substitute(a, &config_path, &receipt_path)),
+        )
         .collect();
     let mut command = sandbox::command(
         &endpoint.program,
@@ -255,7 +258,9 @@ pub async fn run(
         }
         Some(sandbox::EXIT_EXEC) => {
             return Err(fail(
-                format!("the agent command {program:?} could not be executed; check agent.argv and that agent.read_paths holds its installation"),
+                format!(
+                    "the agent command {program:?} could not be executed; check agent.argv and that agent.read_paths holds its installation"
+                ),
                 false,
             ));
         }

@@ -555,7 +555,7 @@ impl JobToken {
             .await
         {
             Ok(secret) => Ok(JobToken {
-                secret,
+                secret: Secret::new(secret.expose_str().unwrap_or_default()),
                 forge,
                 wiki: wiki.clone(),
                 revocations,
@@ -595,7 +595,10 @@ impl Drop for JobToken {
 }
 
 async fn revoke(forge: &GitHubForge, secret: &Secret, wiki: &str) {
-    match forge.revoke_token(secret).await {
+    match forge
+        .revoke_token(&crate::secrets::Secret::from(secret.expose().to_owned()))
+        .await
+    {
         Ok(()) => tracing::debug!(target: "teammem::runner", %wiki, "revoked the job's wiki token"),
         Err(e) => {
             tracing::warn!(target: "teammem::runner", %wiki, error = %e, "revoking the job's wiki token failed; it expires within the hour")

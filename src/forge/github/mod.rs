@@ -11,7 +11,6 @@
 //!   delay, never a verdict about the dispatch;
 //! - tokens and JWTs never appear in errors or logs.
 
-pub mod audience; // the audience rule (DESIGN §9) for every path to a wiki write
 pub mod auth;
 mod installations;
 pub mod evidence; // the evidence bundle of a job: compare paging, merged PRs, file manifests, policy file
@@ -295,26 +294,6 @@ impl GitHubForge {
             SystemTime::now() + Duration::from_secs(3600) - auth::TOKEN_EARLY_EXPIRY
         });
         Ok((answer.token, until))
-    }
-
-    /// PLACEHOLDER until the uncached mint lands: a job's own token.
-    pub async fn mint_job_token(
-        &self,
-        repository: &str,
-        perms: &Permissions,
-        lasting: Duration,
-    ) -> Result<crate::wiki::Secret, GitHubError> {
-        let token = self
-            .installation_token_lasting(repository, perms, lasting)
-            .await?;
-        Ok(crate::wiki::Secret::new(
-            token.expose_str().unwrap_or_default(),
-        ))
-    }
-
-    /// PLACEHOLDER until revocation lands.
-    pub async fn revoke_token(&self, _token: &crate::wiki::Secret) -> Result<(), GitHubError> {
-        Ok(())
     }
 
     /// `GET {path}` on `repository` with a token for `perms`.

@@ -731,9 +731,12 @@ impl FakeGitHub {
         self.inner().revoked.clone()
     }
 
-    /// The minted tokens with `contents: write` on `repository` (`name`
-    /// without owner, as the token request lists it).
+    /// The minted tokens with `contents: write` on `repository` (`owner/name`
+    /// or `name`: the token request lists names without owner).
     pub fn write_mints_for(&self, repository: &str) -> Vec<Mint> {
+        let repository = repository
+            .split_once('/')
+            .map_or(repository, |(_, name)| name);
         self.mints()
             .into_iter()
             .filter(|m| {

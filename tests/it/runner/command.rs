@@ -214,9 +214,20 @@ async fn a_hanging_command_is_killed_at_its_timeout_with_everything_it_started()
     // Gone (or a zombie) once the job gave up.
     for pid in pids {
         let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|stat| stat.rsplit_once(')').unwrap().1.split_whitespace().next().unwrap().to_owned())
+            .map(|stat| {
+                stat.rsplit_once(')')
+                    .unwrap()
+                    .1
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .to_owned()
+            })
             .unwrap_or_else(|_| "gone".into());
-        assert!(matches!(state.as_str(), "gone" | "Z"), "{pid} is still {state}");
+        assert!(
+            matches!(state.as_str(), "gone" | "Z"),
+            "{pid} is still {state}"
+        );
     }
 }
 
@@ -229,7 +240,11 @@ fn processes_running(needle: &str) -> Vec<u32> {
             std::fs::read(format!("/proc/{pid}/cmdline"))
                 .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
         })
-        .filter(|pid| !std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default().contains("sandbox-exec"))
+        .filter(|pid| {
+            !std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .unwrap_or_default()
+                .contains("sandbox-exec")
+        })
         .collect();
     pids.sort();
     pids

@@ -89,16 +89,7 @@ async fn the_command_agent_in_the_daemon_drives_the_writer_for_a_github_wiki_thr
     let agent_dir = tempfile::tempdir().unwrap();
     let agent = agent_dir.path().join("agent.py");
     std::fs::write(&agent, command::AGENT).unwrap();
-    let env_out = agent_dir.path().join("env.json");
-    let probe_out = agent_dir.path().join("probe.json");
-    let f = GitHub::new(&format!(
-        "\n[agent]\nkind = \"command\"\nargv = [\"{}\", \"{}\", \"{{mcp_config}}\", \"{{receipt}}\", \"{}\", \"{}\"]\ntimeout_seconds = 60\n",
-        command::python(),
-        agent.display(),
-        env_out.display(),
-        probe_out.display()
-    ))
-    .await;
+    let f = GitHub::new(&command::agent_table(&agent, &["probe"], 60)).await;
     let (s, wiki) = (f.source(), f.wiki());
     let token = f.setup().create_token("e2e", &[]);
     let daemon = f.serve(&[]);
@@ -129,7 +120,8 @@ async fn the_command_agent_in_the_daemon_drives_the_writer_for_a_github_wiki_thr
         .collect();
     assert!(!wiki_mints.is_empty(), "a wiki token was minted");
 
-    let probe: Value = serde_json::from_str(&std::fs::read_to_string(&probe_out).unwrap()).unwrap();
+    let report = fixture::git(wiki, &["show", "master:Agent-report.md"]);
+    let probe: Value = command::report(&report);
     assert_eq!(probe["source_file"]["success"], true, "{probe}");
     assert_eq!(
         probe["source_file"]["result"]["content"],
@@ -145,15 +137,21 @@ async fn the_command_agent_in_the_daemon_drives_the_writer_for_a_github_wiki_thr
     // Nothing the agent saw or wrote holds a token the fake minted.
     let minted = f.hub.fake.minted_tokens();
     assert!(!minted.is_empty());
-    for file in [&env_out, &probe_out] {
-        let text = std::fs::read_to_string(file).unwrap();
-        for token in &minted {
-            assert!(
-                !text.contains(token.as_str()),
-                "{} holds a minted token",
-                file.display()
-            );
-        }
+    for token in &minted {
+        assert!(
+            !report.contains(token.as_str()),
+            "the report holds a minted token"
+        );
+    }
+    // The job's wiki token was revoked when the job ended.
+    let revoked = f.hub.fake.revoked_tokens();
+    let wiki_mints = f.hub.fake.write_mints_for("octo/app");
+    assert_eq!(wiki_mints.len(), 1, "one wiki token for the one job");
+    for mint in wiki_mints {
+        assert!(
+            revoked.contains(&mint.token),
+            "a wiki token outlived its job"
+        );
     }
 
     // The job is over: its work directory, endpoint included, is gone, and

@@ -203,19 +203,13 @@ async fn the_openai_agent_in_the_daemon_that_lies_in_its_receipt_fails_the_job()
 
 #[tokio::test]
 async fn the_command_agent_in_the_daemon_drives_the_writer_from_its_mcp_config() {
-    // The test agent (command.rs) reads the generated MCP config, starts the
-    // writer child from it, writes Team-log.md and hands back its receipt.
+    // The test agent (command.rs), in the sandbox, reads the generated MCP
+    // config, reaches the job's writer through the relay it names, writes
+    // Team-log.md and hands back its receipt.
     let agent_dir = tempfile::tempdir().unwrap();
     let agent = agent_dir.path().join("agent.py");
     std::fs::write(&agent, command::AGENT).unwrap();
-    let env_out = agent_dir.path().join("env.json");
-    let f = Local::new(&format!(
-        "\n[agent]\nkind = \"command\"\nargv = [\"{}\", \"{}\", \"{{mcp_config}}\", \"{{receipt}}\", \"{}\"]\ntimeout_seconds = 60\n",
-        command::python(),
-        agent.display(),
-        env_out.display()
-    ))
-    .await;
+    let f = Local::new(&command::agent_table(&agent, &[], 60)).await;
     let token = f.setup.create_token("e2e", &[]);
     let daemon = f.serve(&[]);
     let start = wiki_tip(&f.wiki);
@@ -240,8 +234,8 @@ async fn the_command_agent_in_the_daemon_drives_the_writer_from_its_mcp_config()
     }
     // The agent ran with the daemon's environment cleared (the dispatch
     // secret the daemon holds is not in it).
-    let names: Vec<String> =
-        serde_json::from_str(&std::fs::read_to_string(env_out).unwrap()).unwrap();
+    let report = command::report(&fixture::git(&f.wiki, &["show", "master:Agent-report.md"]));
+    let names: Vec<String> = serde_json::from_value(report["env"].clone()).unwrap();
     assert!(
         !names.iter().any(|n| n.starts_with("TEAMMEM_")),
         "{names:?}"

@@ -66,7 +66,13 @@ fn alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
     let exists = unsafe { libc::kill(pid, 0) } == 0;
     let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
         .unwrap_or(false);
     exists && !zombie
 }
@@ -100,9 +106,18 @@ async fn a_hostile_command_agent_obtains_no_secret_and_leaves_nothing_running() 
             &format!("{placeholder}config"),
             &hub.setup.config.display().to_string(),
         )
-        .replace(&format!("{placeholder}key"), &hub.key_path().display().to_string())
-        .replace(&format!("{placeholder}data"), &data_dir.display().to_string())
-        .replace(&format!("{placeholder}other"), &other_job.display().to_string());
+        .replace(
+            &format!("{placeholder}key"),
+            &hub.key_path().display().to_string(),
+        )
+        .replace(
+            &format!("{placeholder}data"),
+            &data_dir.display().to_string(),
+        )
+        .replace(
+            &format!("{placeholder}other"),
+            &other_job.display().to_string(),
+        );
     std::fs::write(&hub.setup.config, text).unwrap();
     std::fs::create_dir_all(&other_job).unwrap();
     std::fs::write(
@@ -137,6 +152,15 @@ async fn a_hostile_command_agent_obtains_no_secret_and_leaves_nothing_running() 
         assert!(loot.contains(attempt), "{attempt} missing from\n{loot}");
     }
     assert!(listened.contains("POST /loot"), "{listened}");
+    // Its own writers did reach the listener, without any credential.
+    assert!(
+        listened.contains("/octo/app.wiki.git/info/refs"),
+        "{listened}"
+    );
+    assert!(
+        !listened.to_ascii_lowercase().contains("authorization:"),
+        "{listened}"
+    );
 
     // No real secret, in plain or hex form, in either.
     let session_key = std::fs::read(data_dir.join("session.key")).unwrap();
@@ -154,10 +178,7 @@ async fn a_hostile_command_agent_obtains_no_secret_and_leaves_nothing_running() 
         ("the session key".into(), hex::encode(&session_key)),
         ("another job's evidence".into(), OTHER_JOB_MARKER.into()),
         ("the database".into(), "SQLite format 3".into()),
-        (
-            "the configuration".into(),
-            "TEAMMEM_SECRET_OCTO".into(),
-        ),
+        ("the configuration".into(), "TEAMMEM_SECRET_OCTO".into()),
     ];
     for token in hub.fake.minted_tokens() {
         secrets.push(("a minted token".into(), token));
@@ -188,7 +209,10 @@ async fn a_hostile_command_agent_obtains_no_secret_and_leaves_nothing_running() 
         .collect();
     assert_eq!(wiki_tokens.len(), 1, "one wiki token for the one job");
     let revoked = hub.fake.revoked_tokens();
-    assert!(revoked.contains(&wiki_tokens[0]), "the job's token was not revoked");
+    assert!(
+        revoked.contains(&wiki_tokens[0]),
+        "the job's token was not revoked"
+    );
 
     // The orphan it left behind is gone with the job.
     let orphan: serde_json::Value = serde_json::from_str(
@@ -198,7 +222,9 @@ async fn a_hostile_command_agent_obtains_no_secret_and_leaves_nothing_running() 
             .trim(),
     )
     .unwrap();
-    let pid = orphan["orphan"]["value"].as_i64().expect("the orphan's pid") as i32;
+    let pid = orphan["orphan"]["value"]
+        .as_i64()
+        .expect("the orphan's pid") as i32;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while alive(pid) {
         assert!(

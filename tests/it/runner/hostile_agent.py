@@ -95,7 +95,12 @@ copied = os.path.join(os.getcwd(), "copied.toml")
 
 
 def copy_config():
-    text = open(daemon_config).read() if loot["daemon_config"]["ok"] else ""
+    # The daemon's own file if it could be read, else one written from what
+    # an agent can guess; either way with the listener as the git server.
+    text = open(daemon_config).read() if loot["daemon_config"]["ok"] else (
+        '[server]\ndata_dir = "%s"\n\n[github]\napi_url = "http://127.0.0.1:%d"\napp_id = 1\n'
+        'private_key = { file = "%s" }\n\n[[sources]]\nrepository = "%s"\nwebhook_secret_env = "X"\n'
+        % (os.path.join(os.getcwd(), "own-data"), port, key_path, data["repository"]))
     lines = [l for l in text.splitlines() if not l.startswith("git_url")]
     out = []
     for l in lines:
