@@ -27,6 +27,8 @@ pub struct Config {
     pub queue: Queue,
     pub schedule: Schedule,
     pub agent: Agent,
+    /// What any agent's writes may change (`[agent] max_changed_bytes`).
+    pub agent_limits: AgentLimits,
     pub api: Api,
     /// The identity wiki commits are made with (`[github] bot_name/bot_email`).
     pub bot: BotIdentity,
@@ -77,6 +79,9 @@ pub struct Source {
     pub policy_path: Option<String>,
     pub sweep: bool,
     pub forge: Forge,
+    /// Pages an agent may patch (between teammem's markers) but never replace
+    /// whole; `Home.md`, `_Sidebar.md`, `_Footer.md` unless configured.
+    pub protected_pages: Vec<String>,
 }
 
 /// Where a source and its wiki live.
@@ -137,6 +142,20 @@ pub enum Agent {
         env_allow: Vec<String>,
     },
 }
+
+/// Limits on an agent's wiki writes, whatever its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentLimits {
+    /// The most bytes one job's writer may change in the wiki, summed over
+    /// its writes (see `wiki::confine::changed_bytes` for the measure).
+    pub max_changed_bytes: u64,
+}
+
+/// The pages a source protects when `protected_pages` is not given.
+pub const DEFAULT_PROTECTED_PAGES: [&str; 3] = ["Home.md", "_Sidebar.md", "_Footer.md"];
+
+/// The default of `agent.max_changed_bytes` (256 KiB).
+pub const DEFAULT_MAX_CHANGED_BYTES: u64 = 256 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct Api {
@@ -456,7 +475,7 @@ fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Option<Config> {
 
     let queue = read_queue(top.table("queue", errors).unwrap_or(&empty), errors);
     let schedule = read_schedule(top.table("schedule", errors).unwrap_or(&empty), errors);
-    let agent = read_agent(top.table("agent", errors).unwrap_or(&empty), errors);
+    let (agent, agent_limits) = read_agent(top.table("agent", errors).unwrap_or(&empty), errors);
     let api = read_api(top.table("api", errors).unwrap_or(&empty), errors);
     top.finish(errors);
 
@@ -467,6 +486,7 @@ fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Option<Config> {
         queue,
         schedule: schedule?,
         agent: agent?,
+        agent_limits,
         api,
         bot,
     })
@@ -669,6 +689,18 @@ fn read_source(
         ));
     }
     let sweep = s.bool("sweep", false, errors);
+    let protected_pages = match s.get("protected_pages") {
+        None => DEFAULT_PROTECTED_PAGES.map(str::to_owned).to_vec(),
+        Some(_) => s.strings("protected_pages", errors),
+    };
+    for (n, page) in protected_pages.iter().enumerate() {
+        if let Err(why) = crate::wiki::paths::check_page_path(page) {
+            errors.push(format!(
+                "{}[{n}]: {page:?} is not a wiki page path: {why}; name pages like \"Home.md\" or \"Areas/Team.md\"",
+                s.key("protected_pages")
+            ));
+        }
+    }
     let local_path = s.string("local_path", errors);
     let local_wiki_path = s.string("local_wiki_path", errors);
     let forge = match (local_path, local_wiki_path) {
@@ -737,6 +769,7 @@ fn read_source(
         policy_path,
         sweep,
         forge: forge?,
+        protected_pages,
     })
 }
 
@@ -788,8 +821,16 @@ fn read_schedule(t: &toml::Table, errors: &mut Vec<String>) -> Option<Schedule> 
     })
 }
 
-fn read_agent(t: &toml::Table, errors: &mut Vec<String>) -> Option<Agent> {
+fn read_agent(t: &toml::Table, errors: &mut Vec<String>) -> (Option<Agent>, AgentLimits) {
     let mut s = Section::new("agent", t);
+    let limits = AgentLimits {
+        max_changed_bytes: s.int(
+            "max_changed_bytes",
+            DEFAULT_MAX_CHANGED_BYTES as i64,
+            (1, 1 << 30),
+            errors,
+        ) as u64,
+    };
     let kind = s.string("kind", errors).unwrap_or_else(|| "builtin".into());
     let agent = match kind.as_str() {
         "builtin" => Some(Agent::Builtin),
@@ -811,9 +852,9 @@ fn read_agent(t: &toml::Table, errors: &mut Vec<String>) -> Option<Agent> {
             let max_output_tokens =
                 s.int("max_output_tokens", 4096, (64, 1_000_000), errors) as u32;
             let timeout = s.int("timeout_seconds", 600, (10, 86_400), errors) as u64;
-            Some(Agent::OpenAi {
-                base_url: base_url?.trim_end_matches('/').to_string(),
-                model: model?,
+            base_url.zip(model).map(|(base_url, model)| Agent::OpenAi {
+                base_url: base_url.trim_end_matches('/').to_string(),
+                model,
                 api_key_env,
                 max_steps,
                 max_output_tokens,
@@ -851,7 +892,7 @@ fn read_agent(t: &toml::Table, errors: &mut Vec<String>) -> Option<Agent> {
         }
     };
     s.finish(errors);
-    agent
+    (agent, limits)
 }
 
 fn read_api(t: &toml::Table, errors: &mut Vec<String>) -> Api {

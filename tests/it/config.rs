@@ -36,6 +36,7 @@ repository = "demo/app"
 local_path = "/srv/git/app.git"
 local_wiki_path = "/srv/git/app.wiki.git"
 webhook_secret_env = "TEAMMEM_SECRET_DEMO"
+protected_pages = ["Home.md", "Areas/Team.md"]
 
 [queue]
 workers = 4
@@ -49,6 +50,7 @@ retention = "0 0 3 * * *"
 
 [agent]
 kind = "builtin"
+max_changed_bytes = 65536
 
 [api]
 allow_github_tokens = true
@@ -65,6 +67,7 @@ fn minimal_config_gets_defaults() {
     assert!(c.github.is_none());
     assert!(c.sources.is_empty());
     assert!(!c.api.allow_github_tokens);
+    assert_eq!(c.agent_limits.max_changed_bytes, 256 * 1024);
 }
 
 #[test]
@@ -89,8 +92,14 @@ fn full_config_parses_every_section() {
     assert_eq!(octo.forge, Forge::GitHub);
     assert!(octo.sweep);
     assert_eq!(octo.destination(), "github:octo/app.wiki");
+    assert_eq!(
+        octo.protected_pages,
+        ["Home.md", "_Sidebar.md", "_Footer.md"]
+    );
     let demo = c.source("demo/app").unwrap();
     assert!(matches!(demo.forge, Forge::Local { .. }));
+    assert_eq!(demo.protected_pages, ["Home.md", "Areas/Team.md"]);
+    assert_eq!(c.agent_limits.max_changed_bytes, 65536);
     assert_eq!(c.queue.workers, 4);
     assert_eq!(c.queue.lease.as_secs(), 30);
     assert!(c.api.allow_github_tokens);
@@ -239,6 +248,21 @@ const BAD: &[(&str, &str, &str)] = &[
         "url with credentials",
         "[server]\ndata_dir = \"/d\"\n[github]\napp_id = 1\nprivate_key = { file = \"/k\" }\napi_url = \"https://user:pw@ghe.example\"",
         "github.api_url: expected an http(s) URL without credentials",
+    ),
+    (
+        "protected page that is no page path",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/a\"\nlocal_wiki_path = \"/b\"\nwebhook_secret_env = \"S\"\nprotected_pages = [\"Home.md\", \"../Home\"]",
+        "sources[0].protected_pages[1]: \"../Home\" is not a wiki page path",
+    ),
+    (
+        "protected pages not a list",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/a\"\nlocal_wiki_path = \"/b\"\nwebhook_secret_env = \"S\"\nprotected_pages = \"Home.md\"",
+        "sources[0].protected_pages: expected an array of strings",
+    ),
+    (
+        "zero changed bytes",
+        "[server]\ndata_dir = \"/d\"\n[agent]\nmax_changed_bytes = 0",
+        "agent.max_changed_bytes: expected a number from 1 to 1073741824, got 0",
     ),
     (
         "bool as string",
