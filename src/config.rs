@@ -30,6 +30,7 @@ pub struct Config {
     /// What any agent's writes may change (`[agent] max_changed_bytes`).
     pub agent_limits: AgentLimits,
     pub api: Api,
+    pub dashboard: Dashboard,
     /// The identity wiki commits are made with (`[github] bot_name/bot_email`).
     pub bot: BotIdentity,
 }
@@ -39,6 +40,23 @@ pub struct Server {
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
     pub public_url: Option<String>,
+    /// A connection that has not sent a whole request head in this long is
+    /// closed (slow clients; also idle keep-alive connections).
+    pub header_timeout: Duration,
+    /// A request (body read included) that takes longer is answered 408;
+    /// `/mcp` is exempt (its event streams are long-lived).
+    pub request_timeout: Duration,
+    /// Connections served at once; more wait in the listen backlog.
+    pub max_connections: usize,
+}
+
+/// `[dashboard]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dashboard {
+    /// Whether a loopback client (with a loopback `Host` and no forwarding
+    /// headers) is the local operator. Default: on unless `server.public_url`
+    /// names a non-loopback host.
+    pub trust_loopback: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -477,6 +495,11 @@ fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Option<Config> {
     let schedule = read_schedule(top.table("schedule", errors).unwrap_or(&empty), errors);
     let (agent, agent_limits) = read_agent(top.table("agent", errors).unwrap_or(&empty), errors);
     let api = read_api(top.table("api", errors).unwrap_or(&empty), errors);
+    let dashboard = read_dashboard(
+        top.table("dashboard", errors).unwrap_or(&empty),
+        server.as_ref().and_then(|s| s.public_url.as_deref()),
+        errors,
+    );
     top.finish(errors);
 
     Some(Config {
@@ -488,6 +511,7 @@ fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Option<Config> {
         agent: agent?,
         agent_limits,
         api,
+        dashboard,
         bot,
     })
     .filter(|_| errors.is_empty())
@@ -519,12 +543,66 @@ fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<Server> {
     if let Some(url) = &public_url {
         check_url("server.public_url", url, errors);
     }
+    let header_timeout = s.int("header_timeout_seconds", 10, (1, 300), errors) as u64;
+    let request_timeout = s.int("request_timeout_seconds", 60, (1, 3600), errors) as u64;
+    let max_connections = s.int("max_connections", 1024, (1, 65_536), errors) as usize;
     s.finish(errors);
     Some(Server {
         listen: listen?,
         data_dir: data_dir?,
         public_url: public_url.map(|u| u.trim_end_matches('/').to_string()),
+        header_timeout: Duration::from_secs(header_timeout),
+        request_timeout: Duration::from_secs(request_timeout),
+        max_connections,
     })
+}
+
+fn read_dashboard(
+    t: &toml::Table,
+    public_url: Option<&str>,
+    errors: &mut Vec<String>,
+) -> Dashboard {
+    let mut s = Section::new("dashboard", t);
+    let default = public_url.is_none_or(url_is_loopback);
+    let trust_loopback = s.bool("trust_loopback", default, errors);
+    s.finish(errors);
+    Dashboard { trust_loopback }
+}
+
+/// Whether `host` (a `Host` header value or a URL's authority, port allowed)
+/// names this machine's loopback interface: `127.0.0.1`, `[::1]` or
+/// `localhost`.
+pub fn is_loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((name, port)) if port.is_empty() || is_port(port) => name,
+            _ => return false,
+        }
+    } else {
+        match host.rsplit_once(':') {
+            Some((name, port)) if is_port(port) => name,
+            Some(_) => return false,
+            None => host,
+        }
+    };
+    name == "127.0.0.1" || name == "::1" || name.eq_ignore_ascii_case("localhost")
+}
+
+fn is_port(text: &str) -> bool {
+    text.strip_prefix(':')
+        .unwrap_or(text)
+        .parse::<u16>()
+        .is_ok()
+}
+
+/// Whether an http(s) URL's host is a loopback host.
+fn url_is_loopback(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .unwrap_or(url);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    is_loopback_host(authority)
 }
 
 fn read_github(t: &toml::Table, errors: &mut Vec<String>) -> Option<GitHub> {

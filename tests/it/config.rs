@@ -68,6 +68,35 @@ fn minimal_config_gets_defaults() {
     assert!(c.sources.is_empty());
     assert!(!c.api.allow_github_tokens);
     assert_eq!(c.agent_limits.max_changed_bytes, 256 * 1024);
+    assert_eq!(c.server.header_timeout.as_secs(), 10);
+    assert_eq!(c.server.request_timeout.as_secs(), 60);
+    assert_eq!(c.server.max_connections, 1024);
+    assert!(
+        c.dashboard.trust_loopback,
+        "no public URL: loopback is trusted"
+    );
+}
+
+#[test]
+fn loopback_trust_follows_the_public_url_unless_set() {
+    let with = |server: &str, dashboard: &str| {
+        Config::parse(&format!(
+            "[server]\ndata_dir = \"/d\"\n{server}\n{dashboard}"
+        ))
+        .unwrap()
+        .dashboard
+        .trust_loopback
+    };
+    assert!(!with("public_url = \"https://teammem.example.org\"", ""));
+    assert!(with(
+        "public_url = \"https://teammem.example.org\"",
+        "[dashboard]\ntrust_loopback = true"
+    ));
+    assert!(with("public_url = \"http://127.0.0.1:8080/\"", ""));
+    assert!(with("public_url = \"http://[::1]:8080\"", ""));
+    assert!(with("public_url = \"http://localhost\"", ""));
+    assert!(!with("public_url = \"http://localhost.example.org\"", ""));
+    assert!(!with("", "[dashboard]\ntrust_loopback = false"));
 }
 
 #[test]
@@ -263,6 +292,31 @@ const BAD: &[(&str, &str, &str)] = &[
         "zero changed bytes",
         "[server]\ndata_dir = \"/d\"\n[agent]\nmax_changed_bytes = 0",
         "agent.max_changed_bytes: expected a number from 1 to 1073741824, got 0",
+    ),
+    (
+        "zero header timeout",
+        "[server]\ndata_dir = \"/d\"\nheader_timeout_seconds = 0",
+        "server.header_timeout_seconds: expected a number from 1 to 300, got 0",
+    ),
+    (
+        "zero connections",
+        "[server]\ndata_dir = \"/d\"\nmax_connections = 0",
+        "server.max_connections: expected a number from 1 to 65536, got 0",
+    ),
+    (
+        "request timeout as text",
+        "[server]\ndata_dir = \"/d\"\nrequest_timeout_seconds = \"1m\"",
+        "server.request_timeout_seconds: expected an integer, got string",
+    ),
+    (
+        "loopback trust as text",
+        "[server]\ndata_dir = \"/d\"\n[dashboard]\ntrust_loopback = \"yes\"",
+        "dashboard.trust_loopback: expected true or false, got string",
+    ),
+    (
+        "unknown dashboard key",
+        "[server]\ndata_dir = \"/d\"\n[dashboard]\ntrust = true",
+        "dashboard.trust: unknown key",
     ),
     (
         "bool as string",
