@@ -12,6 +12,7 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use teammem::mcp::operator::{self, Command, Request};
+use teammem::runner::writer::Envelope;
 
 use super::fixture::{Fixture, HOME, SOURCE, TOPIC, check_shape, error_type};
 
@@ -84,10 +85,16 @@ impl Writer {
     }
 }
 
-/// Asserts a refusal of `kind` that changed nothing and names `mentions`.
+/// Asserts a refusal of `kind` that changed nothing, names `mentions`, and
+/// that the runner would not retry.
 fn refused(fixture: &Fixture, envelope: &Value, kind: &str, tip: &str, mentions: &[&str]) {
     assert_eq!(error_type(envelope), kind, "{envelope}");
     assert_eq!(envelope["outcome"], "not_applied", "{envelope}");
+    let failure = Envelope::from_value("write_wiki_pages", envelope)
+        .expect("an envelope")
+        .into_result("write_wiki_pages")
+        .expect_err("a failure");
+    assert!(!failure.is_transient(), "{failure} must not be retried");
     let message = envelope["error"]["message"].as_str().unwrap();
     for needle in mentions {
         assert!(
