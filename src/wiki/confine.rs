@@ -151,20 +151,25 @@ pub(crate) fn enforce(
         let paths: Vec<&str> = ownership.keys().copied().collect();
         let last = last_touching_commits(repo, base, &paths)?;
         for (path, requested) in ownership {
-            let Some(commit) = last.get(path) else {
-                continue;
+            // Fail closed: a page whose last commit cannot be found is a person's.
+            let commit = last.get(path).copied();
+            let ours = match commit {
+                Some(commit) => has_trailer(
+                    &repo
+                        .find_commit(commit)
+                        .map_err(|err| WikiError::internal("reading a commit", err))?
+                        .message_raw_sloppy()
+                        .to_string(),
+                    key,
+                ),
+                None => false,
             };
-            let message = repo
-                .find_commit(*commit)
-                .map_err(|err| WikiError::internal("reading a commit", err))?
-                .message_raw_sloppy()
-                .to_string();
-            if !has_trailer(&message, key) {
+            if !ours {
                 check_guarded(
                     path,
                     &originals[path],
                     requested,
-                    Guard::HumanWritten(*commit),
+                    Guard::HumanWritten(commit),
                 )?;
             }
         }
@@ -174,7 +179,8 @@ pub(crate) fn enforce(
 
 enum Guard {
     Protected,
-    HumanWritten(ObjectId),
+    /// The page's last commit, when it could be found.
+    HumanWritten(Option<ObjectId>),
 }
 
 fn check_guarded(
@@ -185,9 +191,12 @@ fn check_guarded(
 ) -> Result<(), WikiError> {
     let why = match guard {
         Guard::Protected => format!("{path} is protected"),
-        Guard::HumanWritten(commit) => format!(
+        Guard::HumanWritten(Some(commit)) => format!(
             "{path} was last changed by a person (commit {}, which has no Teammem-Job trailer), and teammem never overwrites human-written text",
             &commit.to_string()[..12]
+        ),
+        Guard::HumanWritten(None) => format!(
+            "{path} was last changed by a person (no teammem commit of it was found), and teammem never overwrites human-written text"
         ),
     };
     match requested {
