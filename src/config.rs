@@ -27,7 +27,10 @@ pub struct Config {
     pub queue: Queue,
     pub schedule: Schedule,
     pub agent: Agent,
+    /// What any agent's writes may change (`[agent] max_changed_bytes`).
+    pub agent_limits: AgentLimits,
     pub api: Api,
+    pub dashboard: Dashboard,
     /// The identity wiki commits are made with (`[github] bot_name/bot_email`).
     pub bot: BotIdentity,
 }
@@ -37,6 +40,23 @@ pub struct Server {
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
     pub public_url: Option<String>,
+    /// A connection that has not sent a whole request head in this long is
+    /// closed (slow clients; also idle keep-alive connections).
+    pub header_timeout: Duration,
+    /// A request (body read included) that takes longer is answered 408;
+    /// `/mcp` is exempt (its event streams are long-lived).
+    pub request_timeout: Duration,
+    /// Connections served at once; more wait in the listen backlog.
+    pub max_connections: usize,
+}
+
+/// `[dashboard]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dashboard {
+    /// Whether a loopback client (with a loopback `Host` and no forwarding
+    /// headers) is the local operator. Default: on unless `server.public_url`
+    /// names a non-loopback host.
+    pub trust_loopback: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -77,6 +97,9 @@ pub struct Source {
     pub policy_path: Option<String>,
     pub sweep: bool,
     pub forge: Forge,
+    /// Pages an agent may patch (between teammem's markers) but never replace
+    /// whole; `Home.md`, `_Sidebar.md`, `_Footer.md` unless configured.
+    pub protected_pages: Vec<String>,
 }
 
 /// Where a source and its wiki live.
@@ -145,6 +168,20 @@ pub enum Agent {
         connect_ports: Vec<u16>,
     },
 }
+
+/// Limits on an agent's wiki writes, whatever its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentLimits {
+    /// The most bytes one job's writer may change in the wiki, summed over
+    /// its writes (see `wiki::confine::changed_bytes` for the measure).
+    pub max_changed_bytes: u64,
+}
+
+/// The pages a source protects when `protected_pages` is not given.
+pub const DEFAULT_PROTECTED_PAGES: [&str; 3] = ["Home.md", "_Sidebar.md", "_Footer.md"];
+
+/// The default of `agent.max_changed_bytes` (256 KiB).
+pub const DEFAULT_MAX_CHANGED_BYTES: u64 = 256 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct Api {
@@ -493,8 +530,13 @@ fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Option<Config> {
 
     let queue = read_queue(top.table("queue", errors).unwrap_or(&empty), errors);
     let schedule = read_schedule(top.table("schedule", errors).unwrap_or(&empty), errors);
-    let agent = read_agent(top.table("agent", errors).unwrap_or(&empty), errors);
+    let (agent, agent_limits) = read_agent(top.table("agent", errors).unwrap_or(&empty), errors);
     let api = read_api(top.table("api", errors).unwrap_or(&empty), errors);
+    let dashboard = read_dashboard(
+        top.table("dashboard", errors).unwrap_or(&empty),
+        server.as_ref().and_then(|s| s.public_url.as_deref()),
+        errors,
+    );
     top.finish(errors);
 
     Some(Config {
@@ -504,7 +546,9 @@ fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Option<Config> {
         queue,
         schedule: schedule?,
         agent: agent?,
+        agent_limits,
         api,
+        dashboard,
         bot,
     })
     .filter(|_| errors.is_empty())
@@ -536,12 +580,66 @@ fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<Server> {
     if let Some(url) = &public_url {
         check_url("server.public_url", url, errors);
     }
+    let header_timeout = s.int("header_timeout_seconds", 10, (1, 300), errors) as u64;
+    let request_timeout = s.int("request_timeout_seconds", 60, (1, 3600), errors) as u64;
+    let max_connections = s.int("max_connections", 1024, (1, 65_536), errors) as usize;
     s.finish(errors);
     Some(Server {
         listen: listen?,
         data_dir: data_dir?,
         public_url: public_url.map(|u| u.trim_end_matches('/').to_string()),
+        header_timeout: Duration::from_secs(header_timeout),
+        request_timeout: Duration::from_secs(request_timeout),
+        max_connections,
     })
+}
+
+fn read_dashboard(
+    t: &toml::Table,
+    public_url: Option<&str>,
+    errors: &mut Vec<String>,
+) -> Dashboard {
+    let mut s = Section::new("dashboard", t);
+    let default = public_url.is_none_or(url_is_loopback);
+    let trust_loopback = s.bool("trust_loopback", default, errors);
+    s.finish(errors);
+    Dashboard { trust_loopback }
+}
+
+/// Whether `host` (a `Host` header value or a URL's authority, port allowed)
+/// names this machine's loopback interface: `127.0.0.1`, `[::1]` or
+/// `localhost`.
+pub fn is_loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((name, port)) if port.is_empty() || is_port(port) => name,
+            _ => return false,
+        }
+    } else {
+        match host.rsplit_once(':') {
+            Some((name, port)) if is_port(port) => name,
+            Some(_) => return false,
+            None => host,
+        }
+    };
+    name == "127.0.0.1" || name == "::1" || name.eq_ignore_ascii_case("localhost")
+}
+
+fn is_port(text: &str) -> bool {
+    text.strip_prefix(':')
+        .unwrap_or(text)
+        .parse::<u16>()
+        .is_ok()
+}
+
+/// Whether an http(s) URL's host is a loopback host.
+fn url_is_loopback(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .unwrap_or(url);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    is_loopback_host(authority)
 }
 
 fn read_github(t: &toml::Table, errors: &mut Vec<String>) -> Option<GitHub> {
@@ -706,6 +804,18 @@ fn read_source(
         ));
     }
     let sweep = s.bool("sweep", false, errors);
+    let protected_pages = match s.get("protected_pages") {
+        None => DEFAULT_PROTECTED_PAGES.map(str::to_owned).to_vec(),
+        Some(_) => s.strings("protected_pages", errors),
+    };
+    for (n, page) in protected_pages.iter().enumerate() {
+        if let Err(why) = crate::wiki::paths::check_page_path(page) {
+            errors.push(format!(
+                "{}[{n}]: {page:?} is not a wiki page path: {why}; name pages like \"Home.md\" or \"Areas/Team.md\"",
+                s.key("protected_pages")
+            ));
+        }
+    }
     let local_path = s.string("local_path", errors);
     let local_wiki_path = s.string("local_wiki_path", errors);
     let forge = match (local_path, local_wiki_path) {
@@ -774,6 +884,7 @@ fn read_source(
         policy_path,
         sweep,
         forge: forge?,
+        protected_pages,
     })
 }
 
@@ -825,8 +936,16 @@ fn read_schedule(t: &toml::Table, errors: &mut Vec<String>) -> Option<Schedule> 
     })
 }
 
-fn read_agent(t: &toml::Table, errors: &mut Vec<String>) -> Option<Agent> {
+fn read_agent(t: &toml::Table, errors: &mut Vec<String>) -> (Option<Agent>, AgentLimits) {
     let mut s = Section::new("agent", t);
+    let limits = AgentLimits {
+        max_changed_bytes: s.int(
+            "max_changed_bytes",
+            DEFAULT_MAX_CHANGED_BYTES as i64,
+            (1, 1 << 30),
+            errors,
+        ) as u64,
+    };
     let kind = s.string("kind", errors).unwrap_or_else(|| "builtin".into());
     let agent = match kind.as_str() {
         "builtin" => Some(Agent::Builtin),
@@ -848,9 +967,9 @@ fn read_agent(t: &toml::Table, errors: &mut Vec<String>) -> Option<Agent> {
             let max_output_tokens =
                 s.int("max_output_tokens", 4096, (64, 1_000_000), errors) as u32;
             let timeout = s.int("timeout_seconds", 600, (10, 86_400), errors) as u64;
-            Some(Agent::OpenAi {
-                base_url: base_url?.trim_end_matches('/').to_string(),
-                model: model?,
+            base_url.zip(model).map(|(base_url, model)| Agent::OpenAi {
+                base_url: base_url.trim_end_matches('/').to_string(),
+                model,
                 api_key_env,
                 max_steps,
                 max_output_tokens,
@@ -918,7 +1037,7 @@ fn read_agent(t: &toml::Table, errors: &mut Vec<String>) -> Option<Agent> {
         }
     };
     s.finish(errors);
-    agent
+    (agent, limits)
 }
 
 fn read_api(t: &toml::Table, errors: &mut Vec<String>) -> Api {

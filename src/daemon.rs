@@ -2,8 +2,9 @@
 //! scheduler (rescue, retention, and the sweep when a source asks for it),
 //! and owns graceful shutdown.
 //!
-//! Shutdown order (SIGTERM/SIGINT or the caller's signal): stop accepting HTTP
-//! connections, end open `/mcp` sessions and their event streams (they never
+//! HTTP is served by `http::serve` (header-read and request timeouts, a
+//! connection limit). Shutdown order (SIGTERM/SIGINT or the caller's signal):
+//! stop accepting HTTP connections, end open `/mcp` sessions and their event streams (they never
 //! end by themselves) and let other in-flight requests finish, stop claiming jobs, give
 //! running jobs `queue.shutdown_grace_seconds` to finish and release the leases
 //! of those that do not, stop the schedules, close the database. Then `run`
@@ -293,11 +294,8 @@ pub async fn run_with_ingest(
     }
 
     let ready = state.ready.clone();
-    let served = axum::serve(
-        listener,
-        http::router(state).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move {
+    let limits = http::serve::Limits::from_config(&config.server);
+    let served = http::serve::serve(listener, http::router(state), limits, async move {
         shutdown.await;
         ready.store(false, std::sync::atomic::Ordering::SeqCst);
         mcp_sessions.cancel();

@@ -1,12 +1,17 @@
 //! The dashboard: server-rendered, read-only HTML pages of the job queue.
 //!
 //! Who may look:
-//! - a client on the loopback interface whose request carries no forwarding
-//!   headers (`Forwarded`, `X-Forwarded-For`, `X-Real-IP`) — so a reverse proxy
-//!   on the same host does not turn every visitor into a local one;
+//! - a client on the loopback interface whose request names a loopback `Host`
+//!   (`127.0.0.1`, `[::1]`, `localhost`, any port) and carries no forwarding
+//!   headers (`Forwarded`, `X-Forwarded-For`, `X-Real-IP`) — so neither a
+//!   reverse proxy on the same host nor a DNS-rebound name turns a visitor
+//!   into a local one — and only while `dashboard.trust_loopback` holds (off by
+//!   default when `server.public_url` names a non-loopback host);
 //! - anyone else only after logging in with an API token, which sets a signed,
 //!   `HttpOnly`, `SameSite=Strict` session cookie (`Secure` when the public URL
 //!   is https). The cookie names the token; a revoked token ends its sessions.
+//!   The login form is checked before its body is read: a foreign `Origin` is
+//!   refused (403), and so is a body over 4 KiB (413) or of another type (415).
 //!
 //! A token limited to repositories sees only their jobs. Pages carry no
 //! JavaScript; lists refresh themselves with a meta refresh.
@@ -14,7 +19,8 @@
 use std::fmt::Write;
 use std::net::SocketAddr;
 
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::body::Body;
+use axum::extract::{ConnectInfo, FromRequest, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
@@ -63,8 +69,16 @@ impl Viewer {
     }
 }
 
-fn is_local(peer: SocketAddr, headers: &HeaderMap) -> bool {
-    peer.ip().is_loopback()
+/// The local operator: loopback trust is on, the peer is on loopback, the
+/// request names a loopback `Host` (a DNS-rebound name or a same-host proxy
+/// passing the public name on is not local) and carries no forwarding header.
+fn is_local(trust_loopback: bool, peer: SocketAddr, headers: &HeaderMap) -> bool {
+    trust_loopback
+        && peer.ip().is_loopback()
+        && headers
+            .get(header::HOST)
+            .and_then(|host| host.to_str().ok())
+            .is_some_and(crate::config::is_loopback_host)
         && !["forwarded", "x-forwarded-for", "x-real-ip"]
             .iter()
             .any(|h| headers.contains_key(*h))
@@ -75,7 +89,7 @@ async fn viewer(
     peer: SocketAddr,
     headers: &HeaderMap,
 ) -> Result<Viewer, Response> {
-    if is_local(peer, headers) {
+    if is_local(state.config.dashboard.trust_loopback, peer, headers) {
         return Ok(Viewer::Local);
     }
     let now = chrono::Utc::now().timestamp();
@@ -139,7 +153,80 @@ struct LoginForm {
     token: String,
 }
 
-async fn login(State(state): State<AppState>, Form(form): Form<LoginForm>) -> Response {
+/// The most a login form may hold: a token and its field name, with room.
+const MAX_LOGIN_BYTES: usize = 4 * 1024;
+
+/// Checks what can be checked before the body is read (its declared size and
+/// type, and that a browser sent it from this dashboard's own page), then
+/// reads at most [`MAX_LOGIN_BYTES`].
+async fn login_form_of(state: &AppState, request: Request) -> Result<LoginForm, Response> {
+    let (parts, body) = request.into_parts();
+    let refuse = |status: StatusCode, message: &str| {
+        (status, Html(login_html(Some(message)))).into_response()
+    };
+    let headers = &parts.headers;
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or_default();
+        let own = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .is_some_and(|host| {
+                origin == format!("http://{host}") || origin == format!("https://{host}")
+            });
+        let public = state.config.server.public_url.as_deref() == Some(origin);
+        if !own && !public {
+            return Err(refuse(
+                StatusCode::FORBIDDEN,
+                "Log in from this dashboard's own login page",
+            ));
+        }
+    }
+    let form_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| {
+            v.trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        });
+    if !form_type {
+        return Err(refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Send the login form as application/x-www-form-urlencoded",
+        ));
+    }
+    let too_large = || {
+        refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "The login form is too large; paste only the token",
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_LOGIN_BYTES) {
+        return Err(too_large());
+    }
+    let body = axum::body::to_bytes(body, MAX_LOGIN_BYTES)
+        .await
+        .map_err(|_| too_large())?;
+    // The bytes are bounded now; axum's form extractor parses them.
+    let request = Request::from_parts(parts, Body::from(body));
+    match Form::<LoginForm>::from_request(request, &()).await {
+        Ok(Form(form)) => Ok(form),
+        Err(_) => Err(refuse(
+            StatusCode::BAD_REQUEST,
+            "The login form needs a token field",
+        )),
+    }
+}
+
+async fn login(State(state): State<AppState>, request: Request) -> Response {
+    let form = match login_form_of(&state, request).await {
+        Ok(form) => form,
+        Err(refused) => return refused,
+    };
     let principal = match tokens::verify(&state.pool, form.token.trim()).await {
         Ok(Some(p)) => p,
         Ok(None) => {
@@ -616,11 +703,46 @@ mod tests {
     fn forwarded_requests_are_never_local() {
         let peer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
         let mut headers = HeaderMap::new();
-        assert!(is_local(peer, &headers));
+        headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8080"));
+        assert!(is_local(true, peer, &headers));
+        assert!(!is_local(false, peer, &headers), "trust switched off");
         headers.insert("x-forwarded-for", HeaderValue::from_static("203.0.113.9"));
-        assert!(!is_local(peer, &headers));
+        assert!(!is_local(true, peer, &headers));
         let remote: SocketAddr = "192.0.2.1:5000".parse().unwrap();
-        assert!(!is_local(remote, &HeaderMap::new()));
+        let mut loopback_host = HeaderMap::new();
+        loopback_host.insert(header::HOST, HeaderValue::from_static("localhost"));
+        assert!(!is_local(true, remote, &loopback_host));
+    }
+
+    #[test]
+    fn only_a_loopback_host_is_local() {
+        let peer: SocketAddr = "[::1]:5000".parse().unwrap();
+        let with_host = |host: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, HeaderValue::from_static(host));
+            is_local(true, peer, &headers)
+        };
+        for host in [
+            "127.0.0.1",
+            "127.0.0.1:80",
+            "[::1]:8080",
+            "[::1]",
+            "LocalHost:9",
+        ] {
+            assert!(with_host(host), "{host}");
+        }
+        for host in [
+            "evil.example",
+            "evil.example:8080",
+            "localhost.evil.example",
+            "127.0.0.1.evil.example",
+            "127.0.0.1:x",
+            "[::1]evil",
+            "",
+        ] {
+            assert!(!with_host(host), "{host}");
+        }
+        assert!(!is_local(true, peer, &HeaderMap::new()), "no Host at all");
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod health;
 mod jobs;
 mod mcp; // /mcp: the coordinator MCP server over Streamable HTTP, Origin and token checked first
 mod metrics;
+pub mod serve; // the HTTP/1 server: header-read and request timeouts, a connection limit, graceful drain
 pub mod requests; // POST /v1/requests: maintainers ask for one merged PR (shared with the MCP coordinator)
 
 use std::sync::Arc;

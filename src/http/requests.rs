@@ -2,7 +2,8 @@
 //! reconciled, and [`Requests`], the same operation for the coordinator MCP
 //! tools.
 //!
-//! Order of checks: bearer token (401) → body (415/400/422) → may this caller
+//! Order of checks: bearer token (401, before a byte of the body is read) →
+//! body (415/413/400/422, read with a 16 KiB cap) → may this caller
 //! act on that repository (403; a scoped API token never learns whether a
 //! repository outside its scope is configured) → configured source (404) →
 //! maintainer role for GitHub tokens (403) → forge verification of DESIGN §4
@@ -16,9 +17,8 @@
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -465,8 +465,8 @@ fn parse_body(body: &[u8]) -> Result<(String, i64), ApiError> {
     Ok((repository, number))
 }
 
-async fn create(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    match handle(&state, &headers, &body).await {
+async fn create(State(state): State<AppState>, request: Request) -> Response {
+    match handle(&state, request).await {
         Ok(response) => response,
         Err(e) => {
             tracing::info!(code = e.code, status = e.status.as_u16(), "request refused");
@@ -475,7 +475,12 @@ async fn create(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
     }
 }
 
-async fn handle(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Response, ApiError> {
+/// Reads the body only after the caller authenticated, and at most
+/// [`MAX_BODY_BYTES`] of it: an unauthenticated client is answered before its
+/// body is read at all.
+async fn handle(state: &AppState, request: Request) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
     let requests = Requests::from_state(state);
     let authorization = headers
         .get(header::AUTHORIZATION)
@@ -493,14 +498,24 @@ async fn handle(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Re
             "send the body as Content-Type: application/json",
         ));
     }
-    if body.len() > MAX_BODY_BYTES {
-        return Err(ApiError::new(
+    let too_large = || {
+        ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
             format!("the body may be at most {MAX_BODY_BYTES} bytes"),
-        ));
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+        return Err(too_large());
     }
-    let (repository, number) = parse_body(body)?;
+    let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| too_large())?;
+    let (repository, number) = parse_body(&body)?;
     let source = requests.authorize(&credential, &repository).await?;
     let accepted = requests
         .request(&source, number, &credential.actor())

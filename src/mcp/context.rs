@@ -299,6 +299,9 @@ pub struct Context {
     /// The job queue and PR verification of the coordinator tools (`None`:
     /// they answer with a configuration error).
     pub coordinator: Option<crate::http::requests::Requests>,
+    /// Bytes this server's job writes have changed (`agent.max_changed_bytes`);
+    /// held across a write so two calls cannot both spend the same budget.
+    pub changed_bytes: tokio::sync::Mutex<u64>,
 }
 
 impl Context {
@@ -316,6 +319,7 @@ impl Context {
             guard,
             credentials: None,
             coordinator: None,
+            changed_bytes: tokio::sync::Mutex::new(0),
         }
     }
 

@@ -14,6 +14,7 @@ use gix::objs::tree::EntryKind;
 use gix::protocol::transport::Service;
 use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 
+use super::confine::{Requested, WriteRules};
 use super::error::{ErrorKind, WikiError};
 use super::patch::apply_replacements;
 use super::publish::{BuiltCommit, DesiredPage, build_commit, encode_pack, persist_objects};
@@ -309,6 +310,7 @@ impl WikiState {
         spec: &CommitSpec,
         base: ObjectId,
         change: &PageChange,
+        rules: &WriteRules,
         gate: &SendGate,
         deadline: Instant,
     ) -> Result<WriteResult, WikiError> {
@@ -366,6 +368,7 @@ impl WikiState {
             })?;
         }
 
+        let changed_bytes = confine_changes(&repo, base, &base_index, &desired, change, rules)?;
         let all_match_base = desired.iter().all(|page| page_matches(&base_index, page));
         let tip = match &self.backend {
             // The warm path: the mirror's tip is the base and there is something
@@ -414,7 +417,12 @@ impl WikiState {
                 match classify_push(http, pushed, base, built.commit, &branch, deadline)? {
                     PushVerdict::Published => {
                         self.record_published(&repo, &built, &branch, &base_index, &desired)?;
-                        Ok(outcome_result(built.commit, &branch, &desired))
+                        Ok(outcome_result(
+                            built.commit,
+                            &branch,
+                            &desired,
+                            changed_bytes,
+                        ))
                     }
                     PushVerdict::Moved(now) => {
                         self.no_change_on_descendant(&repo, base, now, &branch, &desired, deadline)
@@ -427,7 +435,7 @@ impl WikiState {
                 }
                 let published = self.publish_local(&repo, &built, base, &branch)?;
                 self.cache_new_index(&built, &base_index, &desired);
-                Ok(outcome_result(published, &branch, &desired))
+                Ok(outcome_result(published, &branch, &desired, changed_bytes))
             }
         }
     }
@@ -593,16 +601,49 @@ fn no_change(tip: ObjectId, branch: &str, desired: &[DesiredPage]) -> WriteResul
         sha: tip.to_string(),
         branch: branch.to_owned(),
         pages: written(desired),
+        changed_bytes: 0,
     }
 }
 
-fn outcome_result(commit: ObjectId, branch: &str, desired: &[DesiredPage]) -> WriteResult {
+fn outcome_result(
+    commit: ObjectId,
+    branch: &str,
+    desired: &[DesiredPage],
+    changed_bytes: u64,
+) -> WriteResult {
     WriteResult {
         status: WriteStatus::Updated,
         sha: commit.to_string(),
         branch: branch.to_owned(),
         pages: written(desired),
+        changed_bytes,
     }
+}
+
+/// Holds the pages that differ from the base to `rules`; the bytes they change.
+fn confine_changes(
+    repo: &gix::Repository,
+    base: ObjectId,
+    base_index: &TreeIndex,
+    desired: &[DesiredPage],
+    change: &PageChange,
+    rules: &WriteRules,
+) -> Result<u64, WikiError> {
+    let requested = |path: &str| match change {
+        PageChange::Write(_) => Requested::Replace,
+        PageChange::Patch(patches) => patches
+            .iter()
+            .find(|patch| patch.path == path)
+            .map_or(Requested::Replace, |patch| {
+                Requested::Patch(&patch.replacements)
+            }),
+    };
+    let changing: Vec<(&DesiredPage, Requested<'_>)> = desired
+        .iter()
+        .filter(|page| !page_matches(base_index, page))
+        .map(|page| (page, requested(&page.path)))
+        .collect();
+    super::confine::enforce(repo, base, base_index, &changing, rules)
 }
 
 fn written(desired: &[DesiredPage]) -> Vec<WrittenPage> {

@@ -11,6 +11,7 @@
 //! destination are serialized by an async mutex; reads of known commits run
 //! concurrently.
 
+pub mod confine;
 mod create; // a new local bare wiki with its first pages (local forge, the demo)
 mod engine;
 pub mod error;
@@ -32,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use gix::ObjectId;
 
+pub use confine::WriteRules;
 pub use create::create_local_wiki;
 use engine::{Backend, PageChange, SendGate, WikiState};
 pub use error::{ErrorKind, Outcome, WikiError};
@@ -323,9 +325,21 @@ impl Wiki {
         spec: &CommitSpec,
         pages: Vec<PageWrite>,
     ) -> Result<WriteResult, WikiError> {
+        self.write_confined(spec, pages, &WriteRules::default())
+            .await
+    }
+
+    /// `write` held to `rules` (checked against the base before anything is sent).
+    pub async fn write_confined(
+        &self,
+        spec: &CommitSpec,
+        pages: Vec<PageWrite>,
+        rules: &WriteRules,
+    ) -> Result<WriteResult, WikiError> {
         let base = validate::check_commit_spec(spec, &self.state.id)?;
         validate::check_write_pages(&pages)?;
-        self.publish(spec, base, PageChange::Write(pages)).await
+        self.publish(spec, base, PageChange::Write(pages), rules)
+            .await
     }
 
     /// `patch_wiki_pages`: exact-anchor replacements in 1–20 existing pages.
@@ -334,9 +348,21 @@ impl Wiki {
         spec: &CommitSpec,
         patches: Vec<PagePatch>,
     ) -> Result<WriteResult, WikiError> {
+        self.patch_confined(spec, patches, &WriteRules::default())
+            .await
+    }
+
+    /// `patch` held to `rules` (checked against the base before anything is sent).
+    pub async fn patch_confined(
+        &self,
+        spec: &CommitSpec,
+        patches: Vec<PagePatch>,
+        rules: &WriteRules,
+    ) -> Result<WriteResult, WikiError> {
         let base = validate::check_commit_spec(spec, &self.state.id)?;
         validate::check_patches(&patches)?;
-        self.publish(spec, base, PageChange::Patch(patches)).await
+        self.publish(spec, base, PageChange::Patch(patches), rules)
+            .await
     }
 
     async fn publish(
@@ -344,7 +370,9 @@ impl Wiki {
         spec: &CommitSpec,
         base: ObjectId,
         change: PageChange,
+        rules: &WriteRules,
     ) -> Result<WriteResult, WikiError> {
+        let rules = rules.clone();
         let deadline = Instant::now() + self.deadline;
         let gate = Arc::new(SendGate::default());
         let state = self.state.clone();
@@ -355,7 +383,7 @@ impl Wiki {
             blocking(move || {
                 let _serialized = guard;
                 let _mirror = state.lock_mirror()?;
-                state.write(&spec, base, &change, &task_gate, deadline)
+                state.write(&spec, base, &change, &rules, &task_gate, deadline)
             })
             .await
         };

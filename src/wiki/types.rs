@@ -175,4 +175,8 @@ pub struct WriteResult {
     pub sha: String,
     pub branch: String,
     pub pages: Vec<WrittenPage>,
+    /// Bytes the write changed ([`crate::wiki::confine::changed_bytes`]);
+    /// for the caller's budget, not part of the tool result.
+    #[serde(skip)]
+    pub changed_bytes: u64,
 }

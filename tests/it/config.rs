@@ -36,6 +36,7 @@ repository = "demo/app"
 local_path = "/srv/git/app.git"
 local_wiki_path = "/srv/git/app.wiki.git"
 webhook_secret_env = "TEAMMEM_SECRET_DEMO"
+protected_pages = ["Home.md", "Areas/Team.md"]
 
 [queue]
 workers = 4
@@ -49,6 +50,7 @@ retention = "0 0 3 * * *"
 
 [agent]
 kind = "builtin"
+max_changed_bytes = 65536
 
 [api]
 allow_github_tokens = true
@@ -65,6 +67,36 @@ fn minimal_config_gets_defaults() {
     assert!(c.github.is_none());
     assert!(c.sources.is_empty());
     assert!(!c.api.allow_github_tokens);
+    assert_eq!(c.agent_limits.max_changed_bytes, 256 * 1024);
+    assert_eq!(c.server.header_timeout.as_secs(), 10);
+    assert_eq!(c.server.request_timeout.as_secs(), 60);
+    assert_eq!(c.server.max_connections, 1024);
+    assert!(
+        c.dashboard.trust_loopback,
+        "no public URL: loopback is trusted"
+    );
+}
+
+#[test]
+fn loopback_trust_follows_the_public_url_unless_set() {
+    let with = |server: &str, dashboard: &str| {
+        Config::parse(&format!(
+            "[server]\ndata_dir = \"/d\"\n{server}\n{dashboard}"
+        ))
+        .unwrap()
+        .dashboard
+        .trust_loopback
+    };
+    assert!(!with("public_url = \"https://teammem.example.org\"", ""));
+    assert!(with(
+        "public_url = \"https://teammem.example.org\"",
+        "[dashboard]\ntrust_loopback = true"
+    ));
+    assert!(with("public_url = \"http://127.0.0.1:8080/\"", ""));
+    assert!(with("public_url = \"http://[::1]:8080\"", ""));
+    assert!(with("public_url = \"http://localhost\"", ""));
+    assert!(!with("public_url = \"http://localhost.example.org\"", ""));
+    assert!(!with("", "[dashboard]\ntrust_loopback = false"));
 }
 
 #[test]
@@ -89,8 +121,14 @@ fn full_config_parses_every_section() {
     assert_eq!(octo.forge, Forge::GitHub);
     assert!(octo.sweep);
     assert_eq!(octo.destination(), "github:octo/app.wiki");
+    assert_eq!(
+        octo.protected_pages,
+        ["Home.md", "_Sidebar.md", "_Footer.md"]
+    );
     let demo = c.source("demo/app").unwrap();
     assert!(matches!(demo.forge, Forge::Local { .. }));
+    assert_eq!(demo.protected_pages, ["Home.md", "Areas/Team.md"]);
+    assert_eq!(c.agent_limits.max_changed_bytes, 65536);
     assert_eq!(c.queue.workers, 4);
     assert_eq!(c.queue.lease.as_secs(), 30);
     assert!(c.api.allow_github_tokens);
@@ -274,6 +312,46 @@ const BAD: &[(&str, &str, &str)] = &[
         "not a url scheme",
         "[server]\ndata_dir = \"/d\"\npublic_url = \"ftp://x.example\"",
         "server.public_url: expected an https URL",
+    ),
+    (
+        "protected page that is no page path",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/a\"\nlocal_wiki_path = \"/b\"\nwebhook_secret_env = \"S\"\nprotected_pages = [\"Home.md\", \"../Home\"]",
+        "sources[0].protected_pages[1]: \"../Home\" is not a wiki page path",
+    ),
+    (
+        "protected pages not a list",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/a\"\nlocal_wiki_path = \"/b\"\nwebhook_secret_env = \"S\"\nprotected_pages = \"Home.md\"",
+        "sources[0].protected_pages: expected an array of strings",
+    ),
+    (
+        "zero changed bytes",
+        "[server]\ndata_dir = \"/d\"\n[agent]\nmax_changed_bytes = 0",
+        "agent.max_changed_bytes: expected a number from 1 to 1073741824, got 0",
+    ),
+    (
+        "zero header timeout",
+        "[server]\ndata_dir = \"/d\"\nheader_timeout_seconds = 0",
+        "server.header_timeout_seconds: expected a number from 1 to 300, got 0",
+    ),
+    (
+        "zero connections",
+        "[server]\ndata_dir = \"/d\"\nmax_connections = 0",
+        "server.max_connections: expected a number from 1 to 65536, got 0",
+    ),
+    (
+        "request timeout as text",
+        "[server]\ndata_dir = \"/d\"\nrequest_timeout_seconds = \"1m\"",
+        "server.request_timeout_seconds: expected an integer, got string",
+    ),
+    (
+        "loopback trust as text",
+        "[server]\ndata_dir = \"/d\"\n[dashboard]\ntrust_loopback = \"yes\"",
+        "dashboard.trust_loopback: expected true or false, got string",
+    ),
+    (
+        "unknown dashboard key",
+        "[server]\ndata_dir = \"/d\"\n[dashboard]\ntrust = true",
+        "dashboard.trust: unknown key",
     ),
     (
         "bool as string",

@@ -12,6 +12,7 @@ mod dispatch_http; // POST /v1/dispatch over the real router and queue: replays,
 mod forge_github; // App auth: token cache keys, installation checks, key loading, Key Vault transport
 mod forge_local; // the local forge's ancestry and pull-request checks on real git repositories
 mod harness; // starts real things: the daemon, git servers, fakes
+mod http_limits; // the HTTP server attacked over raw TCP: slow heads, connection limit, body before auth, loopback Host trust
 mod jobs_api; // /v1/jobs over HTTP, token scopes, graceful shutdown
 mod private_wiki; // agents read a private GitHub wiki with the App's read-only token (/mcp and stdio), never seeing it
 mod mcp; // the wiki MCP server through rmcp's client: modes, envelope, reads, the job-bound writer

@@ -24,7 +24,7 @@ use super::wiki_read::to_outcome;
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
 use crate::mcp::context::{self, Context, WriteOrigin};
 use crate::mcp::envelope::ToolError;
-use crate::wiki::{CommitSpec, PagePatch, PageWrite, Replacement};
+use crate::wiki::{CommitSpec, PagePatch, PageWrite, Replacement, WriteRules};
 
 pub const TOOLSET: Toolset = Toolset {
     name: "wiki_write",
@@ -33,7 +33,7 @@ pub const TOOLSET: Toolset = Toolset {
         ToolDef {
             name: "write_wiki_pages",
             title: "Write wiki pages",
-            description: "Create or replace 1-20 Markdown pages with full contents (each at most 64 KiB, 256 KiB in all) in one commit whose only parent is expected_base. Take expected_base (sha) and expected_wiki_repository (wiki_repository) from one get_wiki_snapshot. Returns status updated or no-change and the new (or unchanged) tip sha. On conflict read a fresh snapshot and reconcile; never retry blindly.",
+            description: "Create or replace 1-20 Markdown pages with full contents (each at most 64 KiB, 256 KiB in all) in one commit whose only parent is expected_base. Take expected_base (sha) and expected_wiki_repository (wiki_repository) from one get_wiki_snapshot. Returns status updated or no-change and the new (or unchanged) tip sha. On conflict read a fresh snapshot and reconcile; never retry blindly. Refused with permission_denied: replacing an existing protected page (Home.md, _Sidebar.md, _Footer.md unless configured) or an existing page a person last changed (its last commit has no Teammem-Job trailer); patch those with patch_wiki_pages instead. Creating new pages is allowed. A job may change at most agent.max_changed_bytes (256 KiB by default) in all, else limit_exceeded.",
             hints: WRITE,
             input_schema: write_schema,
             handler: write_wiki_pages,
@@ -41,7 +41,7 @@ pub const TOOLSET: Toolset = Toolset {
         ToolDef {
             name: "patch_wiki_pages",
             title: "Patch wiki pages",
-            description: "Exact-anchor replacements in 1-20 existing pages, in one commit whose only parent is expected_base. Every non-empty old must occur exactly once in the page at expected_base; replacements may not overlap; an empty old appends new at the end (one per page); at most 40 replacements and 256 KiB of replacement input. Untouched bytes are kept exactly.",
+            description: "Exact-anchor replacements in 1-20 existing pages, in one commit whose only parent is expected_base. Every non-empty old must occur exactly once in the page at expected_base; replacements may not overlap; an empty old appends new at the end (one per page); at most 40 replacements and 256 KiB of replacement input. Untouched bytes are kept exactly. On a protected page or one a person last changed, only lines carrying a <!-- teammem:... --> marker may be replaced (insert after teammem's anchor line by replacing it with itself plus the new lines) and an empty old appends; anything else is refused with permission_denied. A job may change at most agent.max_changed_bytes (256 KiB by default) in all, else limit_exceeded.",
             hints: WRITE,
             input_schema: patch_schema,
             handler: patch_wiki_pages,
@@ -216,10 +216,30 @@ pub async fn run(context: &Context, origin: &WriteOrigin, request: WriteRequest)
         identity: context.committer(),
         trailers: context::trailers(origin, &resolved.source.repository),
     };
-    let result = match request.change {
-        Change::Write(pages) => wiki.write(&spec, pages).await,
-        Change::Patch(patches) => wiki.patch(&spec, patches).await,
+    // The operator is trusted (it holds the App key anyway): only the
+    // job-bound writer is confined.
+    let (mut rules, mut budget) = match origin {
+        WriteOrigin::Job(_) => (
+            WriteRules {
+                protected: resolved.source.protected_pages.clone(),
+                owner_trailer: Some(context::TRAILER_JOB.to_owned()),
+                max_changed_bytes: Some(context.binding.config.agent_limits.max_changed_bytes),
+                already_changed: 0,
+            },
+            Some(context.changed_bytes.lock().await),
+        ),
+        WriteOrigin::Operator => (WriteRules::default(), None),
     };
+    if let Some(spent) = &budget {
+        rules.already_changed = **spent;
+    }
+    let result = match request.change {
+        Change::Write(pages) => wiki.write_confined(&spec, pages, &rules).await,
+        Change::Patch(patches) => wiki.patch_confined(&spec, patches, &rules).await,
+    };
+    if let (Some(spent), Ok(written)) = (&mut budget, &result) {
+        **spent += written.changed_bytes;
+    }
     Answer::new(identity, to_outcome(result))
 }
 

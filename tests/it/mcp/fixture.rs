@@ -135,8 +135,12 @@ webhook_secret_env = "TEAMMEM_SECRET_OTHER"
         Config::load(&self.config_path).expect("the fixture config is valid")
     }
 
-    /// Commits pages as a human would (git CLI) and pushes them; returns the new tip.
+    /// Commits pages as a human would (git CLI) on top of the wiki's current
+    /// tip and pushes them; returns the new tip.
     pub fn commit(&self, pages: &[(&str, &str)], message: &str) -> String {
+        if !self.git(&["for-each-ref", "refs/heads/master"]).is_empty() {
+            git(&self.work, &["pull", "-q", "--ff-only", "origin", "master"]);
+        }
         for (path, content) in pages {
             let file = self.work.join(path);
             std::fs::create_dir_all(file.parent().unwrap()).unwrap();

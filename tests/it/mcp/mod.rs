@@ -5,6 +5,7 @@
 //! `tokio::io::duplex` pipe (the same framing and handler as over stdio);
 //! `stdio.rs` drives the real `teammem mcp` process.
 
+mod confine; // confined job writes over the real writer process: protected pages, people's pages, byte budget
 mod fixture; // git-CLI wikis, configs, writer environments, an rmcp client
 mod http; // the writer against smart HTTP with a token: used, never revealed
 mod operator; // `teammem wiki ...` functions: same envelope, explicit base, operator trailers

@@ -161,7 +161,10 @@ async fn write_and_patch_land_as_single_commits_on_the_base() {
             "write_wiki_pages",
             write_args(
                 &base,
-                json!([{"path": "Changelog.md", "content": new_page}]),
+                // area/Notes.md is teammem's own page, so a job may patch any of
+                // its text (area/Topic.md is a person's: tests/it/mcp/confine.rs).
+                json!([{"path": "Changelog.md", "content": new_page},
+                       {"path": "area/Notes.md", "content": TOPIC}]),
             ),
         )
         .await;
@@ -199,7 +202,7 @@ async fn write_and_patch_land_as_single_commits_on_the_base() {
     let page = writer
         .envelope(
             "get_wiki_page",
-            json!({"repository": SOURCE, "path": "area/Topic.md", "ref": first}),
+            json!({"repository": SOURCE, "path": "area/Notes.md", "ref": first}),
         )
         .await;
     let expected_sha = page["result"]["sha"].as_str().unwrap();
@@ -211,7 +214,7 @@ async fn write_and_patch_land_as_single_commits_on_the_base() {
                 "expected_wiki_repository": SOURCE,
                 "expected_base": first,
                 "message": "Add an entry",
-                "patches": {"area/Topic.md": {
+                "patches": {"area/Notes.md": {
                     "expected_sha": expected_sha,
                     "replacements": [
                         {"old": "- first entry\n", "new": "- first entry\n- second entry\n"},
@@ -231,7 +234,7 @@ async fn write_and_patch_land_as_single_commits_on_the_base() {
     let expected =
         TOPIC.replace("- first entry\n", "- first entry\n- second entry\n") + "Appended.\n";
     assert_eq!(
-        fixture.git(&["show", &format!("{second}:area/Topic.md")]),
+        fixture.git(&["show", &format!("{second}:area/Notes.md")]),
         expected
     );
     fixture.git(&["fsck", "--strict"]);
@@ -253,7 +256,7 @@ async fn write_and_patch_land_as_single_commits_on_the_base() {
     let stale = writer
         .envelope(
             "write_wiki_pages",
-            write_args(&base, json!([{"path": "Home.md", "content": "stale\n"}])),
+            write_args(&base, json!([{"path": "Stale.md", "content": "stale\n"}])),
         )
         .await;
     assert_eq!(error_type(&stale), "conflict", "{stale}");
