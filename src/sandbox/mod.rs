@@ -443,7 +443,10 @@ mod tests {
 
     #[test]
     fn abi_7_enforces_everything_a_policy_needs() {
-        assert_eq!(Support::for_abi(7).missing(&enforcing()), Vec::<String>::new());
+        assert_eq!(
+            Support::for_abi(7).missing(&enforcing()),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -520,7 +523,11 @@ mod tests {
     #[test]
     fn the_command_carries_the_policy_and_nothing_else() {
         let policy = enforcing();
-        let cmd = command(Path::new("/x/teammem"), &policy, &["agent".into(), "-v".into()]);
+        let cmd = command(
+            Path::new("/x/teammem"),
+            &policy,
+            &["agent".into(), "-v".into()],
+        );
         let std = cmd.as_std();
         let args: Vec<_> = std.get_args().collect();
         assert_eq!(args, ["sandbox-exec", "--", "agent", "-v"]);

@@ -492,7 +492,8 @@ mod linux {
         let had_setpcap = before[0].effective & (1 << CAP_SETPCAP) != 0;
         for cap in 0..64 {
             // SAFETY (prctl calls): integer arguments only.
-            let present = unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) };
+            let present =
+                unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) };
             if present < 0 {
                 break; // past the kernel's last capability
             }

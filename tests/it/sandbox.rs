@@ -189,7 +189,10 @@ fn refused(results: &serde_json::Value, name: &str) {
 }
 
 fn allowed(results: &serde_json::Value, name: &str) -> serde_json::Value {
-    assert_eq!(results[name][0], "ok", "{name} should have worked: {results}");
+    assert_eq!(
+        results[name][0], "ok",
+        "{name} should have worked: {results}"
+    );
     results[name][1].clone()
 }
 
@@ -206,8 +209,7 @@ async fn the_agent_reads_and_writes_only_what_the_policy_allows() {
     let outside = w.root.path().join("planted");
     let locked = w.work.join("locked");
     std::fs::write(&locked, SECRET).unwrap();
-    std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o000))
-        .unwrap();
+    std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
     let script = format!(
         "{ATTEMPT}{}",
         r#"
@@ -547,19 +549,23 @@ async fn the_policy_never_reaches_the_agent_and_exit_status_passes_through() {
 #[tokio::test]
 async fn sandbox_off_runs_without_landlock_but_still_kills_the_tree() {
     let w = World::new();
-    let script = format!(
-        "{ESCAPE}\nprint(open(sys.argv[2]).read(), flush=True)\n"
-    );
+    let script = format!("{ESCAPE}\nprint(open(sys.argv[2]).read(), flush=True)\n");
     let outcome = w
         .run(
             &w.policy(&[], false),
-            &py(&script, &[w.work.to_str().unwrap(), w.config.to_str().unwrap()]),
+            &py(
+                &script,
+                &[w.work.to_str().unwrap(), w.config.to_str().unwrap()],
+            ),
             // A capped ABI must not matter when nothing is enforced.
             &[(sandbox::TEST_ABI_ENV, "0")],
         )
         .await;
     assert_eq!(outcome.code, Some(0), "{outcome:?}");
-    assert!(outcome.stdout.contains(SECRET), "off means unconfined: {outcome:?}");
+    assert!(
+        outcome.stdout.contains(SECRET),
+        "off means unconfined: {outcome:?}"
+    );
     let grandchild = w.pid_file("grandchild.pid");
     assert!(
         is_gone(grandchild),
@@ -573,7 +579,11 @@ async fn a_kernel_without_the_needed_abi_runs_nothing() {
     let marker = w.work.join("ran");
     let argv = sh(&format!("touch {}", marker.display()));
     let outcome = w
-        .run(&w.policy(&[443], true), &argv, &[(sandbox::TEST_ABI_ENV, "3")])
+        .run(
+            &w.policy(&[443], true),
+            &argv,
+            &[(sandbox::TEST_ABI_ENV, "3")],
+        )
         .await;
     assert_eq!(
         outcome.code,
@@ -581,8 +591,18 @@ async fn a_kernel_without_the_needed_abi_runs_nothing() {
         "{outcome:?}"
     );
     assert!(!marker.exists(), "the agent ran unconfined");
-    for needed in ["TCP", "ABI 4", "signals", "ABI 6", "offers Landlock ABI 3", "agent.sandbox = \"off\""] {
-        assert!(outcome.stderr.contains(needed), "missing {needed:?} in {outcome:?}");
+    for needed in [
+        "TCP",
+        "ABI 4",
+        "signals",
+        "ABI 6",
+        "offers Landlock ABI 3",
+        "agent.sandbox = \"off\"",
+    ] {
+        assert!(
+            outcome.stderr.contains(needed),
+            "missing {needed:?} in {outcome:?}"
+        );
     }
     // The sentences the daemon logs and /readyz shows name the same rules.
     let missing = sandbox::Support::for_abi(3).missing(&w.policy(&[443], true));
@@ -601,7 +621,9 @@ async fn bad_input_is_refused_with_a_message_and_runs_nothing() {
         .await;
     assert_eq!(not_json.code, Some(i32::from(EXIT_SETUP)), "{not_json:?}");
     assert!(
-        not_json.stderr.contains("TEAMMEM_SANDBOX_POLICY is not a valid sandbox policy"),
+        not_json
+            .stderr
+            .contains("TEAMMEM_SANDBOX_POLICY is not a valid sandbox policy"),
         "{not_json:?}"
     );
 
@@ -609,7 +631,10 @@ async fn bad_input_is_refused_with_a_message_and_runs_nothing() {
     relative.write_paths.push(PathBuf::from("jobs"));
     let relative = w.run(&relative, &touch, &[]).await;
     assert_eq!(relative.code, Some(i32::from(EXIT_SETUP)), "{relative:?}");
-    assert!(relative.stderr.contains("write path jobs is relative"), "{relative:?}");
+    assert!(
+        relative.stderr.contains("write path jobs is relative"),
+        "{relative:?}"
+    );
     assert!(!marker.exists());
 
     require_landlock();
@@ -624,11 +649,8 @@ async fn bad_input_is_refused_with_a_message_and_runs_nothing() {
     // A program outside the read paths exists but cannot be executed.
     let hidden = w.root.path().join("agent.sh");
     std::fs::write(&hidden, "#!/bin/sh\ntouch ran\n").unwrap();
-    std::fs::set_permissions(&hidden, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
-    let denied = w
-        .run(&policy, &[hidden.display().to_string()], &[])
-        .await;
+    std::fs::set_permissions(&hidden, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let denied = w.run(&policy, &[hidden.display().to_string()], &[]).await;
     assert_eq!(denied.code, Some(i32::from(EXIT_EXEC)), "{denied:?}");
     assert!(denied.stderr.contains("agent.read_paths"), "{denied:?}");
     assert!(!w.work.join("ran").exists());
