@@ -670,3 +670,45 @@ fn a_read_path_holding_a_secret_is_refused() {
         Ok(())
     );
 }
+
+#[tokio::test]
+async fn abstract_unix_sockets_outside_the_sandbox_are_unreachable() {
+    require_landlock();
+    use std::os::linux::net::SocketAddrExt;
+    let w = World::new();
+    let name = format!("teammem-test-broker-{}", uuid::Uuid::new_v4());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let script = format!(
+        "{ATTEMPT}{}",
+        r#"
+def connect(name):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(b"\0" + name.encode())
+    s.close()
+    return name
+attempt("connect_outside", lambda: connect(sys.argv[1]))
+def own_socket():
+    inside = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    inside.bind(b"\0" + sys.argv[1].encode() + b"-inside")
+    inside.listen()
+    return connect(sys.argv[1] + "-inside")
+attempt("connect_own", own_socket)
+print(json.dumps(r))
+"#
+    );
+    let outcome = w
+        .run(&w.policy(&[], true), &py(&script, &[&name]), &[])
+        .await;
+    let r = json(&outcome);
+    refused(&r, "connect_outside");
+    assert_eq!(r["connect_outside"][1], libc::EPERM, "{r}");
+    // Control: abstract sockets created inside the sandbox still work.
+    allowed(&r, "connect_own");
+    assert_eq!(
+        listener.accept().unwrap_err().kind(),
+        ErrorKind::WouldBlock,
+        "the outside socket received a connection"
+    );
+}
