@@ -18,6 +18,7 @@ mod private_wiki; // agents read a private GitHub wiki with the App's read-only 
 mod mcp; // the wiki MCP server through rmcp's client: modes, envelope, reads, the job-bound writer
 mod queue; // the durable job queue: enqueue, claim, leases, rescue, steering, retention
 mod requests; // POST /v1/requests and `teammem request --wait` over real HTTP, local forge and the fake GitHub
+mod sandbox; // the command agent's kernel sandbox via the real sandbox-exec: files, /proc, signals, ports, process trees, fail closed
 mod runner; // the job runner: evidence, builtin agent, receipts, writer child
 mod wiki; // the wiki engine against real git repositories, the git CLI as oracle
 mod workflows; // the shipped workflows' run: scripts with bash against the real daemon: 202, 503 retried, 409, missing settings
