@@ -18,14 +18,22 @@
 #
 # Prints the daemon's resident memory after the run too (bench/startup.sh
 # measures it idle).
-# Usage: [TEAMMEM_BIN=path] [RATE=0] bench/e2e.sh [COUNT]
+#
+# Then the `command`-agent phase: two more daemons on the same source, each
+# with its own wiki, run a small scripted agent (Python: snapshot, evidence,
+# one write, receipt) through `teammem mcp --connect`; one with the kernel
+# sandbox (`agent.sandbox = "on"`), one with `agent.sandbox = "off"`. The
+# first CMD_COUNT PR ranges are dispatched to both, alternating, one job at a
+# time; it prints each p50 and the ratio (target: sandboxed ≤ 1.2× unsandboxed).
+# Usage: [TEAMMEM_BIN=path] [RATE=0] [CMD_COUNT=30] bench/e2e.sh [COUNT]
 set -euo pipefail
 
 COUNT="${1:-200}"
 RATE="${RATE:-0}"
+CMD_COUNT="${CMD_COUNT:-30}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="$(mktemp -d)"
-trap 'kill "${DAEMON_PID:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill "${DAEMON_PID:-}" "${ON_PID:-}" "${OFF_PID:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 # TEAMMEM_BIN overrides the binary (e.g. a debug build); default: a release build.
 if [ -n "${TEAMMEM_BIN:-}" ]; then
@@ -148,3 +156,129 @@ if missing:
     sys.exit(f"ERROR: {len(missing)} merge shas are not in Changelog.md exactly once (first: {missing[0]})")
 PY
 echo "daemon RSS after the run: $(awk '/VmRSS/ {print $2 " " $3}' /proc/$DAEMON_PID/status), peak $(awk '/VmHWM/ {print $2 " " $3}' /proc/$DAEMON_PID/status)"
+kill "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true
+
+# --- the command-agent phase: sandbox on against off ------------------------
+mkdir -p "$WORK/agent"
+cat > "$WORK/agent/agent.py" <<'PY'
+import json, subprocess, sys
+config_path, receipt_path = sys.argv[1], sys.argv[2]
+data = json.loads(sys.stdin.read().strip().splitlines()[-1])
+server = json.load(open(config_path))["mcpServers"]["teammem-wiki"]
+child = subprocess.Popen([server["command"]] + server["args"], env=server["env"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def send(m):
+    child.stdin.write((json.dumps(m) + "\n").encode()); child.stdin.flush()
+def receive(i):
+    while True:
+        m = json.loads(child.stdout.readline())
+        if m.get("id") == i:
+            return m
+send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+      "capabilities": {}, "clientInfo": {"name": "bench-agent", "version": "0"}}})
+receive(1)
+send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+n = [1]
+def call(name, args):
+    n[0] += 1
+    send({"jsonrpc": "2.0", "id": n[0], "method": "tools/call", "params": {"name": name, "arguments": args}})
+    return receive(n[0])["result"]["structuredContent"]["result"]
+repo = data["repository"]
+snap = call("get_wiki_snapshot", {"repository": repo})
+prs = data["evidence"]["pull_requests"]
+lines = "".join("- #%d %s\n" % (p["number"], p["merge_sha"]) for p in prs)
+page = "Log-%d.md" % prs[0]["number"]
+w = call("write_wiki_pages", {"repository": repo, "expected_wiki_repository": snap["wiki_repository"],
+    "expected_base": snap["sha"], "message": "bench", "pages": [{"path": page, "content": lines}]})
+json.dump({"status": "updated", "wiki_repository": snap["wiki_repository"], "wiki_sha": w["sha"],
+    "base_sha": snap["sha"], "summary": "bench", "pull_requests": [{"number": p["number"],
+    "merge_sha": p["merge_sha"], "status": "updated", "pages": [page]} for p in prs]}, open(receipt_path, "w"))
+child.stdin.close(); child.wait()
+PY
+PYTHON="$(python3 -c 'import sys; print(sys.executable)')"
+PYPREFIX="$(python3 -c 'import sys; print(sys.base_prefix)')"
+start_agent_daemon() { # NAME SANDBOX -> sets PORT_<NAME>, <NAME>_PID
+    local name="$1" sandbox="$2" port
+    port="$(bash "$ROOT/bench/listen-port.sh")"
+    bash "$ROOT/bench/seed-wiki.sh" "$WORK/wiki-$name.git"
+    cat > "$WORK/$name.toml" <<TOML
+[server]
+listen = "127.0.0.1:$port"
+data_dir = "$WORK/data-$name"
+
+[[sources]]
+repository = "bench/app"
+local_path = "$WORK/src"
+local_wiki_path = "$WORK/wiki-$name.git"
+webhook_secret_env = "TEAMMEM_BENCH_SECRET"
+
+[queue]
+workers = 1
+
+[agent]
+kind = "command"
+argv = ["$PYTHON", "$WORK/agent/agent.py", "{mcp_config}", "{receipt}"]
+timeout_seconds = 60
+sandbox = "$sandbox"
+read_paths = ["$PYPREFIX", "$WORK/agent"]
+TOML
+    "$BIN" tokens create --name bench --config "$WORK/$name.toml" 2>/dev/null | tail -n 1 > "$WORK/$name.token"
+    TEAMMEM_LOG="${TEAMMEM_LOG:-warn}" "$BIN" serve --config "$WORK/$name.toml" > "$WORK/daemon-$name.log" 2>&1 &
+    echo "$!" > "$WORK/$name.pid"
+    echo "$port" > "$WORK/$name.port"
+    for _ in $(seq 1 100); do
+        curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || { cat "$WORK/daemon-$name.log"; curl -sS "http://127.0.0.1:$port/readyz"; exit 1; }
+}
+start_agent_daemon on on
+start_agent_daemon off off
+ON_PID="$(cat "$WORK/on.pid")" OFF_PID="$(cat "$WORK/off.pid")"
+
+python3 - "$WORK" "$SECRET" "$CMD_COUNT" <<'PY'
+import hashlib, hmac, json, subprocess, sys, time, urllib.request, uuid
+work, secret, count = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3])
+shas = subprocess.check_output(["git", "-C", f"{work}/src", "rev-list", "--reverse", "main"]).decode().split()
+count = min(count, len(shas) - 1)
+daemons = {n: (open(f"{work}/{n}.port").read().strip(), open(f"{work}/{n}.token").read().strip()) for n in ("on", "off")}
+
+def call(name, method, path, body=None, headers=None):
+    req = urllib.request.Request(f"http://127.0.0.1:{daemons[name][0]}{path}", data=body, method=method, headers=headers or {})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read())
+
+def run(name, before, after):
+    body = json.dumps({"source_repository": "bench/app", "kind": "range", "push_before": before, "push_after": after}).encode()
+    sig = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    sent = time.time() * 1000
+    job_id = call(name, "POST", "/v1/dispatch", body, {"Content-Type": "application/json",
+                  "X-Hub-Signature-256": sig, "X-TeamMem-Delivery": str(uuid.uuid4())})["job_id"]
+    while True:
+        j = call(name, "GET", f"/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {daemons[name][1]}"})["job"]
+        if j["state"] not in ("queued", "running"):
+            break
+        time.sleep(0.005)
+    if j["state"] != "succeeded":
+        sys.exit(f"ERROR: the {name} job {job_id} ended {j['state']}: {j.get('last_error')}")
+    return j["finished_at"] - sent
+
+def steal():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return v[7], sum(v)
+
+lat = {"on": [], "off": []}
+s0, t0 = steal()
+for i in range(1, count + 1):
+    order = ("on", "off") if i % 2 else ("off", "on")
+    for name in order:
+        lat[name].append(run(name, shas[i - 1], shas[i]))
+s1, t1 = steal()
+p50 = lambda xs: sorted(xs)[len(xs) // 2]
+on, off = p50(lat["on"]), p50(lat["off"])
+print(f"command agent, {count} jobs each, alternating (host CPU stolen {100 * (s1 - s0) / max(1, t1 - t0):.1f}%):")
+print(f"  sandbox on : p50 {on:.0f} ms, max {max(lat['on']):.0f} ms")
+print(f"  sandbox off: p50 {off:.0f} ms, max {max(lat['off']):.0f} ms")
+print(f"  ratio on/off: {on / off:.2f} (target <= 1.2: {'met' if on / off <= 1.2 else 'NOT met'})")
+PY

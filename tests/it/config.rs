@@ -95,7 +95,7 @@ fn loopback_trust_follows_the_public_url_unless_set() {
     assert!(with("public_url = \"http://127.0.0.1:8080/\"", ""));
     assert!(with("public_url = \"http://[::1]:8080\"", ""));
     assert!(with("public_url = \"http://localhost\"", ""));
-    assert!(!with("public_url = \"http://localhost.example.org\"", ""));
+    assert!(!with("public_url = \"https://localhost.example.org\"", ""));
     assert!(!with("", "[dashboard]\ntrust_loopback = false"));
 }
 
