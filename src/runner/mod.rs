@@ -181,6 +181,17 @@ impl Runner {
             )));
         };
         let scope = scope_of(job)?;
+        // A command agent this machine cannot confine never runs: refused
+        // before anything is read, minted or started.
+        if let Some(settings) = self.command_settings() {
+            let problems = settings.problems(
+                &evidence::work_dir(&self.config.server.data_dir, job.id),
+                &self.program,
+            );
+            if !problems.is_empty() {
+                return Err(permanent(problems.join("; ")));
+            }
+        }
         let reader = self.reader(&source).await?;
 
         // 1. Ancestry, against the current default branch.

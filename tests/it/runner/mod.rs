@@ -29,6 +29,8 @@ pub mod fixture;
 mod github;
 // A hostile command agent tries every escape and publishes what it got: no secret, nothing left running.
 mod hostile;
+// The sandbox failing closed, receipts that are not files, the token revoked on failure.
+mod isolation;
 // GitHub evidence against the fake REST API: paging, bounds, classification, PR jobs, policy.
 mod github_evidence;
 // The JobHandler end to end with the real writer child and the git CLI as oracle.
