@@ -32,7 +32,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use crate::config::{Agent, Config, Forge, Source};
-use crate::forge::github::{GitHubError, GitHubForge, Permissions};
+use crate::forge::github::{GitHubError, GitHubForge, Permissions, audience};
 use crate::queue::{Completion, Job, JobKind};
 use crate::wiki::Secret;
 use crate::worker::{JobFailure, JobFuture, JobHandler};
@@ -179,6 +179,10 @@ impl Runner {
         let broker = match &reader {
             SourceReader::Local(_) => None,
             SourceReader::GitHub(forge) => {
+                // Audience, on every attempt, right before a token exists.
+                if let Some(refused) = audience::job_audience_gate(forge, &source).await? {
+                    return Ok(refused);
+                }
                 let wiki_token = wiki_token(forge, &source, self.config.queue.job_timeout).await?;
                 Some(
                     broker::Broker::start(
