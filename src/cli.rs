@@ -289,6 +289,15 @@ pub fn main() -> ExitCode {
         unsafe { std::env::set_var("TEAMMEM_LOG", "warn") };
     }
     init_tracing(cli.log_format);
+    if let Command::Serve(c) = &cli.command
+        && let Ok(config) = Config::load(&c.config)
+    {
+        // The daemon's secrets leave its environment (and the block
+        // /proc/<pid>/environ shows) before any thread or child exists; a
+        // config that does not load is reported by `serve` below.
+        // SAFETY: no other thread exists yet; the runtime is built below.
+        unsafe { crate::secrets::capture_env(&config.secret_env_names()) };
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

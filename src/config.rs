@@ -189,7 +189,7 @@ impl Config {
     pub fn check_environment(&self) -> Result<(), ConfigErrors> {
         let mut errors = Vec::new();
         for (i, source) in self.sources.iter().enumerate() {
-            if std::env::var_os(&source.webhook_secret_env).is_none_or(|v| v.is_empty()) {
+            if crate::secrets::env_secret(&source.webhook_secret_env).is_none_or(|v| v.is_empty()) {
                 errors.push(format!(
                     "sources[{i}].webhook_secret_env: environment variable {} is not set; set it to the dispatch secret of {}",
                     source.webhook_secret_env, source.repository
@@ -200,7 +200,7 @@ impl Config {
             api_key_env: Some(name),
             ..
         } = &self.agent
-            && std::env::var_os(name).is_none()
+            && crate::secrets::env_secret(name).is_none()
         {
             errors.push(format!(
                 "agent.api_key_env: environment variable {name} is not set"
@@ -211,6 +211,30 @@ impl Config {
         } else {
             Err(ConfigErrors(errors))
         }
+    }
+}
+
+impl Config {
+    /// The environment variables holding secrets the daemon reads itself,
+    /// to move out of its environment at start-up
+    /// ([`crate::secrets::capture_env`]): every source's
+    /// `webhook_secret_env`. Never a name in `agent.env_allow` (the agent CLI
+    /// is given those). `agent.api_key_env` is not listed while the runner
+    /// reads it from the live environment.
+    pub fn secret_env_names(&self) -> Vec<String> {
+        let allowed: &[String] = match &self.agent {
+            Agent::Command { env_allow, .. } => env_allow,
+            _ => &[],
+        };
+        let mut names: Vec<String> = self
+            .sources
+            .iter()
+            .map(|s| s.webhook_secret_env.clone())
+            .filter(|n| !allowed.contains(n))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
     }
 }
 
