@@ -477,6 +477,7 @@ fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Option<Config> {
             ));
         }
     }
+    check_mappings(&sources, errors);
 
     let queue = read_queue(top.table("queue", errors).unwrap_or(&empty), errors);
     let schedule = read_schedule(top.table("schedule", errors).unwrap_or(&empty), errors);
@@ -495,6 +496,36 @@ fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Option<Config> {
         bot,
     })
     .filter(|_| errors.is_empty())
+}
+
+/// Mappings the file alone shows to be wrong: a local source whose wiki is a
+/// source repository (its own or another source's), where memory commits
+/// would land among the code.
+fn check_mappings(sources: &[(usize, Source)], errors: &mut Vec<String>) {
+    let same = |a: &Path, b: &Path| a.components().eq(b.components());
+    for (i, s) in sources {
+        let Forge::Local { wiki, .. } = &s.forge else {
+            continue;
+        };
+        for (j, other) in sources {
+            let Forge::Local { repo, .. } = &other.forge else {
+                continue;
+            };
+            if !same(wiki, repo) {
+                continue;
+            }
+            errors.push(if i == j {
+                format!(
+                    "sources[{i}].local_wiki_path: is the source repository itself (local_path); give the wiki a repository of its own"
+                )
+            } else {
+                format!(
+                    "sources[{i}].local_wiki_path: is the source repository of sources[{j}] ({}); give {} a wiki repository of its own",
+                    other.repository, s.repository
+                )
+            });
+        }
+    }
 }
 
 fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<Server> {

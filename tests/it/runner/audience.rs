@@ -248,3 +248,49 @@ async fn the_sweep_enqueues_nothing_for_a_private_source_mapped_to_a_public_wiki
     hub.fake.set_visibility("octo/app", "public");
     assert!(matches!(only(sweep.run().await), Outcome::Enqueued { .. }));
 }
+
+#[tokio::test]
+async fn check_config_with_github_refuses_a_mapping_across_audiences() {
+    let (hub, _memory) = mapped_hub("private").await;
+    // Async: the fake GitHub answers on this test's runtime.
+    let config = hub.setup.config.clone();
+    let check_with = |github: bool| {
+        let config = config.clone();
+        async move {
+            let flags: &[&str] = if github { &["--github"] } else { &[] };
+            tokio::process::Command::new(BIN)
+                .arg("check-config")
+                .args(flags)
+                .arg("--config")
+                .arg(&config)
+                .env("TEAMMEM_SECRET_OCTO", "x")
+                .env("TEAMMEM_LOG", "warn")
+                .output()
+                .await
+                .unwrap()
+        }
+    };
+    let out = check_with(true).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("sources[0].wiki_repository: audience_mismatch: octo/app is private"),
+        "{stderr}"
+    );
+    assert!(hub.fake.write_mints_for("memory").is_empty());
+
+    // Without --github nothing is asked of GitHub; with both public it passes.
+    let requests = hub.fake.requests().len();
+    let offline = check_with(false).await;
+    assert_eq!(offline.status.code(), Some(0));
+    assert_eq!(hub.fake.requests().len(), requests);
+    hub.fake.set_visibility("octo/app", "public");
+    let out = check_with(true).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+}
