@@ -817,7 +817,7 @@ mod tests {
             .run(Undo::Alone, note("first", None, false))
             .await
             .expect("first note");
-        let before = wal_restart_count(dir.path());
+        let before = wal_restart_count(&dir.path().join("data"));
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut writers = Vec::new();
         for _ in 0..4 {
@@ -857,7 +857,7 @@ mod tests {
             .run(Undo::Alone, note("last", None, false))
             .await
             .expect("last note");
-        let after = wal_restart_count(dir.path());
+        let after = wal_restart_count(&dir.path().join("data"));
         assert!(
             after >= before + 2,
             "the WAL started over {} times while {written} writes kept coming",
