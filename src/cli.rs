@@ -41,6 +41,16 @@ struct ConfigArg {
     config: PathBuf,
 }
 
+#[derive(Debug, Args)]
+struct CheckConfigArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Also ask GitHub (with the App) whether each GitHub source's wiki
+    /// mapping keeps to the audience rule
+    #[arg(long)]
+    github: bool,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the daemon: HTTP API, workers and scheduler
@@ -50,7 +60,7 @@ enum Command {
     /// Apply pending database migrations and exit
     Migrate(ConfigArg),
     /// Validate a configuration file; prints "ok" or every problem found
-    CheckConfig(ConfigArg),
+    CheckConfig(CheckConfigArgs),
     /// Maintainer API tokens
     #[command(subcommand)]
     Tokens(TokensCommand),
@@ -311,6 +321,15 @@ pub fn main() -> ExitCode {
         unsafe { std::env::set_var("TEAMMEM_LOG", "warn") };
     }
     init_tracing(cli.log_format);
+    if let Command::Serve(c) = &cli.command
+        && let Ok(config) = Config::load(&c.config)
+    {
+        // The daemon's secrets leave its environment (and the block
+        // /proc/<pid>/environ shows) before any thread or child exists; a
+        // config that does not load is reported by `serve` below.
+        // SAFETY: no other thread exists yet; the runtime is built below.
+        unsafe { crate::secrets::capture_env(&config.secret_env_names()) };
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -379,7 +398,7 @@ async fn run(command: Command) -> ExitCode {
             message: e.message().to_owned(),
         }),
         Command::Migrate(c) => migrate(&c.config).await,
-        Command::CheckConfig(c) => check_config(&c.config),
+        Command::CheckConfig(c) => check_config(&c.config.config, c.github).await,
         Command::Tokens(t) => run_tokens(t).await,
         Command::Jobs(j) => run_jobs(j).await,
         Command::Sweep(s) => run_sweep(s).await,
@@ -407,12 +426,61 @@ fn load_config(path: &Path) -> Result<Config, Failure> {
     Config::load(path).map_err(|e| Failure::usage(format!("invalid configuration\n{e}")))
 }
 
-fn check_config(path: &Path) -> Result<(), Failure> {
+async fn check_config(path: &Path, github: bool) -> Result<(), Failure> {
     let config = load_config(path)?;
     config
         .check_environment()
         .map_err(|e| Failure::usage(format!("invalid configuration\n{e}")))?;
+    if github {
+        check_audiences(&config).await?;
+    }
     println!("ok");
+    Ok(())
+}
+
+/// `check-config --github`: the audience rule for every GitHub source, asked
+/// of GitHub now. A mapping across audiences is an invalid configuration
+/// (exit 2); GitHub not answering is exit 1.
+async fn check_audiences(config: &Config) -> Result<(), Failure> {
+    use crate::forge::Refusal;
+    let sources: Vec<_> = config
+        .sources
+        .iter()
+        .filter(|s| matches!(s.forge, crate::config::Forge::GitHub))
+        .collect();
+    let Some(gh) = config.github.as_ref().filter(|_| !sources.is_empty()) else {
+        return Ok(());
+    };
+    let key = crate::secrets::load_app_key(gh)
+        .await
+        .map_err(|e| Failure::usage(format!("github.private_key: {e}")))?;
+    let forge = crate::forge::github::GitHubForge::new(gh, &key).map_err(Failure::usage)?;
+    let (mut wrong, mut unknown) = (Vec::new(), Vec::new());
+    for (i, source) in config.sources.iter().enumerate() {
+        if !matches!(source.forge, crate::config::Forge::GitHub) {
+            continue;
+        }
+        match forge.check_audience(source).await {
+            Ok(()) => {}
+            Err(Refusal::Rejected { code, message }) => {
+                wrong.push(format!("sources[{i}].wiki_repository: {code}: {message}"))
+            }
+            Err(Refusal::Unavailable { message, .. }) => unknown.push(format!(
+                "sources[{i}]: the audience of {} could not be checked: {message}",
+                source.repository
+            )),
+        }
+    }
+    if !wrong.is_empty() {
+        wrong.extend(unknown);
+        return Err(Failure::usage(format!(
+            "invalid configuration\n{}",
+            wrong.join("\n")
+        )));
+    }
+    if !unknown.is_empty() {
+        return Err(Failure::runtime(unknown.join("\n")));
+    }
     Ok(())
 }
 

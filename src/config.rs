@@ -234,7 +234,7 @@ impl Config {
     pub fn check_environment(&self) -> Result<(), ConfigErrors> {
         let mut errors = Vec::new();
         for (i, source) in self.sources.iter().enumerate() {
-            if std::env::var_os(&source.webhook_secret_env).is_none_or(|v| v.is_empty()) {
+            if crate::secrets::env_secret(&source.webhook_secret_env).is_none_or(|v| v.is_empty()) {
                 errors.push(format!(
                     "sources[{i}].webhook_secret_env: environment variable {} is not set; set it to the dispatch secret of {}",
                     source.webhook_secret_env, source.repository
@@ -245,7 +245,7 @@ impl Config {
             api_key_env: Some(name),
             ..
         } = &self.agent
-            && std::env::var_os(name).is_none()
+            && crate::secrets::env_secret(name).is_none()
         {
             errors.push(format!(
                 "agent.api_key_env: environment variable {name} is not set"
@@ -256,6 +256,36 @@ impl Config {
         } else {
             Err(ConfigErrors(errors))
         }
+    }
+}
+
+impl Config {
+    /// The environment variables holding secrets the daemon reads itself,
+    /// to move out of its environment at start-up
+    /// ([`crate::secrets::capture_env`]): every source's
+    /// `webhook_secret_env` and `agent.api_key_env`. Never a name in
+    /// `agent.env_allow` (the agent CLI is given those).
+    pub fn secret_env_names(&self) -> Vec<String> {
+        let allowed: &[String] = match &self.agent {
+            Agent::Command { env_allow, .. } => env_allow,
+            _ => &[],
+        };
+        let mut names: Vec<String> = self
+            .sources
+            .iter()
+            .map(|s| s.webhook_secret_env.clone())
+            .chain(match &self.agent {
+                Agent::OpenAi {
+                    api_key_env: Some(name),
+                    ..
+                } => Some(name.clone()),
+                _ => None,
+            })
+            .filter(|n| !allowed.contains(n))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
     }
 }
 
@@ -527,6 +557,7 @@ fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Option<Config> {
             ));
         }
     }
+    check_mappings(&sources, errors);
 
     let queue = read_queue(top.table("queue", errors).unwrap_or(&empty), errors);
     let schedule = read_schedule(top.table("schedule", errors).unwrap_or(&empty), errors);
@@ -552,6 +583,36 @@ fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Option<Config> {
         bot,
     })
     .filter(|_| errors.is_empty())
+}
+
+/// Mappings the file alone shows to be wrong: a local source whose wiki is a
+/// source repository (its own or another source's), where memory commits
+/// would land among the code.
+fn check_mappings(sources: &[(usize, Source)], errors: &mut Vec<String>) {
+    let same = |a: &Path, b: &Path| a.components().eq(b.components());
+    for (i, s) in sources {
+        let Forge::Local { wiki, .. } = &s.forge else {
+            continue;
+        };
+        for (j, other) in sources {
+            let Forge::Local { repo, .. } = &other.forge else {
+                continue;
+            };
+            if !same(wiki, repo) {
+                continue;
+            }
+            errors.push(if i == j {
+                format!(
+                    "sources[{i}].local_wiki_path: is the source repository itself (local_path); give the wiki a repository of its own"
+                )
+            } else {
+                format!(
+                    "sources[{i}].local_wiki_path: is the source repository of sources[{j}] ({}); give {} a wiki repository of its own",
+                    other.repository, s.repository
+                )
+            });
+        }
+    }
 }
 
 fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<Server> {

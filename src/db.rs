@@ -37,6 +37,12 @@ pub enum DbError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "data directory {path} is open to group or others (mode {mode:o}); it holds the database, the session key and job evidence: run chmod 700 {path}"
+    )]
+    DataDirOpen { path: PathBuf, mode: u32 },
+    #[error("data directory {path} is not a directory; point server.data_dir at a directory")]
+    DataDirNotDir { path: PathBuf },
     #[error("cannot open database {path}: {source}; check the path and its permissions")]
     Open { path: PathBuf, source: sqlx::Error },
     #[error(
@@ -60,10 +66,7 @@ pub async fn open(data_dir: &Path) -> Result<SqlitePool, DbError> {
 
 /// [`open`] with an explicit pool size (benchmarks, tests of contention).
 pub async fn open_with(data_dir: &Path, max_connections: u32) -> Result<SqlitePool, DbError> {
-    std::fs::create_dir_all(data_dir).map_err(|source| DbError::CreateDir {
-        path: data_dir.to_path_buf(),
-        source,
-    })?;
+    prepare_data_dir(data_dir)?;
     let path = database_path(data_dir);
     let options = SqliteConnectOptions::new()
         .filename(&path)
@@ -77,6 +80,35 @@ pub async fn open_with(data_dir: &Path, max_connections: u32) -> Result<SqlitePo
         .connect_with(options)
         .await
         .map_err(|source| DbError::Open { path, source })
+}
+
+/// Creates `data_dir` as 0700 when it is missing; refuses an existing one
+/// that group or others may enter (its database holds API token hashes and
+/// its job directories private evidence), and changes nothing then.
+pub fn prepare_data_dir(data_dir: &Path) -> Result<(), DbError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let path = data_dir.to_path_buf();
+    match std::fs::metadata(data_dir) {
+        Ok(meta) if !meta.is_dir() => Err(DbError::DataDirNotDir { path }),
+        Ok(meta) => {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                Err(DbError::DataDirOpen { path, mode })
+            } else {
+                Ok(())
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(data_dir)
+            // The umask may have taken bits the owner needs.
+            .and_then(|()| {
+                std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(0o700))
+            })
+            .map_err(|source| DbError::CreateDir { path, source }),
+        Err(source) => Err(DbError::CreateDir { path, source }),
+    }
 }
 
 /// Applies every embedded migration not yet applied. Safe to run on every
@@ -116,6 +148,38 @@ pub async fn ping(pool: &SqlitePool) -> Result<(), DbError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_new_data_dir_is_private_and_an_open_one_is_refused_untouched() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let new = root.path().join("a/data");
+        open(&new).await.unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&new), 0o700);
+
+        for loose in [0o750, 0o705, 0o777] {
+            let dir = root.path().join(format!("loose{loose:o}"));
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(loose)).unwrap();
+            let err = open(&dir).await.unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("chmod 700 {}", dir.display())),
+                "{err}"
+            );
+            assert_eq!(mode(&dir), loose, "left as it was");
+            assert!(!database_path(&dir).exists(), "no database created");
+        }
+        let file = root.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        assert!(
+            open(&file)
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("not a directory")
+        );
+    }
 
     #[tokio::test]
     async fn open_migrate_and_report_pending() {

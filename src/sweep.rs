@@ -11,6 +11,10 @@
 //!   succeeds the cursor moves, and the next run looks at what is left);
 //! - the cursor is not an ancestor of the tip (force-push) → a warning with
 //!   what to do, nothing enqueued;
+//! - the source's wiki crosses an audience (a private source mapped to a
+//!   public wiki, DESIGN §9), asked of GitHub now → an error with what to do,
+//!   nothing enqueued (the runner would refuse the job anyway; a sweep job
+//!   that can only end `rejected` helps no one);
 //! - otherwise `cursor..tip` is enqueued (or coalesced into a queued job
 //!   ending at the cursor; a range tried before is not tried again by itself).
 //!
@@ -54,6 +58,8 @@ pub enum Outcome {
         branch: String,
         tip: String,
     },
+    /// The source's wiki is across an audience boundary: nothing enqueued.
+    AudienceMismatch { message: String },
     /// The forge could not answer; asked again at the next run.
     ForgeUnavailable { message: String },
     /// The queue could not be read or written; tried again at the next run.
@@ -71,6 +77,7 @@ impl Outcome {
             Outcome::InFlight { .. } => "in_flight",
             Outcome::AlreadyTried { .. } => "already_tried",
             Outcome::NotAncestor { .. } => "not_ancestor",
+            Outcome::AudienceMismatch { .. } => "audience_mismatch",
             Outcome::ForgeUnavailable { .. } => "forge_unavailable",
             Outcome::QueueFailed { .. } => "queue_failed",
         }
@@ -149,6 +156,20 @@ impl Sweep {
                 };
             }
             Err(refusal) => return forge_unavailable(refusal),
+        }
+        if let Forge::GitHub = &source.forge {
+            match self.github_forge() {
+                Ok(forge) => match forge.check_audience(source).await {
+                    Ok(()) => {}
+                    Err(Refusal::Rejected { code, message }) => {
+                        return Outcome::AudienceMismatch {
+                            message: format!("{code}: {message}"),
+                        };
+                    }
+                    Err(refusal) => return forge_unavailable(refusal),
+                },
+                Err(refusal) => return forge_unavailable(refusal),
+            }
         }
         let job = NewJob {
             source: repository.clone(),
@@ -301,6 +322,9 @@ fn log(source: &Source, outcome: &Outcome) {
             %tip,
             "sweep: the cursor {cursor} is not in the history of {branch} at {tip} (was {branch} force-pushed?); nothing was enqueued. Reconcile the pull requests merged since with `teammem request --pr N`, then restart tracking from the current tip with `teammem sweep reset --repository {source}`"
         ),
+        Outcome::AudienceMismatch { message } => {
+            tracing::error!(source, "sweep: nothing enqueued: {message}")
+        }
         Outcome::ForgeUnavailable { message } => tracing::warn!(
             source,
             "sweep: cannot read the source's default branch: {message}; the next sweep asks again"

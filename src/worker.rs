@@ -389,7 +389,9 @@ mod tests {
 
     async fn run_one_job(job_nice: Option<i32>) -> (String, i32, i32) {
         let dir = tempfile::tempdir().expect("temp dir");
-        let pool = crate::db::open_with(dir.path(), 2).await.expect("open");
+        let pool = crate::db::open_with(&dir.path().join("data"), 2)
+            .await
+            .expect("open");
         crate::db::migrate(&pool).await.expect("migrate");
         let queue = Queue::new(
             pool,

@@ -122,6 +122,12 @@ async fn cancel(
     Ok(Json(json!({"job": job})))
 }
 
+/// A retry is accepted without asking GitHub about the audience: the runner
+/// checks it on every attempt right before it mints the wiki token, so a job
+/// whose source now crosses an audience ends `rejected` with
+/// `audience_mismatch: ...` and what to do, recorded on the job, where an
+/// operator reads why a job did not run (`jobs show`, the dashboard), and the
+/// answer here never waits on, or fails with, GitHub.
 async fn retry(
     State(state): State<AppState>,
     caller: Caller,

@@ -6,6 +6,10 @@
 //! - only RS256 with a key from `{issuer}/.well-known/jwks` is accepted;
 //! - keys are cached; an unknown `kid` triggers at most one refetch, and refetches
 //!   are spaced by `refetch_interval` so forged `kid`s cannot hammer the issuer;
+//! - a verification whose key is cached never waits on a JWKS fetch: the fetch
+//!   runs outside the cache's lock (fetches are serialised among themselves);
+//! - `iat` is required, not in the future beyond the leeway, and no older than
+//!   [`MAX_TOKEN_LIFETIME_SECONDS`] (nor `exp` further than that from it);
 //! - every refusal is a 401 with an `oidc_*` code naming the failed check.
 
 use std::collections::HashMap;
@@ -23,6 +27,10 @@ use crate::config::Source;
 /// Clock skew tolerated on `exp`/`nbf`/`iat`.
 pub const LEEWAY_SECONDS: u64 = 30;
 
+/// The longest life of a token teammem accepts, from `iat` to `exp` and
+/// from `iat` to now (Actions tokens live minutes).
+pub const MAX_TOKEN_LIFETIME_SECONDS: u64 = 3600;
+
 /// The claims of an Actions token teammem checks (GitHub sends them as strings).
 #[derive(Debug, Clone, Deserialize)]
 pub struct ActionsClaims {
@@ -33,6 +41,9 @@ pub struct ActionsClaims {
     pub sha: String,
     pub event_name: String,
     pub workflow_ref: String,
+    /// Seconds since the epoch.
+    pub iat: u64,
+    pub exp: u64,
 }
 
 struct Cache {
@@ -45,7 +56,10 @@ pub struct OidcVerifier {
     http: reqwest::Client,
     issuer: String,
     refetch_interval: Duration,
-    cache: Mutex<Cache>,
+    /// Never held across an await.
+    cache: std::sync::Mutex<Cache>,
+    /// Held by the one verification fetching the JWKS.
+    fetching: Mutex<()>,
 }
 
 impl std::fmt::Debug for OidcVerifier {
@@ -68,10 +82,11 @@ impl OidcVerifier {
             http,
             issuer: issuer.trim_end_matches('/').to_string(),
             refetch_interval: Duration::from_secs(10),
-            cache: Mutex::new(Cache {
+            cache: std::sync::Mutex::new(Cache {
                 keys: HashMap::new(),
                 fetched_at: None,
             }),
+            fetching: Mutex::new(()),
         }
     }
 
@@ -81,9 +96,9 @@ impl OidcVerifier {
         self
     }
 
-    async fn fetch(&self, cache: &mut Cache) -> Result<(), IngestError> {
+    /// The issuer's keys by `kid` (no lock held).
+    async fn fetch(&self) -> Result<HashMap<String, DecodingKey>, IngestError> {
         let url = format!("{}/.well-known/jwks", self.issuer);
-        cache.fetched_at = Some(Instant::now());
         let unavailable = |why: String| {
             IngestError::unavailable(
                 30,
@@ -112,23 +127,39 @@ impl OidcVerifier {
                 keys.insert(kid, key);
             }
         }
-        cache.keys = keys;
-        Ok(())
+        Ok(keys)
+    }
+
+    fn cached(&self, kid: &str) -> Option<DecodingKey> {
+        self.cache.lock().unwrap().keys.get(kid).cloned()
     }
 
     /// The key for `kid`, refetching the JWKS once when it is unknown.
     async fn key(&self, kid: &str) -> Result<DecodingKey, IngestError> {
-        let mut cache = self.cache.lock().await;
-        if let Some(k) = cache.keys.get(kid) {
-            return Ok(k.clone());
+        if let Some(k) = self.cached(kid) {
+            return Ok(k);
         }
-        let may_fetch = cache
-            .fetched_at
-            .is_none_or(|t| t.elapsed() >= self.refetch_interval);
+        // One fetch at a time; a verification that waited here finds the
+        // keys the fetch before it stored.
+        let _fetching = self.fetching.lock().await;
+        if let Some(k) = self.cached(kid) {
+            return Ok(k);
+        }
+        let may_fetch = {
+            let mut cache = self.cache.lock().unwrap();
+            let may = cache
+                .fetched_at
+                .is_none_or(|t| t.elapsed() >= self.refetch_interval);
+            if may {
+                cache.fetched_at = Some(Instant::now());
+            }
+            may
+        };
         if may_fetch {
-            self.fetch(&mut cache).await?;
+            let keys = self.fetch().await?;
+            self.cache.lock().unwrap().keys = keys;
         }
-        cache.keys.get(kid).cloned().ok_or_else(|| {
+        self.cached(kid).ok_or_else(|| {
             IngestError::oidc(
                 "oidc_unknown_key",
                 format!("the token's key id {kid:?} is not among the issuer's keys"),
@@ -156,7 +187,7 @@ impl OidcVerifier {
         v.validate_nbf = true;
         v.set_audience(&[audience]);
         v.set_issuer(&[&self.issuer]);
-        v.set_required_spec_claims(&["exp", "iss", "aud"]);
+        v.set_required_spec_claims(&["exp", "iat", "iss", "aud"]);
         let data = jsonwebtoken::decode::<ActionsClaims>(token, &key, &v).map_err(|e| {
             match e.kind() {
                 ErrorKind::ExpiredSignature => {
@@ -181,8 +212,39 @@ impl OidcVerifier {
                 _ => invalid("could not be verified"),
             }
         })?;
+        check_issued_at(&data.claims, now_seconds())?;
         Ok(data.claims)
     }
+}
+
+fn now_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
+/// `iat` against `now`: not in the future beyond the leeway, not older than a
+/// token may live, and the token's life (`exp - iat`) within that bound.
+fn check_issued_at(claims: &ActionsClaims, now: u64) -> Result<(), IngestError> {
+    let refuse = |why: &str| {
+        IngestError::oidc(
+            "oidc_issued_at",
+            format!(
+                "the OIDC token {why}; request a fresh one in the workflow (and check the clocks)"
+            ),
+        )
+    };
+    if claims.iat > now + LEEWAY_SECONDS {
+        return Err(refuse("was issued in the future (iat)"));
+    }
+    if claims.exp.saturating_sub(claims.iat) > MAX_TOKEN_LIFETIME_SECONDS {
+        return Err(refuse("claims a lifetime longer than an hour (exp - iat)"));
+    }
+    if now.saturating_sub(claims.iat) > MAX_TOKEN_LIFETIME_SECONDS + LEEWAY_SECONDS {
+        return Err(refuse("was issued more than an hour ago (iat)"));
+    }
+    Ok(())
 }
 
 fn mismatch(what: String) -> IngestError {
@@ -269,4 +331,42 @@ pub fn check_claims_against_forge(
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claims(iat: u64, exp: u64) -> ActionsClaims {
+        ActionsClaims {
+            repository: "o/r".into(),
+            repository_id: "1".into(),
+            run_id: "2".into(),
+            run_attempt: "1".into(),
+            sha: "a".repeat(40),
+            event_name: "push".into(),
+            workflow_ref: "o/r/.github/workflows/w.yml@refs/heads/main".into(),
+            iat,
+            exp,
+        }
+    }
+
+    #[test]
+    fn issued_at_must_be_recent_and_not_ahead() {
+        let now = 1_800_000_000;
+        assert!(check_issued_at(&claims(now - 5, now + 300), now).is_ok());
+        assert!(check_issued_at(&claims(now + LEEWAY_SECONDS, now + 300), now).is_ok());
+        for (iat, exp) in [
+            (now + LEEWAY_SECONDS + 1, now + 600),
+            (now - 10, now + 2 * MAX_TOKEN_LIFETIME_SECONDS),
+            (
+                now - MAX_TOKEN_LIFETIME_SECONDS - LEEWAY_SECONDS - 1,
+                now + 60,
+            ),
+        ] {
+            let err = check_issued_at(&claims(iat, exp), now).unwrap_err();
+            let text = format!("{err:?}");
+            assert!(text.contains("oidc_issued_at"), "{text}");
+        }
+    }
 }

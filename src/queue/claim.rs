@@ -120,7 +120,9 @@ mod tests {
     #[tokio::test]
     async fn claims_read_the_claimable_index_in_order_without_sorting() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let pool = crate::db::open_with(dir.path(), 1).await.expect("open");
+        let pool = crate::db::open_with(&dir.path().join("data"), 1)
+            .await
+            .expect("open");
         crate::db::migrate(&pool).await.expect("migrate");
         let statements = [
             concat!(

@@ -137,7 +137,9 @@ mod tests {
     #[tokio::test]
     async fn finds_only_queued_or_running_ranges_from_the_cursor() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let pool = crate::db::open_with(dir.path(), 2).await.expect("open");
+        let pool = crate::db::open_with(&dir.path().join("data"), 2)
+            .await
+            .expect("open");
         crate::db::migrate(&pool).await.expect("migrate");
         let queue = Queue::new(
             pool,

@@ -651,7 +651,7 @@ mod tests {
     /// deferred foreign key that only fails at COMMIT.
     async fn setup() -> (GroupCommit, SqlitePool, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("temp dir");
-        let pool = crate::db::open_with(dir.path(), 4)
+        let pool = crate::db::open_with(&dir.path().join("data"), 4)
             .await
             .expect("open database");
         for statement in [
@@ -781,12 +781,14 @@ mod tests {
         // A copy of the database file alone (no WAL beside it) holds only what
         // was checkpointed.
         let copy = tempfile::tempdir().expect("temp dir");
+        let copied = copy.path().join("data");
+        crate::db::prepare_data_dir(&copied).unwrap();
         std::fs::copy(
-            crate::db::database_path(dir.path()),
-            crate::db::database_path(copy.path()),
+            crate::db::database_path(&dir.path().join("data")),
+            crate::db::database_path(&copied),
         )
         .expect("copy the database file");
-        let checkpointed = crate::db::open_with(copy.path(), 1)
+        let checkpointed = crate::db::open_with(&copied, 1)
             .await
             .expect("open the copy");
         assert_eq!(notes(&checkpointed).await, ["one", "two", "three"]);
@@ -815,7 +817,7 @@ mod tests {
             .run(Undo::Alone, note("first", None, false))
             .await
             .expect("first note");
-        let before = wal_restart_count(dir.path());
+        let before = wal_restart_count(&dir.path().join("data"));
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut writers = Vec::new();
         for _ in 0..4 {
@@ -855,7 +857,7 @@ mod tests {
             .run(Undo::Alone, note("last", None, false))
             .await
             .expect("last note");
-        let after = wal_restart_count(dir.path());
+        let after = wal_restart_count(&dir.path().join("data"));
         assert!(
             after >= before + 2,
             "the WAL started over {} times while {written} writes kept coming",
@@ -1117,7 +1119,7 @@ mod tests {
             .run(Undo::Alone, note("one", None, false))
             .await
             .expect("committed through the real sync");
-        let database = crate::db::database_path(dir.path());
+        let database = crate::db::database_path(&dir.path().join("data"));
         let mut wal = database.clone().into_os_string();
         wal.push("-wal");
         assert!(std::path::Path::new(&wal).exists(), "the WAL is there");

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use crate::config::{Agent, Config, Forge, Source};
-use crate::forge::github::{GitHubError, GitHubForge, Permissions};
+use crate::forge::github::{GitHubError, GitHubForge, Permissions, audience};
 use crate::queue::{Completion, Job, JobKind};
 use crate::wiki::Secret;
 use crate::worker::{JobFailure, JobFuture, JobHandler};
@@ -243,15 +243,19 @@ impl Runner {
         // revoked when the job ends in any way (`JobToken`).
         let token = match &reader {
             SourceReader::Local(_) => None,
-            SourceReader::GitHub(forge) => Some(
+            SourceReader::GitHub(forge) => Some({
+                // Audience, on every attempt, right before a token exists.
+                if let Some(refused) = audience::job_audience_gate(forge, &source).await? {
+                    return Ok(refused);
+                }
                 JobToken::mint(
                     forge.clone(),
                     &source,
                     self.config.queue.job_timeout,
                     self.revocations.clone(),
                 )
-                .await?,
-            ),
+                .await?
+            }),
         };
         let destination = broker::WriterDestination::of(
             &source,
@@ -368,11 +372,15 @@ impl Runner {
             } => {
                 let api_key = match api_key_env {
                     None => None,
-                    Some(name) => Some(std::env::var(name).map_err(|_| {
-                        permanent(format!(
-                            "agent.api_key_env names {name}, which is not set in the daemon's environment; set it and retry the job"
-                        ))
-                    })?),
+                    Some(name) => Some(
+                        crate::secrets::env_secret(name)
+                            .and_then(|s| s.expose_str().map(str::to_owned))
+                            .ok_or_else(|| {
+                                permanent(format!(
+                                    "agent.api_key_env names {name}, which was not set (as UTF-8) in the daemon's environment at start; set it, restart the daemon and retry the job"
+                                ))
+                            })?,
+                    ),
                 };
                 let settings = openai::OpenAiSettings {
                     base_url: base_url.clone(),

@@ -22,8 +22,9 @@ use super::agent::{AgentError, AgentOutcome, AgentTask};
 use super::receipt::Receipt;
 use super::writer::WriterClient;
 
-/// The settings of one run, from `[agent] kind = "openai"`.
-#[derive(Debug, Clone)]
+/// The settings of one run, from `[agent] kind = "openai"`. `Debug` leaves
+/// the key out.
+#[derive(Clone)]
 pub struct OpenAiSettings {
     pub base_url: String,
     pub model: String,
@@ -32,6 +33,19 @@ pub struct OpenAiSettings {
     pub max_steps: u32,
     pub max_output_tokens: u32,
     pub timeout: Duration,
+}
+
+impl std::fmt::Debug for OpenAiSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiSettings")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("max_steps", &self.max_steps)
+            .field("max_output_tokens", &self.max_output_tokens)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
 }
 
 /// A tool result larger than this is cut before it goes back to the model.
@@ -233,6 +247,21 @@ async fn run_steps(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_print_without_the_key() {
+        let settings = OpenAiSettings {
+            base_url: "http://127.0.0.1:1/v1".into(),
+            model: "m".into(),
+            api_key: Some("sk-live-0123456789".into()),
+            max_steps: 3,
+            max_output_tokens: 64,
+            timeout: Duration::from_secs(10),
+        };
+        let printed = format!("{settings:?} {settings:#?}");
+        assert!(!printed.contains("sk-live-0123456789"), "{printed}");
+        assert!(printed.contains("<redacted>") && printed.contains("base_url"));
+    }
 
     #[test]
     fn urls_accept_a_v1_base_or_a_root() {

@@ -8,8 +8,10 @@
 //!   others can read; never from an environment variable's contents or argv;
 //! - error messages name the source (file path, vault URI) and never the value.
 
+mod env; // secrets moved out of the daemon's environment at start-up
 mod keyvault;
 
+pub use env::{capture_env, env_secret};
 pub use keyvault::{CredentialChain, fetch_key_vault_secret, parse_secret_uri};
 
 use std::fmt;
@@ -87,8 +89,8 @@ pub enum SecretError {
 /// Reads the dispatch HMAC secret from the environment variable a source names.
 /// The variable's *name* is in the config; its value never is.
 pub fn webhook_secret_from_env(var: &str) -> Result<Secret, SecretError> {
-    match std::env::var_os(var) {
-        Some(v) if !v.is_empty() => Ok(Secret::new(v.into_encoded_bytes())),
+    match env_secret(var) {
+        Some(v) if !v.is_empty() => Ok(v),
         _ => Err(SecretError::Environment(format!(
             "environment variable {var} is not set or empty; set it to the source's dispatch secret"
         ))),
@@ -164,6 +166,18 @@ mod tests {
         assert_eq!(format!("{s:?}"), "Secret(<redacted>)");
         assert_eq!(format!("{s}"), "<redacted>");
         assert_eq!(s.expose_str(), Some("hunter2"));
+    }
+
+    #[test]
+    fn a_token_read_from_json_never_prints() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Answer {
+            token: Secret,
+        }
+        let answer: Answer = serde_json::from_str(r#"{"token":"ghs_abc123"}"#).unwrap();
+        assert_eq!(answer.token.expose_str(), Some("ghs_abc123"));
+        assert!(!format!("{answer:?}").contains("ghs_abc123"));
     }
 
     #[test]

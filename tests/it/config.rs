@@ -309,6 +309,21 @@ const BAD: &[(&str, &str, &str)] = &[
         "api.allowed_origins[0]: plain http is allowed only to this machine",
     ),
     (
+        "local wiki is the source itself",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/srv/app\"\nlocal_wiki_path = \"/srv/app/\"\nwebhook_secret_env = \"S\"",
+        "sources[0].local_wiki_path: is the source repository itself (local_path); give the wiki a repository of its own",
+    ),
+    (
+        "local wiki is another source",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/srv/app\"\nlocal_wiki_path = \"/srv/lib\"\nwebhook_secret_env = \"S\"\n[[sources]]\nrepository = \"octo/lib\"\nlocal_path = \"/srv/lib\"\nlocal_wiki_path = \"/srv/lib.wiki\"\nwebhook_secret_env = \"S\"",
+        "sources[0].local_wiki_path: is the source repository of sources[1] (octo/lib); give octo/app a wiki repository of its own",
+    ),
+    (
+        "local source with a GitHub wiki",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/srv/app\"\nlocal_wiki_path = \"/srv/app.wiki\"\nwiki_repository = \"octo/memory\"\nwebhook_secret_env = \"S\"",
+        "sources[0].wiki_repository: not used by a local source",
+    ),
+    (
         "not a url scheme",
         "[server]\ndata_dir = \"/d\"\npublic_url = \"ftp://x.example\"",
         "server.public_url: expected an https URL",

@@ -12,7 +12,7 @@ fn config(dir: &std::path::Path) -> Config {
         r#"
 [server]
 listen = "127.0.0.1:0"
-data_dir = "{}"
+data_dir = "{}/data"
 
 [[sources]]
 repository = "octo/app"

@@ -786,3 +786,57 @@ async fn an_unknown_kid_refetches_once_then_refuses() {
     }
     assert_eq!(f.fake.jwks_fetches(), before + 1);
 }
+
+/// While one verification waits on a JWKS fetch that hangs (a token with a
+/// key id not yet cached), a token signed with a cached key verifies at once.
+#[tokio::test]
+async fn a_hanging_jwks_fetch_holds_up_only_the_verification_that_needs_it() {
+    use crate::harness::fake_github::{FakeGitHub, Fault, OIDC_KID_1, OIDC_KID_2};
+    let fake = FakeGitHub::start().await;
+    let verifier = Arc::new(OidcVerifier::new(&fake.url).with_refetch_interval(Duration::ZERO));
+    let claims = fake.actions_claims(
+        AUDIENCE,
+        "octo/oidc",
+        1,
+        (5, 1),
+        &"a".repeat(40),
+        "push",
+        ".github/workflows/team-memory-post-merge.yml",
+    );
+    let known = fake.mint_oidc(OIDC_KID_1, &claims);
+    verifier.verify_token(&known, AUDIENCE).await.unwrap();
+    assert_eq!(fake.jwks_fetches(), 1);
+
+    fake.inject("/.well-known/jwks", Fault::Hang);
+    let unknown = fake.mint_oidc(OIDC_KID_2, &claims);
+    let slow = tokio::spawn({
+        let verifier = verifier.clone();
+        async move { verifier.verify_token(&unknown, AUDIENCE).await }
+    });
+    fake.hung().await;
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        verifier.verify_token(&known, AUDIENCE),
+    )
+    .await
+    .expect("a cached key does not wait on the hanging fetch")
+    .unwrap();
+    slow.abort();
+
+    // iat: a token issued in the future or long ago is refused by name.
+    let now = crate::harness::fake_github::now();
+    for (iat, exp) in [(now + 600, now + 900), (now - 7200, now + 60)] {
+        let mut claims = claims.clone();
+        claims["iat"] = json!(iat);
+        claims["nbf"] = json!(now - 5);
+        claims["exp"] = json!(exp);
+        let token = fake.mint_oidc(OIDC_KID_1, &claims);
+        let err = verifier.verify_token(&token, AUDIENCE).await.unwrap_err();
+        assert_eq!(
+            (err.status, err.code),
+            (401, "oidc_issued_at"),
+            "{}",
+            err.message
+        );
+    }
+}

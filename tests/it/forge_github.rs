@@ -434,7 +434,7 @@ async fn a_revoked_job_token_is_refused_by_the_api_and_by_git() {
     );
 
     f.forge.revoke_token(&token).await.unwrap();
-    assert_eq!(f.fake.revoked_tokens(), [value.clone()]);
+    assert_eq!(f.fake.revoked_tokens(), std::slice::from_ref(&value));
     assert_eq!(api(value.clone()).await, 401, "the API refuses it");
     assert!(!git_reads_with(&url, &value).await, "git refuses it");
     // Revoking a dead token again is no error (GitHub answers 401).

@@ -11,6 +11,7 @@
 //!   delay, never a verdict about the dispatch;
 //! - tokens and JWTs never appear in errors or logs.
 
+pub mod audience; // the audience rule for every path to a wiki write
 pub mod auth;
 mod installations;
 pub mod evidence; // the evidence bundle of a job: compare paging, merged PRs, file manifests, policy file

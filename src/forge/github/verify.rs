@@ -47,7 +47,7 @@ pub(super) struct Comparison {
 pub(super) struct RepoFacts {
     id: u64,
     pub(super) default_branch: String,
-    visibility: String,
+    pub(super) visibility: String,
 }
 
 /// Which workflow and event a run must show.
@@ -121,32 +121,6 @@ impl GitHubForge {
             default_branch,
             visibility,
         })
-    }
-
-    /// DESIGN §9: a wiki in another repository must not move memory across an
-    /// audience boundary. Only public → public is allowed across repositories.
-    async fn check_audience(&self, source: &Source, src: &RepoFacts) -> Result<(), Refusal> {
-        if source
-            .wiki_repository
-            .eq_ignore_ascii_case(&source.repository)
-        {
-            return Ok(());
-        }
-        let wiki = self.repo_facts(&source.wiki_repository).await?;
-        let (s, w) = (src.visibility.as_str(), wiki.visibility.as_str());
-        let why = match (s == "public", w == "public") {
-            (true, true) => return Ok(()),
-            (false, true) => "a private or internal source never writes to a public wiki",
-            (true, false) => "a public source never reads or writes a private or internal wiki",
-            (false, false) => "private-to-private mappings across repositories are refused",
-        };
-        Err(Refusal::rejected(
-            "audience_mismatch",
-            format!(
-                "{} is {s} and its wiki repository {} is {w}: {why}; point wiki_repository at the source itself",
-                source.repository, source.wiki_repository
-            ),
-        ))
     }
 
     /// Step 2.
@@ -279,7 +253,7 @@ impl GitHubForge {
         self.within_deadline(async {
             let r = &source.repository;
             let repo = self.repo_facts(r).await?;
-            self.check_audience(source, &repo).await?;
+            self.check_audience_with(source, &repo).await?;
             let verified_run = self
                 .check_run(
                     source,
@@ -331,7 +305,7 @@ impl GitHubForge {
         self.within_deadline(async {
             let r = &source.repository;
             let repo = self.repo_facts(r).await?;
-            self.check_audience(source, &repo).await?;
+            self.check_audience_with(source, &repo).await?;
             let verified_run = match run {
                 Some(run) => Some(
                     self.check_run(

@@ -41,7 +41,10 @@ pub async fn test_queue() -> TestQueue {
 
 pub async fn test_queue_with(settings: QueueSettings) -> TestQueue {
     let dir = tempfile::tempdir().expect("temp dir");
-    let pool = db::open_with(dir.path(), 12).await.expect("open database");
+    // A data directory of its own: the temp dir itself may be open to others.
+    let pool = db::open_with(&dir.path().join("data"), 12)
+        .await
+        .expect("open database");
     db::migrate(&pool).await.expect("migrate");
     let clock = Arc::new(ManualClock::default());
     let queue = Queue::new(pool.clone(), clock.clone(), settings);

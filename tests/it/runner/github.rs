@@ -564,3 +564,32 @@ async fn a_manual_request_records_only_its_pull_request() {
     );
     assert!(daemon.terminate().success());
 }
+
+#[tokio::test]
+async fn the_dispatch_secret_leaves_the_daemons_environment_and_still_verifies() {
+    let hub = Hub::new().await;
+    let daemon = hub.serve_with(&[("TEAMMEM_UNRELATED", "stays")]);
+    let pid = daemon.child.id();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let text = String::from_utf8_lossy(&environ);
+    assert!(
+        !text.contains(SECRET),
+        "the secret is in /proc/{pid}/environ"
+    );
+    assert!(
+        text.contains("TEAMMEM_UNRELATED=stays"),
+        "other variables are kept: {text}"
+    );
+    // The secret still signs dispatches the daemon accepts (202), and a
+    // wrong one is still refused.
+    hub.dispatch_range(&daemon, 77, &hub.source.base, &hub.source.head)
+        .await;
+    let body = json!({
+        "source_repository": "octo/app", "kind": "range",
+        "source_run_id": 78, "source_run_attempt": 1,
+        "push_before": hub.source.base, "push_after": hub.source.head,
+    });
+    let (status, _) = post_dispatch(&daemon, "not the secret", &body).await;
+    assert_eq!(status, 401);
+    assert!(daemon.terminate().success());
+}

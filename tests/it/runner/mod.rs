@@ -2,6 +2,8 @@
 //! evidence collection on the local forge, the writer's evidence tools, the
 //! handler end to end with the real writer child, and the agent backends.
 
+// The audience rule past dispatch: a visibility change while queued, a retry, the sweep.
+mod audience;
 // The per-job broker: GitHub source files for get_source_file, reachable only
 // by the writer it was given to, and its end with the job.
 mod broker;
