@@ -32,7 +32,7 @@ webhook_secret_env = "S1"
 workers = 1
 {rest}
 "#,
-        dir.display()
+        dir.join("data").display()
     ))
     .unwrap()
 }

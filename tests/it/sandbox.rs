@@ -309,11 +309,20 @@ async fn other_processes_proc_entries_and_signals_are_closed() {
         .spawn()
         .unwrap();
     let outsider_pid = outsider.id();
-    let own_environ = std::fs::read(format!("/proc/{outsider_pid}/environ")).unwrap();
-    assert!(
-        String::from_utf8_lossy(&own_environ).contains(&daemon_marker),
-        "the control read of the outsider's environ lacks the marker"
-    );
+    // Until the child has executed, its /proc entries still show this
+    // process's environment: poll (bounded) for the marker.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let own_environ = std::fs::read(format!("/proc/{outsider_pid}/environ")).unwrap();
+        if String::from_utf8_lossy(&own_environ).contains(&daemon_marker) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the control read of the outsider's environ lacks the marker"
+        );
+        std::thread::yield_now();
+    }
     // The trampoline's environment holds the policy, which names this path:
     // readable there, and never in the agent's own environment.
     let trampoline_marker = format!("/nonexistent/trampoline-only-{}", uuid::Uuid::new_v4());

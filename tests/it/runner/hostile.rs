@@ -119,6 +119,13 @@ async fn a_hostile_command_agent_obtains_no_secret_and_leaves_nothing_running() 
             &other_job.display().to_string(),
         );
     std::fs::write(&hub.setup.config, text).unwrap();
+    // data_dir must stay 0700 (the daemon refuses an open one).
+    std::fs::create_dir_all(&data_dir).unwrap();
+    std::fs::set_permissions(
+        &data_dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
     std::fs::create_dir_all(&other_job).unwrap();
     std::fs::write(
         other_job.join("evidence.json"),

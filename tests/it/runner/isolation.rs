@@ -55,7 +55,11 @@ async fn a_receipt_linked_to_dev_zero_or_a_fifo_fails_the_job_unread() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let agent = dir.path().join("agent.py");
-        std::fs::write(&agent, format!("import os, sys\nsys.stdin.read()\n{make}\n")).unwrap();
+        std::fs::write(
+            &agent,
+            format!("import os, sys\nsys.stdin.read()\n{make}\n"),
+        )
+        .unwrap();
         let s = Setup::with_extra(&command::agent_table(&agent, &[], 60));
         let rss = || {
             std::fs::read_to_string("/proc/self/status")
@@ -92,6 +96,9 @@ async fn a_job_that_fails_after_its_token_was_minted_revokes_it() {
     let mints = hub.fake.write_mints_for("octo/app");
     assert_eq!(mints.len(), 1, "one wiki token for the one attempt");
     let revoked = hub.fake.revoked_tokens();
-    assert!(revoked.contains(&mints[0].token), "the failed job's token was not revoked");
+    assert!(
+        revoked.contains(&mints[0].token),
+        "the failed job's token was not revoked"
+    );
     assert!(daemon.terminate().success());
 }
