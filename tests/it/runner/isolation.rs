@@ -95,10 +95,88 @@ async fn a_job_that_fails_after_its_token_was_minted_revokes_it() {
     assert_eq!(job["state"], "failed", "{job}");
     let mints = hub.fake.write_mints_for("octo/app");
     assert_eq!(mints.len(), 1, "one wiki token for the one attempt");
-    let revoked = hub.fake.revoked_tokens();
-    assert!(
-        revoked.contains(&mints[0].token),
-        "the failed job's token was not revoked"
-    );
+    // A failed attempt revokes its token as the job's future is dropped,
+    // beside the worker recording the failure: wait for it, bounded.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !hub.fake.revoked_tokens().contains(&mints[0].token) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the failed job's token was not revoked"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert!(daemon.terminate().success());
+}
+
+/// Shutdown while the agent runs: the job is released, its token revoked
+/// before the daemon exits, and the agent (with the child it left in a
+/// session of its own) is gone.
+#[tokio::test]
+async fn a_job_cut_off_by_shutdown_revokes_its_token_and_leaves_no_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("hang.py");
+    std::fs::write(
+        &agent,
+        "import os, sys, time\nsys.stdin.read()\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(600)\ntime.sleep(600)\n",
+    )
+    .unwrap();
+    let hub = Hub::with_config(&format!(
+        "{}\n[queue]\nshutdown_grace_seconds = 0\n",
+        command::agent_table(&agent, &[], 600)
+    ))
+    .await;
+    let daemon = hub.serve();
+    hub.dispatch_range(&daemon, 100, &hub.source.base, &hub.source.head)
+        .await;
+    let script = agent.display().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while processes_running(&script).len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let pids = processes_running(&script);
+    let mints = hub.fake.write_mints_for("octo/app");
+    assert_eq!(mints.len(), 1);
+    // Waited for off this runtime: the fake GitHub answers on it.
+    let stopped = tokio::task::spawn_blocking(move || daemon.terminate())
+        .await
+        .unwrap();
+    assert!(stopped.success());
+    // The daemon waited for the revocation before it exited.
+    assert!(
+        hub.fake.revoked_tokens().contains(&mints[0].token),
+        "the released job's token was not revoked"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for pid in pids {
+        while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        }) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{pid} outlived the daemon's shutdown"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Processes (not the sandbox trampoline) whose command line contains `needle`.
+fn processes_running(needle: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|pid: &u32| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            cmdline.contains(needle) && !cmdline.contains("sandbox-exec")
+        })
+        .collect()
 }
