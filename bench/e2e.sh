@@ -160,40 +160,22 @@ kill "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true
 
 # --- the command-agent phase: sandbox on against off ------------------------
 mkdir -p "$WORK/agent"
+cp "$ROOT/tests/it/runner/mcp_client.py" "$WORK/agent/"
 cat > "$WORK/agent/agent.py" <<'PY'
-import json, subprocess, sys
+import json, sys
+from mcp_client import Writer, receipt
 config_path, receipt_path = sys.argv[1], sys.argv[2]
 data = json.loads(sys.stdin.read().strip().splitlines()[-1])
-server = json.load(open(config_path))["mcpServers"]["teammem-wiki"]
-child = subprocess.Popen([server["command"]] + server["args"], env=server["env"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-def send(m):
-    child.stdin.write((json.dumps(m) + "\n").encode()); child.stdin.flush()
-def receive(i):
-    while True:
-        m = json.loads(child.stdout.readline())
-        if m.get("id") == i:
-            return m
-send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
-      "capabilities": {}, "clientInfo": {"name": "bench-agent", "version": "0"}}})
-receive(1)
-send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-n = [1]
-def call(name, args):
-    n[0] += 1
-    send({"jsonrpc": "2.0", "id": n[0], "method": "tools/call", "params": {"name": name, "arguments": args}})
-    return receive(n[0])["result"]["structuredContent"]["result"]
+writer = Writer(config_path)
 repo = data["repository"]
-snap = call("get_wiki_snapshot", {"repository": repo})
+snap = writer.result("get_wiki_snapshot", {"repository": repo})
 prs = data["evidence"]["pull_requests"]
-lines = "".join("- #%d %s\n" % (p["number"], p["merge_sha"]) for p in prs)
 page = "Log-%d.md" % prs[0]["number"]
-w = call("write_wiki_pages", {"repository": repo, "expected_wiki_repository": snap["wiki_repository"],
-    "expected_base": snap["sha"], "message": "bench", "pages": [{"path": page, "content": lines}]})
-json.dump({"status": "updated", "wiki_repository": snap["wiki_repository"], "wiki_sha": w["sha"],
-    "base_sha": snap["sha"], "summary": "bench", "pull_requests": [{"number": p["number"],
-    "merge_sha": p["merge_sha"], "status": "updated", "pages": [page]} for p in prs]}, open(receipt_path, "w"))
-child.stdin.close(); child.wait()
+w = writer.result("write_wiki_pages", {"repository": repo, "expected_wiki_repository": snap["wiki_repository"],
+    "expected_base": snap["sha"], "message": "bench",
+    "pages": [{"path": page, "content": "".join("- #%d %s\n" % (p["number"], p["merge_sha"]) for p in prs)}]})
+json.dump(receipt(snap, w, prs, [page]), open(receipt_path, "w"))
+writer.close()
 PY
 PYTHON="$(python3 -c 'import sys; print(sys.executable)')"
 PYPREFIX="$(python3 -c 'import sys; print(sys.base_prefix)')"

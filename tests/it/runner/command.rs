@@ -1,6 +1,6 @@
 //! The command agent backend with a small test agent program (Python, stdlib
-//! only) that reads the generated MCP configuration, starts the relay to the
-//! job's writer from it, drives it over stdio, writes its receipt file and,
+//! only, and `mcp_client.py` beside it) that reads the generated MCP
+//! configuration, starts the relay to the job's writer from it, drives it, writes its receipt file and,
 //! in the same commit, `Agent-report.md`: the names of its environment and,
 //! given a third argument `probe`, a source file it read (GitHub sources) and
 //! what its configuration held. The agent runs in the kernel sandbox: it
@@ -15,49 +15,27 @@ use teammem::worker::JobHandler;
 use super::handler::Setup;
 
 pub(super) const AGENT: &str = r##"
-import json, os, socket, subprocess, sys
+import json, os, sys
+from mcp_client import Writer, receipt
 config_path, receipt_path = sys.argv[1], sys.argv[2]
 probe = len(sys.argv) > 3 and sys.argv[3] == "probe"
-task = sys.stdin.read()
-data = json.loads(task.strip().splitlines()[-1])
+data = json.loads(sys.stdin.read().strip().splitlines()[-1])
 report = {"env": sorted(os.environ.keys())}
-server = json.load(open(config_path))["mcpServers"]["teammem-wiki"]
-child = subprocess.Popen([server["command"]] + server["args"], env=server["env"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-def send(message):
-    child.stdin.write((json.dumps(message) + "\n").encode()); child.stdin.flush()
-def receive(id):
-    while True:
-        message = json.loads(child.stdout.readline())
-        if message.get("id") == id:
-            return message
-send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
-      "capabilities": {}, "clientInfo": {"name": "test-agent", "version": "0"}}})
-receive(1)
-send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-counter = [1]
-def call(name, arguments):
-    counter[0] += 1
-    send({"jsonrpc": "2.0", "id": counter[0], "method": "tools/call", "params": {"name": name, "arguments": arguments}})
-    return receive(counter[0])["result"]["structuredContent"]
+writer = Writer(config_path)
 repo = data["repository"]
-snapshot = call("get_wiki_snapshot", {"repository": repo})["result"]
-evidence = call("get_job_evidence", {"repository": repo})["result"]
+snapshot = writer.result("get_wiki_snapshot", {"repository": repo})
+evidence = writer.result("get_job_evidence", {"repository": repo})
 lines = ["- #%d %s" % (p["number"], p["merge_sha"]) for p in evidence["pull_requests"]]
 if probe:
-    report.update({"socket": server["args"][-1], "mcp_config": open(config_path).read(),
-                   "source_file": call("get_source_file", {"repository": repo, "path": "docs/guide.md"})})
-written = call("write_wiki_pages", {"repository": repo, "expected_wiki_repository": snapshot["wiki_repository"],
+    report.update({"socket": writer.server["args"][-1], "mcp_config": open(config_path).read(),
+                   "source_file": writer.call("get_source_file", {"repository": repo, "path": "docs/guide.md"})})
+written = writer.result("write_wiki_pages", {"repository": repo, "expected_wiki_repository": snapshot["wiki_repository"],
     "expected_base": snapshot["sha"], "message": "Team log from the command agent",
     "pages": [{"path": "Team-log.md", "content": "# Team log\n\n" + "\n".join(lines) + "\n"},
-              {"path": "Agent-report.md", "content": "```\n" + json.dumps(report) + "\n```\n"}]})["result"]
-receipt = {"status": "updated", "wiki_repository": snapshot["wiki_repository"], "wiki_sha": written["sha"],
-    "base_sha": snapshot["sha"], "summary": "Wrote the team log.",
-    "pull_requests": [{"number": p["number"], "merge_sha": p["merge_sha"], "status": "updated", "pages": ["Team-log.md"]}
-                      for p in data["evidence"]["pull_requests"]]}
+              {"path": "Agent-report.md", "content": "```\n" + json.dumps(report) + "\n```\n"}]})
 with open(receipt_path, "w") as f:
-    json.dump(receipt, f)
-child.stdin.close(); child.wait()
+    json.dump(receipt(snapshot, written, data["evidence"]["pull_requests"], ["Team-log.md"]), f)
+writer.close()
 "##;
 
 /// The report the test agent wrote next to its team log.
@@ -70,11 +48,15 @@ pub(super) fn report(page: &str) -> serde_json::Value {
     serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {page}"))
 }
 
-/// The `[agent]` table running `script` (a file in `dir`) with Python in the
-/// sandbox: Python's installation and `dir` readable, `args` after the two
-/// placeholders.
+/// The test agents' MCP client (`import mcp_client`), written next to each.
+pub(super) const MCP_CLIENT: &str = include_str!("mcp_client.py");
+
+/// The `[agent]` table running `script` (a file in `dir`, beside which the
+/// MCP client module is written) with Python in the sandbox: Python's
+/// installation and `dir` readable, `args` after the two placeholders.
 pub(super) fn agent_table(script: &std::path::Path, args: &[&str], timeout_seconds: u32) -> String {
     let dir = script.parent().unwrap();
+    std::fs::write(dir.join("mcp_client.py"), MCP_CLIENT).unwrap();
     let mut argv = vec![
         python(),
         script.display().to_string(),

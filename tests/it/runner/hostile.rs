@@ -83,6 +83,7 @@ async fn a_hostile_command_agent_obtains_no_secret_and_leaves_nothing_running() 
     let agent_dir = tempfile::tempdir().unwrap();
     let agent = agent_dir.path().join("hostile.py");
     std::fs::write(&agent, include_str!("hostile_agent.py")).unwrap();
+    std::fs::write(agent_dir.path().join("mcp_client.py"), command::MCP_CLIENT).unwrap();
     let python = command::python();
     let prefix = std::process::Command::new(&python)
         .args(["-c", "import sys; print(sys.base_prefix)"])

@@ -206,38 +206,11 @@ def leave_a_child():
 grab("orphan", leave_a_child)
 
 # The legitimate work, with the loot, through the job's writer.
-child = subprocess.Popen([server["command"]] + server["args"], env=server["env"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-
-
-def send(message):
-    child.stdin.write((json.dumps(message) + "\n").encode())
-    child.stdin.flush()
-
-
-def receive(id):
-    while True:
-        message = json.loads(child.stdout.readline())
-        if message.get("id") == id:
-            return message
-
-
-send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
-      "capabilities": {}, "clientInfo": {"name": "hostile", "version": "0"}}})
-receive(1)
-send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-counter = [1]
-
-
-def call(name, arguments):
-    counter[0] += 1
-    send({"jsonrpc": "2.0", "id": counter[0], "method": "tools/call", "params": {"name": name, "arguments": arguments}})
-    return receive(counter[0])["result"]["structuredContent"]
-
-
+from mcp_client import Writer, receipt
+writer = Writer(config_path)
 repo = data["repository"]
-snapshot = call("get_wiki_snapshot", {"repository": repo})["result"]
-evidence = call("get_job_evidence", {"repository": repo})["result"]
+snapshot = writer.result("get_wiki_snapshot", {"repository": repo})
+evidence = writer.result("get_job_evidence", {"repository": repo})
 lines = ["- #%d %s" % (p["number"], p["merge_sha"]) for p in evidence["pull_requests"]]
 text = json.dumps(loot, indent=1, sort_keys=True)
 try:
@@ -246,19 +219,10 @@ try:
     s.close()
 except OSError as e:
     loot["listener"] = str(e)
-written = call("write_wiki_pages", {"repository": repo, "expected_wiki_repository": snapshot["wiki_repository"],
+written = writer.result("write_wiki_pages", {"repository": repo, "expected_wiki_repository": snapshot["wiki_repository"],
     "expected_base": snapshot["sha"], "message": "Team log from the hostile agent",
     "pages": [{"path": "Team-log.md", "content": "# Team log\n\n" + "\n".join(lines) + "\n"},
               {"path": "Loot.md", "content": "```\n" + text + "\n```\n"}]})
-if not written.get("success"):
-    sys.stderr.write("hostile agent: the write failed: %s\n" % json.dumps(written))
-    sys.exit(2)
-written = written["result"]
-receipt = {"status": "updated", "wiki_repository": snapshot["wiki_repository"], "wiki_sha": written["sha"],
-    "base_sha": snapshot["sha"], "summary": "Wrote the team log.",
-    "pull_requests": [{"number": p["number"], "merge_sha": p["merge_sha"], "status": "updated", "pages": ["Team-log.md"]}
-                      for p in data["evidence"]["pull_requests"]]}
 with open(receipt_path, "w") as f:
-    json.dump(receipt, f)
-child.stdin.close()
-child.wait()
+    json.dump(receipt(snapshot, written, data["evidence"]["pull_requests"], ["Team-log.md"]), f)
+writer.close()
