@@ -523,6 +523,15 @@ mod linux {
                 io::Error::last_os_error()
             ));
         }
+        // Nothing to drop (an unprivileged daemon, systemd's
+        // `CapabilityBoundingSet=`): skip capset, which a system-call filter
+        // such as `~@privileged` refuses.
+        if before
+            .iter()
+            .all(|d| d.effective == 0 && d.permitted == 0 && d.inheritable == 0)
+        {
+            return Ok(());
+        }
         let mut header = CapHeader {
             version: CAP_VERSION_3,
             pid: 0,
