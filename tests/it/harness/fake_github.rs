@@ -421,6 +421,9 @@ pub enum Fault {
 
 #[derive(Default)]
 struct StateInner {
+    /// Every use of a bearer token: `(token, "METHOD /path")` on the API,
+    /// `(token, "git read|write /path")` on the wiki's git routes.
+    token_uses: Vec<(String, String)>,
     repos: HashMap<String, FakeRepo>,
     runs: HashMap<(String, u64, u64), FakeRun>,
     pulls: HashMap<(String, u64), FakePull>,
@@ -612,7 +615,11 @@ impl FakeGitHub {
     pub fn wiki_access(&self) -> crate::harness::git_http::TokenCheck {
         let shared = self.shared.clone();
         Arc::new(move |token: &str, path: &str, write: bool| {
-            let inner = shared.inner.lock().unwrap();
+            let mut inner = shared.inner.lock().unwrap();
+            let kind = if write { "write" } else { "read" };
+            inner
+                .token_uses
+                .push((token.to_owned(), format!("git {kind} {path}")));
             if inner.revoked.iter().any(|t| t == token) {
                 return false;
             }
@@ -724,6 +731,17 @@ impl FakeGitHub {
     /// Grants again every permission [`FakeGitHub::withhold_permission`] withheld.
     pub fn grant_all_permissions(&self) {
         self.inner().withheld.clear();
+    }
+
+    /// Every use of `token` seen so far, in order: `METHOD /path` on the API,
+    /// `git read|write /path` on the wiki's git routes.
+    pub fn uses_of(&self, token: &str) -> Vec<String> {
+        self.inner()
+            .token_uses
+            .iter()
+            .filter(|(t, _)| t == token)
+            .map(|(_, what)| what.clone())
+            .collect()
     }
 
     /// Every token revoked with `DELETE /installation/token`, in order.
@@ -847,6 +865,11 @@ async fn faults(State(s): State<AppState>, req: Request, next: Next) -> Response
     let fault = {
         let mut inner = s.inner.lock().unwrap();
         inner.requests.push(format!("{} {}", req.method(), path));
+        if let Some(token) = bearer(req.headers()) {
+            inner
+                .token_uses
+                .push((token, format!("{} {}", req.method(), path)));
+        }
         let target = req
             .uri()
             .path_and_query()

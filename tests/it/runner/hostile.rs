@@ -216,6 +216,22 @@ async fn a_hostile_command_agent_obtains_no_secret_and_leaves_nothing_running() 
         .map(|m| m.token)
         .collect();
     assert_eq!(wiki_tokens.len(), 1, "one wiki token for the one job");
+    // It was used only for the writer's git access to the wiki, and once
+    // more to revoke it.
+    let uses = hub.fake.uses_of(&wiki_tokens[0]);
+    assert!(
+        uses.iter()
+            .any(|u| u.starts_with("git write /octo/app.wiki.git/")),
+        "{uses:?}"
+    );
+    for used in &uses {
+        assert!(
+            used.starts_with("git read /octo/app.wiki.git/")
+                || used.starts_with("git write /octo/app.wiki.git/")
+                || used == "DELETE /installation/token",
+            "the job's token was used for {used}"
+        );
+    }
     let revoked = hub.fake.revoked_tokens();
     assert!(
         revoked.contains(&wiki_tokens[0]),
