@@ -108,11 +108,19 @@ async fn a_job_that_fails_after_its_token_was_minted_revokes_it() {
     assert!(daemon.terminate().success());
 }
 
-/// Shutdown while the agent runs: the job is released, its token revoked
-/// before the daemon exits, and the agent (with the child it left in a
-/// session of its own) is gone.
-#[tokio::test]
-async fn a_job_cut_off_by_shutdown_revokes_its_token_and_leaves_no_process() {
+/// A hanging agent (with a child in a session of its own) on the GitHub
+/// forge, its daemon with `queue` settings `queue`, a dispatch running it:
+/// the hub, the daemon, the job id, the agent's pids and the job's token.
+async fn running_a_hanging_agent(
+    queue: &str,
+) -> (
+    Hub,
+    crate::harness::daemon::Daemon,
+    i64,
+    Vec<u32>,
+    String,
+    tempfile::TempDir,
+) {
     let dir = tempfile::tempdir().unwrap();
     let agent = dir.path().join("hang.py");
     std::fs::write(
@@ -121,13 +129,15 @@ async fn a_job_cut_off_by_shutdown_revokes_its_token_and_leaves_no_process() {
     )
     .unwrap();
     let hub = Hub::with_config(&format!(
-        "{}\n[queue]\nshutdown_grace_seconds = 0\n",
+        "{}\n[queue]\n{queue}\n",
         command::agent_table(&agent, &[], 600)
     ))
     .await;
     let daemon = hub.serve();
-    hub.dispatch_range(&daemon, 100, &hub.source.base, &hub.source.head)
+    let answer = hub
+        .dispatch_range(&daemon, 100, &hub.source.base, &hub.source.head)
         .await;
+    let id = answer["job_id"].as_i64().unwrap();
     let script = agent.display().to_string();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while processes_running(&script).len() < 2 {
@@ -140,16 +150,12 @@ async fn a_job_cut_off_by_shutdown_revokes_its_token_and_leaves_no_process() {
     let pids = processes_running(&script);
     let mints = hub.fake.write_mints_for("octo/app");
     assert_eq!(mints.len(), 1);
-    // Waited for off this runtime: the fake GitHub answers on it.
-    let stopped = tokio::task::spawn_blocking(move || daemon.terminate())
-        .await
-        .unwrap();
-    assert!(stopped.success());
-    // The daemon waited for the revocation before it exited.
-    assert!(
-        hub.fake.revoked_tokens().contains(&mints[0].token),
-        "the released job's token was not revoked"
-    );
+    let token = mints[0].token.clone();
+    (hub, daemon, id, pids, token, dir)
+}
+
+/// Waits (bounded) until every pid is gone or a zombie.
+async fn all_gone(pids: &[u32], when: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     for pid in pids {
         while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
@@ -161,11 +167,60 @@ async fn a_job_cut_off_by_shutdown_revokes_its_token_and_leaves_no_process() {
         }) {
             assert!(
                 std::time::Instant::now() < deadline,
-                "{pid} outlived the daemon's shutdown"
+                "{pid} outlived {when}"
             );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
+}
+
+/// Shutdown while the agent runs: the job is released, its token revoked
+/// before the daemon exits, and the agent (with the child it left in a
+/// session of its own) is gone.
+#[tokio::test]
+async fn a_job_cut_off_by_shutdown_revokes_its_token_and_leaves_no_process() {
+    let (hub, daemon, _, pids, token, _dir) =
+        running_a_hanging_agent("shutdown_grace_seconds = 0").await;
+    // Waited for off this runtime: the fake GitHub answers on it.
+    let stopped = tokio::task::spawn_blocking(move || daemon.terminate())
+        .await
+        .unwrap();
+    assert!(stopped.success());
+    // The daemon waited for the revocation before it exited.
+    assert!(
+        hub.fake.revoked_tokens().contains(&token),
+        "the released job's token was not revoked"
+    );
+    all_gone(&pids, "the daemon's shutdown").await;
+}
+
+/// A running job cancelled through the API: its lease is lost at the next
+/// heartbeat, its token revoked and its agent's processes gone.
+#[tokio::test]
+async fn a_cancelled_running_job_revokes_its_token_and_leaves_no_process() {
+    let (hub, daemon, id, pids, token, _dir) = running_a_hanging_agent("lease_seconds = 5").await;
+    let admin = hub.setup.create_token("isolation", &[]);
+    let answer = reqwest::Client::new()
+        .post(daemon.url(&format!("/v1/jobs/{id}/cancel")))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        answer.status().is_success(),
+        "{}",
+        answer.text().await.unwrap()
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !hub.fake.revoked_tokens().contains(&token) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cancelled job's token was not revoked"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    all_gone(&pids, "the cancelled job").await;
+    assert!(daemon.terminate().success());
 }
 
 /// Processes (not the sandbox trampoline) whose command line contains `needle`.
