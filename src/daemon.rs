@@ -246,7 +246,11 @@ pub async fn run_with_ingest(
         });
     }
 
-    let sweep = crate::sweep::Sweep::new(config.clone(), queue.clone(), ingest.github_forge());
+    let sweep = crate::sweep::Sweep::new(
+        config.clone(),
+        queue.clone(),
+        crate::forge::Forges::with_github(ingest.github_forge()),
+    );
     if sweep.has_sources() {
         scheduler.after_start_and_every(
             "sweep",

@@ -18,6 +18,7 @@ pub mod runner; // runs one job: evidence bundle, writer child, agents, checked 
 pub mod scheduler; // cron schedules for rescue, retention and sweep
 pub mod sweep; // the sweep for missed pushes: cursor..tip of `sweep = true` sources
 pub mod wiki; // the team memory as git: mirrors, reads, checked writes, publish (the only gix user for wikis)
+pub mod writer_contract; // the runner ↔ writer-child contract: environment, descriptors, trailers, broker wire
 pub mod mcp; // MCP servers over the wiki (read tools, job-bound writer) and the `teammem wiki` functions
 pub mod relay; // `teammem mcp --connect`: a command agent's stdio relay to its job's writer, holding nothing
 pub mod tokens; // maintainer API tokens, stored as SHA-256 hashes

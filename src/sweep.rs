@@ -24,9 +24,9 @@
 
 use std::sync::Arc;
 
-use crate::config::{Config, Forge, Source};
-use crate::forge::github::GitHubForge;
-use crate::forge::{Ancestry, BranchTip, Refusal, local};
+use crate::config::{Config, Source};
+use crate::forge::Forges;
+use crate::forge::{Ancestry, Refusal};
 use crate::queue::{Disposition, JobKind, JobState, NewJob, Origin, Queue};
 
 /// The actor recorded on the jobs the sweep enqueues.
@@ -89,16 +89,16 @@ impl Outcome {
 pub struct Sweep {
     config: Arc<Config>,
     queue: Queue,
-    github: Option<Arc<GitHubForge>>,
+    forges: Forges,
 }
 
 impl Sweep {
-    /// `github` is the daemon's GitHub client (`None` without `[github]`).
-    pub fn new(config: Arc<Config>, queue: Queue, github: Option<Arc<GitHubForge>>) -> Sweep {
+    /// `forges` are the daemon's (one GitHub client per process).
+    pub fn new(config: Arc<Config>, queue: Queue, forges: Forges) -> Sweep {
         Sweep {
             config,
             queue,
-            github,
+            forges,
         }
     }
 
@@ -123,7 +123,8 @@ impl Sweep {
 
     /// The sweep of one source (not logged or counted: [`Sweep::run`] does that).
     pub async fn check(&self, source: &Source) -> Outcome {
-        let tip = match self.tip(source).await {
+        let forge = self.forges.of(source);
+        let tip = match forge.tip().await {
             Ok(tip) => tip,
             Err(refusal) => return forge_unavailable(refusal),
         };
@@ -146,7 +147,7 @@ impl Sweep {
             Ok(None) => {}
             Err(e) => return queue_failed(e),
         }
-        match self.ancestry(source, &cursor, &tip.sha).await {
+        match forge.ancestry(&cursor, &tip.sha).await {
             Ok(Ancestry::Ancestor) => {}
             Ok(Ancestry::NotAncestor) => {
                 return Outcome::NotAncestor {
@@ -157,17 +158,14 @@ impl Sweep {
             }
             Err(refusal) => return forge_unavailable(refusal),
         }
-        if let Forge::GitHub = &source.forge {
-            match self.github_forge() {
-                Ok(forge) => match forge.check_audience(source).await {
-                    Ok(()) => {}
-                    Err(Refusal::Rejected { code, message }) => {
-                        return Outcome::AudienceMismatch {
-                            message: format!("{code}: {message}"),
-                        };
-                    }
-                    Err(refusal) => return forge_unavailable(refusal),
-                },
+        if let Some(github) = forge.github() {
+            match github.check_audience(source).await {
+                Ok(()) => {}
+                Err(Refusal::Rejected { code, message }) => {
+                    return Outcome::AudienceMismatch {
+                        message: format!("{code}: {message}"),
+                    };
+                }
                 Err(refusal) => return forge_unavailable(refusal),
             }
         }
@@ -204,60 +202,6 @@ impl Sweep {
             },
         }
     }
-
-    async fn tip(&self, source: &Source) -> Result<BranchTip, Refusal> {
-        match &source.forge {
-            Forge::Local { repo, .. } => {
-                let repo = repo.clone();
-                blocking(move || local::default_branch_tip(&repo)).await
-            }
-            Forge::GitHub => {
-                self.github_forge()?
-                    .default_branch_tip(&source.repository)
-                    .await
-            }
-        }
-    }
-
-    async fn ancestry(
-        &self,
-        source: &Source,
-        commit: &str,
-        tip: &str,
-    ) -> Result<Ancestry, Refusal> {
-        match &source.forge {
-            Forge::Local { repo, .. } => {
-                let (repo, commit, tip) = (repo.clone(), commit.to_string(), tip.to_string());
-                blocking(move || local::ancestry(&repo, &commit, &tip)).await
-            }
-            Forge::GitHub => {
-                self.github_forge()?
-                    .ancestry(&source.repository, commit, tip)
-                    .await
-            }
-        }
-    }
-
-    fn github_forge(&self) -> Result<&GitHubForge, Refusal> {
-        self.github.as_deref().ok_or_else(|| {
-            Refusal::unavailable(
-                60,
-                "this source lives on GitHub but the GitHub App is not configured; add a [github] section",
-            )
-        })
-    }
-}
-
-/// Runs a gix walk off the async threads.
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, Refusal> + Send + 'static,
-) -> Result<T, Refusal> {
-    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
-        Err(Refusal::unavailable(
-            60,
-            format!("the forge check stopped: {e}"),
-        ))
-    })
 }
 
 fn forge_unavailable(refusal: Refusal) -> Outcome {

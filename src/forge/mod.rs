@@ -7,8 +7,12 @@
 //! never says yes on a guess; anything it could not establish is a refusal
 //! (`Rejected`) or "ask again later" (`Unavailable`).
 
+pub mod evidence; // the evidence bundle of one job: what a forge produces, bounded, and its file form
 pub mod github;
 pub mod local;
+pub mod source; // the façade: one GitHub client per process, one SourceForge per source
+
+pub use source::{Forges, SourceForge};
 
 /// At most this many commits in one dispatched range.
 pub const MAX_RANGE_COMMITS: u64 = 1000;

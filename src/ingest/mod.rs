@@ -20,9 +20,10 @@ pub use request::{DispatchKind, DispatchRequest};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::config::{Config, Forge, Source};
+use crate::config::{Config, Source};
+use crate::forge::Forges;
+use crate::forge::RunRef;
 use crate::forge::github::GitHubForge;
-use crate::forge::{RunRef, local};
 use crate::secrets::{Secret, webhook_secret_from_env};
 use oidc::OidcVerifier;
 
@@ -79,7 +80,7 @@ struct SourceEntry {
 /// The configured sources with their secrets, and the verifiers.
 pub struct Ingest {
     sources: HashMap<String, SourceEntry>,
-    github: Option<Arc<GitHubForge>>,
+    forges: Forges,
     oidc: Option<OidcVerifier>,
 }
 
@@ -97,18 +98,10 @@ impl Ingest {
     /// dispatch; `serve` checks the environment before), and with `[github]` the
     /// App key (Key Vault or file) and the GitHub client.
     pub async fn start(config: &Config) -> Result<Self, String> {
-        let github = match &config.github {
-            Some(gh) => {
-                let key = crate::secrets::load_app_key(gh)
-                    .await
-                    .map_err(|e| format!("github.private_key: {e}"))?;
-                Some(Arc::new(
-                    GitHubForge::new(gh, &key).map_err(|e| format!("github.private_key: {e}"))?,
-                ))
-            }
-            None => None,
-        };
-        Ok(Self::from_config(config, github))
+        let forges = Forges::from_config(config)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Self::from_config(config, forges.github().cloned()))
     }
 
     /// Reads every source's dispatch secret from its environment variable.
@@ -159,7 +152,7 @@ impl Ingest {
                     )
                 })
                 .collect(),
-            github,
+            forges: Forges::with_github(github),
             oidc,
         }
     }
@@ -189,8 +182,7 @@ impl Ingest {
         // Authenticated from here on.
         let delivery_id = check_delivery(headers.delivery)?;
         let source = &entry.source;
-        let is_github = source.forge == Forge::GitHub;
-        let req = request::parse(body, is_github)?;
+        let req = request::parse(body, self.forges.of(source).has_runs())?;
 
         let claims = match &source.oidc_audience {
             Some(audience) => {
@@ -205,13 +197,10 @@ impl Ingest {
             None => None,
         };
 
-        let (kind, default_branch, repository_id, run_sha) = match (&source.forge, &req.kind) {
-            (Forge::GitHub, DispatchKind::Range { before, after }) => {
-                let run = req.run.expect("parse requires a run for GitHub sources");
-                let v = self
-                    .github()?
-                    .verify_range(source, run, before, after)
-                    .await?;
+        let forge = self.forges.of(source);
+        let (kind, default_branch, repository_id, run_sha) = match &req.kind {
+            DispatchKind::Range { before, after } => {
+                let v = forge.verify_range(req.run, before, after).await?;
                 let run_sha = v.run.as_ref().map(|r| r.head_sha.clone());
                 (
                     VerifiedKind::Range {
@@ -224,8 +213,8 @@ impl Ingest {
                     run_sha,
                 )
             }
-            (Forge::GitHub, DispatchKind::PullRequest { number }) => {
-                let v = self.github()?.verify_pull(source, req.run, *number).await?;
+            DispatchKind::PullRequest { number } => {
+                let v = forge.verify_pull(req.run, *number).await?;
                 let run_sha = v.run.as_ref().map(|r| r.head_sha.clone());
                 (
                     VerifiedKind::PullRequest {
@@ -235,41 +224,6 @@ impl Ingest {
                     v.default_branch,
                     v.repository_id,
                     run_sha,
-                )
-            }
-            (Forge::Local { repo, .. }, DispatchKind::Range { before, after }) => {
-                let (path, b, a) = (repo.clone(), before.clone(), after.clone());
-                let v = tokio::task::spawn_blocking(move || local::verify_range(&path, &b, &a))
-                    .await
-                    .map_err(|_| {
-                        IngestError::unavailable(5, "the local verification task failed; retry")
-                    })??;
-                (
-                    VerifiedKind::Range {
-                        before: before.clone(),
-                        after: after.clone(),
-                        commits: v.commits,
-                    },
-                    v.default_branch,
-                    None,
-                    None,
-                )
-            }
-            (Forge::Local { repo, .. }, DispatchKind::PullRequest { number }) => {
-                let (path, n) = (repo.clone(), *number);
-                let v = tokio::task::spawn_blocking(move || local::verify_pull(&path, n))
-                    .await
-                    .map_err(|_| {
-                        IngestError::unavailable(5, "the local verification task failed; retry")
-                    })??;
-                (
-                    VerifiedKind::PullRequest {
-                        number: v.number,
-                        merge_sha: v.merge_sha,
-                    },
-                    v.default_branch,
-                    None,
-                    None,
                 )
             }
         };
@@ -289,16 +243,7 @@ impl Ingest {
     /// The GitHub client (`None` without `[github]`), shared with the request
     /// routes (`/v1/requests`, `/mcp`) for PR verification and maintainer checks.
     pub fn github_forge(&self) -> Option<Arc<GitHubForge>> {
-        self.github.clone()
-    }
-
-    fn github(&self) -> Result<&GitHubForge, IngestError> {
-        self.github.as_deref().ok_or_else(|| {
-            IngestError::unavailable(
-                60,
-                "this source lives on GitHub but the GitHub App is not configured; add a [github] section",
-            )
-        })
+        self.forges.github().cloned()
     }
 }
 

@@ -27,32 +27,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::config::{self, Config, Forge, Source};
-use crate::runner::broker::{BrokerClient, WriterDestination, WriterGrant, WriterRemote};
 use crate::wiki::{Destination, Identity as Committer, Remote, Secret, Trailer, Wiki, WikiStore};
+use crate::writer_contract::broker::{BrokerClient, WriterDestination, WriterGrant, WriterRemote};
+use crate::writer_contract::{
+    ENV_WRITER_SOURCE, TRAILER_JOB, TRAILER_ORIGIN, TRAILER_RANGE, TRAILER_SOURCE, WriterEnv,
+};
 
 use super::McpError;
 use super::envelope::{Identity, SecretGuard, ToolError};
 use super::toolsets::{Profile, ServerKind};
-
-/// Environment variables of the writer binding.
-pub const ENV_CONFIG: &str = "TEAMMEM_CONFIG";
-pub const ENV_WRITER_SOURCE: &str = "TEAMMEM_WRITER_SOURCE";
-pub const ENV_WRITER_JOB: &str = "TEAMMEM_WRITER_JOB";
-pub const ENV_WRITER_RANGE: &str = "TEAMMEM_WRITER_RANGE";
-pub const ENV_WRITER_TOKEN: &str = "TEAMMEM_WRITER_TOKEN";
-/// The descriptor number of the job's broker socket (`runner/broker.rs`).
-pub const ENV_WRITER_BROKER_FD: &str = "TEAMMEM_WRITER_BROKER_FD";
-/// The descriptor number of a listening socket the writer also serves MCP on
-/// (a `command` agent's endpoint, reached with `teammem mcp --connect`).
-pub const ENV_WRITER_AGENT_FD: &str = "TEAMMEM_WRITER_AGENT_FD";
-/// The job's evidence bundle file (served by the evidence toolset).
-pub const ENV_WRITER_EVIDENCE: &str = "TEAMMEM_WRITER_EVIDENCE";
-
-/// Commit trailer keys.
-pub const TRAILER_JOB: &str = "Teammem-Job";
-pub const TRAILER_SOURCE: &str = "Teammem-Source";
-pub const TRAILER_RANGE: &str = "Teammem-Range";
-pub const TRAILER_ORIGIN: &str = "Teammem-Origin";
 
 /// The job a writer serves.
 #[derive(Debug, Clone)]
@@ -85,20 +68,20 @@ impl WriterBinding {
     /// (after clearing its own): the inverse of [`Binding::writer_from_env`]
     /// for a writer without a broker. The token travels here, never in argv.
     pub fn environment(&self, config_path: &std::path::Path) -> Vec<(&'static str, String)> {
-        let mut env = vec![
-            (ENV_CONFIG, config_path.display().to_string()),
-            (ENV_WRITER_SOURCE, self.source.clone()),
-        ];
-        if let Some(job) = &self.job {
-            env.push((ENV_WRITER_JOB, job.clone()));
+        WriterEnv {
+            config_path: config_path.to_path_buf(),
+            source: self.source.clone(),
+            job: self.job.clone(),
+            range: self.range.clone(),
+            evidence: self.evidence.clone(),
+            token: self.token.clone(),
+            broker: false,
+            agent: false,
         }
-        if let Some(range) = &self.range {
-            env.push((ENV_WRITER_RANGE, range.clone()));
-        }
-        if let Some(token) = &self.token {
-            env.push((ENV_WRITER_TOKEN, token.expose().to_owned()));
-        }
-        env
+        .encode()
+        .into_iter()
+        .map(|(name, value)| (name, value.to_string_lossy().into_owned()))
+        .collect()
     }
 
     /// Takes over the broker descriptor, asks it for the binding, and points
@@ -200,18 +183,9 @@ impl Binding {
     /// `teammem mcp --wiki-writer`: the binding read from the environment
     /// (`get` is `std::env::var` in production, a map in tests).
     pub fn writer_from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, McpError> {
-        let get = |name: &str| get(name).filter(|value| !value.is_empty());
-        let config_path = get(ENV_CONFIG).ok_or_else(|| {
-            McpError::Binding(format!(
-                "{ENV_CONFIG} is not set; the wiki writer takes its configuration path only from the environment"
-            ))
-        })?;
-        let config = Config::load(&PathBuf::from(config_path)).map_err(McpError::Config)?;
-        let source = get(ENV_WRITER_SOURCE).ok_or_else(|| {
-            McpError::Binding(format!(
-                "{ENV_WRITER_SOURCE} is not set; name the one source (owner/name) this writer serves"
-            ))
-        })?;
+        let env = WriterEnv::decode(get).map_err(McpError::Binding)?;
+        let config = Config::load(&env.config_path).map_err(McpError::Config)?;
+        let source = env.source;
         if !config::is_repository_name(&source) {
             return Err(McpError::Binding(format!(
                 "{ENV_WRITER_SOURCE} must be owner/name, got {source:?}"
@@ -223,34 +197,10 @@ impl Binding {
             )));
         };
         let source = configured.repository.clone();
-        for name in [ENV_WRITER_JOB, ENV_WRITER_RANGE] {
-            if let Some(value) = get(name)
-                && (value.len() > 512 || value.chars().any(char::is_control))
-            {
-                return Err(McpError::Binding(format!(
-                    "{name} must be one line of at most 512 bytes"
-                )));
-            }
-        }
-        let token = get(ENV_WRITER_TOKEN).map(Secret::new);
-        let descriptor = |name: &str, expected: i32| -> Result<Option<i32>, McpError> {
-            match get(name) {
-                None => Ok(None),
-                Some(value) if value == expected.to_string() => Ok(Some(expected)),
-                Some(_) => Err(McpError::Binding(format!(
-                    "{name} must be {expected}, the descriptor the runner installs; only the runner starts a writer bound to a job"
-                ))),
-            }
-        };
         let inherited = Inherited {
-            broker_fd: descriptor(ENV_WRITER_BROKER_FD, crate::runner::broker::CHILD_FD)?,
-            agent_fd: descriptor(ENV_WRITER_AGENT_FD, crate::runner::writer::AGENT_FD)?,
+            broker_fd: env.broker.then_some(crate::writer_contract::BROKER_FD),
+            agent_fd: env.agent.then_some(crate::writer_contract::AGENT_FD),
         };
-        if token.is_some() && inherited.broker_fd.is_some() {
-            return Err(McpError::Binding(format!(
-                "{ENV_WRITER_TOKEN} and {ENV_WRITER_BROKER_FD} are both set; a writer takes its wiki token from one of them"
-            )));
-        }
         Ok(Self {
             config: Arc::new(config),
             profile: Profile {
@@ -259,12 +209,12 @@ impl Binding {
             },
             writer: Some(WriterBinding {
                 source,
-                job: get(ENV_WRITER_JOB),
-                range: get(ENV_WRITER_RANGE),
-                token,
+                job: env.job,
+                range: env.range,
+                token: env.token,
                 broker: None,
                 inherited,
-                evidence: get(ENV_WRITER_EVIDENCE).map(PathBuf::from),
+                evidence: env.evidence,
             }),
         })
     }

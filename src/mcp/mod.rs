@@ -66,7 +66,7 @@ pub fn binding(config_path: Option<PathBuf>, mode: Mode) -> Result<Binding, McpE
     match mode {
         Mode::Agent { read_only } => {
             let path = config_path
-                .or_else(|| std::env::var_os(context::ENV_CONFIG).map(PathBuf::from))
+                .or_else(|| std::env::var_os(crate::writer_contract::ENV_CONFIG).map(PathBuf::from))
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
             let config = crate::config::Config::load(&path).map_err(McpError::Config)?;
             Ok(Binding::agent(config, read_only))
@@ -75,7 +75,7 @@ pub fn binding(config_path: Option<PathBuf>, mode: Mode) -> Result<Binding, McpE
             if config_path.is_some() {
                 return Err(McpError::Usage(format!(
                     "--wiki-writer takes its configuration only from {}; remove --config",
-                    context::ENV_CONFIG
+                    crate::writer_contract::ENV_CONFIG
                 )));
             }
             Binding::writer_from_env(|name| std::env::var(name).ok())
@@ -127,7 +127,7 @@ async fn bind_writer(mut binding: Binding) -> Result<(Binding, Option<i32>), Mcp
     if agent_fd.is_some() && writer.broker.is_none() {
         return Err(McpError::Binding(format!(
             "{} is set without the job's broker; only the runner starts a writer that serves an agent",
-            context::ENV_WRITER_AGENT_FD
+            crate::writer_contract::ENV_WRITER_AGENT_FD
         )));
     }
     Ok((binding, agent_fd))
@@ -149,7 +149,7 @@ fn serve_agents(fd: i32, server: WikiServer) -> Result<(), McpError> {
     let unusable = |e: std::io::Error| {
         McpError::Binding(format!(
             "the agent endpoint the runner passed ({}={fd}) cannot be used: {e}",
-            context::ENV_WRITER_AGENT_FD
+            crate::writer_contract::ENV_WRITER_AGENT_FD
         ))
     };
     listener.set_nonblocking(true).map_err(unusable)?;

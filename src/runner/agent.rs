@@ -16,9 +16,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 
 use super::builtin::{self, CurrentPage, Plan};
-use super::evidence::EvidenceBundle;
 use super::receipt::{PullResult, PullStatus, Receipt, ReceiptStatus};
 use super::writer::{CallError, WriterClient};
+use crate::forge::evidence::EvidenceBundle;
 
 /// At most this many pages per write call (DESIGN §7).
 const PAGES_PER_CALL: usize = 20;

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::evidence::{EvidenceBundle, PullRequest};
+use crate::forge::evidence::{EvidenceBundle, PullRequest};
 
 pub const HOME: &str = "Home.md";
 pub const CHANGELOG: &str = "Changelog.md";
@@ -599,7 +599,7 @@ pub fn apply(pages: &BTreeMap<String, CurrentPage>, plan: &Plan) -> BTreeMap<Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runner::evidence::{
+    use crate::forge::evidence::{
         BUNDLE_VERSION, ChangedFile, FileStatus, JobScope, PullRequest, SourceInfo,
     };
 
@@ -695,6 +695,13 @@ mod tests {
             },
             shas,
         )
+    }
+
+    #[test]
+    fn the_markers_are_the_ones_confinement_protects() {
+        let marker = crate::wiki::confine::MARKER;
+        assert!(entry_marker(&"a".repeat(40)).starts_with(marker));
+        assert!(TOPICS_ANCHOR.starts_with(marker));
     }
 
     #[test]

@@ -13,31 +13,27 @@ pub mod agent; // what agents get and give back; the builtin agent's MCP driver
 pub mod broker; // the per-job broker: wiki token and source files for the writer child (GitHub)
 pub mod builtin; // the builtin agent's pure edit planner (Home, Areas, Changelog)
 pub mod command; // the external agent CLI backend
-pub mod evidence; // the evidence bundle model and the job work dir
 pub mod openai; // the OpenAI-compatible chat-completions backend
 pub mod receipt; // receipts and their checks against evidence and wiki
 #[cfg(feature = "test-hooks")]
 pub mod test_hooks; // test builds only: hold the daemon's builtin agent before a write
 pub mod writer; // the job-bound writer child and its rmcp client
 
-/// The local forge's source reader (it lives with the forge: only `forge/local/`
-/// opens source repositories with gix).
-pub use crate::forge::local::evidence as local_source;
-
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::config::{Agent, Config, Forge, Source};
-use crate::forge::github::{GitHubError, GitHubForge, Permissions, audience};
+use crate::config::{Agent, Config, Source};
+use crate::forge::evidence::{self, EvidenceBundle, JobScope, SourceError};
+use crate::forge::github::{GitHubError, GitHubForge, Permissions};
+use crate::forge::source::SetupError;
+use crate::forge::{Forges, Refusal, SourceForge};
 use crate::queue::{Completion, Job, JobKind};
 use crate::wiki::Secret;
 use crate::worker::{JobFailure, JobFuture, JobHandler};
-use evidence::SourceError;
-use evidence::{EvidenceBundle, JobScope};
 use receipt::{Receipt, WikiFacts};
 use writer::{WriterClient, WriterLaunch};
 
@@ -48,6 +44,35 @@ pub const MAX_POLICY_BYTES: usize = 64 * 1024;
 /// agent's write attempt); the runner awaits the returned future.
 pub type Hook = Arc<dyn Fn(u32) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
+/// The runner's gate, right before a job's wiki token is minted: `Some`
+/// rejected completion (reason `audience_mismatch: ...`) when the mapping
+/// crosses an audience now, `None` to go on. A GitHub outage is a retryable
+/// failure: nothing is minted on a guess.
+pub async fn job_audience_gate(
+    forge: &GitHubForge,
+    source: &Source,
+) -> Result<Option<Completion>, JobFailure> {
+    match forge.check_audience(source).await {
+        Ok(()) => Ok(None),
+        Err(Refusal::Rejected { code, message }) => Ok(Some(Completion::Rejected {
+            reason: format!("{code}: {message}"),
+        })),
+        Err(Refusal::Unavailable { message, .. }) => Err(JobFailure {
+            reason: format!(
+                "checking the audience of {} → {} failed: {message}",
+                source.repository, source.wiki_repository
+            ),
+            retryable: true,
+            receipt: None,
+        }),
+    }
+}
+
+/// The job's work directory: `{data_dir}/jobs/{id}`.
+pub fn work_dir(data_dir: &Path, job_id: i64) -> PathBuf {
+    data_dir.join("jobs").join(job_id.to_string())
+}
+
 /// The job handler the daemon's workers call.
 pub struct Runner {
     config: Arc<Config>,
@@ -55,7 +80,7 @@ pub struct Runner {
     program: PathBuf,
     on_spawn: Option<Hook>,
     before_write: Option<Hook>,
-    github: tokio::sync::OnceCell<Arc<GitHubForge>>,
+    forges: tokio::sync::OnceCell<Forges>,
     revocations: Revocations,
 }
 
@@ -70,7 +95,7 @@ impl Runner {
             program,
             on_spawn: None,
             before_write: None,
-            github: tokio::sync::OnceCell::new(),
+            forges: tokio::sync::OnceCell::new(),
             revocations: Revocations::default(),
         }
     }
@@ -114,10 +139,9 @@ impl Runner {
     /// an allowed path that holds a secret.
     pub fn problems(&self) -> Vec<String> {
         match self.command_settings() {
-            Some(settings) => settings.problems(
-                &evidence::work_dir(&self.config.server.data_dir, 0),
-                &self.program,
-            ),
+            Some(settings) => {
+                settings.problems(&work_dir(&self.config.server.data_dir, 0), &self.program)
+            }
             None => Vec::new(),
         }
     }
@@ -128,11 +152,16 @@ impl Runner {
         self
     }
 
-    /// Uses `forge` for GitHub sources (sharing its token cache) instead of
-    /// building a client from the App key on first use.
-    pub fn with_github(self, forge: Arc<GitHubForge>) -> Self {
-        let _ = self.github.set(forge);
+    /// Uses the process's `forges` (one GitHub client, one token cache)
+    /// instead of building them from the App key on first use.
+    pub fn with_forges(self, forges: Forges) -> Self {
+        let _ = self.forges.set(forges);
         self
+    }
+
+    /// Uses `forge` for GitHub sources (sharing its token cache).
+    pub fn with_github(self, forge: Arc<GitHubForge>) -> Self {
+        self.with_forges(Forges::with_github(Some(forge)))
     }
 
     /// Runs `hook(attempt)` before each write attempt of the builtin agent.
@@ -141,36 +170,22 @@ impl Runner {
         self
     }
 
-    /// The GitHub client, built on first use from `[github]` and the App key.
-    async fn github(&self) -> Result<Arc<GitHubForge>, JobFailure> {
-        let Some(config) = &self.config.github else {
-            return Err(permanent(
-                "this source lives on GitHub but the configuration has no [github] section; add one and retry the job".into(),
-            ));
-        };
-        self.github
+    /// The forges, built on first use (with `[github]`, from the App key).
+    async fn forges(&self) -> Result<&Forges, JobFailure> {
+        self.forges
             .get_or_try_init(|| async {
-                let key = crate::secrets::load_app_key(config)
+                Forges::from_config(&self.config)
                     .await
-                    .map_err(|e| JobFailure {
-                        reason: format!("cannot load the GitHub App key: {e}"),
-                        retryable: true,
-                        receipt: None,
-                    })?;
-                GitHubForge::new(config, &key)
-                    .map(Arc::new)
-                    .map_err(|reason| permanent(format!("github.private_key: {reason}")))
+                    .map_err(|e| match e {
+                        SetupError::KeyUnreadable(e) => JobFailure {
+                            reason: format!("cannot load the GitHub App key: {e}"),
+                            retryable: true,
+                            receipt: None,
+                        },
+                        invalid @ SetupError::KeyInvalid(_) => permanent(invalid.to_string()),
+                    })
             })
             .await
-            .cloned()
-    }
-
-    /// Where the job's source is read from.
-    async fn reader(&self, source: &Source) -> Result<SourceReader, JobFailure> {
-        Ok(match &source.forge {
-            Forge::Local { repo, .. } => SourceReader::Local(repo.clone()),
-            Forge::GitHub => SourceReader::GitHub(self.github().await?),
-        })
     }
 
     async fn run_job(&self, job: &Job) -> Result<Completion, JobFailure> {
@@ -185,29 +200,30 @@ impl Runner {
         // before anything is read, minted or started.
         if let Some(settings) = self.command_settings() {
             let problems = settings.problems(
-                &evidence::work_dir(&self.config.server.data_dir, job.id),
+                &work_dir(&self.config.server.data_dir, job.id),
                 &self.program,
             );
             if !problems.is_empty() {
                 return Err(permanent(problems.join("; ")));
             }
         }
-        let reader = self.reader(&source).await?;
+        let forges = self.forges().await?;
+        let forge = forges.of(&source);
 
         // 1. Ancestry, against the current default branch.
-        let branch = match reader.recheck(&source, &scope).await? {
+        let branch = match forge.recheck(&scope).await {
             Ok(branch) => branch,
             Err(SourceError::Rejected(reason)) => return Ok(Completion::Rejected { reason }),
             Err(e) => return Err(source_failure(e)),
         };
 
         // 2. Evidence, into the job's work directory.
-        let (bundle, patches) = match reader.collect(&source, &scope, &branch).await? {
+        let (bundle, patches) = match forge.collect_evidence(&scope, &branch).await {
             Ok(found) => found,
             Err(SourceError::Rejected(reason)) => return Ok(Completion::Rejected { reason }),
             Err(e) => return Err(source_failure(e)),
         };
-        let dir = evidence::work_dir(&self.config.server.data_dir, job.id);
+        let dir = work_dir(&self.config.server.data_dir, job.id);
         // Declared before everything that uses the directory, so it is
         // removed after them, however the job ends.
         let _work_dir = RemoveOnDrop(dir.clone());
@@ -233,7 +249,7 @@ impl Runner {
         }
 
         // 3. The policy, at the verified sha.
-        let policy = self.policy(&source, &reader, scope.tip()).await?;
+        let policy = policy(&forge, scope.tip()).await?;
         // The job's work directory holds the agent's endpoint and files: the
         // daemon's user alone may enter it.
         restrict(&dir).map_err(unwritable)?;
@@ -241,15 +257,15 @@ impl Runner {
         // 4. The job's wiki token (GitHub), its broker, and the writer child
         // bound to this job through it. The token is this job's alone and is
         // revoked when the job ends in any way (`JobToken`).
-        let token = match &reader {
-            SourceReader::Local(_) => None,
-            SourceReader::GitHub(forge) => Some({
+        let token = match forge.github() {
+            None => None,
+            Some(github) => Some({
                 // Audience, on every attempt, right before a token exists.
-                if let Some(refused) = audience::job_audience_gate(forge, &source).await? {
+                if let Some(refused) = job_audience_gate(github, &source).await? {
                     return Ok(refused);
                 }
                 JobToken::mint(
-                    forge.clone(),
+                    github.clone(),
                     &source,
                     self.config.queue.job_timeout,
                     self.revocations.clone(),
@@ -257,7 +273,7 @@ impl Runner {
                 .await?
             }),
         };
-        let destination = broker::WriterDestination::of(
+        let destination = crate::writer_contract::broker::WriterDestination::of(
             &source,
             self.config.github.as_ref().map(|g| g.git_url.as_str()),
         )
@@ -266,10 +282,7 @@ impl Runner {
             source: source.clone(),
             destination,
             bundle: bundle.clone(),
-            forge: match &reader {
-                SourceReader::GitHub(forge) => Some(forge.clone()),
-                SourceReader::Local(_) => None,
-            },
+            forge: forge.github().cloned(),
             wiki_token: token.as_ref().map(|t| t.secret.clone()),
         })
         .map_err(|e| JobFailure {
@@ -428,97 +441,19 @@ impl Runner {
         })?;
         receipt::completion(&outcome.receipt, outcome.retry_failed)
     }
-
-    async fn policy(
-        &self,
-        source: &Source,
-        reader: &SourceReader,
-        sha: &str,
-    ) -> Result<Option<String>, JobFailure> {
-        let Some(policy_path) = source.policy_path.clone() else {
-            return Ok(None);
-        };
-        let read = match reader {
-            SourceReader::Local(repo) => {
-                let (repo, sha) = (repo.clone(), sha.to_owned());
-                let path = policy_path.clone();
-                blocking(move || local_source::read_file_at(&repo, &sha, &path, MAX_POLICY_BYTES))
-                    .await?
-            }
-            SourceReader::GitHub(forge) => {
-                forge
-                    .read_policy(source, sha, &policy_path, MAX_POLICY_BYTES)
-                    .await
-            }
-        };
-        match read {
-            Ok(text) => Ok(text),
-            Err(SourceError::Invalid(reason)) => Err(permanent(format!(
-                "the policy file {policy_path} cannot be used: {reason}; keep it UTF-8 and at most {MAX_POLICY_BYTES} bytes"
-            ))),
-            Err(e) => Err(source_failure(e)),
-        }
-    }
 }
 
-/// Where a job's source lives.
-enum SourceReader {
-    Local(PathBuf),
-    GitHub(Arc<GitHubForge>),
-}
-
-impl SourceReader {
-    /// Step 1: the default branch, or why the range no longer holds.
-    async fn recheck(
-        &self,
-        source: &Source,
-        scope: &JobScope,
-    ) -> Result<Result<String, SourceError>, JobFailure> {
-        match self {
-            SourceReader::Local(repo) => {
-                let (repo, scope) = (repo.clone(), scope.clone());
-                blocking(move || match &scope {
-                    JobScope::Range { before, after, .. } => {
-                        local_source::recheck_range(&repo, before, after)
-                    }
-                    JobScope::PullRequest { merge_sha, .. } => {
-                        local_source::recheck_commit(&repo, merge_sha)
-                    }
-                })
-                .await
-            }
-            SourceReader::GitHub(forge) => Ok(match scope {
-                JobScope::Range { before, after, .. } => {
-                    forge.recheck_range(source, before, after).await
-                }
-                JobScope::PullRequest { merge_sha, .. } => {
-                    forge.recheck_commit(source, merge_sha).await
-                }
-            }),
-        }
-    }
-
-    /// Step 2: the bundle, and (GitHub) the patches that came with the manifests.
-    async fn collect(
-        &self,
-        source: &Source,
-        scope: &JobScope,
-        branch: &str,
-    ) -> Result<Result<(EvidenceBundle, Option<evidence::PatchSet>), SourceError>, JobFailure> {
-        match self {
-            SourceReader::Local(repo) => {
-                let (repo, scope, name) = (repo.clone(), scope.clone(), source.repository.clone());
-                Ok(
-                    blocking(move || local_source::collect(&repo, &name, &scope))
-                        .await?
-                        .map(|bundle| (bundle, None)),
-                )
-            }
-            SourceReader::GitHub(forge) => Ok(forge
-                .collect_evidence(source, scope, branch)
-                .await
-                .map(|(bundle, patches)| (bundle, Some(patches)))),
-        }
+/// Step 3: the source's policy file at the verified sha, if it has one.
+async fn policy(forge: &SourceForge<'_>, sha: &str) -> Result<Option<String>, JobFailure> {
+    let Some(policy_path) = forge.source().policy_path.clone() else {
+        return Ok(None);
+    };
+    match forge.read_file(sha, &policy_path, MAX_POLICY_BYTES).await {
+        Ok(text) => Ok(text),
+        Err(SourceError::Invalid(reason)) => Err(permanent(format!(
+            "the policy file {policy_path} cannot be used: {reason}; keep it UTF-8 and at most {MAX_POLICY_BYTES} bytes"
+        ))),
+        Err(e) => Err(source_failure(e)),
     }
 }
 
@@ -706,7 +641,7 @@ async fn wiki_facts(
         )
         .await
         .map_err(failure)?;
-    let trailer = format!("{}: {job_id}", crate::mcp::context::TRAILER_JOB);
+    let trailer = format!("{}: {job_id}", crate::writer_contract::TRAILER_JOB);
     let mut shas = Vec::new();
     let mut job_commits = Vec::new();
     let mut before_base = true;
@@ -748,18 +683,6 @@ fn source_failure(e: SourceError) -> JobFailure {
         reason: e.to_string(),
         receipt: None,
     }
-}
-
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, JobFailure> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| JobFailure {
-            reason: format!("a source-reading task stopped unexpectedly: {e}"),
-            retryable: true,
-            receipt: None,
-        })
 }
 
 /// What the job may reconcile, from the queue's row.

@@ -231,7 +231,7 @@ async fn run_steps(
                 },
                 _ => json!({"error": format!("the arguments of {name:?} are not a JSON object; send one JSON object matching the tool's parameters")}).to_string(),
             };
-            let (content, _) = super::evidence::bound(&content, MAX_TOOL_MESSAGE);
+            let (content, _) = crate::forge::evidence::bound(&content, MAX_TOOL_MESSAGE);
             messages.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
         }
     }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::evidence::{EvidenceBundle, is_full_sha};
+use crate::forge::evidence::{EvidenceBundle, is_full_sha};
 use crate::queue::Completion;
 use crate::worker::JobFailure;
 
@@ -316,14 +316,14 @@ pub fn completion(receipt: &Receipt, retry_failed: bool) -> Result<Completion, J
 /// Collapses whitespace and trims the trailing period for an error message.
 pub fn one_line(text: &str) -> String {
     let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let (bounded, _) = super::evidence::bound(&joined, 512);
+    let (bounded, _) = crate::forge::evidence::bound(&joined, 512);
     bounded.trim_end_matches('.').to_owned()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runner::evidence::{
+    use crate::forge::evidence::{
         BUNDLE_VERSION, EvidenceBundle, JobScope, PullRequest, SourceInfo,
     };
 

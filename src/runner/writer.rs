@@ -4,7 +4,7 @@
 //! Invariants:
 //! - only the runner starts a credentialed writer: the child's binding (its
 //!   destination and the job's wiki token) arrives over the job's broker
-//!   socket, inherited as descriptor [`broker::CHILD_FD`]; an agent cannot
+//!   socket, inherited as descriptor [`BROKER_FD`]; an agent cannot
 //!   make that descriptor, so a writer it starts itself holds no credential;
 //! - the child starts with a cleared environment: only `TEAMMEM_CONFIG`,
 //!   `TEAMMEM_WRITER_SOURCE`, `TEAMMEM_WRITER_JOB`, `TEAMMEM_WRITER_RANGE`,
@@ -18,7 +18,7 @@
 //!   else is an error naming the tool.
 
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::Stdio;
 
@@ -28,17 +28,7 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
-use super::broker;
-pub use crate::mcp::context::ENV_WRITER_EVIDENCE;
-use crate::mcp::context::{
-    ENV_CONFIG, ENV_WRITER_AGENT_FD, ENV_WRITER_BROKER_FD, ENV_WRITER_JOB, ENV_WRITER_RANGE,
-    ENV_WRITER_SOURCE,
-};
-
-/// The log filter variable the child inherits from the daemon.
-pub const ENV_LOG: &str = "TEAMMEM_LOG";
-/// The descriptor number of the agent's listening socket in the writer child.
-pub const AGENT_FD: RawFd = 4;
+use crate::writer_contract::{AGENT_FD, BROKER_FD, ENV_LOG, WriterEnv};
 
 /// Everything the writer child is bound to.
 #[derive(Debug)]
@@ -71,15 +61,21 @@ impl WriterLaunch {
     /// binding, and descriptors 3 (broker) and 4 (agent listener) are
     /// installed in the child just before it executes.
     pub fn command(&self) -> std::io::Result<tokio::process::Command> {
+        let env = WriterEnv {
+            config_path: self.config_path.clone(),
+            source: self.source.clone(),
+            job: Some(self.job_id.to_string()),
+            range: Some(self.range.clone()),
+            evidence: Some(self.evidence.clone()),
+            token: None,
+            broker: self.broker.is_some(),
+            agent: self.agent_listener.is_some(),
+        };
         let mut cmd = tokio::process::Command::new(&self.program);
         cmd.arg("mcp")
             .arg("--wiki-writer")
             .env_clear()
-            .env(ENV_CONFIG, &self.config_path)
-            .env(ENV_WRITER_SOURCE, &self.source)
-            .env(ENV_WRITER_JOB, self.job_id.to_string())
-            .env(ENV_WRITER_RANGE, &self.range)
-            .env(ENV_WRITER_EVIDENCE, &self.evidence)
+            .envs(env.encode())
             .kill_on_drop(true);
         if let Some(path) = &self.path {
             cmd.env("PATH", path);
@@ -89,20 +85,12 @@ impl WriterLaunch {
         }
         // Copies above every target number, so installing one cannot close
         // the other; close-on-exec, so no other child of the daemon gets them.
-        let broker = match &self.broker {
-            Some(end) => {
-                cmd.env(ENV_WRITER_BROKER_FD, broker::CHILD_FD.to_string());
-                Some(above_targets(end)?)
-            }
-            None => None,
-        };
-        let agent = match &self.agent_listener {
-            Some(listener) => {
-                cmd.env(ENV_WRITER_AGENT_FD, AGENT_FD.to_string());
-                Some(above_targets(listener)?)
-            }
-            None => None,
-        };
+        let broker = self.broker.as_ref().map(above_targets).transpose()?;
+        let agent = self
+            .agent_listener
+            .as_ref()
+            .map(above_targets)
+            .transpose()?;
         let sources = (
             broker.as_ref().map(AsRawFd::as_raw_fd),
             agent.as_ref().map(AsRawFd::as_raw_fd),
@@ -114,7 +102,7 @@ impl WriterLaunch {
             cmd.pre_exec(move || {
                 let _keep = (&broker, &agent);
                 if let Some(broker) = sources.0
-                    && libc::dup2(broker, broker::CHILD_FD) < 0
+                    && libc::dup2(broker, BROKER_FD) < 0
                 {
                     return Err(std::io::Error::last_os_error());
                 }

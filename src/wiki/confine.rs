@@ -360,10 +360,4 @@ mod tests {
         assert!(!has_trailer("Edit\n\nTeammem-Job:\n", key));
         assert!(!has_trailer("Edit\n\nTeammem-Source: o/r\n", key));
     }
-
-    #[test]
-    fn the_marker_is_the_one_the_builtin_agent_writes() {
-        assert!(crate::runner::builtin::entry_marker(&"a".repeat(40)).starts_with(MARKER));
-        assert!(crate::runner::builtin::TOPICS_ANCHOR.starts_with(MARKER));
-    }
 }

@@ -11,8 +11,6 @@ use super::GitHubForge;
 use super::verify::RepoFacts;
 use crate::config::Source;
 use crate::forge::Refusal;
-use crate::queue::Completion;
-use crate::worker::JobFailure;
 
 /// The refusal code every path reports for a mapping across audiences.
 pub const AUDIENCE_MISMATCH: &str = "audience_mismatch";
@@ -84,30 +82,6 @@ impl GitHubForge {
             &source.wiki_repository,
             &wiki.visibility,
         )
-    }
-}
-
-/// The runner's gate, right before a job's wiki token is minted: `Some`
-/// rejected completion (reason `audience_mismatch: ...`) when the mapping
-/// crosses an audience now, `None` to go on. A GitHub outage is a retryable
-/// failure: nothing is minted on a guess.
-pub async fn job_audience_gate(
-    forge: &GitHubForge,
-    source: &Source,
-) -> Result<Option<Completion>, JobFailure> {
-    match forge.check_audience(source).await {
-        Ok(()) => Ok(None),
-        Err(Refusal::Rejected { code, message }) => Ok(Some(Completion::Rejected {
-            reason: format!("{code}: {message}"),
-        })),
-        Err(Refusal::Unavailable { message, .. }) => Err(JobFailure {
-            reason: format!(
-                "checking the audience of {} → {} failed: {message}",
-                source.repository, source.wiki_repository
-            ),
-            retryable: true,
-            receipt: None,
-        }),
     }
 }
 

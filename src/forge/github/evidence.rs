@@ -50,12 +50,12 @@ use serde::de::DeserializeOwned;
 
 use super::{GitHubError, GitHubForge, Permissions};
 use crate::config::Source;
-use crate::forge::local::evidence::parse_pull_subject;
-use crate::runner::evidence::{
+use crate::forge::evidence::{
     self, BUNDLE_VERSION, ChangedFile, CommitInfo, EvidenceBundle, FilePatch, FileStatus, JobScope,
     MAX_BODY_BYTES, MAX_COMMITS, MAX_FILES, MAX_PULLS, MAX_STORED_PATCH, MAX_TITLE_BYTES, PatchSet,
     PullRequest, SourceError, SourceInfo,
 };
+use crate::forge::local::evidence::parse_pull_subject;
 
 /// Page size of compare, pull-request and file listings (GitHub's maximum).
 pub const PER_PAGE: usize = 100;

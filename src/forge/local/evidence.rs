@@ -16,7 +16,7 @@ use std::path::Path;
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
 
-use crate::runner::evidence::{
+use crate::forge::evidence::{
     self, ChangedFile, CommitInfo, EvidenceBundle, FileStatus, JobScope, MAX_BODY_BYTES,
     MAX_COMMITS, MAX_FILES, MAX_PULLS, MAX_TITLE_BYTES, PullRequest, SourceInfo,
 };
@@ -27,7 +27,7 @@ const WALK_LIMIT: usize = 200_000;
 const MAX_DIFF_BLOB: usize = 1 << 20;
 
 /// Why reading the source failed (shared with the GitHub forge's evidence).
-pub use crate::runner::evidence::SourceError;
+pub use crate::forge::evidence::SourceError;
 
 fn unavailable(what: &str, e: impl std::fmt::Display) -> SourceError {
     SourceError::Unavailable(format!("{what} failed in the local source repository: {e}"))

@@ -23,15 +23,14 @@ use serde_json::{Value, json};
 
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
 use crate::config::Forge;
+use crate::forge::evidence::{self, EvidenceBundle, SourceError};
+use crate::forge::local::evidence as local_source;
 use crate::mcp::context::{Context, Resolved};
 use crate::mcp::envelope::{ToolError, ToolOutcome};
-use crate::runner::broker::BrokerError;
-use crate::runner::evidence::{self, EvidenceBundle};
-use crate::runner::local_source::{self, SourceError};
 use crate::wiki::ErrorKind;
+use crate::writer_contract::MAX_SOURCE_FILE;
+use crate::writer_contract::broker::BrokerError;
 
-/// A source file is served up to this many bytes.
-pub const MAX_SOURCE_FILE: usize = 64 * 1024;
 /// A patch is cut to this many bytes.
 pub const MAX_PATCH: usize = 32 * 1024;
 /// The bundle is served whole up to this size, else without manifests.

@@ -222,7 +222,7 @@ pub async fn run(context: &Context, origin: &WriteOrigin, request: WriteRequest)
         WriteOrigin::Job(_) => (
             WriteRules {
                 protected: resolved.source.protected_pages.clone(),
-                owner_trailer: Some(context::TRAILER_JOB.to_owned()),
+                owner_trailer: Some(crate::writer_contract::TRAILER_JOB.to_owned()),
                 max_changed_bytes: Some(context.binding.config.agent_limits.max_changed_bytes),
                 already_changed: 0,
             },

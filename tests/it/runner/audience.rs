@@ -212,7 +212,11 @@ async fn the_sweep_enqueues_nothing_for_a_private_source_mapped_to_a_public_wiki
     let (hub, memory) = mapped_hub("private").await;
     let test = crate::queue::test_queue().await;
     let queue = test.queue.clone();
-    let sweep = Sweep::new(Arc::new(hub.config()), queue.clone(), Some(hub.forge()));
+    let sweep = Sweep::new(
+        Arc::new(hub.config()),
+        queue.clone(),
+        teammem::forge::Forges::with_github(Some(hub.forge())),
+    );
     let only = |mut all: Vec<(String, Outcome)>| {
         assert_eq!(all.len(), 1, "{all:?}");
         all.pop().unwrap().1

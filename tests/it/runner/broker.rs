@@ -11,14 +11,16 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use teammem::config::Config;
-use teammem::forge::github::GitHubForge;
-use teammem::runner::broker::{Broker, BrokerJob, WriterDestination};
-use teammem::runner::evidence::{
-    BUNDLE_VERSION, CommitInfo, EvidenceBundle, JobScope, SourceInfo, work_dir, write_bundle,
+use teammem::forge::evidence::{
+    BUNDLE_VERSION, CommitInfo, EvidenceBundle, JobScope, SourceInfo, write_bundle,
 };
+use teammem::forge::github::GitHubForge;
+use teammem::runner::broker::{Broker, BrokerJob};
+use teammem::runner::work_dir;
 use teammem::runner::writer::{WriterClient, WriterLaunch};
 use teammem::secrets::read_key_file;
 use teammem::wiki::Secret;
+use teammem::writer_contract::broker::WriterDestination;
 
 use super::handler::BIN;
 use crate::dispatch::config_text;

@@ -1,7 +1,9 @@
 //! Evidence collection on the local forge, checked against `git` itself.
 
-use teammem::runner::evidence::{FileStatus, JobScope, read_bundle, work_dir, write_bundle};
-use teammem::runner::local_source::{self, SourceError};
+use teammem::forge::evidence::SourceError;
+use teammem::forge::evidence::{FileStatus, JobScope, read_bundle, write_bundle};
+use teammem::forge::local::evidence as local_source;
+use teammem::runner::work_dir;
 
 use super::fixture::{self, Source, TITLE_12, TITLE_13, git};
 

@@ -2,8 +2,9 @@
 //! child: only the bound job's bundle and commits are reachable.
 
 use serde_json::{Value, json};
-use teammem::runner::evidence::{JobScope, work_dir, write_bundle};
-use teammem::runner::local_source;
+use teammem::forge::evidence::{JobScope, write_bundle};
+use teammem::forge::local::evidence as local_source;
+use teammem::runner::work_dir;
 use teammem::runner::writer::{WriterClient, WriterLaunch};
 
 use super::handler::{BIN, Setup};
@@ -132,7 +133,7 @@ async fn evidence_tools_serve_only_the_bound_job() {
 
 #[tokio::test]
 async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_broker() {
-    use teammem::runner::evidence::{
+    use teammem::forge::evidence::{
         BUNDLE_VERSION, ChangedFile, EvidenceBundle, FilePatch, FileStatus, PatchSet, PullRequest,
         SourceInfo, write_patches,
     };

@@ -7,8 +7,8 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use teammem::config::{Config, Source};
+use teammem::forge::evidence::{FileStatus, JobScope, SourceError};
 use teammem::forge::github::GitHubForge;
-use teammem::runner::evidence::{FileStatus, JobScope, SourceError};
 use teammem::secrets::read_key_file;
 
 use crate::dispatch::config_text;

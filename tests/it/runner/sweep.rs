@@ -314,7 +314,11 @@ async fn a_queued_or_running_sweep_range_is_not_enqueued_twice() {
     .unwrap();
     let test = crate::queue::test_queue().await;
     let queue = test.queue.clone();
-    let sweep = Sweep::new(Arc::new(config), queue.clone(), None);
+    let sweep = Sweep::new(
+        Arc::new(config),
+        queue.clone(),
+        teammem::forge::Forges::with_github(None),
+    );
 
     // Only the `sweep = true` source is looked at; it starts being tracked.
     assert_eq!(
@@ -421,7 +425,11 @@ async fn github_faults_change_nothing_and_are_retried_at_the_next_run() {
     let hub = github_hub("").await;
     let test = crate::queue::test_queue().await;
     let queue = test.queue.clone();
-    let sweep = Sweep::new(Arc::new(hub.config()), queue.clone(), Some(hub.forge()));
+    let sweep = Sweep::new(
+        Arc::new(hub.config()),
+        queue.clone(),
+        teammem::forge::Forges::with_github(Some(hub.forge())),
+    );
 
     hub.fake.inject("/git/ref/heads/main", Fault::Status(502));
     let Outcome::ForgeUnavailable { message } = only(sweep.run().await) else {

@@ -232,11 +232,6 @@ pub fn bound(text: &str, max: usize) -> (String, bool) {
     (text[..end].to_owned(), true)
 }
 
-/// The job's work directory: `{data_dir}/jobs/{id}`.
-pub fn work_dir(data_dir: &Path, job_id: i64) -> PathBuf {
-    data_dir.join("jobs").join(job_id.to_string())
-}
-
 /// Writes the bundle as `evidence.json` into `dir` (created if needed) and
 /// returns the file's path. The file is replaced atomically (write + rename).
 pub fn write_bundle(dir: &Path, bundle: &EvidenceBundle) -> std::io::Result<PathBuf> {
@@ -354,7 +349,7 @@ mod tests {
     fn bundle_round_trips_through_the_work_dir() {
         let dir = tempfile::tempdir().unwrap();
         let bundle = sample();
-        let path = write_bundle(&work_dir(dir.path(), 7), &bundle).unwrap();
+        let path = write_bundle(&dir.path().join("jobs/7"), &bundle).unwrap();
         assert!(path.ends_with("jobs/7/evidence.json"));
         assert_eq!(read_bundle(&path).unwrap(), bundle);
         // Untrusted text stays a JSON string field.

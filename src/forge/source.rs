@@ -1,0 +1,308 @@
+//! The forge façade: [`Forges`] is built once per process from the
+//! configuration and holds the one GitHub client (and so the one installation
+//! token cache); [`Forges::of`] gives a source's [`SourceForge`], which
+//! answers every question callers ask of a forge — verify a range or a pull
+//! request, the default branch's tip, ancestry, the job-start re-check, the
+//! evidence bundle, one file at a commit — whichever forge the source is on.
+//!
+//! Invariants:
+//! - no caller outside `forge/` matches on [`Forge`]: the kind is decided
+//!   here, once per question;
+//! - local git work (gix, blocking) never runs on an async worker thread: it
+//!   goes through [`blocking`], and a task that dies is "ask again later",
+//!   never a yes;
+//! - a GitHub source without a GitHub client (a configuration built in code
+//!   without `[github]`; a loaded configuration refuses that) is refused as
+//!   unavailable, naming the missing section.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::evidence::{EvidenceBundle, JobScope, PatchSet, SourceError};
+use super::github::GitHubForge;
+use super::{Ancestry, BranchTip, Refusal, RunRef, VerifiedPull, VerifiedRange, local};
+use crate::config::{Config, Forge, Source};
+
+/// Why a GitHub source cannot be asked without `[github]`.
+const NO_GITHUB: &str =
+    "this source lives on GitHub but the GitHub App is not configured; add a [github] section";
+
+/// Why the forges could not be built; `Display` names the setting to fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SetupError {
+    /// The App key could not be read (a file, Key Vault): may pass later.
+    #[error("github.private_key: {0}")]
+    KeyUnreadable(String),
+    /// The App key was read but is not a usable RSA private key.
+    #[error("github.private_key: {0}")]
+    KeyInvalid(String),
+}
+
+/// The forges of one process.
+#[derive(Clone, Default)]
+pub struct Forges {
+    github: Option<Arc<GitHubForge>>,
+}
+
+impl std::fmt::Debug for Forges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forges")
+            .field("github", &self.github.is_some())
+            .finish()
+    }
+}
+
+impl Forges {
+    /// With `[github]`: loads the App key (Key Vault or file) and builds the
+    /// process's GitHub client.
+    pub async fn from_config(config: &Config) -> Result<Forges, SetupError> {
+        let github = match &config.github {
+            Some(gh) => {
+                let key = crate::secrets::load_app_key(gh)
+                    .await
+                    .map_err(|e| SetupError::KeyUnreadable(e.to_string()))?;
+                Some(Arc::new(
+                    GitHubForge::new(gh, &key).map_err(SetupError::KeyInvalid)?,
+                ))
+            }
+            None => None,
+        };
+        Ok(Forges { github })
+    }
+
+    /// Forges around an existing GitHub client (tests, the demo).
+    pub fn with_github(github: Option<Arc<GitHubForge>>) -> Forges {
+        Forges { github }
+    }
+
+    /// The process's GitHub client, for questions that are GitHub's alone
+    /// (installation tokens, token owners, audience).
+    pub fn github(&self) -> Option<&Arc<GitHubForge>> {
+        self.github.as_ref()
+    }
+
+    /// The forge `source` lives on.
+    pub fn of<'a>(&'a self, source: &'a Source) -> SourceForge<'a> {
+        let on = match &source.forge {
+            Forge::Local { repo, .. } => On::Local(repo),
+            Forge::GitHub => On::GitHub(self.github.as_ref()),
+        };
+        SourceForge { source, on }
+    }
+}
+
+/// One source's forge.
+#[derive(Clone, Copy)]
+pub struct SourceForge<'a> {
+    source: &'a Source,
+    on: On<'a>,
+}
+
+#[derive(Clone, Copy)]
+enum On<'a> {
+    Local(&'a PathBuf),
+    GitHub(Option<&'a Arc<GitHubForge>>),
+}
+
+impl<'a> SourceForge<'a> {
+    pub fn source(&self) -> &'a Source {
+        self.source
+    }
+
+    /// Whether dispatches of this source name the workflow run that pushed
+    /// (GitHub's are verified against it).
+    pub fn has_runs(&self) -> bool {
+        matches!(self.on, On::GitHub(_))
+    }
+
+    /// The GitHub client, when the source is on GitHub.
+    pub fn github(&self) -> Option<&'a Arc<GitHubForge>> {
+        match self.on {
+            On::GitHub(client) => client,
+            On::Local(_) => None,
+        }
+    }
+
+    fn github_or_refuse(
+        client: Option<&'a Arc<GitHubForge>>,
+    ) -> Result<&'a Arc<GitHubForge>, Refusal> {
+        client.ok_or_else(|| Refusal::unavailable(60, NO_GITHUB))
+    }
+
+    /// Dispatch verification of a pushed range. GitHub also checks the run
+    /// (`run` is required there); a local source has no runs.
+    pub async fn verify_range(
+        &self,
+        run: Option<RunRef>,
+        before: &str,
+        after: &str,
+    ) -> Result<VerifiedRange, Refusal> {
+        match self.on {
+            On::Local(repo) => {
+                let (repo, before, after) = (repo.clone(), before.to_owned(), after.to_owned());
+                blocking(move || local::verify_range(&repo, &before, &after)).await
+            }
+            On::GitHub(client) => {
+                let run = run.ok_or_else(|| {
+                    Refusal::rejected(
+                        "run_missing",
+                        "a GitHub source's range needs the workflow run that pushed it (source_run_id)",
+                    )
+                })?;
+                Self::github_or_refuse(client)?
+                    .verify_range(self.source, run, before, after)
+                    .await
+            }
+        }
+    }
+
+    /// Verification of one merged pull request (`run` is the dispatching
+    /// workflow run, when there is one).
+    pub async fn verify_pull(
+        &self,
+        run: Option<RunRef>,
+        number: u64,
+    ) -> Result<VerifiedPull, Refusal> {
+        match self.on {
+            On::Local(repo) => {
+                let repo = repo.clone();
+                blocking(move || local::verify_pull(&repo, number)).await
+            }
+            On::GitHub(client) => {
+                Self::github_or_refuse(client)?
+                    .verify_pull(self.source, run, number)
+                    .await
+            }
+        }
+    }
+
+    /// The default branch and the commit it points at now.
+    pub async fn tip(&self) -> Result<BranchTip, Refusal> {
+        match self.on {
+            On::Local(repo) => {
+                let repo = repo.clone();
+                blocking(move || local::default_branch_tip(&repo)).await
+            }
+            On::GitHub(client) => {
+                Self::github_or_refuse(client)?
+                    .default_branch_tip(&self.source.repository)
+                    .await
+            }
+        }
+    }
+
+    /// Whether `commit` is `tip` or one of its ancestors.
+    pub async fn ancestry(&self, commit: &str, tip: &str) -> Result<Ancestry, Refusal> {
+        match self.on {
+            On::Local(repo) => {
+                let (repo, commit, tip) = (repo.clone(), commit.to_owned(), tip.to_owned());
+                blocking(move || local::ancestry(&repo, &commit, &tip)).await
+            }
+            On::GitHub(client) => {
+                Self::github_or_refuse(client)?
+                    .ancestry(&self.source.repository, commit, tip)
+                    .await
+            }
+        }
+    }
+
+    /// At job start, what ingest verified still holds; returns the default
+    /// branch.
+    pub async fn recheck(&self, scope: &JobScope) -> Result<String, SourceError> {
+        match self.on {
+            On::Local(repo) => {
+                let (repo, scope) = (repo.clone(), scope.clone());
+                blocking_source(move || match &scope {
+                    JobScope::Range { before, after, .. } => {
+                        local::evidence::recheck_range(&repo, before, after)
+                    }
+                    JobScope::PullRequest { merge_sha, .. } => {
+                        local::evidence::recheck_commit(&repo, merge_sha)
+                    }
+                })
+                .await
+            }
+            On::GitHub(client) => {
+                let client = client.ok_or_else(|| SourceError::Unavailable(NO_GITHUB.into()))?;
+                match scope {
+                    JobScope::Range { before, after, .. } => {
+                        client.recheck_range(self.source, before, after).await
+                    }
+                    JobScope::PullRequest { merge_sha, .. } => {
+                        client.recheck_commit(self.source, merge_sha).await
+                    }
+                }
+            }
+        }
+    }
+
+    /// The job's evidence bundle, and on GitHub the patches that came with
+    /// the file manifests (a local source's patches are read on demand).
+    pub async fn collect_evidence(
+        &self,
+        scope: &JobScope,
+        default_branch: &str,
+    ) -> Result<(EvidenceBundle, Option<PatchSet>), SourceError> {
+        match self.on {
+            On::Local(repo) => {
+                let (repo, scope) = (repo.clone(), scope.clone());
+                let name = self.source.repository.clone();
+                blocking_source(move || local::evidence::collect(&repo, &name, &scope))
+                    .await
+                    .map(|bundle| (bundle, None))
+            }
+            On::GitHub(client) => {
+                let client = client.ok_or_else(|| SourceError::Unavailable(NO_GITHUB.into()))?;
+                client
+                    .collect_evidence(self.source, scope, default_branch)
+                    .await
+                    .map(|(bundle, patches)| (bundle, Some(patches)))
+            }
+        }
+    }
+
+    /// One file at commit `sha`: `Ok(None)` when `path` is not a file there,
+    /// [`SourceError::Invalid`] when it is larger than `max` bytes or not
+    /// UTF-8. The caller decides which commits may be read.
+    pub async fn read_file(
+        &self,
+        sha: &str,
+        path: &str,
+        max: usize,
+    ) -> Result<Option<String>, SourceError> {
+        match self.on {
+            On::Local(repo) => {
+                let (repo, sha, path) = (repo.clone(), sha.to_owned(), path.to_owned());
+                blocking_source(move || local::evidence::read_file_at(&repo, &sha, &path, max))
+                    .await
+            }
+            On::GitHub(client) => {
+                let client = client.ok_or_else(|| SourceError::Unavailable(NO_GITHUB.into()))?;
+                client.read_file_at(self.source, sha, path, max).await
+            }
+        }
+    }
+}
+
+/// Runs a gix walk off the async threads; a task that dies is "ask again later".
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, Refusal> + Send + 'static,
+) -> Result<T, Refusal> {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
+        Err(Refusal::unavailable(
+            5,
+            format!("the forge check stopped: {e}"),
+        ))
+    })
+}
+
+/// [`blocking`] for evidence reads.
+pub async fn blocking_source<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, SourceError> + Send + 'static,
+) -> Result<T, SourceError> {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
+        Err(SourceError::Unavailable(format!(
+            "a source-reading task stopped unexpectedly: {e}"
+        )))
+    })
+}

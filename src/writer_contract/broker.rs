@@ -1,0 +1,343 @@
+//! The broker's wire protocol and the writer child's client.
+//!
+//! The runner makes a connected socket pair per job; its end is served by
+//! `runner/broker.rs`, the other becomes the writer child's descriptor
+//! [`BROKER_FD`]. The child asks, one JSON line per request, answered in order:
+//!
+//! - `{"request": "binding"}` → `{"ok": true, "binding": {"destination",
+//!   "token"}}`: the wiki the writer serves, as the runner resolved it (the
+//!   writer takes it over whatever its configuration file says), and for a
+//!   GitHub wiki the job's own write token; the child asks once at start and
+//!   keeps it in memory;
+//! - `{"request": "source_file", "commit", "path"}` → `{"ok": true, "file":
+//!   {"path", "commit", "content"}}`: one UTF-8 file of at most
+//!   [`MAX_SOURCE_FILE`](super::MAX_SOURCE_FILE) bytes at a commit of the job's
+//!   evidence (GitHub sources);
+//! - anything refused → `{"ok": false, "error": {"kind", "message"}}`, `kind`
+//!   being an envelope error type (`permission_denied`, `not_found`,
+//!   `limit_exceeded`, `invalid_input`, `upstream_error`).
+//!
+//! Invariants: requests and answers are bounded ([`MAX_REQUEST_BYTES`],
+//! [`MAX_ANSWER_BYTES`]); a token on the wire is a [`RedactedToken`], whose
+//! `Debug` never shows it; the client takes over only a descriptor that is a
+//! socket, and marks it close-on-exec so nothing the writer starts inherits it.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+use crate::config::{Forge, Source};
+
+/// A request line is read up to this size.
+pub const MAX_REQUEST_BYTES: u64 = 8 * 1024;
+/// An answer line is read up to this size (a 64 KiB file, JSON-escaped).
+pub const MAX_ANSWER_BYTES: u64 = 512 * 1024;
+/// A path named in a request is at most this long.
+pub const MAX_PATH_BYTES: usize = 1024;
+/// The child waits this long for an answer (a GitHub read may wait out a
+/// short rate-limit pause, up to three tries).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The wiki a job's writer serves, as the runner resolved it from its own
+/// configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriterDestination {
+    /// The source (`owner/name`) the writer is bound to.
+    pub source: String,
+    /// `owner/name` of the repository whose wiki receives the memory.
+    pub wiki_repository: String,
+    #[serde(flatten)]
+    pub remote: WriterRemote,
+}
+
+/// Where the wiki lives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "forge", rename_all = "snake_case")]
+pub enum WriterRemote {
+    /// A GitHub wiki under `git_url` (`{git_url}/{wiki_repository}.wiki.git`).
+    Github { git_url: String },
+    /// Plain git repositories on this machine.
+    Local { repo: PathBuf, wiki: PathBuf },
+}
+
+impl WriterDestination {
+    /// The destination of `source`; `git_url` is `[github] git_url` (GitHub
+    /// sources need it).
+    pub fn of(source: &Source, git_url: Option<&str>) -> Result<WriterDestination, String> {
+        let remote = match &source.forge {
+            Forge::Local { repo, wiki } => WriterRemote::Local {
+                repo: repo.clone(),
+                wiki: wiki.clone(),
+            },
+            Forge::GitHub => WriterRemote::Github {
+                git_url: git_url
+                    .ok_or_else(|| {
+                        format!(
+                            "{} lives on GitHub but the configuration has no [github] section",
+                            source.repository
+                        )
+                    })?
+                    .to_owned(),
+            },
+        };
+        Ok(WriterDestination {
+            source: source.repository.clone(),
+            wiki_repository: source.wiki_repository.clone(),
+            remote,
+        })
+    }
+}
+
+/// What the writer child is bound to: the destination and its credential.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WriterGrant {
+    pub destination: WriterDestination,
+    /// The job's wiki write token (GitHub wikis).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<RedactedToken>,
+}
+
+/// A token on the wire; its `Debug` never shows it.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RedactedToken(pub String);
+
+impl std::fmt::Debug for RedactedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// One request line.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Request {
+    pub request: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+/// One answer line.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Answer {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<WriterGrant>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<SourceFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<BrokerError>,
+}
+
+/// A file the broker read for the writer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceFile {
+    pub path: String,
+    pub commit: String,
+    pub content: String,
+}
+
+/// A refusal: `kind` is an envelope error type, `message` says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct BrokerError {
+    pub kind: String,
+    pub message: String,
+}
+
+impl BrokerError {
+    pub fn new(kind: &str, message: impl Into<String>) -> BrokerError {
+        BrokerError {
+            kind: kind.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// An answer refusing a request.
+pub fn refused(kind: &str, message: impl Into<String>) -> Answer {
+    Answer {
+        error: Some(BrokerError::new(kind, message)),
+        ..Answer::default()
+    }
+}
+
+/// The writer child's side: asks its job's broker over the inherited socket.
+#[derive(Clone)]
+pub struct BrokerClient {
+    link: Arc<tokio::sync::Mutex<Link>>,
+}
+
+impl std::fmt::Debug for BrokerClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BrokerClient")
+    }
+}
+
+struct Link {
+    reader: BufReader<OwnedReadHalf>,
+    writer: OwnedWriteHalf,
+}
+
+impl BrokerClient {
+    /// Takes over descriptor `fd` (the writer child's [`BROKER_FD`]), which
+    /// must be a socket; it is marked close-on-exec so nothing the writer
+    /// starts inherits it. Call inside a tokio runtime.
+    pub fn from_inherited(fd: RawFd) -> Result<BrokerClient, String> {
+        // SAFETY: fstat on a descriptor number only reads its metadata.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut stat) } != 0
+            || (stat.st_mode & libc::S_IFMT) != libc::S_IFSOCK
+        {
+            return Err(format!(
+                "descriptor {fd} is not the job's broker socket; only the runner starts a writer bound to a broker"
+            ));
+        }
+        // SAFETY: the descriptor was inherited for this purpose and nothing
+        // else in this process owns it.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        unsafe {
+            libc::fcntl(owned.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+        let std = std::os::unix::net::UnixStream::from(owned);
+        std.set_nonblocking(true)
+            .map_err(|e| format!("cannot use the job's broker socket: {e}"))?;
+        let stream = UnixStream::from_std(std)
+            .map_err(|e| format!("cannot use the job's broker socket: {e}"))?;
+        let (read, writer) = stream.into_split();
+        Ok(BrokerClient {
+            link: Arc::new(tokio::sync::Mutex::new(Link {
+                reader: BufReader::new(read),
+                writer,
+            })),
+        })
+    }
+
+    /// The destination and token (asked once, at the writer's start).
+    pub async fn binding(&self) -> Result<WriterGrant, BrokerError> {
+        let answer = self.ask("binding", None, None).await?;
+        answer.binding.ok_or_else(|| {
+            BrokerError::new(
+                "internal_error",
+                "the job's broker answered without a binding",
+            )
+        })
+    }
+
+    /// One source file at a commit of the evidence.
+    pub async fn source_file(&self, commit: &str, path: &str) -> Result<SourceFile, BrokerError> {
+        let answer = self.ask("source_file", Some(commit), Some(path)).await?;
+        answer.file.ok_or_else(|| {
+            BrokerError::new(
+                "internal_error",
+                "the job's broker answered without the file",
+            )
+        })
+    }
+
+    async fn ask(
+        &self,
+        request: &str,
+        commit: Option<&str>,
+        path: Option<&str>,
+    ) -> Result<Answer, BrokerError> {
+        let gone = |e: std::io::Error| {
+            BrokerError::new(
+                "upstream_error",
+                format!(
+                    "the job's broker cannot be reached ({e}); the job has ended or the daemon stopped"
+                ),
+            )
+        };
+        let mut line = serde_json::to_vec(&Request {
+            request: request.to_owned(),
+            commit: commit.map(str::to_owned),
+            path: path.map(str::to_owned),
+        })
+        .map_err(|e| BrokerError::new("internal_error", e.to_string()))?;
+        line.push(b'\n');
+        // One exchange at a time: answers come back in request order.
+        let mut link = self.link.lock().await;
+        let exchange = async {
+            link.writer.write_all(&line).await.map_err(gone)?;
+            let mut answer = Vec::new();
+            (&mut link.reader)
+                .take(MAX_ANSWER_BYTES + 1)
+                .read_until(b'\n', &mut answer)
+                .await
+                .map_err(gone)?;
+            if answer.len() as u64 > MAX_ANSWER_BYTES {
+                return Err(BrokerError::new(
+                    "limit_exceeded",
+                    format!("the job's broker answered more than {MAX_ANSWER_BYTES} bytes"),
+                ));
+            }
+            serde_json::from_slice::<Answer>(&answer).map_err(|_| {
+                BrokerError::new(
+                    "upstream_error",
+                    "the job's broker closed the connection without an answer; the job has ended or the daemon stopped",
+                )
+            })
+        };
+        let answer = tokio::time::timeout(ANSWER_TIMEOUT, exchange)
+            .await
+            .map_err(|_| {
+                BrokerError::new(
+                    "timeout",
+                    format!(
+                        "the job's broker did not answer {request} within {} s",
+                        ANSWER_TIMEOUT.as_secs()
+                    ),
+                )
+            })??;
+        match answer.error {
+            Some(error) => Err(error),
+            None if answer.ok => Ok(answer),
+            None => Err(BrokerError::new(
+                "upstream_error",
+                "the job's broker answered neither a result nor an error",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_carry_only_what_they_hold() {
+        let text = serde_json::to_string(&refused("not_found", "x is not a file")).unwrap();
+        assert_eq!(
+            text,
+            r#"{"ok":false,"error":{"kind":"not_found","message":"x is not a file"}}"#
+        );
+    }
+
+    #[test]
+    fn a_grant_prints_without_its_token() {
+        let grant = WriterGrant {
+            destination: WriterDestination {
+                source: "octo/app".into(),
+                wiki_repository: "octo/app".into(),
+                remote: WriterRemote::Github {
+                    git_url: "https://github.com".into(),
+                },
+            },
+            token: Some(RedactedToken("ghs_secret_value".into())),
+        };
+        assert!(!format!("{grant:?}").contains("ghs_secret_value"));
+        let wire = serde_json::to_value(&grant).unwrap();
+        assert_eq!(wire["token"], "ghs_secret_value");
+        assert_eq!(wire["destination"]["forge"], "github");
+        let back: WriterGrant = serde_json::from_value(wire).unwrap();
+        assert_eq!(back.destination, grant.destination);
+    }
+}

@@ -1,0 +1,210 @@
+//! The contract between the runner and the job-bound wiki-writer child it
+//! spawns (`teammem mcp --wiki-writer`): the environment names and their one
+//! encode/decode pair ([`WriterEnv`]), the descriptor numbers the child
+//! inherits, the commit trailers every write carries, and the broker's wire
+//! protocol with the child's client ([`broker`]).
+//!
+//! Both sides import this module and nothing of each other: the runner
+//! (`runner/`) encodes, the writer (`mcp/`) decodes.
+//!
+//! Invariants:
+//! - no credential is ever part of a [`WriterEnv`] the runner encodes: a job's
+//!   wiki token crosses only the broker socket; [`WriterEnv::token`] exists
+//!   for an operator who runs a writer by hand;
+//! - decoding refuses a descriptor number other than the one the runner
+//!   installs, a token next to a broker, and multi-line or oversized job and
+//!   range values (they become commit trailers);
+//! - decoding never reads a file: loading the configuration the environment
+//!   names is the writer's business.
+
+pub mod broker; // the broker's wire protocol (one JSON line each way) and the writer's client
+
+use std::ffi::OsString;
+use std::os::fd::RawFd;
+use std::path::PathBuf;
+
+use crate::wiki::Secret;
+
+/// The writer's configuration file.
+pub const ENV_CONFIG: &str = "TEAMMEM_CONFIG";
+/// The one source (`owner/name`) the writer serves.
+pub const ENV_WRITER_SOURCE: &str = "TEAMMEM_WRITER_SOURCE";
+/// The job id (becomes the `Teammem-Job` trailer).
+pub const ENV_WRITER_JOB: &str = "TEAMMEM_WRITER_JOB";
+/// The job's range, `before..after` or `#N@sha` (the `Teammem-Range` trailer).
+pub const ENV_WRITER_RANGE: &str = "TEAMMEM_WRITER_RANGE";
+/// A wiki token for a writer run by hand; never set by the runner.
+pub const ENV_WRITER_TOKEN: &str = "TEAMMEM_WRITER_TOKEN";
+/// The descriptor number of the job's broker socket ([`BROKER_FD`]).
+pub const ENV_WRITER_BROKER_FD: &str = "TEAMMEM_WRITER_BROKER_FD";
+/// The descriptor number of a listening socket the writer also serves MCP on
+/// (a `command` agent's endpoint, reached with `teammem mcp --connect`).
+pub const ENV_WRITER_AGENT_FD: &str = "TEAMMEM_WRITER_AGENT_FD";
+/// The job's evidence bundle file (served by the evidence toolset).
+pub const ENV_WRITER_EVIDENCE: &str = "TEAMMEM_WRITER_EVIDENCE";
+/// The log filter the child inherits from the daemon (never a secret).
+pub const ENV_LOG: &str = "TEAMMEM_LOG";
+
+/// The descriptor number the broker's socket has in the writer child.
+pub const BROKER_FD: RawFd = 3;
+/// The descriptor number of the agent's listening socket in the writer child.
+pub const AGENT_FD: RawFd = 4;
+
+/// Commit trailer keys.
+pub const TRAILER_JOB: &str = "Teammem-Job";
+pub const TRAILER_SOURCE: &str = "Teammem-Source";
+pub const TRAILER_RANGE: &str = "Teammem-Range";
+pub const TRAILER_ORIGIN: &str = "Teammem-Origin";
+
+/// A source file is served to a writer up to this many bytes.
+pub const MAX_SOURCE_FILE: usize = 64 * 1024;
+
+/// Longest job or range value (each becomes one trailer line).
+const MAX_TRAILER_VALUE: usize = 512;
+
+/// What a writer child's environment says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriterEnv {
+    pub config_path: PathBuf,
+    /// The one source (`owner/name`) the writer serves.
+    pub source: String,
+    pub job: Option<String>,
+    pub range: Option<String>,
+    pub evidence: Option<PathBuf>,
+    /// Only for a writer run by hand; the runner's writers ask the broker.
+    pub token: Option<Secret>,
+    /// Descriptor [`BROKER_FD`] is the job's broker.
+    pub broker: bool,
+    /// Descriptor [`AGENT_FD`] is a listening socket to serve agents on.
+    pub agent: bool,
+}
+
+impl WriterEnv {
+    /// The variables to set in a cleared environment.
+    pub fn encode(&self) -> Vec<(&'static str, OsString)> {
+        let mut env = vec![
+            (ENV_CONFIG, self.config_path.clone().into_os_string()),
+            (ENV_WRITER_SOURCE, self.source.clone().into()),
+        ];
+        if let Some(job) = &self.job {
+            env.push((ENV_WRITER_JOB, job.into()));
+        }
+        if let Some(range) = &self.range {
+            env.push((ENV_WRITER_RANGE, range.into()));
+        }
+        if let Some(evidence) = &self.evidence {
+            env.push((ENV_WRITER_EVIDENCE, evidence.clone().into_os_string()));
+        }
+        if let Some(token) = &self.token {
+            env.push((ENV_WRITER_TOKEN, token.expose().into()));
+        }
+        if self.broker {
+            env.push((ENV_WRITER_BROKER_FD, BROKER_FD.to_string().into()));
+        }
+        if self.agent {
+            env.push((ENV_WRITER_AGENT_FD, AGENT_FD.to_string().into()));
+        }
+        env
+    }
+
+    /// The inverse of [`WriterEnv::encode`]: `get` is `std::env::var` in
+    /// production, a map in tests; empty values count as unset.
+    pub fn decode(get: impl Fn(&str) -> Option<String>) -> Result<WriterEnv, String> {
+        let get = |name: &str| get(name).filter(|value| !value.is_empty());
+        let config_path = get(ENV_CONFIG).ok_or_else(|| {
+            format!(
+                "{ENV_CONFIG} is not set; the wiki writer takes its configuration path only from the environment"
+            )
+        })?;
+        let source = get(ENV_WRITER_SOURCE).ok_or_else(|| {
+            format!(
+                "{ENV_WRITER_SOURCE} is not set; name the one source (owner/name) this writer serves"
+            )
+        })?;
+        for name in [ENV_WRITER_JOB, ENV_WRITER_RANGE] {
+            if let Some(value) = get(name)
+                && (value.len() > MAX_TRAILER_VALUE || value.chars().any(char::is_control))
+            {
+                return Err(format!(
+                    "{name} must be one line of at most {MAX_TRAILER_VALUE} bytes"
+                ));
+            }
+        }
+        let descriptor = |name: &str, expected: RawFd| -> Result<bool, String> {
+            match get(name) {
+                None => Ok(false),
+                Some(value) if value == expected.to_string() => Ok(true),
+                Some(_) => Err(format!(
+                    "{name} must be {expected}, the descriptor the runner installs; only the runner starts a writer bound to a job"
+                )),
+            }
+        };
+        let broker = descriptor(ENV_WRITER_BROKER_FD, BROKER_FD)?;
+        let agent = descriptor(ENV_WRITER_AGENT_FD, AGENT_FD)?;
+        let token = get(ENV_WRITER_TOKEN).map(Secret::new);
+        if token.is_some() && broker {
+            return Err(format!(
+                "{ENV_WRITER_TOKEN} and {ENV_WRITER_BROKER_FD} are both set; a writer takes its wiki token from one of them"
+            ));
+        }
+        Ok(WriterEnv {
+            config_path: PathBuf::from(config_path),
+            source,
+            job: get(ENV_WRITER_JOB),
+            range: get(ENV_WRITER_RANGE),
+            evidence: get(ENV_WRITER_EVIDENCE).map(PathBuf::from),
+            token,
+            broker,
+            agent,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn decode(env: &[(&'static str, OsString)]) -> Result<WriterEnv, String> {
+        let map: HashMap<&str, String> = env
+            .iter()
+            .map(|(k, v)| (*k, v.clone().into_string().unwrap()))
+            .collect();
+        WriterEnv::decode(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn what_the_runner_encodes_decodes_to_the_same_binding() {
+        let env = WriterEnv {
+            config_path: "/etc/teammem.toml".into(),
+            source: "octo/app".into(),
+            job: Some("7".into()),
+            range: Some(format!("{}..{}", "a".repeat(40), "b".repeat(40))),
+            evidence: Some("/var/lib/teammem/jobs/7/evidence.json".into()),
+            token: None,
+            broker: true,
+            agent: true,
+        };
+        assert_eq!(decode(&env.encode()).unwrap(), env);
+    }
+
+    #[test]
+    fn a_trailer_value_with_a_line_break_is_refused() {
+        let mut env = WriterEnv {
+            config_path: "/c.toml".into(),
+            source: "octo/app".into(),
+            job: Some("7\nTeammem-Origin: forged".into()),
+            range: None,
+            evidence: None,
+            token: None,
+            broker: false,
+            agent: false,
+        };
+        assert!(decode(&env.encode()).unwrap_err().contains(ENV_WRITER_JOB));
+        env.job = None;
+        env.token = Some(Secret::new("t"));
+        env.broker = true;
+        assert!(decode(&env.encode()).unwrap_err().contains("both set"));
+    }
+}

@@ -1,0 +1,226 @@
+//! The layering rule: the crate's top-level modules (`http`, `mcp`, `runner`,
+//! `forge`, `queue`, `wiki`, …) never import each other in a cycle. The test
+//! reads every `crate::…` path in `src/` (imports and inline paths, comments
+//! skipped) and fails naming the loop, shortest first.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::Path;
+
+/// Which top-level modules each top-level module refers to.
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+/// The top-level module a file under `src/` belongs to (`None` for the crate
+/// root files `lib.rs` and `main.rs`).
+fn top_module(relative: &Path) -> Option<String> {
+    let first = relative.components().next()?.as_os_str().to_str()?;
+    let name = first.strip_suffix(".rs").unwrap_or(first);
+    (name != "lib" && name != "main").then(|| name.to_owned())
+}
+
+/// The top-level modules named by `crate::` paths in `source`, with
+/// `use crate::{a, b::c}` groups expanded and comments ignored.
+fn referenced_modules(source: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for line in source.lines() {
+        let code = match line.find("//") {
+            Some(at) => &line[..at],
+            None => line,
+        };
+        let mut rest = code;
+        while let Some(at) = rest.find("crate::") {
+            let preceded_by_ident = rest[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':');
+            rest = &rest[at + "crate::".len()..];
+            if preceded_by_ident {
+                continue;
+            }
+            if let Some(group) = rest.strip_prefix('{') {
+                for item in group.split([',', '}']) {
+                    let name: String = item
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    if !name.is_empty() {
+                        found.insert(name);
+                    }
+                    if item.contains('}') {
+                        break;
+                    }
+                }
+                continue;
+            }
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                found.insert(name);
+            }
+        }
+    }
+    found
+}
+
+/// Multi-line `use crate::{…}` groups are joined onto one line first.
+fn join_use_groups(source: &str) -> String {
+    let mut out = String::with_capacity(source.len());
+    let mut depth = 0usize;
+    for line in source.lines() {
+        let trimmed = line.trim_start();
+        if depth == 0
+            && !(trimmed.starts_with("use crate::{") || trimmed.starts_with("pub use crate::{"))
+        {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        for c in line.chars() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        out.push_str(trimmed);
+        out.push(if depth == 0 { '\n' } else { ' ' });
+    }
+    out
+}
+
+fn graph_of_tree(src: &Path) -> Graph {
+    let mut graph = Graph::new();
+    let mut pending = vec![src.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).expect("src/ is readable") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let relative = path.strip_prefix(src).expect("under src/");
+            let Some(module) = top_module(relative) else {
+                continue;
+            };
+            let source = std::fs::read_to_string(&path).expect("a readable source file");
+            let edges = graph.entry(module.clone()).or_default();
+            for target in referenced_modules(&join_use_groups(&source)) {
+                if target != module {
+                    edges.insert(target);
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// The shortest cycle through the graph, as `a → b → … → a`, if any.
+fn shortest_cycle(graph: &Graph) -> Option<Vec<String>> {
+    let mut best: Option<Vec<String>> = None;
+    for start in graph.keys() {
+        // Breadth-first from `start` back to `start`.
+        let mut came_from: BTreeMap<&String, &String> = BTreeMap::new();
+        let mut queue: VecDeque<&String> = VecDeque::from([start]);
+        let mut closed_by: Option<&String> = None;
+        'search: while let Some(node) = queue.pop_front() {
+            for next in graph.get(node).into_iter().flatten() {
+                if next == start {
+                    closed_by = Some(node);
+                    break 'search;
+                }
+                if !came_from.contains_key(next) && graph.contains_key(next) {
+                    came_from.insert(next, node);
+                    queue.push_back(next);
+                }
+            }
+        }
+        let Some(mut node) = closed_by else {
+            continue;
+        };
+        let mut path = vec![start.clone()];
+        let mut back = vec![node.clone()];
+        while node != start {
+            node = came_from[node];
+            if node != start {
+                back.push(node.clone());
+            }
+        }
+        path.extend(back.into_iter().rev());
+        path.push(start.clone());
+        if best.as_ref().is_none_or(|b| path.len() < b.len()) {
+            best = Some(path);
+        }
+    }
+    best
+}
+
+#[test]
+fn the_top_level_modules_import_each_other_in_no_cycle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = graph_of_tree(&src);
+    for expected in ["http", "mcp", "runner", "forge", "queue", "wiki", "config"] {
+        assert!(
+            graph.contains_key(expected),
+            "src/ has no module {expected}; the test reads the wrong tree: {:?}",
+            graph.keys()
+        );
+    }
+    if let Some(cycle) = shortest_cycle(&graph) {
+        panic!(
+            "top-level modules import each other in a cycle: {}; move the shared contract below both",
+            cycle.join(" → ")
+        );
+    }
+}
+
+#[test]
+fn a_deliberate_cycle_is_found_and_named() {
+    let files = [
+        (
+            "http/mod.rs",
+            "use crate::queue::Queue;\nuse crate::{mcp, wiki::Wiki};\n",
+        ),
+        (
+            "mcp/context.rs",
+            "use crate::{\n    queue,\n    runner::broker::Client,\n};\n",
+        ),
+        (
+            "runner/mod.rs",
+            "// use crate::http is only a comment\nfn f() { crate::mcp::serve(); }\n",
+        ),
+        ("queue/mod.rs", "use crate::db;\n"),
+        ("wiki/mod.rs", "let s = \"not::crate::http\";\n"),
+    ];
+    let mut graph = Graph::new();
+    for (path, source) in files {
+        let module = top_module(Path::new(path)).unwrap();
+        let edges = graph.entry(module.clone()).or_default();
+        edges.extend(
+            referenced_modules(&join_use_groups(source))
+                .into_iter()
+                .filter(|m| *m != module),
+        );
+    }
+    assert_eq!(
+        graph["http"],
+        BTreeSet::from(["queue".into(), "mcp".into(), "wiki".into()])
+    );
+    assert_eq!(
+        graph["mcp"],
+        BTreeSet::from(["queue".into(), "runner".into()])
+    );
+    assert!(graph["wiki"].is_empty(), "{:?}", graph["wiki"]);
+    assert_eq!(
+        shortest_cycle(&graph).unwrap(),
+        ["mcp", "runner", "mcp"].map(String::from)
+    );
+
+    // Without the runner's call back into mcp there is no cycle.
+    graph.get_mut("runner").unwrap().clear();
+    assert_eq!(shortest_cycle(&graph), None);
+}
