@@ -451,7 +451,7 @@ async fn check_audiences(config: &Config) -> Result<(), Failure> {
     let Some(gh) = config.github.as_ref().filter(|_| !sources.is_empty()) else {
         return Ok(());
     };
-    let key = crate::secrets::load_app_key(gh)
+    let key = crate::forge::github::load_app_key(gh)
         .await
         .map_err(|e| Failure::usage(format!("github.private_key: {e}")))?;
     let forge = crate::forge::github::GitHubForge::new(gh, &key).map_err(Failure::usage)?;

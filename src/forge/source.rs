@@ -20,23 +20,13 @@ use std::sync::Arc;
 
 use super::evidence::{EvidenceBundle, JobScope, PatchSet, SourceError};
 use super::github::GitHubForge;
+pub use super::github::SetupError;
 use super::{Ancestry, BranchTip, Refusal, RunRef, VerifiedPull, VerifiedRange, local};
 use crate::config::{Config, Forge, Source};
 
 /// Why a GitHub source cannot be asked without `[github]`.
 const NO_GITHUB: &str =
     "this source lives on GitHub but the GitHub App is not configured; add a [github] section";
-
-/// Why the forges could not be built; `Display` names the setting to fix.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SetupError {
-    /// The App key could not be read (a file, Key Vault): may pass later.
-    #[error("github.private_key: {0}")]
-    KeyUnreadable(String),
-    /// The App key was read but is not a usable RSA private key.
-    #[error("github.private_key: {0}")]
-    KeyInvalid(String),
-}
 
 /// The forges of one process.
 #[derive(Clone, Default)]
@@ -57,14 +47,7 @@ impl Forges {
     /// process's GitHub client.
     pub async fn from_config(config: &Config) -> Result<Forges, SetupError> {
         let github = match &config.github {
-            Some(gh) => {
-                let key = crate::secrets::load_app_key(gh)
-                    .await
-                    .map_err(|e| SetupError::KeyUnreadable(e.to_string()))?;
-                Some(Arc::new(
-                    GitHubForge::new(gh, &key).map_err(SetupError::KeyInvalid)?,
-                ))
-            }
+            Some(gh) => Some(Arc::new(GitHubForge::from_config(gh).await?)),
             None => None,
         };
         Ok(Forges { github })

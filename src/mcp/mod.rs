@@ -208,7 +208,7 @@ pub async fn coordinator(
         ))
     })?;
     let github = match &config.github {
-        Some(gh) => match match crate::secrets::load_app_key(gh).await {
+        Some(gh) => match match crate::forge::github::load_app_key(gh).await {
             Ok(key) => crate::forge::github::GitHubForge::new(gh, &key),
             Err(e) => Err(e.to_string()),
         } {

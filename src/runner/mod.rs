@@ -28,8 +28,8 @@ use serde_json::json;
 
 use crate::config::{Agent, Config, Source};
 use crate::forge::evidence::{self, EvidenceBundle, JobScope, SourceError};
+use crate::forge::github::SetupError;
 use crate::forge::github::{GitHubError, GitHubForge, Permissions};
-use crate::forge::source::SetupError;
 use crate::forge::{Forges, Refusal, SourceForge};
 use crate::queue::{Completion, Job, JobKind};
 use crate::wiki::Secret;

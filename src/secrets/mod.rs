@@ -17,8 +17,6 @@ pub use keyvault::{CredentialChain, fetch_key_vault_secret, parse_secret_uri};
 use std::fmt;
 use std::path::Path;
 
-use crate::config::{GitHub, PrivateKey};
-
 /// Bytes that must not leak: redacted in `Debug`/`Display`, zeroed on drop.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(Vec<u8>);
@@ -94,17 +92,6 @@ pub fn webhook_secret_from_env(var: &str) -> Result<Secret, SecretError> {
         _ => Err(SecretError::Environment(format!(
             "environment variable {var} is not set or empty; set it to the source's dispatch secret"
         ))),
-    }
-}
-
-/// Loads the GitHub App private key (PEM) from where `[github] private_key` says.
-pub async fn load_app_key(github: &GitHub) -> Result<Secret, SecretError> {
-    match &github.private_key {
-        PrivateKey::File { path } => read_key_file(path),
-        PrivateKey::KeyVault { secret_uri } => {
-            let credential = CredentialChain::from_environment()?;
-            fetch_key_vault_secret(secret_uri, credential, None).await
-        }
     }
 }
 

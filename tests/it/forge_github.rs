@@ -7,10 +7,11 @@ use std::sync::{Arc, Mutex};
 use azure_core::credentials::{AccessToken, TokenCredential, TokenRequestOptions};
 use azure_core::http::headers::Headers;
 use azure_core::http::{AsyncRawResponse, HttpClient, Request, StatusCode};
+use teammem::forge::github::load_app_key;
 use teammem::forge::github::{
     Access, GitHubForge, InstallationStatus, Permissions, check_installations, exit_code,
 };
-use teammem::secrets::{Secret, fetch_key_vault_secret, load_app_key, read_key_file};
+use teammem::secrets::{Secret, fetch_key_vault_secret, read_key_file};
 
 use crate::dispatch::Fixture;
 use crate::harness::fake_github::{FakeGitHub, rsa_key};

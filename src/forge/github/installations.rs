@@ -103,13 +103,10 @@ pub async fn check_installations_command(
     {
         return (vec![format!("error: expected owner/name, got {bad:?}")], 2);
     }
-    let key = match crate::secrets::load_app_key(gh).await {
-        Ok(k) => k,
-        Err(e) => return (vec![format!("error: github.private_key: {e}")], 2),
-    };
-    let forge = match GitHubForge::new(gh, &key) {
+    let forge = match GitHubForge::from_config(gh).await {
         Ok(f) => f,
-        Err(e) => return (vec![format!("error: {e}")], 2),
+        Err(e @ super::SetupError::KeyUnreadable(_)) => return (vec![format!("error: {e}")], 2),
+        Err(super::SetupError::KeyInvalid(e)) => return (vec![format!("error: {e}")], 2),
     };
     let results = check_installations(&forge, repositories).await;
     let lines = results.iter().map(|(r, s)| format!("{r}: {s}")).collect();

@@ -31,8 +31,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
-use crate::config::GitHub;
-use crate::secrets::Secret;
+use crate::config::{GitHub, PrivateKey};
+use crate::secrets::{CredentialChain, Secret, SecretError, fetch_key_vault_secret, read_key_file};
 use auth::{CachedToken, TokenAnswer, TokenCache, usable_until};
 
 /// The REST API version every request is pinned to (pull requests still carry
@@ -77,7 +77,38 @@ impl std::fmt::Debug for GitHubForge {
     }
 }
 
+/// Why the GitHub client could not be built; `Display` names the setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SetupError {
+    /// The App key could not be read (a file, Key Vault): may pass later.
+    #[error("github.private_key: {0}")]
+    KeyUnreadable(String),
+    /// The App key was read but cannot sign (not an RSA private key).
+    #[error("github.private_key: {0}")]
+    KeyInvalid(String),
+}
+
+/// Loads the GitHub App private key (PEM) from where `[github] private_key` says.
+pub async fn load_app_key(github: &GitHub) -> Result<Secret, SecretError> {
+    match &github.private_key {
+        PrivateKey::File { path } => read_key_file(path),
+        PrivateKey::KeyVault { secret_uri } => {
+            let credential = CredentialChain::from_environment()?;
+            fetch_key_vault_secret(secret_uri, credential, None).await
+        }
+    }
+}
+
 impl GitHubForge {
+    /// The one way the process builds its GitHub client from `[github]`:
+    /// loads the App key, then builds.
+    pub async fn from_config(config: &GitHub) -> Result<Self, SetupError> {
+        let key = load_app_key(config)
+            .await
+            .map_err(|e| SetupError::KeyUnreadable(e.to_string()))?;
+        GitHubForge::new(config, &key).map_err(SetupError::KeyInvalid)
+    }
+
     /// Builds the client from `[github]` and the App's PEM key.
     pub fn new(config: &GitHub, key: &Secret) -> Result<Self, String> {
         let signer = AppSigner::new(config.app_id, key)?;
