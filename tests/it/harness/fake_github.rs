@@ -22,7 +22,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -37,6 +36,11 @@ use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
+
+use super::git::{git_command, git_output, git_with_env};
+
+/// The date every commit of a [`GitRepo`] gets unless a test names another.
+const FIXED_DATE: &str = "2026-01-01T00:00:00Z";
 
 /// Test keys are generated once per test process (RSA generation is slow in
 /// debug builds): the App key, three OIDC keys, and a spare "wrong" key.
@@ -99,31 +103,26 @@ impl GitRepo {
         r
     }
 
+    /// git in this repository as `Test`, at a fixed date; trimmed stdout.
     pub fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(&self.dir)
-            .args(args)
-            .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
-            .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
-            .output()
-            .expect("git runs");
-        assert!(
-            out.status.success(),
-            "git {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
+        self.git_at(FIXED_DATE, args)
+    }
+
+    /// git in this repository as `Test`, authored and committed at `date`.
+    fn git_at(&self, date: &str, args: &[&str]) -> String {
+        let env = [
+            ("GIT_AUTHOR_NAME", "Test"),
+            ("GIT_AUTHOR_EMAIL", "test@example.org"),
+            ("GIT_COMMITTER_NAME", "Test"),
+            ("GIT_COMMITTER_EMAIL", "test@example.org"),
+            ("GIT_AUTHOR_DATE", date),
+            ("GIT_COMMITTER_DATE", date),
+        ];
+        git_with_env(&self.dir, &env, args).trim().to_string()
     }
 
     fn git_ok(&self, args: &[&str]) -> bool {
-        Command::new("git")
-            .arg("-C")
-            .arg(&self.dir)
-            .args(args)
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
+        git_output(&self.dir, args).status.success()
     }
 
     /// Like [`GitRepo::commit`], authored and committed at `date` (RFC 3339)
@@ -138,23 +137,7 @@ impl GitRepo {
         text.push('\n');
         std::fs::write(&path, text).unwrap();
         self.git(&["add", "-A"]);
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(&self.dir)
-            .args(["commit", "-q", "-m", subject])
-            .env("GIT_AUTHOR_NAME", "Test")
-            .env("GIT_AUTHOR_EMAIL", "test@example.org")
-            .env("GIT_COMMITTER_NAME", "Test")
-            .env("GIT_COMMITTER_EMAIL", "test@example.org")
-            .env("GIT_AUTHOR_DATE", date)
-            .env("GIT_COMMITTER_DATE", date)
-            .output()
-            .expect("git runs");
-        assert!(
-            out.status.success(),
-            "git commit failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.git_at(date, &["commit", "-q", "-m", subject]);
         self.head()
     }
 
@@ -213,9 +196,7 @@ impl GitRepo {
                 content.len()
             ));
         }
-        let mut child = Command::new("git")
-            .arg("-C")
-            .arg(&self.dir)
+        let mut child = git_command(&self.dir)
             .args(["fast-import", "--quiet", "--force"])
             .stdin(std::process::Stdio::piped())
             .spawn()
@@ -241,17 +222,15 @@ impl GitRepo {
     }
 
     fn resolve(&self, rev: &str) -> Option<String> {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(&self.dir)
-            .args([
+        let out = git_output(
+            &self.dir,
+            &[
                 "rev-parse",
                 "--verify",
                 "--quiet",
                 &format!("{rev}^{{commit}}"),
-            ])
-            .output()
-            .ok()?;
+            ],
+        );
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
@@ -1691,32 +1670,20 @@ async fn contents(
     };
     let reference = q.reference.unwrap_or_else(|| "HEAD".into());
     let object = format!("{reference}:{path}");
-    let kind = Command::new("git")
-        .arg("-C")
-        .arg(&r.git.dir)
-        .args(["cat-file", "-t", &object])
-        .output()
-        .unwrap();
+    let kind = git_output(&r.git.dir, &["cat-file", "-t", &object]);
     if String::from_utf8_lossy(&kind.stdout).trim() == "tree" {
         // A directory: GitHub answers with the list of its entries.
-        let names = Command::new("git")
-            .arg("-C")
-            .arg(&r.git.dir)
-            .args(["ls-tree", "--name-only", &object])
-            .output()
-            .unwrap();
+        let names = git_output(&r.git.dir, &["ls-tree", "--name-only", &object]);
         let entries: Vec<Value> = String::from_utf8_lossy(&names.stdout)
             .lines()
             .map(|name| json!({"name": name, "path": format!("{path}/{name}")}))
             .collect();
         return axum::Json(entries).into_response();
     }
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(&r.git.dir)
-        .args(["cat-file", "blob", &format!("{reference}:{path}")])
-        .output()
-        .unwrap();
+    let out = git_output(
+        &r.git.dir,
+        &["cat-file", "blob", &format!("{reference}:{path}")],
+    );
     if !out.status.success() {
         return error(StatusCode::NOT_FOUND, "Not Found");
     }
