@@ -5,7 +5,7 @@ It answers exactly the calls teammem makes to verify a dispatched range
 (installation lookup and token, repository, run attempt, compare), with
 GitHub's JSON shapes, for one repository whose commits are listed oldest
 first in a file. It checks nothing (the integration tests' fake in
-tests/it/harness/fake_github.rs does); it exists so the benchmark measures
+tests/it/harness/fake_github/ does); it exists so the benchmark measures
 teammem's GitHub path on loopback. Usage:
 
     fake_github.py PORT OWNER/NAME SHAS_FILE RUNS_FILE

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use crate::harness::daemon::BIN;
+use crate::harness::git::git;
 
 fn demo(args: &[&str]) -> Output {
     Command::new(BIN)
@@ -18,24 +19,6 @@ fn demo(args: &[&str]) -> Output {
         .env_remove("TEAMMEM_LOG")
         .output()
         .expect("run teammem demo")
-}
-
-/// `git --git-dir DIR ARGS` with no user or system configuration.
-fn git(git_dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("--git-dir")
-        .arg(git_dir)
-        .args(args)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 /// (number, merge sha) of every pull request on `main`, read with the git CLI

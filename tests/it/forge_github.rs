@@ -391,14 +391,9 @@ async fn a_revoked_job_token_is_refused_by_the_api_and_by_git() {
     // The wiki of octo/app behind git http-backend, accepting what the fake minted.
     let served = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(served.path().join("octo")).unwrap();
-    let bare = served.path().join("octo/app.wiki.git");
-    assert!(
-        std::process::Command::new("git")
-            .args(["init", "-q", "--bare"])
-            .arg(&bare)
-            .status()
-            .unwrap()
-            .success()
+    crate::harness::git::git(
+        served.path(),
+        &["init", "-q", "--bare", "octo/app.wiki.git"],
     );
     let git =
         crate::harness::git_http::GitHttpServer::start_checked(served.path(), f.fake.wiki_access())

@@ -44,12 +44,7 @@ pub fn local_sources(dir: &Path) -> (String, String, String) {
     let other = GitRepo::init(&dir.join("other"));
     other.commit("README.md", "Initial commit");
     for wiki in ["app.wiki.git", "other.wiki.git"] {
-        let out = std::process::Command::new("git")
-            .args(["init", "-q", "--bare"])
-            .arg(dir.join(wiki))
-            .output()
-            .unwrap();
-        assert!(out.status.success());
+        crate::harness::git::git(dir, &["init", "-q", "--bare", wiki]);
     }
     let text = format!(
         r#"

@@ -3,8 +3,8 @@
 //! root. It checks Basic auth like GitHub (`x-access-token:<token>`, 401
 //! otherwise), records every request (so a test can count round trips) and can
 //! inject faults (drop the answer of a receive-pack after reading its body,
-//! answer with a given status). The git CLI helpers build fixtures and act as
-//! the oracle.
+//! answer with a given status). Its helpers build bare fixture repositories with
+//! the git CLI ([`super::git`]), the oracle.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -16,6 +16,8 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::Response;
 use base64::Engine;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::git::git;
 
 /// A fault the server injects into the next matching request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -342,34 +344,6 @@ fn cgi_to_response(output: &[u8]) -> Response {
         }
     }
     response
-}
-
-/// Runs the git CLI in `dir` with a fixed identity and clock-independent
-/// config, panicking with its stderr on failure; returns stdout.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let output = git_raw(dir, args);
-    assert!(
-        output.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("git output is UTF-8")
-}
-
-/// Like [`git`], returning the raw output without checking the status.
-pub fn git_raw(dir: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "Fixture Author")
-        .env("GIT_AUTHOR_EMAIL", "author@example.org")
-        .env("GIT_COMMITTER_NAME", "Fixture Author")
-        .env("GIT_COMMITTER_EMAIL", "author@example.org")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .output()
-        .expect("run git")
 }
 
 /// Creates an empty bare repository `<root>/<name>` (default branch `master`).

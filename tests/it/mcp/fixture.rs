@@ -7,8 +7,7 @@
 //! the four envelope keys), so every call of every test checks them.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use rmcp::service::{RoleClient, RunningService, ServiceError};
@@ -16,6 +15,8 @@ use rmcp::{ErrorData, ServiceExt};
 use serde_json::Value;
 use teammem::config::Config;
 use teammem::mcp::{Binding, WikiServer};
+
+use crate::harness::git::git;
 
 pub const SOURCE: &str = "demo/app";
 pub const OTHER: &str = "demo/other";
@@ -26,27 +27,6 @@ pub const HOME: &str = "# Home\n\nWelcome to the team memory.\n\n## Areas\n- [To
 pub const TOPIC: &str =
     "# Topic\n\nRecent changes:\n- first entry\n\nKeep this line exactly.  \r\nTrailing bytes\t\n";
 pub const CAFE: &str = "# Café\n\nNotes about ünïcode and the café.\n";
-
-/// Runs git with a fixed identity and no user or system configuration.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "Human Editor")
-        .env("GIT_AUTHOR_EMAIL", "human@example.org")
-        .env("GIT_COMMITTER_NAME", "Human Editor")
-        .env("GIT_COMMITTER_EMAIL", "human@example.org")
-        .output()
-        .expect("git runs");
-    assert!(
-        output.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("git prints UTF-8")
-}
 
 pub struct Fixture {
     pub dir: tempfile::TempDir,

@@ -13,7 +13,8 @@ use teammem::mcp::envelope::Secret;
 use teammem::mcp::{Binding, Context, WikiCredentials, WikiServer};
 
 use super::fixture::{Client, error_type};
-use crate::harness::git_http::{Fault, GitHttpServer, bare_with_commits, git, tip};
+use crate::harness::git::git;
+use crate::harness::git_http::{Fault, GitHttpServer, bare_with_commits, tip};
 
 const SOURCE: &str = "octo/app";
 const WIKI: &str = "octo/notes";

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 use teammem::mcp::{Binding, McpError};
 
-use super::fixture::{Fixture, HOME, JOB, OTHER, SOURCE, TOKEN, TOPIC, error_type, git};
+use super::fixture::{Fixture, HOME, JOB, OTHER, SOURCE, TOKEN, TOPIC, error_type};
+use crate::harness::git::git;
 
 fn write_args(base: &str, pages: Value) -> Value {
     json!({

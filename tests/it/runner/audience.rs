@@ -20,9 +20,9 @@ use teammem::sweep::{Outcome, Sweep};
 use teammem::worker::JobHandler;
 
 use super::daemon_client::{finished, wait_for};
-use super::fixture;
 use super::github::Hub;
 use crate::harness::fake_github::GitRepo;
+use crate::harness::git::{git, git_trimmed};
 
 const BIN: &str = env!("CARGO_BIN_EXE_teammem");
 
@@ -32,7 +32,7 @@ async fn mapped_hub(source: &str) -> (Hub, std::path::PathBuf) {
     let hub = Hub::with_source_keys("wiki_repository = \"octo/memory\"\nsweep = true", "").await;
     let served = hub.wiki.parent().unwrap().to_path_buf();
     let memory = served.join("memory.wiki.git");
-    fixture::git(
+    git(
         &served,
         &[
             "clone",
@@ -55,7 +55,7 @@ async fn mapped_hub(source: &str) -> (Hub, std::path::PathBuf) {
 }
 
 fn tip(wiki: &std::path::Path) -> String {
-    fixture::git(wiki, &["rev-parse", "master"])
+    git_trimmed(wiki, &["rev-parse", "master"])
 }
 
 #[tokio::test]

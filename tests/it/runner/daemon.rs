@@ -7,6 +7,7 @@ use serde_json::json;
 use super::daemon_client::{finished, post_dispatch, wait_for};
 use super::fixture::{self, Source};
 use crate::harness::daemon::Setup as DaemonSetup;
+use crate::harness::git::{git, git_trimmed};
 
 const SECRET: &str = "runner e2e dispatch secret";
 
@@ -40,11 +41,11 @@ async fn a_signed_dispatch_is_run_by_the_daemon_into_the_wiki() {
     assert_eq!(job["state"], "succeeded", "{job}");
     assert_eq!(job["receipt"]["status"], "updated", "{job}");
 
-    let changelog = fixture::git(&wiki, &["show", "master:Changelog.md"]);
+    let changelog = git_trimmed(&wiki, &["show", "master:Changelog.md"]);
     for sha in [&source.merge_12, &source.squash_13] {
         assert!(changelog.contains(sha.as_str()), "{changelog}");
     }
     assert!(changelog.contains("#12") && changelog.contains("#13"));
-    fixture::git(&wiki, &["fsck", "--strict", "--no-progress"]);
+    git(&wiki, &["fsck", "--strict", "--no-progress"]);
     assert!(daemon.terminate().success());
 }

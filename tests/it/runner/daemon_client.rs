@@ -17,6 +17,7 @@ use teammem::runner::test_hooks::HOLD_DIR;
 
 use super::fixture;
 use crate::harness::daemon::Daemon;
+use crate::harness::git::{git, git_trimmed};
 
 /// How long a test follows one job before it fails (a rescued job waits out
 /// its 15-30 s retry backoff inside this).
@@ -165,11 +166,11 @@ impl Held {
 /// How many times the entry of merge commit `sha` is on `page` of the wiki's
 /// `master` (its `<!-- teammem:<sha> -->` marker; 0 when the page is absent).
 pub fn entries(wiki: &Path, page: &str, sha: &str) -> usize {
-    let listed = fixture::git(wiki, &["ls-tree", "--name-only", "master", page]);
+    let listed = git_trimmed(wiki, &["ls-tree", "--name-only", "master", page]);
     if listed.is_empty() {
         return 0;
     }
-    fixture::git(wiki, &["show", &format!("master:{page}")])
+    git_trimmed(wiki, &["show", &format!("master:{page}")])
         .matches(&format!("<!-- teammem:{sha} -->"))
         .count()
 }
@@ -183,7 +184,7 @@ pub fn assert_each_entry_once(wiki: &Path, expected: &[(&str, &[&str])]) {
                 entries(wiki, page, sha),
                 1,
                 "{sha} on {page}:\n{}",
-                fixture::git(wiki, &["show", &format!("master:{page}")])
+                git_trimmed(wiki, &["show", &format!("master:{page}")])
             );
         }
     }
@@ -192,7 +193,7 @@ pub fn assert_each_entry_once(wiki: &Path, expected: &[(&str, &[&str])]) {
 /// For each commit on the wiki's `master` after `since`, newest first, the job
 /// its `Teammem-Job` trailer names (`None`: a commit not made by a job).
 pub fn jobs_of_commits(wiki: &Path, since: &str) -> Vec<Option<i64>> {
-    let log = fixture::git(
+    let log = git_trimmed(
         wiki,
         &[
             "log",
@@ -208,7 +209,7 @@ pub fn jobs_of_commits(wiki: &Path, since: &str) -> Vec<Option<i64>> {
 
 /// The wiki's `master` tip.
 pub fn wiki_tip(wiki: &Path) -> String {
-    fixture::git(wiki, &["rev-parse", "master"])
+    git_trimmed(wiki, &["rev-parse", "master"])
 }
 
 /// Another writer: a clone of the bare wiki on disk commits `file` and pushes
@@ -216,7 +217,7 @@ pub fn wiki_tip(wiki: &Path) -> String {
 pub fn another_writer(wiki: &Path, file: &str, content: &str) {
     let work = tempfile::tempdir().unwrap();
     let clone = work.path().join("wiki");
-    fixture::git(
+    git(
         work.path(),
         &[
             "clone",
@@ -226,7 +227,7 @@ pub fn another_writer(wiki: &Path, file: &str, content: &str) {
         ],
     );
     fixture::write(&clone, file, content);
-    fixture::git(&clone, &["add", "-A"]);
-    fixture::git(&clone, &["commit", "-q", "-m", "A person edits the wiki"]);
-    fixture::git(&clone, &["push", "-q", "origin", "HEAD:master"]);
+    git(&clone, &["add", "-A"]);
+    git(&clone, &["commit", "-q", "-m", "A person edits the wiki"]);
+    git(&clone, &["push", "-q", "origin", "HEAD:master"]);
 }

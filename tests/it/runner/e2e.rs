@@ -16,6 +16,7 @@ use super::daemon_client::{
 };
 use super::fixture::{self, Source};
 use crate::harness::daemon::{Daemon, Setup};
+use crate::harness::git::{git, git_trimmed};
 
 /// The area pages of the fixture's pull requests (#12 touches `src/`, #13
 /// `docs/` and the root).
@@ -74,14 +75,14 @@ pub async fn dispatch_then_replay<F: Forge>() {
         !written.is_empty() && written.iter().all(|j| *j == Some(id)),
         "every new wiki commit is the job's: {written:?}"
     );
-    let changelog = fixture::git(wiki, &["show", "master:Changelog.md"]);
+    let changelog = git_trimmed(wiki, &["show", "master:Changelog.md"]);
     for needle in ["#12", "#13", s.merge_12.as_str(), s.squash_13.as_str()] {
         assert!(changelog.contains(needle), "{needle} missing:\n{changelog}");
     }
     assert_each_entry_once(wiki, &[(&s.merge_12, AREAS_12), (&s.squash_13, AREAS_13)]);
-    let message = fixture::git(wiki, &["log", "-1", "--format=%B", "master"]);
+    let message = git_trimmed(wiki, &["log", "-1", "--format=%B", "master"]);
     assert!(message.contains(&format!("Teammem-Job: {id}")), "{message}");
-    fixture::git(wiki, &["fsck", "--strict", "--no-progress"]);
+    git(wiki, &["fsck", "--strict", "--no-progress"]);
 
     let tip = wiki_tip(wiki);
     let again = id_of(&f.dispatch(&daemon, &s.base, &s.head).await);
@@ -178,7 +179,7 @@ pub async fn a_wiki_moved_during_the_job_is_rebuilt_once<F: Forge>() {
     assert!(summary.contains("rebuild"), "{job}");
     assert_eq!(job["receipt"]["wiki_sha"], wiki_tip(wiki).as_str(), "{job}");
     assert_eq!(
-        fixture::git(wiki, &["show", "master:Notes.md"]),
+        git_trimmed(wiki, &["show", "master:Notes.md"]),
         "# Notes\n\nWritten by a person."
     );
     let mut written = jobs_of_commits(wiki, &start);
@@ -189,7 +190,7 @@ pub async fn a_wiki_moved_during_the_job_is_rebuilt_once<F: Forge>() {
         "the job's commits on the person's, none before it"
     );
     assert_each_entry_once(wiki, &[(&s.merge_12, AREAS_12), (&s.squash_13, AREAS_13)]);
-    fixture::git(wiki, &["fsck", "--strict", "--no-progress"]);
+    git(wiki, &["fsck", "--strict", "--no-progress"]);
     assert!(daemon.terminate().success());
 }
 
@@ -244,10 +245,10 @@ pub async fn a_force_pushed_source_rejects_a_queued_job<F: Forge>() {
     let queued = id_of(&queued);
 
     // The force push: main is reset behind #14 and moves on without it.
-    fixture::git(&s.dir, &["reset", "-q", "--hard", &s.head]);
+    git(&s.dir, &["reset", "-q", "--hard", &s.head]);
     fixture::write(&s.dir, "rewritten.txt", "history was rewritten\n");
-    fixture::git(&s.dir, &["add", "-A"]);
-    fixture::git(&s.dir, &["commit", "-q", "-m", "Rewritten history"]);
+    git(&s.dir, &["add", "-A"]);
+    git(&s.dir, &["commit", "-q", "-m", "Rewritten history"]);
 
     held.release();
     let (job1, _) = wait_for(&daemon, &token, running, finished).await;

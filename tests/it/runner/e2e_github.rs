@@ -17,9 +17,10 @@ use serde_json::Value;
 use super::command;
 use super::daemon_client::{finished, jobs_of_commits, wait_for, wiki_tip};
 use super::e2e::{self, Forge};
-use super::fixture::{self, Source};
+use super::fixture::Source;
 use super::github::Hub;
 use crate::harness::daemon::{Daemon, Setup};
+use crate::harness::git::git_trimmed;
 
 /// The hub and the next workflow run id to dispatch with.
 struct GitHub {
@@ -101,7 +102,7 @@ async fn the_command_agent_in_the_daemon_drives_the_writer_for_a_github_wiki_thr
     assert_eq!(job["state"], "succeeded", "{job}");
     assert_eq!(job["receipt"]["wiki_sha"], wiki_tip(wiki).as_str(), "{job}");
     assert_eq!(jobs_of_commits(wiki, &start), [Some(id)]);
-    let log = fixture::git(wiki, &["show", "master:Team-log.md"]);
+    let log = git_trimmed(wiki, &["show", "master:Team-log.md"]);
     for (number, sha) in [(12, &s.merge_12), (13, &s.squash_13)] {
         assert_eq!(
             log.matches(&format!("- #{number} {sha}")).count(),
@@ -120,7 +121,7 @@ async fn the_command_agent_in_the_daemon_drives_the_writer_for_a_github_wiki_thr
         .collect();
     assert!(!wiki_mints.is_empty(), "a wiki token was minted");
 
-    let report = fixture::git(wiki, &["show", "master:Agent-report.md"]);
+    let report = git_trimmed(wiki, &["show", "master:Agent-report.md"]);
     let probe: Value = command::report(&report);
     assert_eq!(probe["source_file"]["success"], true, "{probe}");
     assert_eq!(

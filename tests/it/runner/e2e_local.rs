@@ -16,6 +16,7 @@ use super::e2e::{self, Forge};
 use super::fixture::{self, Source};
 use super::{command, openai};
 use crate::harness::daemon::{Daemon, Setup};
+use crate::harness::git::git_trimmed;
 
 const SECRET: &str = "local e2e dispatch secret";
 
@@ -133,7 +134,7 @@ async fn the_openai_agent_in_the_daemon_survives_bad_tool_calls_and_is_checked()
         "{job}"
     );
     assert_eq!(jobs_of_commits(&f.wiki, &start), [Some(id)]);
-    let changelog = fixture::git(&f.wiki, &["show", "master:Changelog.md"]);
+    let changelog = git_trimmed(&f.wiki, &["show", "master:Changelog.md"]);
     for sha in [&f.source.merge_12, &f.source.squash_13] {
         assert_eq!(changelog.matches(sha.as_str()).count(), 1, "{changelog}");
     }
@@ -188,7 +189,7 @@ async fn the_openai_agent_in_the_daemon_that_lies_in_its_receipt_fails_the_job()
     );
     // The write the writer accepted stays, and the reason says it landed (a
     // maintainer about to retry must know the wiki already holds it).
-    let changelog = fixture::git(&f.wiki, &["show", "master:Changelog.md"]);
+    let changelog = git_trimmed(&f.wiki, &["show", "master:Changelog.md"]);
     assert!(changelog.contains(&f.source.merge_12), "{changelog}");
     let tip = wiki_tip(&f.wiki);
     assert!(
@@ -224,7 +225,7 @@ async fn the_command_agent_in_the_daemon_drives_the_writer_from_its_mcp_config()
         "{job}"
     );
     assert_eq!(jobs_of_commits(&f.wiki, &start), [Some(id)]);
-    let log = fixture::git(&f.wiki, &["show", "master:Team-log.md"]);
+    let log = git_trimmed(&f.wiki, &["show", "master:Team-log.md"]);
     for (number, sha) in [(12, &f.source.merge_12), (13, &f.source.squash_13)] {
         assert_eq!(
             log.matches(&format!("- #{number} {sha}")).count(),
@@ -234,7 +235,7 @@ async fn the_command_agent_in_the_daemon_drives_the_writer_from_its_mcp_config()
     }
     // The agent ran with the daemon's environment cleared (the dispatch
     // secret the daemon holds is not in it).
-    let report = command::report(&fixture::git(&f.wiki, &["show", "master:Agent-report.md"]));
+    let report = command::report(&git_trimmed(&f.wiki, &["show", "master:Agent-report.md"]));
     let names: Vec<String> = serde_json::from_value(report["env"].clone()).unwrap();
     assert!(
         !names.iter().any(|n| n.starts_with("TEAMMEM_")),

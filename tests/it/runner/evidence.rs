@@ -5,7 +5,8 @@ use teammem::forge::evidence::{FileStatus, JobScope, read_bundle, write_bundle};
 use teammem::forge::local::evidence as local_source;
 use teammem::runner::work_dir;
 
-use super::fixture::{self, Source, TITLE_12, TITLE_13, git};
+use super::fixture::{self, Source, TITLE_12, TITLE_13};
+use crate::harness::git::{git, git_trimmed};
 
 fn range(source: &Source) -> JobScope {
     JobScope::Range {
@@ -22,7 +23,7 @@ fn a_range_yields_its_commits_and_both_kinds_of_pull_request() {
     let bundle = local_source::collect(&source.dir, "demo/app", &range(&source)).unwrap();
 
     // Commits: exactly what `git rev-list before..after` lists.
-    let expected: Vec<String> = git(
+    let expected: Vec<String> = git_trimmed(
         &source.dir,
         &[
             "rev-list",
@@ -64,7 +65,7 @@ fn a_range_yields_its_commits_and_both_kinds_of_pull_request() {
         .map(|f| (f.path.as_str(), f.status, f.additions, f.deletions))
         .collect();
     // Cross-check the counts with `git diff --numstat`.
-    let numstat = git(
+    let numstat = git_trimmed(
         &source.dir,
         &[
             "diff",
@@ -153,7 +154,7 @@ fn files_are_read_bounded_and_as_utf8_only() {
     std::fs::write(source.dir.join("bin.dat"), [0xff, 0xfe, 0x00]).unwrap();
     git(&source.dir, &["add", "-A"]);
     git(&source.dir, &["commit", "-q", "-m", "binary"]);
-    let head = git(&source.dir, &["rev-parse", "HEAD"]);
+    let head = git_trimmed(&source.dir, &["rev-parse", "HEAD"]);
     assert!(
         matches!(local_source::read_file_at(&source.dir, &head, "bin.dat", 1024), Err(SourceError::Invalid(m)) if m.contains("UTF-8"))
     );

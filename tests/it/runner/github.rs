@@ -14,6 +14,7 @@ use super::daemon_client::{finished, post_dispatch, wait_for};
 use super::fixture::{self, Source, TITLE_12, TITLE_13};
 use crate::harness::daemon::{Daemon, Setup};
 use crate::harness::fake_github::{FakeGitHub, FakePull, FakeRun, Fault, GitRepo, PullDetails};
+use crate::harness::git::{git, git_trimmed};
 use crate::harness::git_http::GitHttpServer;
 
 pub(super) const SECRET: &str = "github runner e2e secret";
@@ -247,7 +248,7 @@ webhook_secret_env = "TEAMMEM_SECRET_OCTO"
     }
 
     fn wiki_tip(&self) -> String {
-        fixture::git(&self.wiki, &["rev-parse", "master"])
+        git_trimmed(&self.wiki, &["rev-parse", "master"])
     }
 }
 
@@ -269,7 +270,7 @@ async fn a_github_dispatch_becomes_wiki_pages_through_a_wiki_only_write_token() 
     let tip = hub.wiki_tip();
     assert_ne!(tip, start);
     assert_eq!(job["receipt"]["wiki_sha"], tip.as_str(), "{job}");
-    let changelog = fixture::git(&hub.wiki, &["show", "master:Changelog.md"]);
+    let changelog = git_trimmed(&hub.wiki, &["show", "master:Changelog.md"]);
     for needle in [
         hub.source.merge_12.as_str(),
         hub.source.squash_13.as_str(),
@@ -281,9 +282,9 @@ async fn a_github_dispatch_becomes_wiki_pages_through_a_wiki_only_write_token() 
     ] {
         assert!(changelog.contains(needle), "{needle} missing:\n{changelog}");
     }
-    let message = fixture::git(&hub.wiki, &["log", "-1", "--format=%B", "master"]);
+    let message = git_trimmed(&hub.wiki, &["log", "-1", "--format=%B", "master"]);
     assert!(message.contains(&format!("Teammem-Job: {id}")), "{message}");
-    fixture::git(&hub.wiki, &["fsck", "--strict", "--no-progress"]);
+    git(&hub.wiki, &["fsck", "--strict", "--no-progress"]);
 
     // Evidence came from the REST API: compare paging and each PR's files.
     let requests = hub.fake.requests();
@@ -409,7 +410,7 @@ async fn a_rebase_merged_pull_request_is_recorded_beside_a_squash_merged_one() {
 
     // The wiki (git CLI): each PR once, under its full merge sha; #21's is
     // the last rebased commit, its first one is no entry of its own.
-    let changelog = fixture::git(&hub.wiki, &["show", "master:Changelog.md"]);
+    let changelog = git_trimmed(&hub.wiki, &["show", "master:Changelog.md"]);
     for sha in [
         &hub.source.merge_12,
         &hub.source.squash_13,
@@ -428,7 +429,7 @@ async fn a_rebase_merged_pull_request_is_recorded_beside_a_squash_merged_one() {
     for needle in ["#21", "Document the cache", "dana"] {
         assert!(changelog.contains(needle), "{needle} missing:\n{changelog}");
     }
-    let docs = fixture::git(&hub.wiki, &["show", "master:Areas/docs.md"]);
+    let docs = git_trimmed(&hub.wiki, &["show", "master:Areas/docs.md"]);
     assert!(docs.contains("#21"), "{docs}");
     assert!(daemon.terminate().success());
 }
@@ -512,7 +513,7 @@ async fn a_daemon_killed_mid_job_is_rescued_after_restart_and_records_each_entry
     assert_eq!(job["state"], "succeeded", "{job}");
     assert_eq!(job["attempts"], 2, "the killed attempt counts: {job}");
     assert!(events.to_string().contains("lease_expired"), "{events}");
-    let changelog = fixture::git(&hub.wiki, &["show", "master:Changelog.md"]);
+    let changelog = git_trimmed(&hub.wiki, &["show", "master:Changelog.md"]);
     for sha in [&hub.source.merge_12, &hub.source.squash_13] {
         assert_eq!(
             changelog
@@ -544,7 +545,7 @@ async fn a_manual_request_records_only_its_pull_request() {
         .unwrap();
     let (job, _) = wait_for(&daemon, &token, id, finished).await;
     assert_eq!(job["state"], "succeeded", "{job}");
-    let changelog = fixture::git(&hub.wiki, &["show", "master:Changelog.md"]);
+    let changelog = git_trimmed(&hub.wiki, &["show", "master:Changelog.md"]);
     assert!(
         changelog.contains(hub.source.squash_13.as_str()),
         "{changelog}"
@@ -553,7 +554,7 @@ async fn a_manual_request_records_only_its_pull_request() {
         !changelog.contains(hub.source.merge_12.as_str()),
         "{changelog}"
     );
-    let guide = fixture::git(&hub.wiki, &["show", "master:Areas/docs.md"]);
+    let guide = git_trimmed(&hub.wiki, &["show", "master:Areas/docs.md"]);
     assert!(guide.contains("#13"), "{guide}");
     assert!(
         hub.fake

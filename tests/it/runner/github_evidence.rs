@@ -4,7 +4,7 @@
 //! job-start re-check, PR jobs and the policy file.
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use teammem::config::{Config, Source};
 use teammem::forge::evidence::{FileStatus, JobScope, SourceError};
@@ -13,6 +13,7 @@ use teammem::secrets::read_key_file;
 
 use crate::dispatch::config_text;
 use crate::harness::fake_github::{FakeGitHub, FakePull, Fault, GitRepo, PullDetails};
+use crate::harness::git::git_command;
 
 struct Setup {
     fake: FakeGitHub,
@@ -68,9 +69,7 @@ impl Setup {
                 content.len()
             ));
         }
-        let mut child = Command::new("git")
-            .arg("-C")
-            .arg(&self.git.dir)
+        let mut child = git_command(&self.git.dir)
             .args(["fast-import", "--quiet", "--force"])
             .stdin(Stdio::piped())
             .spawn()

@@ -11,7 +11,8 @@ use teammem::runner::{Hook, Runner};
 use teammem::worker::JobHandler;
 use tokio::sync::mpsc;
 
-use super::fixture::{self, Source, TITLE_12, git};
+use super::fixture::{self, Source, TITLE_12};
+use crate::harness::git::{git, git_trimmed};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_teammem");
 
@@ -93,7 +94,7 @@ impl Setup {
     }
 
     pub fn wiki_git(&self, args: &[&str]) -> String {
-        git(&self.wiki, args)
+        git_trimmed(&self.wiki, args)
     }
 
     pub fn page(&self, path: &str) -> String {
@@ -386,7 +387,7 @@ async fn a_policy_that_is_not_utf8_fails_the_job_permanently() {
     std::fs::write(s.source.dir.join(".github/team-memory.md"), [0xff, 0xfe]).unwrap();
     git(&s.source.dir, &["add", "-A"]);
     git(&s.source.dir, &["commit", "-q", "-m", "Policy (#20)"]);
-    let head = git(&s.source.dir, &["rev-parse", "HEAD"]);
+    let head = git_trimmed(&s.source.dir, &["rev-parse", "HEAD"]);
     let failure = s
         .runner()
         .run(&s.range_job(1, &s.source.head, &head))

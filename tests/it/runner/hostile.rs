@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use super::command;
 use super::daemon_client::{finished, wait_for, wiki_tip};
-use super::fixture;
 use super::github::{Hub, SECRET};
+use crate::harness::git::git_trimmed;
 
 const LLM_KEY: &str = "sk-hostile-test-llm-key-0123456789abcdef";
 const OTHER_JOB_MARKER: &str = "OTHER-JOB-PRIVATE-EVIDENCE-3f9a1c";
@@ -145,7 +145,7 @@ async fn a_hostile_command_agent_obtains_no_secret_and_leaves_nothing_running() 
     assert_eq!(job["state"], "succeeded", "{job}");
     assert_ne!(wiki_tip(&hub.wiki), start);
 
-    let loot = fixture::git(&hub.wiki, &["show", "master:Loot.md"]);
+    let loot = git_trimmed(&hub.wiki, &["show", "master:Loot.md"]);
     let listened = String::from_utf8_lossy(&received.lock().unwrap()).into_owned();
     // The agent did run its attempts and did reach the listener.
     for attempt in [

@@ -27,6 +27,7 @@ use super::fixture::{self, Source};
 use super::github::Hub;
 use crate::harness::daemon::{Daemon, Setup};
 use crate::harness::fake_github::Fault;
+use crate::harness::git::{git, git_trimmed};
 
 const SECRET: &str = "sweep e2e dispatch secret";
 const EVERY_SECOND: &str = "[schedule]\nsweep = \"* * * * * *\"\n";
@@ -104,7 +105,7 @@ async fn wait_for_sweep(daemon: &Daemon, outcome: &str, seen: u64) -> u64 {
 }
 
 fn changelog(wiki: &std::path::Path) -> String {
-    fixture::git(wiki, &["show", "master:Changelog.md"])
+    git_trimmed(wiki, &["show", "master:Changelog.md"])
 }
 
 fn sweep_jobs(all: &[Value]) -> Vec<Value> {
@@ -144,11 +145,11 @@ async fn sweep_enqueues_a_missed_range_on_the_local_forge() {
 
     // Two pull requests merge in one push (main moves once, so a sweep never
     // sees half of it); no dispatch is sent.
-    fixture::git(&source.dir, &["checkout", "-q", "-b", "incoming"]);
+    git(&source.dir, &["checkout", "-q", "-b", "incoming"]);
     let sha_14 = source.squash_pr(14, "Cache the index", "src/cache.rs");
     let sha_15 = source.squash_pr(15, "Document the cache", "docs/cache.md");
-    fixture::git(&source.dir, &["checkout", "-q", "main"]);
-    fixture::git(&source.dir, &["merge", "-q", "--ff-only", "incoming"]);
+    git(&source.dir, &["checkout", "-q", "main"]);
+    git(&source.dir, &["merge", "-q", "--ff-only", "incoming"]);
     let swept = wait_for_job(&daemon, &token, "demo/app", "from the sweep", |job| {
         job["origin"] == "sweep" && finished(job)
     })
@@ -172,7 +173,7 @@ async fn sweep_enqueues_a_missed_range_on_the_local_forge() {
 
     // A force-push: main now holds a different #16 on top of the base. The
     // cursor (#15) is not in its history: nothing is enqueued.
-    fixture::git(&source.dir, &["reset", "-q", "--hard", &source.base]);
+    git(&source.dir, &["reset", "-q", "--hard", &source.base]);
     let rewritten = source.squash_pr(16, "Rewritten history", "src/other.rs");
     let seen = sweep_checks(&daemon, "not_ancestor").await;
     wait_for_sweep(&daemon, "not_ancestor", seen).await;
@@ -201,7 +202,7 @@ async fn sweep_enqueues_a_missed_range_on_the_local_forge() {
     let text = changelog(&wiki);
     assert!(text.contains(&sha_17) && text.contains("#17"), "{text}");
     assert!(!text.contains(&rewritten), "{text}");
-    fixture::git(&wiki, &["fsck", "--strict", "--no-progress"]);
+    git(&wiki, &["fsck", "--strict", "--no-progress"]);
     assert!(daemon.terminate().success());
 }
 
@@ -263,7 +264,7 @@ async fn sweep_enqueues_a_missed_range_on_the_github_forge() {
     );
 
     // Force-pushed: nothing is enqueued.
-    fixture::git(
+    git(
         &hub.source.dir,
         &["reset", "-q", "--hard", &hub.source.base],
     );
@@ -403,7 +404,7 @@ async fn a_queued_or_running_sweep_range_is_not_enqueued_twice() {
     assert_eq!(all_jobs(&queue).await.len(), 2);
 
     // Force-pushed: the cursor is not in main's history any more.
-    fixture::git(&source.dir, &["reset", "-q", "--hard", &source.base]);
+    git(&source.dir, &["reset", "-q", "--hard", &source.base]);
     let rewritten = source.squash_pr(16, "Rewritten history", "src/other.rs");
     assert_eq!(
         only(sweep.run().await),
@@ -468,7 +469,7 @@ async fn github_faults_change_nothing_and_are_retried_at_the_next_run() {
         )
         .await
         .unwrap();
-    fixture::git(
+    git(
         &hub.source.dir,
         &["reset", "-q", "--hard", &hub.source.base],
     );

@@ -7,7 +7,8 @@ use teammem::wiki::{
 };
 
 use super::{DESTINATION, sample_history, spec};
-use crate::harness::git_http::{bare_with_commits, git, init_bare, tip};
+use crate::harness::git::git;
+use crate::harness::git_http::{bare_with_commits, init_bare, tip};
 
 struct LocalFixture {
     dir: tempfile::TempDir,

@@ -12,7 +12,8 @@ use teammem::wiki::{CommitSpec, Destination, Identity, Remote, Secret, Trailer, 
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 
-use crate::harness::git_http::{GitHttpServer, bare_with_commits, git, git_raw, init_bare};
+use crate::harness::git::{git, git_output};
+use crate::harness::git_http::{GitHttpServer, bare_with_commits, init_bare};
 
 pub const TOKEN: &str = "ghs_TeStToKeN_5ecret_9f8e7d";
 pub const DESTINATION: &str = "octo/wiki";
@@ -182,7 +183,7 @@ pub fn add_files_that_are_not_pages(fixture: &Fixture) -> Vec<String> {
 
 /// `git ls-tree -r` lines (mode, id, path) of every entry not ending in `.md`.
 pub fn other_files(bare: &std::path::Path) -> Vec<String> {
-    let listing = git_raw(bare, &["ls-tree", "-r", "-z", "master"]);
+    let listing = git_output(bare, &["ls-tree", "-r", "-z", "master"]);
     assert!(listing.status.success(), "git ls-tree failed");
     String::from_utf8_lossy(&listing.stdout)
         .split('\0')

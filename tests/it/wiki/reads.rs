@@ -4,7 +4,8 @@
 use teammem::wiki::{ErrorKind, Outcome};
 
 use super::{Fixture, TOKEN, add_files_that_are_not_pages, files_containing, spec};
-use crate::harness::git_http::{git, tip};
+use crate::harness::git::git;
+use crate::harness::git_http::tip;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshot_reports_branch_and_full_tip() {

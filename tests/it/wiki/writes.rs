@@ -7,7 +7,8 @@ use teammem::wiki::{ErrorKind, Outcome, PagePatch, PageWrite, Replacement, Write
 use super::{
     DESTINATION, Fixture, TOKEN, add_files_that_are_not_pages, files_containing, other_files, spec,
 };
-use crate::harness::git_http::{Fault, git, tip};
+use crate::harness::git::git;
+use crate::harness::git_http::{Fault, tip};
 
 fn page(path: &str, content: &str) -> PageWrite {
     PageWrite {
