@@ -290,33 +290,7 @@ impl Runner {
             retryable: e.retryable,
             receipt: None,
         })?;
-        // A `command` agent reaches the writer through a socket in the work
-        // directory; its name is random, so an agent of another job, which
-        // cannot list this directory, cannot guess it.
-        let endpoint = match &self.config.agent {
-            Agent::Command { .. } => {
-                let socket = dir.join(format!("mcp-{}.sock", random_hex(16)));
-                let listener = std::os::unix::net::UnixListener::bind(&socket).map_err(|e| {
-                    JobFailure {
-                        reason: format!(
-                            "cannot make the agent's endpoint {}: {e}; choose a shorter server.data_dir (a socket path has at most 107 bytes) or check its permissions",
-                            socket.display()
-                        ),
-                        retryable: false,
-                        receipt: None,
-                    }
-                })?;
-                Some((
-                    command::Endpoint {
-                        program: self.program.clone(),
-                        socket,
-                    },
-                    std::os::fd::OwnedFd::from(listener),
-                ))
-            }
-            _ => None,
-        };
-        let (endpoint, agent_listener) = match endpoint {
+        let (endpoint, agent_listener) = match self.agent_endpoint(&dir)? {
             Some((endpoint, listener)) => (Some(endpoint), Some(listener)),
             None => (None, None),
         };
@@ -368,13 +342,71 @@ impl Runner {
             policy: policy.as_deref(),
             before_write: self.before_write.as_ref(),
         };
+        let outcome = self
+            .run_agent(&client, &task, &dir, endpoint.as_ref())
+            .await?;
+
+        // 6. The receipt, checked against the evidence and the wiki.
+        client.count_steps_as(None);
+        let facts = wiki_facts(&client, &source, job.id, start_base).await?;
+        client.close().await;
+        drop(broker);
+        if let Some(token) = token {
+            token.revoke().await;
+        }
+        // A receipt that does not hold is still kept with the failure: what
+        // the agent claimed is what a maintainer reviews before a retry.
+        check(&outcome.receipt, &bundle, &facts).map_err(|reason| JobFailure {
+            reason: format!("the agent's receipt does not hold: {reason}"),
+            retryable: false,
+            receipt: serde_json::to_value(&outcome.receipt).ok(),
+        })?;
+        receipt::completion(&outcome.receipt, outcome.retry_failed)
+    }
+
+    /// A `command` agent reaches the writer through a socket in the work
+    /// directory; its name is random, so an agent of another job, which
+    /// cannot list this directory, cannot guess it. Other agents need none.
+    fn agent_endpoint(
+        &self,
+        dir: &Path,
+    ) -> Result<Option<(command::Endpoint, std::os::fd::OwnedFd)>, JobFailure> {
+        let Agent::Command { .. } = &self.config.agent else {
+            return Ok(None);
+        };
+        let socket = dir.join(format!("mcp-{}.sock", random_hex(16)));
+        let listener = std::os::unix::net::UnixListener::bind(&socket).map_err(|e| JobFailure {
+            reason: format!(
+                "cannot make the agent's endpoint {}: {e}; choose a shorter server.data_dir (a socket path has at most 107 bytes) or check its permissions",
+                socket.display()
+            ),
+            retryable: false,
+            receipt: None,
+        })?;
+        Ok(Some((
+            command::Endpoint {
+                program: self.program.clone(),
+                socket,
+            },
+            std::os::fd::OwnedFd::from(listener),
+        )))
+    }
+
+    /// Step 5: the configured agent, against the job's writer.
+    async fn run_agent(
+        &self,
+        client: &WriterClient,
+        task: &agent::AgentTask<'_>,
+        dir: &Path,
+        endpoint: Option<&command::Endpoint>,
+    ) -> Result<agent::AgentOutcome, JobFailure> {
         client.count_steps_as(Some(match &self.config.agent {
             Agent::Builtin => "builtin",
             Agent::OpenAi { .. } => "openai",
             Agent::Command { .. } => "command",
         }));
-        let outcome = match &self.config.agent {
-            Agent::Builtin => agent::run_builtin(&client, &task).await,
+        match &self.config.agent {
+            Agent::Builtin => agent::run_builtin(client, task).await,
             Agent::OpenAi {
                 base_url,
                 model,
@@ -403,14 +435,14 @@ impl Runner {
                     max_output_tokens: *max_output_tokens,
                     timeout: *timeout,
                 };
-                openai::run(&client, &task, &settings).await
+                openai::run(client, task, &settings).await
             }
             Agent::Command { .. } => {
                 let Some(settings) = self.command_settings() else {
                     return Err(permanent("the command agent is not configured".into()));
                 };
-                match &endpoint {
-                    Some(endpoint) => command::run(endpoint, &dir, &task, &settings).await,
+                match endpoint {
+                    Some(endpoint) => command::run(endpoint, dir, task, &settings).await,
                     None => Err(agent::AgentError {
                         reason: "the command agent has no endpoint".into(),
                         retryable: false,
@@ -422,24 +454,7 @@ impl Runner {
             reason: e.reason,
             retryable: e.retryable,
             receipt: None,
-        })?;
-
-        // 6. The receipt, checked against the evidence and the wiki.
-        client.count_steps_as(None);
-        let facts = wiki_facts(&client, &source, job.id, start_base).await?;
-        client.close().await;
-        drop(broker);
-        if let Some(token) = token {
-            token.revoke().await;
-        }
-        // A receipt that does not hold is still kept with the failure: what
-        // the agent claimed is what a maintainer reviews before a retry.
-        check(&outcome.receipt, &bundle, &facts).map_err(|reason| JobFailure {
-            reason: format!("the agent's receipt does not hold: {reason}"),
-            retryable: false,
-            receipt: serde_json::to_value(&outcome.receipt).ok(),
-        })?;
-        receipt::completion(&outcome.receipt, outcome.retry_failed)
+        })
     }
 }
 
