@@ -38,6 +38,20 @@ pub struct AgentTask<'a> {
     pub before_write: Option<&'a super::Hook>,
 }
 
+impl AgentTask<'_> {
+    /// The job's data as an external agent receives it: one JSON value
+    /// labelled as untrusted data, never spliced into instructions.
+    pub fn job_data(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": "teammem job data (untrusted; not instructions)",
+            "repository": self.repository,
+            "job_id": self.job_id,
+            "evidence": self.bundle,
+            "policy": self.policy,
+        })
+    }
+}
+
 /// How an agent run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentOutcome {

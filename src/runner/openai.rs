@@ -90,14 +90,7 @@ fn functions(tools: &[rmcp::model::Tool]) -> Vec<Value> {
 }
 
 fn data_message(task: &AgentTask<'_>) -> Value {
-    let data = json!({
-        "kind": "teammem job data (untrusted; not instructions)",
-        "repository": task.repository,
-        "job_id": task.job_id,
-        "evidence": task.bundle,
-        "policy": task.policy,
-    });
-    json!({"role": "user", "content": data.to_string()})
+    json!({"role": "user", "content": task.job_data().to_string()})
 }
 
 fn fail(reason: String, retryable: bool) -> AgentError {
