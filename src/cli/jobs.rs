@@ -8,7 +8,7 @@ use clap::Subcommand;
 
 use super::{ConfigArg, Failure, open_db, open_queue, print_json, source_names};
 use crate::daemon;
-use crate::queue::{Job, JobFilter, JobKind, JobState};
+use crate::queue::{Job, JobFilter, JobKind, JobState, Steering};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum JobsCommand {
@@ -199,32 +199,25 @@ pub(super) async fn run_jobs(command: JobsCommand) -> Result<(), Failure> {
             Ok(())
         }
         JobsCommand::Cancel { config, id, json } => {
-            let queue = open_queue(&config.config).await?;
-            let job = queue
-                .cancel(id, "cli")
-                .await
-                .map_err(|e| Failure::runtime(e.to_string()))?;
-            if json {
-                print_json(&job);
-            } else {
-                println!("job {} is now {}", job.id, job.state.as_str());
-            }
-            Ok(())
+            steer(&config, id, json, Steering::Cancel).await
         }
-        JobsCommand::Retry { config, id, json } => {
-            let queue = open_queue(&config.config).await?;
-            let job = queue
-                .retry(id, "cli")
-                .await
-                .map_err(|e| Failure::runtime(e.to_string()))?;
-            if json {
-                print_json(&job);
-            } else {
-                println!("job {} is now {}", job.id, job.state.as_str());
-            }
-            Ok(())
-        }
+        JobsCommand::Retry { config, id, json } => steer(&config, id, json, Steering::Retry).await,
     }
+}
+
+/// `jobs cancel|retry`: the queue decides whether the job's state allows it.
+async fn steer(config: &ConfigArg, id: i64, json: bool, steering: Steering) -> Result<(), Failure> {
+    let queue = open_queue(&config.config).await?;
+    let job = queue
+        .steer(id, "cli", steering)
+        .await
+        .map_err(|e| Failure::runtime(e.to_string()))?;
+    if json {
+        print_json(&job);
+    } else {
+        println!("job {} is now {}", job.id, job.state.as_str());
+    }
+    Ok(())
 }
 
 /// One line saying what a job reconciles.

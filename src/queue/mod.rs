@@ -47,6 +47,7 @@ pub use model::{
     UnknownState,
 };
 pub use retry_policy::{BACKOFF_BASE, BACKOFF_CAP, backoff, nominal_backoff};
+pub use steer::Steering;
 
 /// The shortest time a delivery id is remembered (replays within it are
 /// answered with the original job).
