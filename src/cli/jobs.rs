@@ -8,7 +8,7 @@ use clap::Subcommand;
 
 use super::{ConfigArg, Failure, open_db, open_queue, print_json, source_names};
 use crate::daemon;
-use crate::queue::{Job, JobFilter, JobKind, JobState, Steering};
+use crate::queue::{JobFilter, JobState, Steering, rfc3339_utc};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum JobsCommand {
@@ -150,7 +150,7 @@ pub(super) async fn run_jobs(command: JobsCommand) -> Result<(), Failure> {
                         job.id,
                         job.state.as_str(),
                         job.source,
-                        describe(job),
+                        job.summary(),
                         job.attempts
                     );
                 }
@@ -173,7 +173,7 @@ pub(super) async fn run_jobs(command: JobsCommand) -> Result<(), Failure> {
                 println!("job {}: {}", job.id, job.state.as_str());
                 println!("  source      {}", job.source);
                 println!("  destination {}", job.destination);
-                println!("  what        {}", describe(&job));
+                println!("  what        {}", job.summary());
                 println!("  origin      {}", job.origin.as_str());
                 println!("  attempts    {}/{}", job.attempts, job.max_attempts);
                 if let Some(e) = &job.last_error {
@@ -189,7 +189,7 @@ pub(super) async fn run_jobs(command: JobsCommand) -> Result<(), Failure> {
                 for e in events {
                     println!(
                         "    {}  {:<10} {:<16} {}",
-                        format_time(e.at),
+                        rfc3339_utc(e.at),
                         e.actor,
                         e.event,
                         e.detail.as_deref().unwrap_or("")
@@ -218,27 +218,4 @@ async fn steer(config: &ConfigArg, id: i64, json: bool, steering: Steering) -> R
         println!("job {} is now {}", job.id, job.state.as_str());
     }
     Ok(())
-}
-
-/// One line saying what a job reconciles.
-fn describe(job: &Job) -> String {
-    match job.job_kind() {
-        JobKind::Range { before, after, .. } => {
-            format!("range {}..{}", short(&before), short(&after))
-        }
-        JobKind::PullRequest { number, merge_sha } => {
-            format!("PR #{number} ({})", short(&merge_sha))
-        }
-    }
-}
-
-fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(10)]
-}
-
-/// Unix milliseconds as RFC 3339 UTC.
-fn format_time(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_else(|| ms.to_string())
 }
