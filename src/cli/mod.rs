@@ -3,7 +3,7 @@
 //!
 //! Commands print results on stdout and problems on stderr. Exit codes: 0 done,
 //! 1 the command ran but the answer is "no" or it failed, 2 bad usage or bad
-//! configuration; nothing else is ever returned.
+//! configuration.
 //!
 //! The families: `serve` (the daemon, migrations, configuration checks),
 //! `jobs` (the job queue and the sweep cursor), `tokens`, `wiki` (the MCP

@@ -1,9 +1,8 @@
 //! The readers of `teammem.toml`'s tables: the root and every section but
 //! `[[sources]]` and `[agent]`, each turned into its typed value.
 //!
-//! Invariant: a reader records every problem it finds and goes on; it never
-//! stops at the first one, and it never returns a value built from a key that
-//! failed to read.
+//! Invariant: a reader records every problem it finds and goes on, never
+//! stopping at the first; no [`Config`] is built while any problem is recorded.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -89,7 +88,7 @@ pub(super) fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Optio
     .filter(|_| errors.is_empty())
 }
 
-pub(super) fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<Server> {
+fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<Server> {
     let mut s = Section::new("server", t);
     let listen = s
         .string("listen", errors)
@@ -129,7 +128,7 @@ pub(super) fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<S
     })
 }
 
-pub(super) fn read_dashboard(
+fn read_dashboard(
     t: &toml::Table,
     public_url: Option<&str>,
     errors: &mut Vec<String>,
@@ -141,7 +140,7 @@ pub(super) fn read_dashboard(
     Dashboard { trust_loopback }
 }
 
-pub(super) fn read_github(t: &toml::Table, errors: &mut Vec<String>) -> Option<GitHub> {
+fn read_github(t: &toml::Table, errors: &mut Vec<String>) -> Option<GitHub> {
     let mut s = Section::new("github", t);
     let api_url = s
         .string("api_url", errors)
@@ -202,7 +201,7 @@ pub(super) fn read_github(t: &toml::Table, errors: &mut Vec<String>) -> Option<G
     })
 }
 
-pub(super) fn read_private_key(t: &toml::Table, errors: &mut Vec<String>) -> Option<PrivateKey> {
+fn read_private_key(t: &toml::Table, errors: &mut Vec<String>) -> Option<PrivateKey> {
     let mut s = Section::new("github.private_key", t);
     let uri = s.string("key_vault_secret_uri", errors);
     let file = s.string("file", errors);
@@ -233,7 +232,7 @@ pub(super) fn read_private_key(t: &toml::Table, errors: &mut Vec<String>) -> Opt
     }
 }
 
-pub(super) fn read_bot(github: Option<&toml::Table>) -> BotIdentity {
+fn read_bot(github: Option<&toml::Table>) -> BotIdentity {
     let get = |k: &str| {
         github
             .and_then(|t| t.get(k))
@@ -246,7 +245,7 @@ pub(super) fn read_bot(github: Option<&toml::Table>) -> BotIdentity {
     }
 }
 
-pub(super) fn read_queue(t: &toml::Table, errors: &mut Vec<String>) -> Queue {
+fn read_queue(t: &toml::Table, errors: &mut Vec<String>) -> Queue {
     let mut s = Section::new("queue", t);
     let q = Queue {
         workers: s.int("workers", 2, (1, 64), errors) as usize,
@@ -267,7 +266,7 @@ pub(super) fn read_queue(t: &toml::Table, errors: &mut Vec<String>) -> Queue {
     q
 }
 
-pub(super) fn read_schedule(t: &toml::Table, errors: &mut Vec<String>) -> Option<Schedule> {
+fn read_schedule(t: &toml::Table, errors: &mut Vec<String>) -> Option<Schedule> {
     let mut s = Section::new("schedule", t);
     let mut cron_at = |key: &'static str, default: &str| {
         let expr = s.string(key, errors).unwrap_or_else(|| default.into());
@@ -294,7 +293,7 @@ pub(super) fn read_schedule(t: &toml::Table, errors: &mut Vec<String>) -> Option
     })
 }
 
-pub(super) fn read_api(t: &toml::Table, errors: &mut Vec<String>) -> Api {
+fn read_api(t: &toml::Table, errors: &mut Vec<String>) -> Api {
     let mut s = Section::new("api", t);
     let allow_github_tokens = s.bool("allow_github_tokens", false, errors);
     let allowed_origins = s.strings("allowed_origins", errors);

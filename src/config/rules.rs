@@ -23,7 +23,7 @@ pub fn is_loopback_host(host: &str) -> bool {
     name == "127.0.0.1" || name == "::1" || name.eq_ignore_ascii_case("localhost")
 }
 
-pub(super) fn is_port(text: &str) -> bool {
+fn is_port(text: &str) -> bool {
     text.strip_prefix(':')
         .unwrap_or(text)
         .parse::<u16>()
@@ -89,7 +89,7 @@ pub(super) fn check_url(key: &str, url: &str, errors: &mut Vec<String>) {
 
 /// `rest` (a URL after its scheme) names a loopback host: `127.0.0.1`,
 /// `[::1]` or `localhost`, with or without a port.
-pub(super) fn is_loopback_authority(rest: &str) -> bool {
+fn is_loopback_authority(rest: &str) -> bool {
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let host = if let Some(v6) = authority.strip_prefix('[') {
         match v6.split_once(']') {

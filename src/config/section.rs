@@ -217,7 +217,7 @@ impl<'a> Section<'a> {
     }
 }
 
-pub(super) fn is_secret_key(key: &str) -> bool {
+fn is_secret_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
     ["secret", "token", "password", "api_key", "apikey"]
         .iter()
@@ -226,7 +226,7 @@ pub(super) fn is_secret_key(key: &str) -> bool {
         && !k.ends_with("_uri")
 }
 
-pub(super) fn looks_like_inline_secret(value: &str) -> bool {
+fn looks_like_inline_secret(value: &str) -> bool {
     value.contains("-----BEGIN")
         || value.starts_with("ghp_")
         || value.starts_with("ghs_")
