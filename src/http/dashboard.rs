@@ -31,7 +31,9 @@ use sha2::Sha256;
 
 use super::AppState;
 use crate::config::Forge;
-use crate::queue::{Job, JobEvent, JobFilter, JobKind, JobState, QueueError};
+use crate::queue::{
+    Job, JobEvent, JobFilter, JobKind, JobState, QueueError, readable_utc, short_sha,
+};
 use crate::tokens::{self, Principal};
 
 const COOKIE: &str = "teammem_session";
@@ -360,13 +362,13 @@ async fn jobs_page(
                 id = job.id,
                 st = job.state.as_str(),
                 src = escape(&job.source),
-                what = escape(&describe(job)),
+                what = escape(&job.brief_summary()),
                 origin = job.origin.as_str(),
                 att = job.attempts,
                 max = job.max_attempts,
-                created = format_time(job.created_at),
+                created = readable_utc(job.created_at),
                 age = age(now - job.created_at),
-                wiki = escape(short(&wiki_sha(job).unwrap_or_default())),
+                wiki = escape(short_sha(&wiki_sha(job).unwrap_or_default())),
             );
         }
         body.push_str("</tbody></table>");
@@ -430,9 +432,9 @@ async fn job_page(
         "Attempts",
         format!("{} of {}", job.attempts, job.max_attempts),
     );
-    row("Created", format_time(job.created_at));
+    row("Created", readable_utc(job.created_at));
     if let Some(t) = job.finished_at {
-        row("Finished", format_time(t));
+        row("Finished", readable_utc(t));
     }
     if job.coalesced_count > 0 {
         row("Coalesced ranges", job.coalesced_count.to_string());
@@ -464,7 +466,7 @@ async fn job_page(
 fn event_html(e: &JobEvent) -> String {
     format!(
         "<li><time>{}</time> <b>{}</b> <span class=actor>{}</span> {}</li>",
-        format_time(e.at),
+        readable_utc(e.at),
         escape(&e.event),
         escape(&e.actor),
         escape(e.detail.as_deref().unwrap_or(""))
@@ -520,12 +522,12 @@ impl Links {
                 "<a href=\"{}/commit/{}\"><code>{}</code></a>",
                 escape(b),
                 escape(sha),
-                escape(short(sha))
+                escape(short_sha(sha))
             ),
             None => format!(
                 "<code title=\"{0}\">{1}</code>",
                 escape(sha),
-                escape(short(sha))
+                escape(short_sha(sha))
             ),
         }
     }
@@ -577,23 +579,6 @@ fn wiki_sha(job: &Job) -> Option<String> {
         .get("wiki_sha")?
         .as_str()
         .map(str::to_string)
-}
-
-fn describe(job: &Job) -> String {
-    match job.job_kind() {
-        JobKind::Range { before, after, .. } => format!("{}..{}", short(&before), short(&after)),
-        JobKind::PullRequest { number, .. } => format!("PR #{number}"),
-    }
-}
-
-fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(10)]
-}
-
-fn format_time(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
-        .unwrap_or_default()
 }
 
 fn age(ms: i64) -> String {

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiError, AppState, Caller};
-use crate::queue::{Job, JobFilter, JobState};
+use crate::queue::{Job, JobFilter, JobState, Steering};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -109,17 +109,11 @@ async fn show(
 }
 
 async fn cancel(
-    State(state): State<AppState>,
+    state: State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    id: Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let id = parse_id(&id)?;
-    visible_job(&state, &caller, id).await?;
-    let job = state
-        .queue
-        .cancel(id, &format!("token:{}", caller.0.name))
-        .await?;
-    Ok(Json(json!({"job": job})))
+    steer(state, caller, id, Steering::Cancel).await
 }
 
 /// A retry is accepted without asking GitHub about the audience: the runner
@@ -129,16 +123,29 @@ async fn cancel(
 /// operator reads why a job did not run (`jobs show`, the dashboard), and the
 /// answer here never waits on, or fails with, GitHub.
 async fn retry(
+    state: State<AppState>,
+    caller: Caller,
+    id: Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    steer(state, caller, id, Steering::Retry).await
+}
+
+/// Cancels or retries a job the caller may see; the queue decides whether the
+/// job's state allows it.
+async fn steer(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
+    steering: Steering,
 ) -> Result<Json<Value>, ApiError> {
     let id = parse_id(&id)?;
     visible_job(&state, &caller, id).await?;
     let job = state
         .queue
-        .retry(id, &format!("token:{}", caller.0.name))
+        .steer(id, &format!("token:{}", caller.0.name), steering)
         .await?;
-    state.wake_workers.notify_waiters();
+    if steering == Steering::Retry {
+        state.wake_workers.notify_waiters();
+    }
     Ok(Json(json!({"job": job})))
 }

@@ -30,6 +30,7 @@ mod retention;
 mod retry_policy;
 mod rows;
 mod steer;
+mod summary;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -47,6 +48,8 @@ pub use model::{
     UnknownState,
 };
 pub use retry_policy::{BACKOFF_BASE, BACKOFF_CAP, backoff, nominal_backoff};
+pub use steer::Steering;
+pub use summary::{readable_utc, rfc3339_utc, short_sha};
 
 /// The shortest time a delivery id is remembered (replays within it are
 /// answered with the original job).

@@ -1,0 +1,149 @@
+//! `serve`, `migrate`, `check-config` and `check-installations`: the daemon
+//! and the checks of its configuration.
+//!
+//! Invariant: the daemon never starts on a configuration `check-config`
+//! would refuse; both run the same file and environment checks.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use clap::Args;
+
+use super::{Failure, load_config};
+use crate::config::Config;
+use crate::{daemon, db};
+
+#[derive(Debug, Args)]
+pub(super) struct CheckConfigArgs {
+    #[command(flatten)]
+    config: super::ConfigArg,
+    /// Also ask GitHub (with the App) whether each GitHub source's wiki
+    /// mapping keeps to the audience rule
+    #[arg(long)]
+    github: bool,
+}
+
+pub(super) async fn check_config(args: CheckConfigArgs) -> Result<(), Failure> {
+    let config = load_config(&args.config.config)?;
+    config
+        .check_environment()
+        .map_err(|e| Failure::usage(format!("invalid configuration\n{e}")))?;
+    if args.github {
+        check_audiences(&config).await?;
+    }
+    println!("ok");
+    Ok(())
+}
+
+/// `check-config --github`: the audience rule for every GitHub source, asked
+/// of GitHub now. A mapping across audiences is an invalid configuration
+/// (exit 2); GitHub not answering is exit 1.
+async fn check_audiences(config: &Config) -> Result<(), Failure> {
+    use crate::forge::Refusal;
+    let sources: Vec<_> = config
+        .sources
+        .iter()
+        .filter(|s| matches!(s.forge, crate::config::Forge::GitHub))
+        .collect();
+    let Some(gh) = config.github.as_ref().filter(|_| !sources.is_empty()) else {
+        return Ok(());
+    };
+    let forge = crate::forge::github::GitHubForge::from_config(gh)
+        .await
+        .map_err(|e| match e {
+            crate::forge::github::SetupError::KeyUnreadable(_) => Failure::usage(e.to_string()),
+            crate::forge::github::SetupError::KeyInvalid(reason) => Failure::usage(reason),
+        })?;
+    let (mut wrong, mut unknown) = (Vec::new(), Vec::new());
+    for (i, source) in config.sources.iter().enumerate() {
+        if !matches!(source.forge, crate::config::Forge::GitHub) {
+            continue;
+        }
+        match forge.check_audience(source).await {
+            Ok(()) => {}
+            Err(Refusal::Rejected { code, message }) => {
+                wrong.push(format!("sources[{i}].wiki_repository: {code}: {message}"))
+            }
+            Err(Refusal::Unavailable { message, .. }) => unknown.push(format!(
+                "sources[{i}]: the audience of {} could not be checked: {message}",
+                source.repository
+            )),
+        }
+    }
+    if !wrong.is_empty() {
+        wrong.extend(unknown);
+        return Err(Failure::usage(format!(
+            "invalid configuration\n{}",
+            wrong.join("\n")
+        )));
+    }
+    if !unknown.is_empty() {
+        return Err(Failure::runtime(unknown.join("\n")));
+    }
+    Ok(())
+}
+
+pub(super) async fn serve(path: &Path) -> Result<(), Failure> {
+    // Before anything secret is read: the daemon's memory and /proc entries
+    // (environ, mem, fd) stay closed to other processes of its user.
+    crate::sandbox::make_non_dumpable().map_err(|e| {
+        Failure::runtime(format!(
+            "cannot make the daemon non-dumpable (prctl PR_SET_DUMPABLE): {e}"
+        ))
+    })?;
+    let config = load_config(path)?;
+    config
+        .check_environment()
+        .map_err(|e| Failure::usage(format!("invalid configuration\n{e}")))?;
+    let config = Arc::new(config);
+    daemon::run(
+        config.clone(),
+        daemon::default_handler(config, path),
+        daemon::shutdown_signal(),
+    )
+    .await
+    .map_err(|e| Failure::runtime(e.to_string()))
+}
+
+pub(super) async fn migrate(path: &Path) -> Result<(), Failure> {
+    let config = load_config(path)?;
+    let pool = db::open(&config.server.data_dir)
+        .await
+        .map_err(|e| Failure::runtime(e.to_string()))?;
+    let pending = db::migrations_pending(&pool)
+        .await
+        .map_err(|e| Failure::runtime(e.to_string()))?;
+    db::migrate(&pool)
+        .await
+        .map_err(|e| Failure::runtime(e.to_string()))?;
+    let what = if pending {
+        "applied"
+    } else {
+        "nothing to apply"
+    };
+    println!("migrations up to date ({what})");
+    Ok(())
+}
+
+pub(super) async fn check_installations(
+    path: &Path,
+    repositories: &[String],
+) -> Result<(), Failure> {
+    let config = load_config(path)?;
+    let (lines, code) =
+        crate::forge::github::check_installations_command(&config, repositories).await;
+    for line in &lines {
+        println!("{line}");
+    }
+    match code {
+        0 => Ok(()),
+        code => Err(Failure {
+            code: code.clamp(1, 2) as u8,
+            message: if code == 1 {
+                "the GitHub App is not installed on every repository listed".into()
+            } else {
+                "could not check the installations".into()
+            },
+        }),
+    }
+}

@@ -1,0 +1,93 @@
+//! `tokens create|list|revoke`: the maintainer API tokens.
+//!
+//! Invariant: a token is printed once, when it is created, and never again;
+//! `list` never shows one.
+
+use clap::Subcommand;
+
+use super::{ConfigArg, Failure, open_db, source_names};
+use crate::tokens;
+
+#[derive(Debug, Subcommand)]
+pub(super) enum TokensCommand {
+    /// Create a token; it is printed once, as the last line
+    Create {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// A name to recognise and revoke the token by
+        #[arg(long)]
+        name: String,
+        /// Limit the token to these source repositories (owner/name); repeatable
+        #[arg(long = "repository")]
+        repositories: Vec<String>,
+    },
+    /// List tokens (names and scopes, never the tokens)
+    List {
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+    /// Revoke a token by name
+    Revoke {
+        #[command(flatten)]
+        config: ConfigArg,
+        name: String,
+    },
+}
+
+pub(super) async fn run_tokens(command: TokensCommand) -> Result<(), Failure> {
+    match command {
+        TokensCommand::Create {
+            config,
+            name,
+            repositories,
+        } => {
+            let (cfg, pool) = open_db(&config.config).await?;
+            for r in &repositories {
+                if cfg.source(r).is_none() {
+                    return Err(Failure::usage(format!(
+                        "--repository {r}: not a configured source; configured: {}",
+                        source_names(&cfg)
+                    )));
+                }
+            }
+            let token = tokens::create(&pool, &name, &repositories)
+                .await
+                .map_err(|e| Failure::usage(e.to_string()))?;
+            let scope = if repositories.is_empty() {
+                "all sources".to_string()
+            } else {
+                repositories.join(", ")
+            };
+            println!("created token {name:?} for {scope}; it is shown once, store it now:");
+            println!("{}", token.expose());
+            Ok(())
+        }
+        TokensCommand::List { config } => {
+            let (_, pool) = open_db(&config.config).await?;
+            let list = tokens::list(&pool)
+                .await
+                .map_err(|e| Failure::runtime(e.to_string()))?;
+            if list.is_empty() {
+                println!("no tokens; create one with `teammem tokens create --name NAME`");
+            }
+            for t in list {
+                let scope = if t.repositories.is_empty() {
+                    "all sources".to_string()
+                } else {
+                    t.repositories.join(", ")
+                };
+                let state = if t.revoked { "revoked" } else { "active" };
+                println!("{}\t{}\t{}\t{}", t.name, state, scope, t.created_at);
+            }
+            Ok(())
+        }
+        TokensCommand::Revoke { config, name } => {
+            let (_, pool) = open_db(&config.config).await?;
+            tokens::revoke(&pool, &name)
+                .await
+                .map_err(|e| Failure::usage(e.to_string()))?;
+            println!("revoked {name}");
+            Ok(())
+        }
+    }
+}

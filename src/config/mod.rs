@@ -1,0 +1,314 @@
+//! `teammem.toml`: read once, validated once, turned into typed configuration.
+//!
+//! Invariants:
+//! - every problem is reported with the key path it concerns
+//!   (`sources[1].repository: expected owner/name, got "octo"`), and all problems
+//!   of a file are reported together, not one per run;
+//! - unknown keys are errors (a typo must not silently fall back to a default);
+//! - secrets are referenced, never inlined: an environment variable *name* for the
+//!   dispatch secrets, Key Vault or a file for the GitHub App key. A value that
+//!   looks like a secret (an inline `*_secret`, `token`, `api_key`, a PEM block) is
+//!   refused.
+//!
+//! The rest of the daemon sees only [`Config`]; nothing else parses TOML.
+//!
+//! This file holds the typed values; `section` reads one TOML table key by
+//! key, `read` the root and the small tables, `sources` and `agent` their
+//! tables, `rules` the value checks they share.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+mod agent;
+mod read;
+mod rules;
+mod section;
+mod sources;
+
+use read::read_config;
+pub use rules::{is_loopback_host, is_repository_name};
+
+/// The validated configuration of one teammem deployment.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub server: Server,
+    pub github: Option<GitHub>,
+    pub sources: Vec<Source>,
+    pub queue: Queue,
+    pub schedule: Schedule,
+    pub agent: Agent,
+    /// What any agent's writes may change (`[agent] max_changed_bytes`).
+    pub agent_limits: AgentLimits,
+    pub api: Api,
+    pub dashboard: Dashboard,
+    /// The identity wiki commits are made with (`[github] bot_name/bot_email`).
+    pub bot: BotIdentity,
+}
+
+#[derive(Debug, Clone)]
+pub struct Server {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub public_url: Option<String>,
+    /// A connection that has not sent a whole request head in this long is
+    /// closed (slow clients; also idle keep-alive connections).
+    pub header_timeout: Duration,
+    /// A request (body read included) that takes longer is answered 408;
+    /// `/mcp` is exempt (its event streams are long-lived).
+    pub request_timeout: Duration,
+    /// Connections served at once; more wait in the listen backlog.
+    pub max_connections: usize,
+}
+
+/// `[dashboard]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dashboard {
+    /// Whether a loopback client (with a loopback `Host` and no forwarding
+    /// headers) is the local operator. Default: on unless `server.public_url`
+    /// names a non-loopback host.
+    pub trust_loopback: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct GitHub {
+    pub api_url: String,
+    pub git_url: String,
+    pub app_id: u64,
+    pub private_key: PrivateKey,
+    pub oidc_issuer: String,
+    pub verify_timeout: Duration,
+}
+
+/// Where the GitHub App private key is read from. Never the key itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrivateKey {
+    KeyVault { secret_uri: String },
+    File { path: PathBuf },
+}
+
+/// The identity wiki commits are made with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BotIdentity {
+    pub name: String,
+    pub email: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// `owner/name` of the source repository; the key every request names.
+    pub repository: String,
+    /// `owner/name` of the repository whose wiki receives the memory.
+    pub wiki_repository: String,
+    pub dispatch_workflow: String,
+    pub request_workflow: String,
+    /// Name of the environment variable holding the dispatch HMAC secret.
+    pub webhook_secret_env: String,
+    pub oidc_audience: Option<String>,
+    pub policy_path: Option<String>,
+    pub sweep: bool,
+    pub forge: Forge,
+    /// Pages an agent may patch (between teammem's markers) but never replace
+    /// whole; `Home.md`, `_Sidebar.md`, `_Footer.md` unless configured.
+    pub protected_pages: Vec<String>,
+}
+
+/// Where a source and its wiki live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Forge {
+    GitHub,
+    /// Plain git repositories on this machine (the demo, tests, mirrors).
+    Local {
+        repo: PathBuf,
+        wiki: PathBuf,
+    },
+}
+
+impl Source {
+    /// A stable id of the wiki destination; the queue allows one running job per id.
+    pub fn destination(&self) -> String {
+        match &self.forge {
+            Forge::GitHub => format!("github:{}.wiki", self.wiki_repository),
+            Forge::Local { wiki, .. } => format!("local:{}", wiki.display()),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Queue {
+    pub workers: usize,
+    pub max_attempts: u32,
+    pub lease: Duration,
+    pub retention: Duration,
+    pub job_timeout: Duration,
+    pub shutdown_grace: Duration,
+    /// How many steps nicer than the daemon the job threads (and the writer
+    /// children and agent processes they start) run; 0 keeps the same priority.
+    pub job_nice: i32,
+}
+
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    pub sweep: cron::Schedule,
+    pub rescue: cron::Schedule,
+    pub retention: cron::Schedule,
+}
+
+#[derive(Debug, Clone)]
+pub enum Agent {
+    Builtin,
+    OpenAi {
+        base_url: String,
+        model: String,
+        api_key_env: Option<String>,
+        max_steps: u32,
+        max_output_tokens: u32,
+        timeout: Duration,
+    },
+    Command {
+        argv: Vec<String>,
+        timeout: Duration,
+        env_allow: Vec<String>,
+        /// `agent.sandbox`: the kernel sandbox (`"on"`, the default) or none.
+        sandbox: bool,
+        /// `agent.read_paths`: absolute paths the sandboxed CLI may read and
+        /// execute besides the system directories (its own installation).
+        read_paths: Vec<PathBuf>,
+        /// `agent.connect_ports`: the TCP ports the sandboxed CLI may connect
+        /// to (its LLM endpoint); every other outbound TCP port is refused.
+        connect_ports: Vec<u16>,
+    },
+}
+
+/// Limits on an agent's wiki writes, whatever its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentLimits {
+    /// The most bytes one job's writer may change in the wiki, summed over
+    /// its writes (see `wiki::confine::changed_bytes` for the measure).
+    pub max_changed_bytes: u64,
+}
+
+/// The pages a source protects when `protected_pages` is not given.
+pub const DEFAULT_PROTECTED_PAGES: [&str; 3] = ["Home.md", "_Sidebar.md", "_Footer.md"];
+
+/// The default of `agent.max_changed_bytes` (256 KiB).
+pub const DEFAULT_MAX_CHANGED_BYTES: u64 = 256 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct Api {
+    pub allow_github_tokens: bool,
+    /// Extra `Origin`s browsers may call `/mcp` from (the public URL is always allowed).
+    pub allowed_origins: Vec<String>,
+}
+
+impl Config {
+    pub fn source(&self, repository: &str) -> Option<&Source> {
+        self.sources
+            .iter()
+            .find(|s| s.repository.eq_ignore_ascii_case(repository))
+    }
+
+    pub fn database_path(&self) -> PathBuf {
+        self.server.data_dir.join("teammem.db")
+    }
+
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigErrors(vec![format!(
+                "{}: cannot read the configuration file: {e}",
+                path.display()
+            )])
+        })?;
+        Config::parse(&text)
+    }
+
+    /// Validates configuration text. All problems are returned together.
+    pub fn parse(text: &str) -> Result<Config, ConfigErrors> {
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            ConfigErrors(vec![format!(
+                "not valid TOML: {}",
+                e.message().trim_end_matches('.')
+            )])
+        })?;
+        let mut errors = Vec::new();
+        let config = read_config(&table, &mut errors);
+        if errors.is_empty() {
+            Ok(config.expect("a config is built whenever no error was recorded"))
+        } else {
+            Err(ConfigErrors(errors))
+        }
+    }
+
+    /// Checks what the file alone cannot tell: the referenced environment
+    /// variables are set. `serve` and `check-config` both run it.
+    pub fn check_environment(&self) -> Result<(), ConfigErrors> {
+        let mut errors = Vec::new();
+        for (i, source) in self.sources.iter().enumerate() {
+            if crate::secrets::env_secret(&source.webhook_secret_env).is_none_or(|v| v.is_empty()) {
+                errors.push(format!(
+                    "sources[{i}].webhook_secret_env: environment variable {} is not set; set it to the dispatch secret of {}",
+                    source.webhook_secret_env, source.repository
+                ));
+            }
+        }
+        if let Agent::OpenAi {
+            api_key_env: Some(name),
+            ..
+        } = &self.agent
+            && crate::secrets::env_secret(name).is_none()
+        {
+            errors.push(format!(
+                "agent.api_key_env: environment variable {name} is not set"
+            ));
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigErrors(errors))
+        }
+    }
+}
+
+impl Config {
+    /// The environment variables holding secrets the daemon reads itself,
+    /// to move out of its environment at start-up
+    /// ([`crate::secrets::capture_env`]): every source's
+    /// `webhook_secret_env` and `agent.api_key_env`. Never a name in
+    /// `agent.env_allow` (the agent CLI is given those).
+    pub fn secret_env_names(&self) -> Vec<String> {
+        let allowed: &[String] = match &self.agent {
+            Agent::Command { env_allow, .. } => env_allow,
+            _ => &[],
+        };
+        let mut names: Vec<String> = self
+            .sources
+            .iter()
+            .map(|s| s.webhook_secret_env.clone())
+            .chain(match &self.agent {
+                Agent::OpenAi {
+                    api_key_env: Some(name),
+                    ..
+                } => Some(name.clone()),
+                _ => None,
+            })
+            .filter(|n| !allowed.contains(n))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+}
+
+/// Every problem found in a configuration, each naming its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<String>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.join("\n"))
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
