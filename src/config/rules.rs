@@ -40,22 +40,7 @@ pub(super) fn url_is_loopback(url: &str) -> bool {
     is_loopback_host(authority)
 }
 
-/// `owner/name` as GitHub allows it: one slash, letters, digits, `-`, `_`, `.`.
-pub fn is_repository_name(r: &str) -> bool {
-    let Some((owner, name)) = r.split_once('/') else {
-        return false;
-    };
-    let ok = |part: &str, max: usize| {
-        !part.is_empty()
-            && part.len() <= max
-            && part
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-            && part != "."
-            && part != ".."
-    };
-    ok(owner, 39) && ok(name, 100)
-}
+pub use crate::ids::is_repository_name;
 
 pub(super) fn check_repository(key: &str, r: &str, errors: &mut Vec<String>) {
     if !is_repository_name(r) {

@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::Sha;
+
 /// At most this many commits in a bundle (the largest range a dispatch may name).
 pub const MAX_COMMITS: usize = 1000;
 /// At most this many merged pull requests in a bundle.
@@ -82,13 +84,13 @@ pub struct SourceInfo {
 pub enum JobScope {
     Range {
         job_id: i64,
-        before: String,
-        after: String,
+        before: Sha,
+        after: Sha,
     },
     PullRequest {
         job_id: i64,
         number: u64,
-        merge_sha: String,
+        merge_sha: Sha,
     },
 }
 
@@ -215,10 +217,7 @@ impl EvidenceBundle {
     }
 }
 
-/// `true` for a full lowercase or uppercase 40-hex sha.
-pub fn is_full_sha(text: &str) -> bool {
-    text.len() == 40 && text.bytes().all(|b| b.is_ascii_hexdigit())
-}
+pub use crate::ids::is_full_sha;
 
 /// Cuts `text` to at most `max` bytes at a character boundary; `true` when cut.
 pub fn bound(text: &str, max: usize) -> (String, bool) {
@@ -319,8 +318,8 @@ mod tests {
             },
             job: JobScope::Range {
                 job_id: 7,
-                before: "a".repeat(40),
-                after: "b".repeat(40),
+                before: crate::ids::Sha::parse(&"a".repeat(40)).unwrap(),
+                after: crate::ids::Sha::parse(&"b".repeat(40)).unwrap(),
             },
             commits: vec![],
             commits_truncated: false,

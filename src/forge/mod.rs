@@ -110,10 +110,7 @@ impl Refusal {
     }
 }
 
-/// `true` for 40 lowercase-or-uppercase hex digits.
-pub fn is_full_sha(s: &str) -> bool {
-    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
-}
+pub use crate::ids::is_full_sha;
 
 /// Checks that need no forge: zero SHAs and empty ranges are refused before any call.
 pub fn precheck_range(before: &str, after: &str) -> Result<(), Refusal> {

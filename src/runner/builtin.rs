@@ -636,8 +636,8 @@ mod tests {
             },
             job: JobScope::Range {
                 job_id: 1,
-                before: "0".repeat(39) + "1",
-                after: "f".repeat(40),
+                before: crate::ids::Sha::parse(&("0".repeat(39) + "1")).unwrap(),
+                after: crate::ids::Sha::parse(&"f".repeat(40)).unwrap(),
             },
             commits: vec![],
             commits_truncated: false,

@@ -31,6 +31,7 @@ use crate::forge::evidence::{self, EvidenceBundle, JobScope, SourceError};
 use crate::forge::github::SetupError;
 use crate::forge::github::{GitHubError, GitHubForge, Permissions};
 use crate::forge::{Forges, Refusal, SourceForge};
+use crate::ids::Sha;
 use crate::queue::{Completion, Job, JobKind};
 use crate::wiki::Secret;
 use crate::worker::{JobFailure, JobFuture, JobHandler};
@@ -700,13 +701,17 @@ fn source_failure(e: SourceError) -> JobFailure {
     }
 }
 
-/// What the job may reconcile, from the queue's row.
+/// What the job may reconcile, from the queue's row (whose commit ids the
+/// queue checked on enqueue; a row that says otherwise fails the job).
 pub fn scope_of(job: &Job) -> Result<JobScope, JobFailure> {
+    let sha = |field: &str, text: &str| {
+        Sha::parse(text).map_err(|e| permanent(format!("job {} has a bad {field}: {e}", job.id)))
+    };
     match job.job_kind() {
         JobKind::Range { before, after, .. } => Ok(JobScope::Range {
             job_id: job.id,
-            before,
-            after,
+            before: sha("push_before", &before)?,
+            after: sha("push_after", &after)?,
         }),
         JobKind::PullRequest { number, merge_sha } => Ok(JobScope::PullRequest {
             job_id: job.id,
@@ -716,7 +721,7 @@ pub fn scope_of(job: &Job) -> Result<JobScope, JobFailure> {
                     job.id
                 ))
             })?,
-            merge_sha,
+            merge_sha: sha("merge_sha", &merge_sha)?,
         }),
     }
 }

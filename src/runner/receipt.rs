@@ -353,8 +353,8 @@ mod tests {
             },
             job: JobScope::Range {
                 job_id: 1,
-                before: sha('0'),
-                after: sha('9'),
+                before: crate::ids::Sha::parse(&sha('0')).unwrap(),
+                after: crate::ids::Sha::parse(&sha('9')).unwrap(),
             },
             commits: vec![],
             commits_truncated: false,

@@ -82,8 +82,8 @@ impl Setup {
             },
             job: JobScope::Range {
                 job_id: JOB,
-                before: before.clone(),
-                after: after.clone(),
+                before: teammem::ids::Sha::parse(&before.clone()).unwrap(),
+                after: teammem::ids::Sha::parse(&after.clone()).unwrap(),
             },
             commits: vec![CommitInfo {
                 sha: after.clone(),

@@ -11,8 +11,8 @@ use crate::harness::git::{git, git_trimmed};
 fn range(source: &Source) -> JobScope {
     JobScope::Range {
         job_id: 1,
-        before: source.base.clone(),
-        after: source.head.clone(),
+        before: teammem::ids::Sha::parse(&source.base.clone()).unwrap(),
+        after: teammem::ids::Sha::parse(&source.head.clone()).unwrap(),
     }
 }
 
@@ -95,7 +95,7 @@ fn a_pull_request_job_holds_only_its_merge_commit() {
     let scope = JobScope::PullRequest {
         job_id: 2,
         number: 13,
-        merge_sha: source.squash_13.clone(),
+        merge_sha: teammem::ids::Sha::parse(&source.squash_13.clone()).unwrap(),
     };
     let bundle = local_source::collect(&source.dir, "demo/app", &scope).unwrap();
     assert_eq!(bundle.commits.len(), 1);
@@ -105,7 +105,7 @@ fn a_pull_request_job_holds_only_its_merge_commit() {
     let wrong = JobScope::PullRequest {
         job_id: 2,
         number: 99,
-        merge_sha: source.squash_13.clone(),
+        merge_sha: teammem::ids::Sha::parse(&source.squash_13.clone()).unwrap(),
     };
     assert!(matches!(
         local_source::collect(&source.dir, "demo/app", &wrong),

@@ -12,8 +12,8 @@ use super::handler::{BIN, Setup};
 async fn writer(s: &Setup) -> WriterClient {
     let scope = JobScope::Range {
         job_id: 5,
-        before: s.source.merge_12.clone(),
-        after: s.source.head.clone(),
+        before: teammem::ids::Sha::parse(&s.source.merge_12.clone()).unwrap(),
+        after: teammem::ids::Sha::parse(&s.source.head.clone()).unwrap(),
     };
     let bundle = local_source::collect(&s.source.dir, "demo/app", &scope).unwrap();
     let path = write_bundle(&work_dir(&s.tmp.path().join("data"), 5), &bundle).unwrap();
@@ -164,7 +164,7 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
         job: JobScope::PullRequest {
             job_id: 9,
             number: 7,
-            merge_sha: merge.clone(),
+            merge_sha: teammem::ids::Sha::parse(&merge.clone()).unwrap(),
         },
         commits: vec![],
         commits_truncated: false,

@@ -109,8 +109,8 @@ impl Setup {
     fn range(&self, before: &str, after: &str) -> JobScope {
         JobScope::Range {
             job_id: 1,
-            before: before.to_owned(),
-            after: after.to_owned(),
+            before: teammem::ids::Sha::parse(before).unwrap(),
+            after: teammem::ids::Sha::parse(after).unwrap(),
         }
     }
 }
@@ -258,7 +258,7 @@ async fn a_pull_request_job_reads_its_one_merge_commit() {
     let scope = JobScope::PullRequest {
         job_id: 2,
         number: 5,
-        merge_sha: shas[1].clone(),
+        merge_sha: teammem::ids::Sha::parse(&shas[1].clone()).unwrap(),
     };
     let (bundle, _) = s
         .forge
@@ -274,7 +274,7 @@ async fn a_pull_request_job_reads_its_one_merge_commit() {
     let wrong = JobScope::PullRequest {
         job_id: 3,
         number: 5,
-        merge_sha: shas[0].clone(),
+        merge_sha: teammem::ids::Sha::parse(&shas[0].clone()).unwrap(),
     };
     assert!(matches!(
         s.forge.collect_evidence(&s.source, &wrong, "main").await,
