@@ -201,6 +201,9 @@ pub async fn run_with_ingest(
             source: e.into(),
         })?;
     let queue = Queue::new(pool.clone(), options.clock.clone(), queue_settings(&config));
+    // One GitHub client for the whole process: ingest's, shared with the
+    // runner and the sweep.
+    options.handler.share_forges(&ingest.forges());
     let job_problems = options.handler.problems();
     for problem in &job_problems {
         tracing::error!(%problem, "jobs cannot run as configured; /readyz reports not ready");
@@ -246,11 +249,7 @@ pub async fn run_with_ingest(
         });
     }
 
-    let sweep = crate::sweep::Sweep::new(
-        config.clone(),
-        queue.clone(),
-        crate::forge::Forges::with_github(ingest.github_forge()),
-    );
+    let sweep = crate::sweep::Sweep::new(config.clone(), queue.clone(), ingest.forges());
     if sweep.has_sources() {
         scheduler.after_start_and_every(
             "sweep",

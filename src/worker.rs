@@ -56,6 +56,10 @@ pub trait JobHandler: Send + Sync + 'static {
     fn problems(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// The process's forges (one GitHub client, one token cache), handed
+    /// over before the first job; a handler that reads no forge ignores them.
+    fn share_forges(&self, _forges: &crate::forge::Forges) {}
 }
 
 /// The handler of a build that has no job runner: it fails every job at once

@@ -621,6 +621,11 @@ impl JobHandler for Runner {
     fn problems(&self) -> Vec<String> {
         Runner::problems(self)
     }
+
+    fn share_forges(&self, forges: &Forges) {
+        // Only before the first job built its own: a set cell stays as it is.
+        let _ = self.forges.set(forges.clone());
+    }
 }
 
 /// The receipt's coverage and its claims against the wiki.

@@ -42,7 +42,7 @@ pub trait Forge: Sized {
     async fn dispatch(&self, daemon: &Daemon, before: &str, after: &str) -> Value;
 }
 
-fn id_of(answer: &Value) -> i64 {
+pub fn id_of(answer: &Value) -> i64 {
     answer["job_id"].as_i64().unwrap()
 }
 

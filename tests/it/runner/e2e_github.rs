@@ -164,3 +164,33 @@ async fn the_command_agent_in_the_daemon_drives_the_writer_for_a_github_wiki_thr
     assert!(std::os::unix::net::UnixStream::connect(&socket).is_err());
     assert!(daemon.terminate().success());
 }
+
+/// `serve` holds one GitHub client: dispatch verification and the job's
+/// evidence reads share one installation-token cache, so no read token is
+/// minted twice for one dispatch (two clients would each mint their own).
+#[tokio::test]
+async fn the_daemon_mints_each_read_token_once_for_ingest_and_runner() {
+    let f = GitHub::new("").await;
+    let s = f.source();
+    let token = f.setup().create_token("e2e", &[]);
+    let daemon = f.serve(&[]);
+    let id = e2e::id_of(&f.dispatch(&daemon, &s.base, &s.head).await);
+    let (job, _) = wait_for(&daemon, &token, id, finished).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let reads: Vec<_> = f
+        .hub
+        .fake
+        .mints()
+        .into_iter()
+        .filter(|m| !m.permissions.iter().any(|(_, level)| level == "write"))
+        .collect();
+    assert!(!reads.is_empty(), "ingest verified with a read token");
+    for mint in &reads {
+        let same = reads
+            .iter()
+            .filter(|m| m.repositories == mint.repositories && m.permissions == mint.permissions)
+            .count();
+        assert_eq!(same, 1, "minted twice: {mint:?} among {reads:?}");
+    }
+    assert!(daemon.terminate().success());
+}
