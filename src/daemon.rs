@@ -65,20 +65,6 @@ pub fn default_handler(config: Arc<Config>, config_path: &std::path::Path) -> Ar
     }
 }
 
-/// The queue of a configuration, on an open pool, with the system clock.
-pub fn queue_for(config: &Config, pool: sqlx::SqlitePool) -> Queue {
-    Queue::new(pool, Arc::new(SystemClock), queue_settings(config))
-}
-
-pub fn queue_settings(config: &Config) -> QueueSettings {
-    QueueSettings {
-        max_attempts: config.queue.max_attempts,
-        lease: config.queue.lease,
-        retention: config.queue.retention,
-        delivery_retention: Duration::from_secs(3 * 86_400).max(config.queue.retention),
-    }
-}
-
 /// Resolves when the process receives SIGTERM or SIGINT. The SIGTERM handler
 /// is installed when this is called, not when the future is first polled:
 /// a SIGTERM that arrives while the daemon is still starting (after it said
@@ -200,7 +186,11 @@ pub async fn run_with_ingest(
             dir: data_dir.display().to_string(),
             source: e.into(),
         })?;
-    let queue = Queue::new(pool.clone(), options.clock.clone(), queue_settings(&config));
+    let queue = Queue::new(
+        pool.clone(),
+        options.clock.clone(),
+        QueueSettings::of(&config),
+    );
     // One GitHub client for the whole process: ingest's, shared with the
     // runner and the sweep.
     options.handler.share_forges(&ingest.forges());

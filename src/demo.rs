@@ -408,7 +408,7 @@ async fn follow_demo(
     let pool = crate::db::open(&config.server.data_dir)
         .await
         .map_err(|e| failed(format!("cannot open the demo database: {e}")))?;
-    let queue = daemon::queue_for(config, pool);
+    let queue = Queue::from_config(config, pool);
     let job = wait_for_job(&queue, job_id, served).await?;
     print_job(&queue, &job).await;
 

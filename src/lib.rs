@@ -11,6 +11,7 @@ pub mod db; // the SQLite pool (WAL, busy timeout) and migrations; nothing else
 pub mod http; // the HTTP API: one router per resource, errors mapped in one place
 pub mod ingest; // signed dispatches: HMAC, OIDC, parsing, verification, one error per check
 pub mod forge; // where sources live: GitHub's REST API (App auth, verification) and local git
+pub mod requests; // the PR-request service: authenticate, authorize, verify, enqueue; its own error type
 pub mod secrets; // the GitHub App key (Key Vault or a 0600 file), secrets that never print
 pub mod queue; // the durable job queue: the only SQL about jobs
 pub mod worker; // the worker pool: claims jobs and runs them through a JobHandler

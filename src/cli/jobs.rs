@@ -7,7 +7,7 @@
 use clap::Subcommand;
 
 use super::{ConfigArg, Failure, open_db, open_queue, print_json, source_names};
-use crate::daemon;
+
 use crate::queue::{JobFilter, JobState, Steering, rfc3339_utc};
 
 #[derive(Debug, Subcommand)]
@@ -78,7 +78,7 @@ pub(super) async fn run_sweep(command: SweepCommand) -> Result<(), Failure> {
                     source_names(&config)
                 )));
             };
-            let queue = daemon::queue_for(&config, pool);
+            let queue = crate::queue::Queue::from_config(&config, pool);
             let forgotten = queue
                 .forget_cursor(&source.repository)
                 .await

@@ -15,8 +15,8 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::Config;
+use crate::db;
 use crate::queue::Queue;
-use crate::{daemon, db};
 
 mod jobs;
 mod request;
@@ -258,7 +258,7 @@ fn source_names(config: &Config) -> String {
 
 async fn open_queue(path: &Path) -> Result<Queue, Failure> {
     let (config, pool) = open_db(path).await?;
-    Ok(daemon::queue_for(&config, pool))
+    Ok(Queue::from_config(&config, pool))
 }
 
 fn print_json(value: &impl serde::Serialize) {

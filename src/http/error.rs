@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::queue::QueueError;
+use crate::requests::{Kind, RequestError};
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -68,6 +69,24 @@ impl From<QueueError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "lease_lost", e.to_string())
             }
             other => ApiError::internal("queue operation failed", &other),
+        }
+    }
+}
+
+impl From<RequestError> for ApiError {
+    fn from(e: RequestError) -> ApiError {
+        let status = match e.kind {
+            Kind::Unauthorized => StatusCode::UNAUTHORIZED,
+            Kind::Forbidden => StatusCode::FORBIDDEN,
+            Kind::NotFound => StatusCode::NOT_FOUND,
+            Kind::Conflict => StatusCode::CONFLICT,
+            Kind::InvalidField => StatusCode::UNPROCESSABLE_ENTITY,
+            Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError {
+            retry_after: e.retry_after,
+            ..ApiError::new(status, e.code, e.message)
         }
     }
 }

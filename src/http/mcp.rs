@@ -27,12 +27,13 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use super::requests::{Credential, Requests};
+use super::requests::service;
 use super::{ApiError, AppState};
 use crate::mcp::WikiServer;
 use crate::mcp::app_credentials::AppWikiCredentials;
 use crate::mcp::context::{Binding, Context};
 use crate::mcp::toolsets::{Profile, ServerKind};
+use crate::requests::Credential;
 
 /// The `/mcp` route for `state`'s configuration and queue.
 pub fn router(state: &AppState) -> Router<AppState> {
@@ -44,7 +45,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         },
         writer: None,
     };
-    let requests = Requests::from_state(state);
+    let requests = service(state);
     let mut context = Context::new(binding);
     // Private GitHub wikis are read with the App's read-only installation token.
     if let Some(forge) = requests.github.clone() {
@@ -147,10 +148,10 @@ async fn admit(
             "this Origin may not call /mcp; add it to api.allowed_origins or call without a browser",
         ));
     }
-    let requests = Requests::from_state(state);
+    let requests = service(state);
     match requests.authenticate(&state.pool, authorization).await? {
         Credential::Api(principal) => Ok(principal),
-        Credential::GitHub(owner) => requests.github_principal(&owner).await,
+        Credential::GitHub(owner) => Ok(requests.github_principal(&owner).await?),
     }
 }
 

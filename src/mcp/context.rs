@@ -248,7 +248,7 @@ pub struct Context {
     pub credentials: Option<Arc<dyn WikiCredentials>>,
     /// The job queue and PR verification of the coordinator tools (`None`:
     /// they answer with a configuration error).
-    pub coordinator: Option<crate::http::requests::Requests>,
+    pub coordinator: Option<crate::requests::Requests>,
     /// Bytes this server's job writes have changed (`agent.max_changed_bytes`);
     /// held across a write so two calls cannot both spend the same budget.
     pub changed_bytes: tokio::sync::Mutex<u64>,
@@ -274,7 +274,7 @@ impl Context {
     }
 
     /// Adds the job queue for the coordinator tools.
-    pub fn with_coordinator(mut self, requests: crate::http::requests::Requests) -> Self {
+    pub fn with_coordinator(mut self, requests: crate::requests::Requests) -> Self {
         self.coordinator = Some(requests);
         self
     }

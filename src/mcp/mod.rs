@@ -193,7 +193,7 @@ fn serve_agents(fd: i32, server: WikiServer) -> Result<(), McpError> {
 /// GitHub sources answer that GitHub is unavailable).
 pub async fn coordinator(
     config: &std::sync::Arc<crate::config::Config>,
-) -> Result<crate::http::requests::Requests, McpError> {
+) -> Result<crate::requests::Requests, McpError> {
     let data_dir = &config.server.data_dir;
     let pool = crate::db::open(data_dir).await.map_err(|e| {
         McpError::Binding(format!(
@@ -220,9 +220,9 @@ pub async fn coordinator(
         },
         None => None,
     };
-    Ok(crate::http::requests::Requests {
+    Ok(crate::requests::Requests {
         config: config.clone(),
-        queue: crate::daemon::queue_for(config, pool),
+        queue: crate::queue::Queue::from_config(config, pool),
         github,
         wake: None,
     })

@@ -211,6 +211,19 @@ pub struct Queue {
     writes: Arc<group_commit::GroupCommit>,
 }
 
+impl QueueSettings {
+    /// The settings `[queue]` asks for (deliveries are remembered for three
+    /// days, or as long as jobs when that is longer).
+    pub fn of(config: &crate::config::Config) -> QueueSettings {
+        QueueSettings {
+            max_attempts: config.queue.max_attempts,
+            lease: config.queue.lease,
+            retention: config.queue.retention,
+            delivery_retention: Duration::from_secs(3 * 86_400).max(config.queue.retention),
+        }
+    }
+}
+
 impl Queue {
     /// A queue over a migrated pool (see `db::migrate`).
     pub fn new(pool: SqlitePool, clock: Arc<dyn Clock>, settings: QueueSettings) -> Self {
@@ -226,6 +239,12 @@ impl Queue {
             settings,
             counters: Arc::new(Counters::default()),
         }
+    }
+
+    /// The queue of a configuration (`[queue]`), on a migrated pool, with the
+    /// system clock.
+    pub fn from_config(config: &crate::config::Config, pool: SqlitePool) -> Self {
+        Queue::new(pool, Arc::new(SystemClock), QueueSettings::of(config))
     }
 
     /// The settings in force (after clamping).

@@ -490,8 +490,10 @@ async fn stdio_serves_the_coordinator_and_read_only_removes_the_request_tool() {
     let pool = teammem::db::open(&local.dir.path().join("again/data"))
         .await
         .unwrap();
-    let queue =
-        teammem::daemon::queue_for(&teammem::config::Config::load(&config_path).unwrap(), pool);
+    let queue = teammem::queue::Queue::from_config(
+        &teammem::config::Config::load(&config_path).unwrap(),
+        pool,
+    );
     let page = queue
         .list(&teammem::queue::JobFilter {
             repository: None,

@@ -181,7 +181,7 @@ async fn jobs_commands_show_steer_and_refuse_bad_transitions() {
     assert!(setup.run(&["migrate"]).status.success());
     let config = teammem::config::Config::load(&setup.config).unwrap();
     let pool = teammem::db::open(&config.server.data_dir).await.unwrap();
-    let queue = teammem::daemon::queue_for(&config, pool);
+    let queue = teammem::queue::Queue::from_config(&config, pool);
     let job = queue
         .enqueue(
             NewJob {

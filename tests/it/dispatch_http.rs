@@ -29,7 +29,7 @@ impl Server {
         let data = f.config.server.data_dir.clone();
         let pool = teammem::db::open(&data).await.unwrap();
         teammem::db::migrate(&pool).await.unwrap();
-        let queue = teammem::daemon::queue_for(&f.config, pool.clone());
+        let queue = teammem::queue::Queue::from_config(&f.config, pool.clone());
         let wake = Arc::new(Notify::new());
         let ingest = ingest_for(
             &f.config,

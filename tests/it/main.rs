@@ -2,6 +2,7 @@
 //! starts real things (SQLite files, the `teammem` process, git servers) on
 //! loopback and temp directories.
 
+mod architecture; // the layering rule: no import cycle among the crate's top-level modules
 mod config; // teammem.toml validation: good files, and a table of bad ones
 mod coordinator; // the coordinator MCP server via rmcp clients: /mcp in both eras, tasks across a restart, scope, Origin, stdio
 mod daemon; // the real `teammem serve` process and the offline commands

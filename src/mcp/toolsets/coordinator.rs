@@ -9,21 +9,20 @@
 //! Invariants: a caller sees and acts on only the repositories its token may
 //! see (a job of another repository is `not_found`, a named repository outside
 //! the scope `permission_denied`); the request goes through the same checks as
-//! `POST /v1/requests` ([`crate::http::requests::Requests`]); a task is
+//! `POST /v1/requests` ([`crate::requests::Requests`]); a task is
 //! answered only when [`tasks::CallInfo::tasks_allowed`].
 
-use axum::http::StatusCode;
 use rmcp::model::JsonObject;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
-use crate::http::ApiError;
-use crate::http::requests::{MAX_PULL_NUMBER, check_pull_number};
 use crate::mcp::context::Context;
 use crate::mcp::envelope::{ErrorKind, Identity, ToolError};
 use crate::mcp::tasks;
 use crate::queue::{Job, JobFilter, JobState};
+use crate::requests::{Kind, RequestError};
+use crate::requests::{MAX_PULL_NUMBER, check_pull_number};
 
 pub const TOOLSET: Toolset = Toolset {
     name: "coordinator",
@@ -128,7 +127,7 @@ struct ListJobsArgs {
 }
 
 /// The coordinator of a context, or the envelope error of a server without one.
-fn coordinator(context: &Context) -> Result<&crate::http::requests::Requests, ToolError> {
+fn coordinator(context: &Context) -> Result<&crate::requests::Requests, ToolError> {
     context.coordinator.as_ref().ok_or_else(|| {
         ToolError::configuration(
             "this server has no job queue; run teammem mcp with --config naming the daemon's configuration",
@@ -136,16 +135,16 @@ fn coordinator(context: &Context) -> Result<&crate::http::requests::Requests, To
     })
 }
 
-/// An HTTP-layer refusal as an envelope error (same sentence, a tool kind).
-pub fn tool_error(e: ApiError) -> ToolError {
-    let kind = match e.status {
-        StatusCode::NOT_FOUND => ErrorKind::NotFound,
-        StatusCode::CONFLICT => ErrorKind::Conflict,
-        StatusCode::FORBIDDEN => ErrorKind::PermissionDenied,
-        StatusCode::UNAUTHORIZED => ErrorKind::AuthenticationError,
-        StatusCode::SERVICE_UNAVAILABLE => ErrorKind::UpstreamError,
-        StatusCode::UNPROCESSABLE_ENTITY | StatusCode::BAD_REQUEST => ErrorKind::InvalidInput,
-        _ => ErrorKind::InternalError,
+/// A request refusal as an envelope error (same sentence, a tool kind).
+pub fn tool_error(e: RequestError) -> ToolError {
+    let kind = match e.kind {
+        Kind::NotFound => ErrorKind::NotFound,
+        Kind::Conflict => ErrorKind::Conflict,
+        Kind::Forbidden => ErrorKind::PermissionDenied,
+        Kind::Unauthorized => ErrorKind::AuthenticationError,
+        Kind::Unavailable => ErrorKind::UpstreamError,
+        Kind::InvalidField => ErrorKind::InvalidInput,
+        Kind::Internal => ErrorKind::InternalError,
     };
     let message = match e.retry_after {
         Some(secs) => format!("{} ({}); retry in {secs} s", e.message, e.code),
@@ -323,8 +322,8 @@ mod tests {
 
     #[test]
     fn refusals_keep_their_sentence_and_code() {
-        let e = tool_error(ApiError::new(
-            StatusCode::CONFLICT,
+        let e = tool_error(RequestError::new(
+            Kind::Conflict,
             "pull_not_merged",
             "pull request #3 of o/r is not merged",
         ));

@@ -96,7 +96,7 @@ async fn launch(
     let pool = teammem::db::open(&config.server.data_dir)
         .await
         .expect("db");
-    let queue = daemon::queue_for(&config, pool);
+    let queue = Queue::from_config(&config, pool);
     Running {
         addr,
         started,
