@@ -182,9 +182,37 @@ pub async fn revoke(pool: &SqlitePool, name: &str) -> Result<(), TokenError> {
     }
 }
 
+/// The token of an `Authorization: Bearer <token>` header value: the scheme
+/// is matched without regard to case (RFC 9110 §11.1), spaces around the
+/// token are dropped, and an empty token is none. The one parser every route
+/// and the dispatch front door use.
+pub fn bearer_token(authorization: &str) -> Option<&str> {
+    let (scheme, token) = authorization.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bearer_schemes_match_in_any_case_and_empty_tokens_are_none() {
+        for header in ["Bearer abc", "bearer abc", "BEARER abc", "  Bearer   abc  "] {
+            assert_eq!(bearer_token(header), Some("abc"), "{header:?}");
+        }
+        for header in [
+            "",
+            "Bearer",
+            "Bearer ",
+            "Bearer    ",
+            "Basic abc",
+            "Bearerabc",
+            "Token abc",
+        ] {
+            assert_eq!(bearer_token(header), None, "{header:?}");
+        }
+    }
 
     #[test]
     fn principal_scope() {

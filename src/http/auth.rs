@@ -29,10 +29,7 @@ impl FromRequestParts<AppState> for Caller {
             })?
             .to_str()
             .map_err(|_| ApiError::unauthorized("the Authorization header is not valid text"))?;
-        let token = value
-            .strip_prefix("Bearer ")
-            .or_else(|| value.strip_prefix("bearer "))
-            .map(str::trim)
+        let token = tokens::bearer_token(value)
             .ok_or_else(|| ApiError::unauthorized("expected `Authorization: Bearer <token>`"))?;
         match tokens::verify(&state.pool, token).await {
             Ok(Some(principal)) => Ok(Caller(principal)),

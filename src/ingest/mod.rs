@@ -279,11 +279,7 @@ fn check_delivery(d: Option<&str>) -> Result<String, IngestError> {
 
 fn bearer(authorization: Option<&str>) -> Result<&str, IngestError> {
     authorization
-        .and_then(|a| {
-            let (scheme, token) = a.trim().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-        })
-        .filter(|t| !t.is_empty())
+        .and_then(crate::tokens::bearer_token)
         .ok_or_else(|| {
             IngestError::oidc(
                 "oidc_missing",

@@ -165,19 +165,13 @@ impl Requests {
                 "missing Authorization header; send `Authorization: Bearer <token>` (create one with `teammem tokens create`)",
             )
         })?;
-        let token = value
-            .trim()
-            .split_once(' ')
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, t)| t.trim())
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| {
-                RequestError::new(
-                    Kind::Unauthorized,
-                    "unauthorized",
-                    "expected `Authorization: Bearer <token>`",
-                )
-            })?;
+        let token = tokens::bearer_token(value).ok_or_else(|| {
+            RequestError::new(
+                Kind::Unauthorized,
+                "unauthorized",
+                "expected `Authorization: Bearer <token>`",
+            )
+        })?;
         match tokens::verify(pool, token).await {
             Ok(Some(principal)) => return Ok(Credential::Api(principal)),
             Ok(None) => {}
