@@ -14,10 +14,8 @@
 //! for the disk), and the WAL syncer thread then fdatasyncs the WAL and only
 //! after that answers the batch's callers. One sync covers every batch
 //! committed before it, and while it runs the writer already executes and
-//! commits the next batch. At 1,000 dispatches/s the writer had been busy 90 %
-//! of the time, a third of it waiting for fsyncs, so every stall queued the
-//! batches behind it; now a batch waits for the disk only once, in parallel
-//! with the next one's statements.
+//! commits the next batch, so a batch waits for the disk only once, in
+//! parallel with the next one's statements. Measurements: bench/README.md.
 //!
 //! Invariants:
 //! - a caller hears `Ok` only after a sync of the WAL that began after the
@@ -45,16 +43,15 @@
 //!   connection (SQLite lets a passive checkpoint run beside the writer),
 //!   every [`CHECKPOINT_EVERY`] when something was committed;
 //! - under any load the WAL starts over once it holds
-//!   [`RESTART_WAL_AT_FRAMES`] pages and the checkpointer has run (12 MiB at
-//!   1,000 dispatches/s): SQLite starts it over only when a checkpoint has
-//!   copied every frame, and a checkpoint beside a busy writer never catches
-//!   up (the writer appends while it copies), so under sustained load the
-//!   WAL grew without bound (427 MB in 12 s of the ingest benchmark, every
-//!   commit slower as the file grew). When a checkpointer run finds the WAL
-//!   that large, it first catches up (more runs while each leaves fewer
-//!   frames behind), then the writer finishes the job between two batches,
-//!   when nothing appends: its passive checkpoint copies the few frames
-//!   left, and its next commit restarts the WAL.
+//!   [`RESTART_WAL_AT_FRAMES`] pages and the checkpointer has run: SQLite
+//!   starts it over only when a checkpoint has copied every frame, and a
+//!   checkpoint beside a busy writer never catches up (the writer appends
+//!   while it copies), so without this rule the WAL grows without bound under
+//!   sustained load. When a checkpointer run finds the WAL that large, it
+//!   first catches up (more runs while each leaves fewer frames behind), then
+//!   the writer finishes the job between two batches, when nothing appends:
+//!   its passive checkpoint copies the few frames left, and its next commit
+//!   restarts the WAL.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
