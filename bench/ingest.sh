@@ -6,7 +6,7 @@
 # (bench/ingest/fake_github.py). Prints requests/s, p50/p99 latency, the
 # daemon's RSS and CPU per dispatch for each, and the share of the machine's
 # CPU the hypervisor stole during the run (on a shared host the latency tail
-# follows it: README, Benchmarks).
+# follows it: bench/README.md).
 #
 # Invariant: every request is a distinct, correctly signed range dispatch, so
 # the numbers measure the whole path (HMAC, parse, gix ancestry walk, SQLite
@@ -213,7 +213,7 @@ load() { # NAME REQUESTS_FILE CONNECTIONS THINK_MS
         "http://127.0.0.1:$PORT" -- "$2" | tee "$WORK/wrk-$1.txt"
     echo "daemon RSS after $1: $(awk '/VmRSS/ {print $2 " " $3}' /proc/$DAEMON_PID/status), peak $(awk '/VmHWM/ {print $2 " " $3}' /proc/$DAEMON_PID/status)"
     # Stolen time is CPU the hypervisor gave to other guests while this one
-    # had work: on a shared host the latency tail follows it (see README).
+    # had work: on a shared host the latency tail follows it (see bench/README.md).
     python3 - "$host_before" "$(host_cpu)" "$daemon_before" "$(daemon_cpu)" \
         "$(getconf CLK_TCK)" "$WORK/wrk-$1.txt" <<'PY' | tee -a "$WORK/wrk-$1.txt"
 import re, sys

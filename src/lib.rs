@@ -1,6 +1,6 @@
 //! teammem keeps a repository's team memory (its wiki) in step with what merges
-//! into the default branch. The modules are listed in reading order; the README's
-//! architecture section is the code map with each module's invariants.
+//! into the default branch. The modules are listed in reading order; ARCHITECTURE.md
+//! is the code map with each module's invariants.
 
 pub mod cli; // the command line: clap definitions and what each command does
 pub mod ids; // validated identifiers: Sha, PullNumber, RepoName (checked once, carried typed)

@@ -26,15 +26,6 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/v1/dispatch", post(dispatch))
 }
 
-impl From<IngestError> for ApiError {
-    fn from(e: IngestError) -> ApiError {
-        let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
-        let mut api = ApiError::new(status, e.code, e.message);
-        api.retry_after = e.retry_after;
-        api
-    }
-}
-
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }

@@ -10,6 +10,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::ingest::IngestError;
 use crate::queue::QueueError;
 use crate::requests::{Kind, RequestError};
 
@@ -70,6 +71,15 @@ impl From<QueueError> for ApiError {
             }
             other => ApiError::internal("queue operation failed", &other),
         }
+    }
+}
+
+impl From<IngestError> for ApiError {
+    fn from(e: IngestError) -> ApiError {
+        let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
+        let mut api = ApiError::new(status, e.code, e.message);
+        api.retry_after = e.retry_after;
+        api
     }
 }
 
