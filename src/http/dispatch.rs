@@ -104,8 +104,13 @@ async fn handle(state: AppState, request: Request) -> Result<Response, ApiError>
     let verified = match ingest.ingest(&headers, &body).await {
         Ok(v) => v,
         Err(e) => {
-            tracing::info!(code = e.code, status = e.status, "dispatch refused");
-            return Err(e.into());
+            let answer = ApiError::from(e);
+            tracing::info!(
+                code = answer.code,
+                status = answer.status.as_u16(),
+                "dispatch refused"
+            );
+            return Err(answer);
         }
     };
     let enqueued = state

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::ingest::IngestError;
+use crate::ingest::IngestKind;
 use crate::queue::QueueError;
 use crate::requests::{Kind, RequestError};
 
@@ -76,7 +77,16 @@ impl From<QueueError> for ApiError {
 
 impl From<IngestError> for ApiError {
     fn from(e: IngestError) -> ApiError {
-        let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
+        let status = match e.kind {
+            IngestKind::BadRequest => StatusCode::BAD_REQUEST,
+            IngestKind::Unauthenticated => StatusCode::UNAUTHORIZED,
+            IngestKind::UnknownSource => StatusCode::FORBIDDEN,
+            IngestKind::Conflict => StatusCode::CONFLICT,
+            IngestKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            IngestKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            IngestKind::InvalidField => StatusCode::UNPROCESSABLE_ENTITY,
+            IngestKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        };
         let mut api = ApiError::new(status, e.code, e.message);
         api.retry_after = e.retry_after;
         api

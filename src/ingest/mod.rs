@@ -14,7 +14,7 @@ pub mod oidc;
 pub mod request;
 pub mod signature;
 
-pub use error::IngestError;
+pub use error::{IngestError, Kind as IngestKind};
 pub use request::{DispatchKind, DispatchRequest};
 
 use std::collections::HashMap;
@@ -297,7 +297,10 @@ mod tests {
         assert!(check_content_type(Some("application/json")).is_ok());
         assert!(check_content_type(Some("Application/JSON; charset=utf-8")).is_ok());
         for bad in [None, Some("text/plain"), Some("application/jsonx")] {
-            assert_eq!(check_content_type(bad).unwrap_err().status, 415);
+            assert_eq!(
+                check_content_type(bad).unwrap_err().kind,
+                error::Kind::UnsupportedMediaType
+            );
         }
     }
 

@@ -216,7 +216,11 @@ mod tests {
             r#"{"source_repository":"octo/app","kind":"pull_request","pull_number":0,"source_run_id":1,"source_run_attempt":1}"#.into(),
         ] {
             let e = parse(body.as_bytes(), true).unwrap_err();
-            assert_eq!((e.status, e.code), (422, "invalid_field"), "{body}: {e}");
+            assert_eq!(
+                (e.kind, e.code),
+                (crate::ingest::IngestKind::InvalidField, "invalid_field"),
+                "{body}: {e}"
+            );
         }
     }
 

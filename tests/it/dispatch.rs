@@ -200,7 +200,7 @@ pub fn run(repository_id: u64, head_sha: &str) -> FakeRun {
 
 fn code(r: Result<VerifiedDispatch, IngestError>) -> (u16, &'static str) {
     let e = r.expect_err("the dispatch must be refused");
-    (e.status, e.code)
+    (status_of(&e), e.code)
 }
 
 #[tokio::test]
@@ -543,14 +543,14 @@ async fn outages_and_rate_limits_are_unavailable_with_retry_after() {
     let f = Fixture::new().await;
     f.fake.inject("/repos/octo/app", Fault::Status(502));
     let e = f.send(&f.range("octo/app")).await.unwrap_err();
-    assert_eq!((e.status, e.code), (503, "upstream_unavailable"));
+    assert_eq!((status_of(&e), e.code), (503, "upstream_unavailable"));
     assert!(e.retry_after.unwrap() >= 1);
 
     f.fake
         .inject("/compare/", Fault::TooManyRequests { retry_after: 17 });
     let e = f.send(&f.range("octo/app")).await.unwrap_err();
     assert_eq!(
-        (e.status, e.code, e.retry_after),
+        (status_of(&e), e.code, e.retry_after),
         (503, "upstream_unavailable", Some(17))
     );
 
@@ -559,7 +559,7 @@ async fn outages_and_rate_limits_are_unavailable_with_retry_after() {
         Fault::RateLimitExhausted { reset_in: 120 },
     );
     let e = f.send(&f.range("octo/app")).await.unwrap_err();
-    assert_eq!(e.status, 503);
+    assert_eq!(status_of(&e), 503);
     let wait = e.retry_after.unwrap();
     assert!((100..=121).contains(&wait), "{wait}");
 
@@ -581,7 +581,7 @@ async fn a_hanging_github_hits_the_deadline() {
     let body = f.range("octo/app");
     let (r, ()) = tokio::join!(f.send(&body), f.fake.hung());
     let e = r.unwrap_err();
-    assert_eq!((e.status, e.code), (503, "upstream_unavailable"));
+    assert_eq!((status_of(&e), e.code), (503, "upstream_unavailable"));
     assert!(e.retry_after.is_some());
 }
 
@@ -769,7 +769,7 @@ async fn an_unknown_kid_refetches_once_then_refuses() {
     let e = send(f.fake.mint_oidc(OIDC_KID_UNPUBLISHED, &f.claims()))
         .await
         .unwrap_err();
-    assert_eq!((e.status, e.code), (401, "oidc_unknown_key"));
+    assert_eq!((status_of(&e), e.code), (401, "oidc_unknown_key"));
     assert_eq!(f.fake.jwks_fetches(), 3);
 
     // With the default spacing, forged kids cannot make the daemon hammer the issuer.
@@ -833,10 +833,15 @@ async fn a_hanging_jwks_fetch_holds_up_only_the_verification_that_needs_it() {
         let token = fake.mint_oidc(OIDC_KID_1, &claims);
         let err = verifier.verify_token(&token, AUDIENCE).await.unwrap_err();
         assert_eq!(
-            (err.status, err.code),
+            (status_of(&err), err.code),
             (401, "oidc_issued_at"),
             "{}",
             err.message
         );
     }
+}
+
+/// The status a refusal is answered with, through the one error→HTTP mapping.
+fn status_of(e: &teammem::ingest::IngestError) -> u16 {
+    teammem::http::ApiError::from(e.clone()).status.as_u16()
 }
