@@ -13,7 +13,8 @@
 
 pub mod confine;
 mod create; // a new local bare wiki with its first pages (local forge, the demo)
-mod engine;
+mod mirror; // the engine's mirror side: per-destination repository, fetch, resolve
+mod write; // the engine's write side: a checked change as one commit, compare-and-swap publish
 pub mod error;
 pub mod patch;
 pub mod paths;
@@ -35,11 +36,12 @@ use gix::ObjectId;
 
 pub use confine::WriteRules;
 pub use create::create_local_wiki;
-use engine::{Backend, PageChange, SendGate, WikiState};
 pub use error::{ErrorKind, Outcome, WikiError};
+use mirror::{Backend, PageChange, WikiState};
 pub use remote::{Destination, Remote, Secret};
 pub use types::*;
 use validate::RefSpec;
+use write::SendGate;
 
 /// Default deadline of one call (DESIGN §7).
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
@@ -83,7 +85,7 @@ impl WikiStore {
     /// The mirror directory a destination id uses (for operators and tests).
     pub fn mirror_path(&self, destination_id: &str) -> PathBuf {
         self.mirrors_dir
-            .join(engine::mirror_dir_name(destination_id))
+            .join(mirror::mirror_dir_name(destination_id))
     }
 
     /// A handle for one destination. Checks the remote's configuration (https,
@@ -114,8 +116,8 @@ impl WikiStore {
                 Some(existing) if existing.location == location => existing.clone(),
                 _ => {
                     let repo = match backend {
-                        Backend::Http { .. } => engine::open_mirror(&location)?,
-                        Backend::Local => engine::open_isolated(&location).map_err(|_| {
+                        Backend::Http { .. } => mirror::open_mirror(&location)?,
+                        Backend::Local => mirror::open_isolated(&location).map_err(|_| {
                             WikiError::not_applied(
                                 ErrorKind::ConfigurationError,
                                 "the local wiki repository could not be opened; check local_wiki_path",
