@@ -1,6 +1,7 @@
 //! Validated identifiers, checked once where they enter and carried typed
 //! from there: a full commit id ([`Sha`]), a pull request number
-//! ([`PullNumber`]) and a repository name ([`RepoName`]).
+//! ([`PullNumber`]), a repository name ([`RepoName`]) and what one job
+//! reconciles ([`Scope`]), from the dispatch to the commit trailer.
 //!
 //! Invariants: a value of these types always holds what its name says — a
 //! `Sha` is 40 lowercase hex digits, a `PullNumber` is in `1..=i32::MAX`
@@ -77,6 +78,18 @@ impl PartialEq<str> for Sha {
 impl PartialEq<&str> for Sha {
     fn eq(&self, other: &&str) -> bool {
         self.0.eq_ignore_ascii_case(other)
+    }
+}
+
+impl PartialEq<String> for Sha {
+    fn eq(&self, other: &String) -> bool {
+        self.0.eq_ignore_ascii_case(other)
+    }
+}
+
+impl PartialEq<Sha> for String {
+    fn eq(&self, other: &Sha) -> bool {
+        other == self
     }
 }
 
@@ -218,6 +231,69 @@ impl fmt::Debug for RepoName {
     }
 }
 
+/// What one job reconciles: the pushes `before..after` on the default
+/// branch, or one merged pull request pinned to its merge commit. Its text
+/// form (`Display`, [`Scope::parse`]) is the `Teammem-Range` trailer's value
+/// and the writer child's `TEAMMEM_WRITER_RANGE`: `before..after` or
+/// `#number@merge_sha`.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Scope {
+    Range { before: Sha, after: Sha },
+    PullRequest { number: PullNumber, merge_sha: Sha },
+}
+
+impl Scope {
+    /// The newest commit the job may read (`after`, or the merge commit).
+    pub fn tip(&self) -> &Sha {
+        match self {
+            Scope::Range { after, .. } => after,
+            Scope::PullRequest { merge_sha, .. } => merge_sha,
+        }
+    }
+
+    /// The inverse of `Display`; the error says which forms are accepted.
+    pub fn parse(text: &str) -> Result<Scope, String> {
+        let parsed = if let Some(pull) = text.strip_prefix('#') {
+            pull.split_once('@').and_then(|(number, sha)| {
+                let number = number.parse::<u64>().ok()?;
+                Some(Scope::PullRequest {
+                    number: PullNumber::new(number).ok()?,
+                    merge_sha: Sha::parse(sha).ok()?,
+                })
+            })
+        } else {
+            text.split_once("..").and_then(|(before, after)| {
+                Some(Scope::Range {
+                    before: Sha::parse(before).ok()?,
+                    after: Sha::parse(after).ok()?,
+                })
+            })
+        };
+        parsed.ok_or_else(|| {
+            format!(
+                "{:?} is not a job scope; write before..after (two full commit ids) or #number@merge_sha",
+                bounded(text)
+            )
+        })
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scope::Range { before, after } => write!(f, "{before}..{after}"),
+            Scope::PullRequest { number, merge_sha } => write!(f, "#{number}@{merge_sha}"),
+        }
+    }
+}
+
+impl fmt::Debug for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Scope({self})")
+    }
+}
+
 /// At most 64 bytes of `text`, for error messages about bad input.
 fn bounded(text: &str) -> &str {
     let mut end = text.len().min(64);
@@ -255,6 +331,41 @@ mod tests {
             serde_json::to_string(&PullNumber::new(12).unwrap()).unwrap(),
             "12"
         );
+    }
+
+    #[test]
+    fn a_scope_reads_back_what_it_writes() {
+        let range = Scope::Range {
+            before: Sha::parse(&"a".repeat(40)).unwrap(),
+            after: Sha::parse(&"B".repeat(40)).unwrap(),
+        };
+        let pull = Scope::PullRequest {
+            number: PullNumber::new(12).unwrap(),
+            merge_sha: Sha::parse(&"c".repeat(40)).unwrap(),
+        };
+        assert_eq!(
+            range.to_string(),
+            format!("{}..{}", "a".repeat(40), "b".repeat(40))
+        );
+        assert_eq!(pull.to_string(), format!("#12@{}", "c".repeat(40)));
+        for scope in [&range, &pull] {
+            assert_eq!(&Scope::parse(&scope.to_string()).unwrap(), scope);
+        }
+        assert_eq!(range.tip().as_str(), "b".repeat(40));
+        for bad in [
+            "",
+            "a..b",
+            &format!("{}...{}", "a".repeat(40), "b".repeat(40)),
+            &format!("#0@{}", "c".repeat(40)),
+            &format!("#x@{}", "c".repeat(40)),
+            "#12@abc",
+            &format!("{}..{}\nInjected: 1", "a".repeat(40), "b".repeat(40)),
+        ] {
+            assert!(
+                Scope::parse(bad).unwrap_err().contains("before..after"),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

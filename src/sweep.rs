@@ -27,6 +27,7 @@ use std::sync::Arc;
 use crate::config::{Config, Source};
 use crate::forge::Forges;
 use crate::forge::{Ancestry, Refusal};
+use crate::ids::Sha;
 use crate::queue::{Disposition, JobKind, JobState, NewJob, Origin, Queue};
 
 /// The actor recorded on the jobs the sweep enqueues.
@@ -36,14 +37,14 @@ pub const ACTOR: &str = "sweep";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// The source had no cursor: its tip is now the cursor.
-    TrackingStarted { tip: String },
+    TrackingStarted { tip: Sha },
     /// The tip is the cursor.
     UpToDate,
     /// A new `sweep` job covers `cursor..tip`.
     Enqueued {
         job_id: i64,
-        before: String,
-        after: String,
+        before: Sha,
+        after: Sha,
     },
     /// `cursor..tip` extended a queued job ending at the cursor.
     Coalesced { job_id: i64 },
@@ -54,9 +55,9 @@ pub enum Outcome {
     AlreadyTried { job_id: i64, state: JobState },
     /// The cursor is not in the tip's history (force-push): nothing enqueued.
     NotAncestor {
-        cursor: String,
+        cursor: Sha,
         branch: String,
-        tip: String,
+        tip: Sha,
     },
     /// The source's wiki is across an audience boundary: nothing enqueued.
     AudienceMismatch { message: String },
@@ -139,7 +140,7 @@ impl Sweep {
             }
             Err(e) => return queue_failed(e),
         };
-        if cursor.eq_ignore_ascii_case(&tip.sha) {
+        if cursor == tip.sha {
             return Outcome::UpToDate;
         }
         match self.queue.range_job_from(repository, &cursor).await {
@@ -174,7 +175,7 @@ impl Sweep {
             destination: source.destination(),
             origin: Origin::Sweep,
             kind: JobKind::Range {
-                before: cursor.to_ascii_lowercase(),
+                before: cursor.clone(),
                 after: tip.sha.clone(),
                 run_id: None,
                 run_attempt: None,

@@ -409,8 +409,8 @@ mod tests {
                     destination: "local:/wikis/octo/app".into(),
                     origin: Origin::Dispatch,
                     kind: JobKind::Range {
-                        before: format!("{:040x}", 1),
-                        after: format!("{:040x}", 2),
+                        before: crate::ids::Sha::parse(&format!("{:040x}", 1)).unwrap(),
+                        after: crate::ids::Sha::parse(&format!("{:040x}", 2)).unwrap(),
                         run_id: None,
                         run_attempt: None,
                     },

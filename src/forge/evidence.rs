@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::Sha;
+use crate::ids::{Scope, Sha};
 
 /// At most this many commits in a bundle (the largest range a dispatch may name).
 pub const MAX_COMMITS: usize = 1000;
@@ -78,45 +78,19 @@ pub struct SourceInfo {
     pub default_branch: String,
 }
 
-/// What the job was authorized to reconcile.
+/// What the job was authorized to reconcile: its id and its [`Scope`]
+/// (serialized flat: `{"kind": "range", "job_id": …, "before": …, "after": …}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum JobScope {
-    Range {
-        job_id: i64,
-        before: Sha,
-        after: Sha,
-    },
-    PullRequest {
-        job_id: i64,
-        number: u64,
-        merge_sha: Sha,
-    },
+pub struct JobScope {
+    pub job_id: i64,
+    #[serde(flatten)]
+    pub scope: Scope,
 }
 
 impl JobScope {
-    pub fn job_id(&self) -> i64 {
-        match self {
-            JobScope::Range { job_id, .. } | JobScope::PullRequest { job_id, .. } => *job_id,
-        }
-    }
-
     /// The newest commit the job may read (`after`, or the PR's merge commit).
-    pub fn tip(&self) -> &str {
-        match self {
-            JobScope::Range { after, .. } => after,
-            JobScope::PullRequest { merge_sha, .. } => merge_sha,
-        }
-    }
-
-    /// `before..after`, or the PR's merge commit, for commit trailers.
-    pub fn describe(&self) -> String {
-        match self {
-            JobScope::Range { before, after, .. } => format!("{before}..{after}"),
-            JobScope::PullRequest {
-                number, merge_sha, ..
-            } => format!("#{number}@{merge_sha}"),
-        }
+    pub fn tip(&self) -> &Sha {
+        self.scope.tip()
     }
 }
 
@@ -316,10 +290,12 @@ mod tests {
                 forge: "local".into(),
                 default_branch: "main".into(),
             },
-            job: JobScope::Range {
+            job: JobScope {
                 job_id: 7,
-                before: crate::ids::Sha::parse(&"a".repeat(40)).unwrap(),
-                after: crate::ids::Sha::parse(&"b".repeat(40)).unwrap(),
+                scope: Scope::Range {
+                    before: Sha::parse(&"a".repeat(40)).unwrap(),
+                    after: Sha::parse(&"b".repeat(40)).unwrap(),
+                },
             },
             commits: vec![],
             commits_truncated: false,

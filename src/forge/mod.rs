@@ -49,9 +49,9 @@ pub struct VerifiedRange {
 /// A merged pull request the forge vouches for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifiedPull {
-    pub number: u64,
-    /// The merge (or squash) commit on the default branch, 40 hex.
-    pub merge_sha: String,
+    pub number: PullNumber,
+    /// The merge (or squash) commit on the default branch.
+    pub merge_sha: Sha,
     pub default_branch: String,
     pub repository_id: Option<u64>,
     pub run: Option<VerifiedRun>,
@@ -62,8 +62,8 @@ pub struct VerifiedPull {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BranchTip {
     pub branch: String,
-    /// 40 lowercase hex.
-    pub sha: String,
+    /// The commit the branch points at.
+    pub sha: Sha,
 }
 
 /// How a remembered commit relates to the default branch's tip (the sweep's
@@ -111,6 +111,7 @@ impl Refusal {
 }
 
 pub use crate::ids::is_full_sha;
+use crate::ids::{PullNumber, Sha};
 
 /// Checks that need no forge: zero SHAs and empty ranges are refused before any call.
 pub fn precheck_range(before: &str, after: &str) -> Result<(), Refusal> {

@@ -23,6 +23,7 @@ use super::github::GitHubForge;
 pub use super::github::SetupError;
 use super::{Ancestry, BranchTip, Refusal, RunRef, VerifiedPull, VerifiedRange, local};
 use crate::config::{Config, Forge, Source};
+use crate::ids::{PullNumber, Scope};
 
 /// Why a GitHub source cannot be asked without `[github]`.
 const NO_GITHUB: &str =
@@ -144,7 +145,7 @@ impl<'a> SourceForge<'a> {
     pub async fn verify_pull(
         &self,
         run: Option<RunRef>,
-        number: u64,
+        number: PullNumber,
     ) -> Result<VerifiedPull, Refusal> {
         match self.on {
             On::Local(repo) => {
@@ -195,11 +196,11 @@ impl<'a> SourceForge<'a> {
         match self.on {
             On::Local(repo) => {
                 let (repo, scope) = (repo.clone(), scope.clone());
-                blocking_source(move || match &scope {
-                    JobScope::Range { before, after, .. } => {
+                blocking_source(move || match &scope.scope {
+                    Scope::Range { before, after } => {
                         local::evidence::recheck_range(&repo, before, after)
                     }
-                    JobScope::PullRequest { merge_sha, .. } => {
+                    Scope::PullRequest { merge_sha, .. } => {
                         local::evidence::recheck_commit(&repo, merge_sha)
                     }
                 })
@@ -207,11 +208,11 @@ impl<'a> SourceForge<'a> {
             }
             On::GitHub(client) => {
                 let client = client.ok_or_else(|| SourceError::Unavailable(NO_GITHUB.into()))?;
-                match scope {
-                    JobScope::Range { before, after, .. } => {
+                match &scope.scope {
+                    Scope::Range { before, after } => {
                         client.recheck_range(self.source, before, after).await
                     }
-                    JobScope::PullRequest { merge_sha, .. } => {
+                    Scope::PullRequest { merge_sha, .. } => {
                         client.recheck_commit(self.source, merge_sha).await
                     }
                 }

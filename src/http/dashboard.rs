@@ -534,7 +534,8 @@ impl Links {
 
     fn what(&self, job: &Job) -> String {
         match job.job_kind() {
-            JobKind::Range { before, after, .. } => {
+            Err(malformed) => escape(&malformed),
+            Ok(JobKind::Range { before, after, .. }) => {
                 let compare = match &self.source_base {
                     Some(b) => format!(
                         " (<a href=\"{}/compare/{}...{}\">compare</a>)",
@@ -550,7 +551,7 @@ impl Links {
                     self.commit(&after)
                 )
             }
-            JobKind::PullRequest { number, merge_sha } => {
+            Ok(JobKind::PullRequest { number, merge_sha }) => {
                 let pr = match &self.source_base {
                     Some(b) => format!("<a href=\"{}/pull/{number}\">PR #{number}</a>", escape(b)),
                     None => format!("PR #{number}"),

@@ -45,7 +45,7 @@ pub fn new_job(v: &VerifiedDispatch) -> NewJob {
         VerifiedKind::PullRequest { number, merge_sha } => (
             Origin::Request,
             JobKind::PullRequest {
-                number: *number as i64,
+                number: *number,
                 merge_sha: merge_sha.clone(),
             },
         ),

@@ -48,7 +48,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
     let requests = service(state);
     let mut context = Context::new(binding);
     // Private GitHub wikis are read with the App's read-only installation token.
-    if let Some(forge) = requests.github.clone() {
+    if let Some(forge) = requests.forges.github().cloned() {
         context = context.with_credentials(Arc::new(AppWikiCredentials::new(forge)));
     }
     let server = WikiServer::with_context(context.with_coordinator(requests)).remote();

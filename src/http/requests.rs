@@ -17,6 +17,7 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 
 use super::{ApiError, AppState};
+use crate::forge::Forges;
 use crate::requests::{MAX_PULL_NUMBER, Requests, check_pull_number};
 
 /// Largest accepted request body.
@@ -31,7 +32,11 @@ pub fn service(state: &AppState) -> Requests {
     Requests {
         config: state.config.clone(),
         queue: state.queue.clone(),
-        github: state.ingest.as_ref().and_then(|i| i.github_forge()),
+        forges: state
+            .ingest
+            .as_ref()
+            .map(|i| i.forges())
+            .unwrap_or_else(|| Forges::with_github(None)),
         wake: Some(state.wake_workers.clone()),
     }
 }

@@ -24,6 +24,7 @@ use crate::config::{Config, Source};
 use crate::forge::Forges;
 use crate::forge::RunRef;
 use crate::forge::github::GitHubForge;
+use crate::ids::{PullNumber, Sha};
 use crate::secrets::{Secret, webhook_secret_from_env};
 use oidc::OidcVerifier;
 
@@ -46,14 +47,14 @@ pub struct DispatchHeaders<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VerifiedKind {
     Range {
-        before: String,
-        after: String,
+        before: Sha,
+        after: Sha,
         /// Commits in `before..after`.
         commits: u64,
     },
     PullRequest {
-        number: u64,
-        merge_sha: String,
+        number: PullNumber,
+        merge_sha: Sha,
     },
 }
 

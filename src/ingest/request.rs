@@ -7,15 +7,16 @@
 use serde_json::{Map, Value};
 
 use super::IngestError;
-use crate::forge::{RunRef, is_full_sha};
+use crate::forge::RunRef;
+use crate::ids::{PullNumber, Sha};
 
 /// What a dispatch asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DispatchKind {
     /// The post-merge workflow: reconcile `before..after` of the default branch.
-    Range { before: String, after: String },
+    Range { before: Sha, after: Sha },
     /// The request workflow: reconcile one merged pull request.
-    PullRequest { number: u64 },
+    PullRequest { number: PullNumber },
 }
 
 /// A syntactically valid dispatch, not yet verified against the forge.
@@ -58,17 +59,19 @@ fn positive(map: &Map<String, Value>, field: &str) -> Result<Option<u64>, Ingest
     }
 }
 
-fn sha(map: &Map<String, Value>, field: &str) -> Result<String, IngestError> {
-    match map.get(field) {
-        Some(Value::String(s)) if is_full_sha(s) => Ok(s.to_ascii_lowercase()),
-        Some(v) => Err(IngestError::invalid_field(format!(
-            "{field} must be a full 40-hex commit SHA, got {}",
-            truncate(&v.to_string())
-        ))),
-        None => Err(IngestError::invalid_field(format!(
-            "{field} is required for kind \"range\""
-        ))),
-    }
+fn sha(map: &Map<String, Value>, field: &str) -> Result<Sha, IngestError> {
+    let value = map.get(field).ok_or_else(|| {
+        IngestError::invalid_field(format!("{field} is required for kind \"range\""))
+    })?;
+    value
+        .as_str()
+        .and_then(|text| Sha::parse(text).ok())
+        .ok_or_else(|| {
+            IngestError::invalid_field(format!(
+                "{field} must be a full 40-hex commit SHA, got {}",
+                truncate(&value.to_string())
+            ))
+        })
 }
 
 fn truncate(s: &str) -> String {
@@ -162,10 +165,12 @@ pub fn parse(body: &[u8], run_required: bool) -> Result<DispatchRequest, IngestE
             after: sha(&map, "push_after")?,
         }
     } else {
+        let number = positive(&map, "pull_number")?.ok_or_else(|| {
+            IngestError::invalid_field("pull_number is required for kind \"pull_request\"")
+        })?;
         DispatchKind::PullRequest {
-            number: positive(&map, "pull_number")?.ok_or_else(|| {
-                IngestError::invalid_field("pull_number is required for kind \"pull_request\"")
-            })?,
+            number: PullNumber::new(number)
+                .map_err(|e| IngestError::invalid_field(format!("pull_number: {e}")))?,
         }
     };
     Ok(DispatchRequest {
@@ -195,8 +200,8 @@ mod tests {
         assert_eq!(
             r.kind,
             DispatchKind::Range {
-                before: A.into(),
-                after: B.into()
+                before: Sha::parse(A).unwrap(),
+                after: Sha::parse(B).unwrap()
             }
         );
     }

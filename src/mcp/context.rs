@@ -27,6 +27,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::config::{self, Config, Forge, Source};
+use crate::ids::Scope;
 use crate::wiki::{Destination, Identity as Committer, Remote, Secret, Trailer, Wiki, WikiStore};
 use crate::writer_contract::broker::{BrokerClient, WriterDestination, WriterGrant, WriterRemote};
 use crate::writer_contract::{
@@ -43,7 +44,7 @@ pub struct WriterBinding {
     /// The one source (`owner/name`) this writer serves.
     pub source: String,
     pub job: Option<String>,
-    pub range: Option<String>,
+    pub range: Option<Scope>,
     /// Credential for an HTTP wiki remote; never in a result, a log line or argv.
     pub token: Option<Secret>,
     /// The job's broker: the destination's and wiki token's source (asked
@@ -424,7 +425,7 @@ pub fn trailers(origin: &WriteOrigin, source: &str) -> Vec<Trailer> {
             }
             out.push(trailer(TRAILER_SOURCE, source));
             if let Some(range) = &writer.range {
-                out.push(trailer(TRAILER_RANGE, range));
+                out.push(trailer(TRAILER_RANGE, &range.to_string()));
             }
         }
         WriteOrigin::Operator => {

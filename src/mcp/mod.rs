@@ -89,7 +89,7 @@ pub async fn run_stdio(config_path: Option<PathBuf>, mode: Mode) -> Result<(), M
     let context = match mode {
         Mode::Agent { .. } => {
             let requests = coordinator(&binding.config).await?;
-            let github = requests.github.clone();
+            let github = requests.forges.github().cloned();
             let context = Context::new(binding).with_coordinator(requests);
             match github {
                 Some(forge) => context
@@ -207,23 +207,16 @@ pub async fn coordinator(
             data_dir.display()
         ))
     })?;
-    let github = match &config.github {
-        Some(gh) => match match crate::forge::github::load_app_key(gh).await {
-            Ok(key) => crate::forge::github::GitHubForge::new(gh, &key),
-            Err(e) => Err(e.to_string()),
-        } {
-            Ok(forge) => Some(std::sync::Arc::new(forge)),
-            Err(e) => {
-                tracing::warn!(target: "teammem::mcp", error = %e, "the GitHub App key could not be loaded; requests for GitHub sources will be refused");
-                None
-            }
-        },
-        None => None,
-    };
+    let forges = crate::forge::Forges::from_config(config)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(target: "teammem::mcp", error = %e, "the GitHub App key could not be loaded; requests for GitHub sources will be refused");
+            crate::forge::Forges::with_github(None)
+        });
     Ok(crate::requests::Requests {
         config: config.clone(),
         queue: crate::queue::Queue::from_config(config, pool),
-        github,
+        forges,
         wake: None,
     })
 }

@@ -11,6 +11,7 @@
 use super::model::{Job, SourceCursor};
 use super::rows::{job_columns, job_from_row};
 use super::{Queue, QueueError};
+use crate::ids::Sha;
 
 /// Writes the cursor of `source` (creating it on first use).
 pub(crate) async fn store_cursor(
@@ -43,17 +44,25 @@ impl Queue {
         .bind(source)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|(source, sha, job_id, updated_at)| SourceCursor {
-            source,
-            sha,
-            job_id,
-            updated_at,
-        }))
+        row.map(|(source, sha, job_id, updated_at)| {
+            let sha = Sha::parse(&sha).map_err(|e| {
+                QueueError::Database(sqlx::Error::Decode(
+                    format!("source_cursors.sha of {source}: {e}").into(),
+                ))
+            })?;
+            Ok(SourceCursor {
+                source,
+                sha,
+                job_id,
+                updated_at,
+            })
+        })
+        .transpose()
     }
 
     /// Sets the cursor of `source` to `sha` by hand (bootstrap of a new
     /// source, or the sweep after checking ancestry).
-    pub async fn advance_cursor(&self, source: &str, sha: &str) -> Result<(), QueueError> {
+    pub async fn advance_cursor(&self, source: &str, sha: &Sha) -> Result<(), QueueError> {
         let now = self.now_ms();
         let (source, sha) = (source.to_string(), sha.to_string());
         self.write(move |conn| {
@@ -110,10 +119,11 @@ impl Queue {
 mod tests {
     use std::sync::Arc;
 
+    use crate::ids::Sha;
     use crate::queue::{Completion, JobKind, ManualClock, NewJob, Origin, Queue, QueueSettings};
 
-    fn sha(n: u64) -> String {
-        format!("{n:040x}")
+    fn sha(n: u64) -> Sha {
+        Sha::parse(&format!("{n:040x}")).unwrap()
     }
 
     fn range(source: &str, before: u64, after: u64) -> NewJob {
@@ -170,7 +180,7 @@ mod tests {
         );
         let pull = NewJob {
             kind: JobKind::PullRequest {
-                number: 7,
+                number: crate::ids::PullNumber::new(7).unwrap(),
                 merge_sha: sha(9),
             },
             ..range("octo/app", 0, 0)
@@ -204,7 +214,10 @@ mod tests {
             None
         );
         assert_eq!(queue.cursor("octo/app").await.unwrap().unwrap().sha, sha(2));
-        assert_eq!(queue.forget_cursor("octo/app").await.unwrap(), Some(sha(2)));
+        assert_eq!(
+            queue.forget_cursor("octo/app").await.unwrap(),
+            Some(sha(2).to_string())
+        );
         assert_eq!(queue.cursor("octo/app").await.unwrap(), None);
         assert_eq!(queue.forget_cursor("octo/app").await.unwrap(), None);
     }

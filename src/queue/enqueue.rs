@@ -12,6 +12,7 @@ use sqlx::Row;
 use super::model::{Disposition, Enqueued, JobKind, JobState, NewJob};
 use super::rows::job_columns;
 use super::{Counters, Queue, QueueError};
+use crate::ids::Sha;
 
 /// The key under which a job is deduplicated:
 /// - dispatched range: `range:<source>:run:<run_id>:<run_attempt>` (attempt
@@ -51,15 +52,7 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> QueueError {
     }
 }
 
-fn check_sha(field: &'static str, sha: &str) -> Result<(), QueueError> {
-    let well_formed =
-        matches!(sha.len(), 40 | 64) && sha.bytes().all(|byte| byte.is_ascii_hexdigit());
-    if !well_formed {
-        return Err(invalid(
-            field,
-            format!("expected a full commit SHA (40 or 64 hex digits), got {sha:?}"),
-        ));
-    }
+fn check_sha(field: &'static str, sha: &Sha) -> Result<(), QueueError> {
     if sha.bytes().all(|byte| byte == b'0') {
         return Err(invalid(field, "the all-zero SHA names no commit"));
     }
@@ -110,7 +103,7 @@ fn validate(job: &NewJob, delivery_id: Option<&str>) -> Result<(), QueueError> {
         } => {
             check_sha("push_before", before)?;
             check_sha("push_after", after)?;
-            if before.eq_ignore_ascii_case(after) {
+            if before == after {
                 return Err(invalid(
                     "push_after",
                     "equals push_before: an empty range has nothing to reconcile",
@@ -134,15 +127,7 @@ fn validate(job: &NewJob, delivery_id: Option<&str>) -> Result<(), QueueError> {
                 _ => {}
             }
         }
-        JobKind::PullRequest { number, merge_sha } => {
-            if *number < 1 {
-                return Err(invalid(
-                    "pull_number",
-                    format!("must be positive, got {number}"),
-                ));
-            }
-            check_sha("merge_sha", merge_sha)?;
-        }
+        JobKind::PullRequest { merge_sha, .. } => check_sha("merge_sha", merge_sha)?,
     }
     Ok(())
 }
@@ -228,9 +213,12 @@ async fn store(
             run_attempt,
             ..
         } => (*run_id, *run_attempt, None, None),
-        JobKind::PullRequest { number, merge_sha } => {
-            (None, None, Some(*number), Some(merge_sha.as_str()))
-        }
+        JobKind::PullRequest { number, merge_sha } => (
+            None,
+            None,
+            Some(number.get() as i64),
+            Some(merge_sha.as_str()),
+        ),
     };
     let created_detail = format!("{} job from {} as {identity}", job.kind.name(), job.origin);
     let coalesced_detail = after.map(|after| format!("range extended to ..{after} by {identity}"));
@@ -361,8 +349,8 @@ mod tests {
     use super::*;
     use crate::queue::model::Origin;
 
-    fn sha(digit: char) -> String {
-        std::iter::repeat_n(digit, 40).collect()
+    fn sha(digit: char) -> Sha {
+        Sha::parse(&std::iter::repeat_n(digit, 40).collect::<String>()).unwrap()
     }
 
     fn range(run: Option<(i64, i64)>) -> NewJob {
@@ -392,7 +380,7 @@ mod tests {
         );
         let pr = NewJob {
             kind: JobKind::PullRequest {
-                number: 7,
+                number: crate::ids::PullNumber::new(7).unwrap(),
                 merge_sha: sha('c'),
             },
             ..range(None)
@@ -425,18 +413,6 @@ mod tests {
             (
                 NewJob {
                     kind: JobKind::Range {
-                        before: "abc".into(),
-                        after: sha('b'),
-                        run_id: None,
-                        run_attempt: None,
-                    },
-                    ..range(None)
-                },
-                "push_before: expected a full commit SHA",
-            ),
-            (
-                NewJob {
-                    kind: JobKind::Range {
                         before: sha('0'),
                         after: sha('b'),
                         run_id: None,
@@ -445,16 +421,6 @@ mod tests {
                     ..range(None)
                 },
                 "push_before: the all-zero SHA",
-            ),
-            (
-                NewJob {
-                    kind: JobKind::PullRequest {
-                        number: 0,
-                        merge_sha: sha('c'),
-                    },
-                    ..range(None)
-                },
-                "pull_number: must be positive",
             ),
             (
                 NewJob {

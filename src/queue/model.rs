@@ -10,6 +10,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::{PullNumber, Scope, Sha};
+
 /// Where a job is in its life.
 ///
 /// ```text
@@ -175,16 +177,30 @@ pub enum JobKind {
     /// `run_attempt` name the Actions run that dispatched it (absent for the
     /// local forge and for sweeps).
     Range {
-        before: String,
-        after: String,
+        before: Sha,
+        after: Sha,
         run_id: Option<i64>,
         run_attempt: Option<i64>,
     },
     /// One merged pull request, pinned to its merge commit.
-    PullRequest { number: i64, merge_sha: String },
+    PullRequest { number: PullNumber, merge_sha: Sha },
 }
 
 impl JobKind {
+    /// What the job reconciles, without who dispatched it.
+    pub fn scope(&self) -> Scope {
+        match self {
+            JobKind::Range { before, after, .. } => Scope::Range {
+                before: before.clone(),
+                after: after.clone(),
+            },
+            JobKind::PullRequest { number, merge_sha } => Scope::PullRequest {
+                number: *number,
+                merge_sha: merge_sha.clone(),
+            },
+        }
+    }
+
     pub fn name(&self) -> JobKindName {
         match self {
             JobKind::Range { .. } => JobKindName::Range,
@@ -245,12 +261,12 @@ pub struct Job {
     pub destination: String,
     pub origin: Origin,
     pub kind: JobKindName,
-    pub push_before: Option<String>,
-    pub push_after: Option<String>,
+    pub push_before: Option<Sha>,
+    pub push_after: Option<Sha>,
     pub run_id: Option<i64>,
     pub run_attempt: Option<i64>,
-    pub pull_number: Option<i64>,
-    pub merge_sha: Option<String>,
+    pub pull_number: Option<PullNumber>,
+    pub merge_sha: Option<Sha>,
     pub state: JobState,
     /// Attempts started (claims), reset by a maintainer's retry.
     pub attempts: i64,
@@ -277,20 +293,29 @@ pub struct Job {
 
 impl Job {
     /// The job's kind with its fields, as it was enqueued (with `after`
-    /// moved forward by coalescing).
-    pub fn job_kind(&self) -> JobKind {
-        match self.kind {
+    /// moved forward by coalescing). `Err` names the missing field of a job
+    /// whose fields do not fit its kind (the schema's CHECK prevents that for
+    /// stored rows; a hand-built `Job` can still hold it).
+    pub fn job_kind(&self) -> Result<JobKind, String> {
+        let missing = |field: &str| format!("job {} is a {} without {field}", self.id, self.kind);
+        Ok(match self.kind {
             JobKindName::Range => JobKind::Range {
-                before: self.push_before.clone().unwrap_or_default(),
-                after: self.push_after.clone().unwrap_or_default(),
+                before: self
+                    .push_before
+                    .clone()
+                    .ok_or_else(|| missing("push_before"))?,
+                after: self
+                    .push_after
+                    .clone()
+                    .ok_or_else(|| missing("push_after"))?,
                 run_id: self.run_id,
                 run_attempt: self.run_attempt,
             },
             JobKindName::PullRequest => JobKind::PullRequest {
-                number: self.pull_number.unwrap_or_default(),
-                merge_sha: self.merge_sha.clone().unwrap_or_default(),
+                number: self.pull_number.ok_or_else(|| missing("pull_number"))?,
+                merge_sha: self.merge_sha.clone().ok_or_else(|| missing("merge_sha"))?,
             },
-        }
+        })
     }
 }
 
@@ -420,7 +445,7 @@ pub struct JobEvent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceCursor {
     pub source: String,
-    pub sha: String,
+    pub sha: Sha,
     /// The job whose success advanced it (`None` when set by hand).
     pub job_id: Option<i64>,
     pub updated_at: i64,

@@ -9,6 +9,7 @@ use sqlx::{Row, SqliteConnection};
 
 use super::QueueError;
 use super::model::{Job, JobKindName, JobState, Origin};
+use crate::ids::{PullNumber, Sha};
 
 /// The columns of `jobs` that make a [`Job`], in [`job_from_row`]'s order. A
 /// macro so it can be spliced into `concat!` and keep every query a
@@ -32,6 +33,13 @@ pub(crate) fn parse_state(text: &str) -> Result<JobState, QueueError> {
         .map_err(|_| corrupt(format!("jobs.state holds unknown value {text:?}")))
 }
 
+/// A stored commit id column, checked (`None` when NULL).
+fn sha_column(row: &SqliteRow, column: &str) -> Result<Option<Sha>, QueueError> {
+    let text: Option<String> = row.try_get(column)?;
+    text.map(|text| Sha::parse(&text).map_err(|e| corrupt(format!("jobs.{column}: {e}"))))
+        .transpose()
+}
+
 pub(crate) fn job_from_row(row: &SqliteRow) -> Result<Job, QueueError> {
     let origin: String = row.try_get("origin")?;
     let kind: String = row.try_get("kind")?;
@@ -49,12 +57,20 @@ pub(crate) fn job_from_row(row: &SqliteRow) -> Result<Job, QueueError> {
             .ok_or_else(|| corrupt(format!("jobs.origin holds unknown value {origin:?}")))?,
         kind: JobKindName::parse(&kind)
             .ok_or_else(|| corrupt(format!("jobs.kind holds unknown value {kind:?}")))?,
-        push_before: row.try_get("push_before")?,
-        push_after: row.try_get("push_after")?,
+        push_before: sha_column(row, "push_before")?,
+        push_after: sha_column(row, "push_after")?,
         run_id: row.try_get("run_id")?,
         run_attempt: row.try_get("run_attempt")?,
-        pull_number: row.try_get("pull_number")?,
-        merge_sha: row.try_get("merge_sha")?,
+        pull_number: row
+            .try_get::<Option<i64>, _>("pull_number")?
+            .map(|n| {
+                u64::try_from(n)
+                    .map_err(|e| e.to_string())
+                    .and_then(PullNumber::new)
+                    .map_err(|e| corrupt(format!("jobs.pull_number: {e}")))
+            })
+            .transpose()?,
+        merge_sha: sha_column(row, "merge_sha")?,
         state: parse_state(&state)?,
         attempts: row.try_get("attempts")?,
         max_attempts: row.try_get("max_attempts")?,

@@ -12,12 +12,13 @@ impl Job {
     /// `PR #12 (0123456789)` (the CLI's form).
     pub fn summary(&self) -> String {
         match self.job_kind() {
-            JobKind::Range { before, after, .. } => {
+            Ok(JobKind::Range { before, after, .. }) => {
                 format!("range {}..{}", short_sha(&before), short_sha(&after))
             }
-            JobKind::PullRequest { number, merge_sha } => {
+            Ok(JobKind::PullRequest { number, merge_sha }) => {
                 format!("PR #{number} ({})", short_sha(&merge_sha))
             }
+            Err(malformed) => malformed,
         }
     }
 
@@ -25,10 +26,11 @@ impl Job {
     /// `PR #12` (the dashboard's list).
     pub fn brief_summary(&self) -> String {
         match self.job_kind() {
-            JobKind::Range { before, after, .. } => {
+            Ok(JobKind::Range { before, after, .. }) => {
                 format!("{}..{}", short_sha(&before), short_sha(&after))
             }
-            JobKind::PullRequest { number, .. } => format!("PR #{number}"),
+            Ok(JobKind::PullRequest { number, .. }) => format!("PR #{number}"),
+            Err(malformed) => malformed,
         }
     }
 }

@@ -20,13 +20,14 @@ use tokio::sync::Notify;
 
 use crate::config::{Config, Forge, Source};
 use crate::forge::github::{GitHubError, GitHubForge, TokenOwner};
-use crate::forge::{Refusal, VerifiedPull, local};
+use crate::forge::{Forges, Refusal, VerifiedPull};
+use crate::ids::{PullNumber, Sha};
 use crate::queue::{Disposition, Enqueued, JobKind, NewJob, Origin, Queue, QueueError};
 use crate::secrets::Secret;
 use crate::tokens::{self, Principal};
 
 /// Largest pull request number accepted (GitHub numbers are 32-bit).
-pub const MAX_PULL_NUMBER: i64 = i32::MAX as i64;
+pub const MAX_PULL_NUMBER: i64 = PullNumber::MAX as i64;
 
 /// What kind of refusal a [`RequestError`] is; each caller maps it to its
 /// own answer.
@@ -129,7 +130,7 @@ impl Credential {
 #[derive(Debug, Clone)]
 pub struct Accepted {
     pub enqueued: Enqueued,
-    pub merge_sha: String,
+    pub merge_sha: Sha,
 }
 
 impl Accepted {
@@ -146,7 +147,7 @@ impl Accepted {
 pub struct Requests {
     pub config: Arc<Config>,
     pub queue: Queue,
-    pub github: Option<Arc<GitHubForge>>,
+    pub forges: Forges,
     /// Wakes the daemon's workers after an enqueue (absent in `teammem mcp` on
     /// stdio: the daemon's workers find the job on their next poll).
     pub wake: Option<Arc<Notify>>,
@@ -308,22 +309,13 @@ impl Requests {
         number: i64,
         actor: &str,
     ) -> Result<Accepted, RequestError> {
-        check_pull_number(number)?;
-        let number = number as u64;
-        let verified: VerifiedPull = match &source.forge {
-            Forge::GitHub => self
-                .github()?
-                .verify_pull(source, None, number)
-                .await
-                .map_err(refusal)?,
-            Forge::Local { repo, .. } => {
-                let path = repo.clone();
-                tokio::task::spawn_blocking(move || local::verify_pull(&path, number))
-                    .await
-                    .map_err(|e| RequestError::internal("the local verification task failed", &e))?
-                    .map_err(refusal)?
-            }
-        };
+        let number = check_pull_number(number)?;
+        let verified: VerifiedPull = self
+            .forges
+            .of(source)
+            .verify_pull(None, number)
+            .await
+            .map_err(refusal)?;
         let enqueued = self
             .queue
             .enqueue(
@@ -332,7 +324,7 @@ impl Requests {
                     destination: source.destination(),
                     origin: Origin::Request,
                     kind: JobKind::PullRequest {
-                        number: verified.number as i64,
+                        number: verified.number,
                         merge_sha: verified.merge_sha.clone(),
                     },
                     actor: actor.to_string(),
@@ -352,7 +344,7 @@ impl Requests {
         tracing::info!(
             job = accepted.enqueued.job.id,
             source = %source.repository,
-            pull = number,
+            pull = number.get(),
             actor,
             new = accepted.is_new(),
             "pull request reconciliation requested"
@@ -361,7 +353,7 @@ impl Requests {
     }
 
     fn github(&self) -> Result<&GitHubForge, RequestError> {
-        self.github.as_deref().ok_or_else(|| {
+        self.forges.github().map(|g| &**g).ok_or_else(|| {
             RequestError::new(
                 Kind::Unavailable,
                 "github_unavailable",
@@ -373,14 +365,15 @@ impl Requests {
 }
 
 /// `pull_number` must be 1 to [`MAX_PULL_NUMBER`].
-pub fn check_pull_number(number: i64) -> Result<(), RequestError> {
-    if (1..=MAX_PULL_NUMBER).contains(&number) {
-        Ok(())
-    } else {
-        Err(invalid_field(format!(
-            "pull_number must be a pull request number from 1 to {MAX_PULL_NUMBER}, got {number}"
-        )))
-    }
+pub fn check_pull_number(number: i64) -> Result<PullNumber, RequestError> {
+    u64::try_from(number)
+        .ok()
+        .and_then(|n| PullNumber::new(n).ok())
+        .ok_or_else(|| {
+            invalid_field(format!(
+                "pull_number must be a pull request number from 1 to {MAX_PULL_NUMBER}, got {number}"
+            ))
+        })
 }
 
 pub fn forbidden_repository(repository: &str) -> RequestError {

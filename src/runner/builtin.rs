@@ -634,10 +634,12 @@ mod tests {
                 forge: "local".into(),
                 default_branch: "main".into(),
             },
-            job: JobScope::Range {
+            job: JobScope {
                 job_id: 1,
-                before: crate::ids::Sha::parse(&("0".repeat(39) + "1")).unwrap(),
-                after: crate::ids::Sha::parse(&"f".repeat(40)).unwrap(),
+                scope: crate::ids::Scope::Range {
+                    before: crate::ids::Sha::parse(&("0".repeat(39) + "1")).unwrap(),
+                    after: crate::ids::Sha::parse(&"f".repeat(40)).unwrap(),
+                },
             },
             commits: vec![],
             commits_truncated: false,

@@ -31,8 +31,7 @@ use crate::forge::evidence::{self, EvidenceBundle, JobScope, SourceError};
 use crate::forge::github::SetupError;
 use crate::forge::github::{GitHubError, GitHubForge, Permissions};
 use crate::forge::{Forges, Refusal, SourceForge};
-use crate::ids::Sha;
-use crate::queue::{Completion, Job, JobKind};
+use crate::queue::{Completion, Job};
 use crate::wiki::Secret;
 use crate::worker::{JobFailure, JobFuture, JobHandler};
 use receipt::{Receipt, WikiFacts};
@@ -244,7 +243,7 @@ impl Runner {
             return Ok(Completion::Skipped {
                 reason: format!(
                     "no merged pull requests in {}; nothing to reconcile",
-                    scope.describe()
+                    scope.scope
                 ),
             });
         }
@@ -300,7 +299,7 @@ impl Runner {
             config_path: self.config_path.clone(),
             source: source.repository.clone(),
             job_id: job.id,
-            range: scope.describe(),
+            range: scope.scope.clone(),
             evidence: evidence_path,
             broker: Some(broker_end),
             agent_listener,
@@ -707,26 +706,12 @@ fn source_failure(e: SourceError) -> JobFailure {
 }
 
 /// What the job may reconcile, from the queue's row (whose commit ids the
-/// queue checked on enqueue; a row that says otherwise fails the job).
+/// queue checked when it read the row; a row whose fields do not fit its kind
+/// fails the job).
 pub fn scope_of(job: &Job) -> Result<JobScope, JobFailure> {
-    let sha = |field: &str, text: &str| {
-        Sha::parse(text).map_err(|e| permanent(format!("job {} has a bad {field}: {e}", job.id)))
-    };
-    match job.job_kind() {
-        JobKind::Range { before, after, .. } => Ok(JobScope::Range {
-            job_id: job.id,
-            before: sha("push_before", &before)?,
-            after: sha("push_after", &after)?,
-        }),
-        JobKind::PullRequest { number, merge_sha } => Ok(JobScope::PullRequest {
-            job_id: job.id,
-            number: u64::try_from(number).map_err(|_| {
-                permanent(format!(
-                    "job {} names pull request {number}, not a positive number",
-                    job.id
-                ))
-            })?,
-            merge_sha: sha("merge_sha", &merge_sha)?,
-        }),
-    }
+    let kind = job.job_kind().map_err(permanent)?;
+    Ok(JobScope {
+        job_id: job.id,
+        scope: kind.scope(),
+    })
 }

@@ -351,10 +351,12 @@ mod tests {
                 forge: "local".into(),
                 default_branch: "main".into(),
             },
-            job: JobScope::Range {
+            job: JobScope {
                 job_id: 1,
-                before: crate::ids::Sha::parse(&sha('0')).unwrap(),
-                after: crate::ids::Sha::parse(&sha('9')).unwrap(),
+                scope: crate::ids::Scope::Range {
+                    before: crate::ids::Sha::parse(&sha('0')).unwrap(),
+                    after: crate::ids::Sha::parse(&sha('9')).unwrap(),
+                },
             },
             commits: vec![],
             commits_truncated: false,

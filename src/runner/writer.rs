@@ -28,6 +28,7 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
+use crate::ids::Scope;
 use crate::writer_contract::{AGENT_FD, BROKER_FD, ENV_LOG, WriterEnv};
 
 /// Everything the writer child is bound to.
@@ -39,8 +40,8 @@ pub struct WriterLaunch {
     /// The one source (`owner/name`) the child serves.
     pub source: String,
     pub job_id: i64,
-    /// `before..after`, or `#N@sha` for a PR job.
-    pub range: String,
+    /// What the job reconciles (the `Teammem-Range` trailer's value).
+    pub range: Scope,
     pub evidence: PathBuf,
     /// The child's end of the job's broker socket pair (the runner always
     /// gives one; without it the child serves its configuration's wiki with
@@ -376,7 +377,7 @@ mod tests {
             config_path: "/etc/teammem.toml".into(),
             source: "octo/app".into(),
             job_id: 9,
-            range: "a..b".into(),
+            range: Scope::parse(&format!("{}..{}", "a".repeat(40), "b".repeat(40))).unwrap(),
             evidence: "/data/jobs/9/evidence.json".into(),
             broker: Some(OwnedFd::from(theirs)),
             agent_listener: None,

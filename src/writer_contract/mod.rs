@@ -23,6 +23,7 @@ use std::ffi::OsString;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 
+use crate::ids::Scope;
 use crate::wiki::Secret;
 
 /// The writer's configuration file.
@@ -69,7 +70,7 @@ pub struct WriterEnv {
     /// The one source (`owner/name`) the writer serves.
     pub source: String,
     pub job: Option<String>,
-    pub range: Option<String>,
+    pub range: Option<Scope>,
     pub evidence: Option<PathBuf>,
     /// Only for a writer run by hand; the runner's writers ask the broker.
     pub token: Option<Secret>,
@@ -90,7 +91,7 @@ impl WriterEnv {
             env.push((ENV_WRITER_JOB, job.into()));
         }
         if let Some(range) = &self.range {
-            env.push((ENV_WRITER_RANGE, range.into()));
+            env.push((ENV_WRITER_RANGE, range.to_string().into()));
         }
         if let Some(evidence) = &self.evidence {
             env.push((ENV_WRITER_EVIDENCE, evidence.clone().into_os_string()));
@@ -121,7 +122,10 @@ impl WriterEnv {
                 "{ENV_WRITER_SOURCE} is not set; name the one source (owner/name) this writer serves"
             )
         })?;
-        for name in [ENV_WRITER_JOB, ENV_WRITER_RANGE] {
+        let range = get(ENV_WRITER_RANGE)
+            .map(|text| Scope::parse(&text).map_err(|e| format!("{ENV_WRITER_RANGE}: {e}")))
+            .transpose()?;
+        for name in [ENV_WRITER_JOB] {
             if let Some(value) = get(name)
                 && (value.len() > MAX_TRAILER_VALUE || value.chars().any(char::is_control))
             {
@@ -151,7 +155,7 @@ impl WriterEnv {
             config_path: PathBuf::from(config_path),
             source,
             job: get(ENV_WRITER_JOB),
-            range: get(ENV_WRITER_RANGE),
+            range,
             evidence: get(ENV_WRITER_EVIDENCE).map(PathBuf::from),
             token,
             broker,
@@ -180,7 +184,7 @@ mod tests {
             config_path: "/etc/teammem.toml".into(),
             source: "octo/app".into(),
             job: Some("7".into()),
-            range: Some(format!("{}..{}", "a".repeat(40), "b".repeat(40))),
+            range: Some(Scope::parse(&format!("{}..{}", "a".repeat(40), "b".repeat(40))).unwrap()),
             evidence: Some("/var/lib/teammem/jobs/7/evidence.json".into()),
             token: None,
             broker: true,

@@ -189,8 +189,8 @@ async fn jobs_commands_show_steer_and_refuse_bad_transitions() {
                 destination: "local:/srv/a.wiki.git".into(),
                 origin: Origin::Dispatch,
                 kind: JobKind::Range {
-                    before: "a".repeat(40),
-                    after: "b".repeat(40),
+                    before: teammem::ids::Sha::parse(&"a".repeat(40)).unwrap(),
+                    after: teammem::ids::Sha::parse(&"b".repeat(40)).unwrap(),
                     run_id: Some(5),
                     run_attempt: Some(1),
                 },

@@ -40,8 +40,8 @@ fn job(source: &str, number: i64, actor: &str) -> NewJob {
         destination: format!("local:{source}"),
         origin: Origin::Request,
         kind: JobKind::PullRequest {
-            number,
-            merge_sha: format!("{number:040x}"),
+            number: teammem::ids::PullNumber::new(number as u64).unwrap(),
+            merge_sha: teammem::ids::Sha::parse(&format!("{number:040x}")).unwrap(),
         },
         actor: actor.into(),
     }

@@ -246,7 +246,9 @@ fn the_sample_is_what_the_local_forge_recognises() {
     // and one direct commit.
     assert_eq!(range.commits, 7);
     for pull in &built.pulls {
-        let verified = local::verify_pull(&source, pull.number).unwrap();
+        let verified =
+            local::verify_pull(&source, teammem::ids::PullNumber::new(pull.number).unwrap())
+                .unwrap();
         assert_eq!(verified.merge_sha, pull.merge_sha, "#{}", pull.number);
     }
     // The same history every time: fixed authors and dates.

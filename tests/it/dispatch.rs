@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use teammem::config::Config;
 use teammem::forge::github::GitHubForge;
+use teammem::ids::{PullNumber, Sha};
 use teammem::ingest::oidc::OidcVerifier;
 use teammem::ingest::{
     DispatchHeaders, Ingest, IngestError, VerifiedDispatch, VerifiedKind, signature,
@@ -213,8 +214,8 @@ async fn a_verified_range_is_accepted_with_minimal_tokens() {
     assert_eq!(
         v.kind,
         VerifiedKind::Range {
-            before: f.before.clone(),
-            after: f.after.clone(),
+            before: Sha::parse(&f.before).unwrap(),
+            after: Sha::parse(&f.after).unwrap(),
             commits: 2
         }
     );
@@ -509,8 +510,8 @@ async fn pull_requests_must_be_merged_into_the_default_branch() {
     assert_eq!(
         v.kind,
         VerifiedKind::PullRequest {
-            number: 1,
-            merge_sha: f.after.clone()
+            number: PullNumber::new(1).unwrap(),
+            merge_sha: Sha::parse(&f.after).unwrap()
         }
     );
     assert!(

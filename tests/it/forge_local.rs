@@ -36,6 +36,10 @@ fn code<T: std::fmt::Debug>(r: Result<T, teammem::forge::Refusal>) -> &'static s
     r.expect_err("must be refused").code()
 }
 
+fn pull(number: u64) -> teammem::ids::PullNumber {
+    teammem::ids::PullNumber::new(number).unwrap()
+}
+
 #[test]
 fn a_fast_forward_on_the_default_branch_is_verified() {
     let l = local();
@@ -154,10 +158,10 @@ fn pull_requests_are_found_from_merge_and_squash_subjects() {
     l.git.commit("o.txt", "Open work (#14)");
     l.git.git(&["checkout", "-q", "main"]);
 
-    assert_eq!(verify_pull(&l.git.dir, 12).unwrap().merge_sha, merge);
-    assert_eq!(verify_pull(&l.git.dir, 13).unwrap().merge_sha, squash);
-    assert_eq!(code(verify_pull(&l.git.dir, 14)), "pull_not_merged");
-    assert_eq!(code(verify_pull(&l.git.dir, 99)), "pull_not_merged");
+    assert_eq!(verify_pull(&l.git.dir, pull(12)).unwrap().merge_sha, merge);
+    assert_eq!(verify_pull(&l.git.dir, pull(13)).unwrap().merge_sha, squash);
+    assert_eq!(code(verify_pull(&l.git.dir, pull(14))), "pull_not_merged");
+    assert_eq!(code(verify_pull(&l.git.dir, pull(99))), "pull_not_merged");
 }
 
 #[tokio::test]

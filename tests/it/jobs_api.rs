@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 use teammem::config::Config;
+use teammem::ids::{PullNumber, Sha};
 use teammem::queue::{JobKind, NewJob, Origin};
 
 use crate::harness::inproc;
@@ -35,8 +36,8 @@ webhook_secret_env = "S2"
     .unwrap()
 }
 
-fn sha(n: u32) -> String {
-    format!("{n:040x}")
+fn sha(n: u32) -> Sha {
+    Sha::parse(&format!("{n:040x}")).unwrap()
 }
 
 fn pr_job(source: &str, number: i64) -> NewJob {
@@ -45,7 +46,7 @@ fn pr_job(source: &str, number: i64) -> NewJob {
         destination: format!("local:/srv/{source}.wiki.git"),
         origin: Origin::Request,
         kind: JobKind::PullRequest {
-            number,
+            number: PullNumber::new(number as u64).unwrap(),
             merge_sha: sha(number as u32),
         },
         actor: "test".into(),

@@ -131,7 +131,14 @@ async fn all_jobs(daemon: &Running) -> Vec<(i64, String, Option<i64>, Option<Str
         .unwrap()
         .jobs
         .into_iter()
-        .map(|j| (j.id, j.source, j.pull_number, j.merge_sha))
+        .map(|j| {
+            (
+                j.id,
+                j.source,
+                j.pull_number.map(|n| n.get() as i64),
+                j.merge_sha.map(String::from),
+            )
+        })
         .collect()
 }
 

@@ -48,6 +48,8 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+use crate::ids::Scope;
+
 use super::{GitHubError, GitHubForge, Permissions};
 use crate::config::Source;
 use crate::forge::evidence::{
@@ -365,8 +367,8 @@ impl GitHubForge {
         let mut patches = PatchSet::default();
         let mut pull_requests = Vec::new();
         let mut pull_requests_truncated = false;
-        let commits: Vec<CommitInfo> = match scope {
-            JobScope::Range { before, after, .. } => {
+        let commits: Vec<CommitInfo> = match &scope.scope {
+            Scope::Range { before, after } => {
                 let commits = self.range_commits(r, before, after).await?;
                 let found = self.range_pulls(r, default_branch, &commits, after).await?;
                 pull_requests_truncated = found.truncated;
@@ -376,10 +378,9 @@ impl GitHubForge {
                 }
                 commits
             }
-            JobScope::PullRequest {
-                number, merge_sha, ..
-            } => {
-                let Some((pull, files)) = self.merged_pull(r, *number, merge_sha).await? else {
+            Scope::PullRequest { number, merge_sha } => {
+                let Some((pull, files)) = self.merged_pull(r, number.get(), merge_sha).await?
+                else {
                     return Err(SourceError::Rejected(format!(
                         "pull request #{number} of {r} is not merged with merge commit {merge_sha} (any more)"
                     )));

@@ -11,7 +11,8 @@ use serde::Deserialize;
 
 use super::verify::refusal;
 use super::{GitHubForge, Permissions};
-use crate::forge::{Ancestry, BranchTip, Refusal, is_full_sha};
+use crate::forge::{Ancestry, BranchTip, Refusal};
+use crate::ids::Sha;
 
 /// `GET /repos/{r}/git/ref/heads/{branch}`, reduced to the commit it names.
 #[derive(Debug, Deserialize)]
@@ -50,19 +51,19 @@ impl GitHubForge {
                         )
                     })
                 })?;
-            if answer.object.kind != "commit" || !is_full_sha(&answer.object.sha) {
-                return Err(Refusal::unavailable(
-                    60,
-                    format!(
-                        "GitHub answered {path} with a {} {:?}, not a commit sha",
-                        answer.object.kind, answer.object.sha
-                    ),
-                ));
-            }
-            Ok(BranchTip {
-                branch,
-                sha: answer.object.sha.to_ascii_lowercase(),
-            })
+            let sha = Sha::parse(&answer.object.sha)
+                .ok()
+                .filter(|_| answer.object.kind == "commit")
+                .ok_or_else(|| {
+                    Refusal::unavailable(
+                        60,
+                        format!(
+                            "GitHub answered {path} with a {} {:?}, not a commit sha",
+                            answer.object.kind, answer.object.sha
+                        ),
+                    )
+                })?;
+            Ok(BranchTip { branch, sha })
         })
         .await
     }

@@ -13,6 +13,7 @@ use crate::config::Source;
 use crate::forge::{
     MAX_RANGE_COMMITS, Refusal, RunRef, VerifiedPull, VerifiedRange, VerifiedRun, precheck_range,
 };
+use crate::ids::{PullNumber, Sha};
 
 /// Step 2's payload, `GET /repos/{o}/{r}/actions/runs/{id}/attempts/{n}`: octocrab's
 /// `Run` lacks `path` and `run_attempt`, so only what is checked is read here.
@@ -300,7 +301,7 @@ impl GitHubForge {
         &self,
         source: &Source,
         run: Option<RunRef>,
-        number: u64,
+        number: PullNumber,
     ) -> Result<VerifiedPull, Refusal> {
         self.within_deadline(async {
             let r = &source.repository;
@@ -352,14 +353,13 @@ impl GitHubForge {
             }
             let merge_sha = pr
                 .merge_commit_sha
-                .filter(|s| crate::forge::is_full_sha(s))
+                .and_then(|s| Sha::parse(&s).ok())
                 .ok_or_else(|| {
                     Refusal::rejected(
                         "pull_not_merged",
                         format!("pull request #{number} has no merge commit"),
                     )
-                })?
-                .to_ascii_lowercase();
+                })?;
             self.check_on_default_branch(r, &merge_sha, &repo.default_branch, "the merge commit")
                 .await?;
             Ok(VerifiedPull {

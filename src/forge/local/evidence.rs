@@ -13,6 +13,7 @@
 
 use std::path::Path;
 
+use crate::ids::Scope;
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
 
@@ -229,8 +230,8 @@ pub fn collect(
 ) -> Result<EvidenceBundle, SourceError> {
     let repo = open(path)?;
     let (branch, _) = default_branch(&repo)?;
-    let (commit_ids, first_parent_ids): (Vec<ObjectId>, Vec<ObjectId>) = match scope {
-        JobScope::Range { before, after, .. } => {
+    let (commit_ids, first_parent_ids): (Vec<ObjectId>, Vec<ObjectId>) = match &scope.scope {
+        Scope::Range { before, after } => {
             let before_id = commit_id(&repo, "push_before", before)?;
             let after_id = commit_id(&repo, "push_after", after)?;
             let mut all = Vec::new();
@@ -262,7 +263,7 @@ pub fn collect(
             chain.reverse();
             (all, chain)
         }
-        JobScope::PullRequest { merge_sha, .. } => {
+        Scope::PullRequest { merge_sha, .. } => {
             let id = commit_id(&repo, "merge_sha", merge_sha)?;
             (vec![id], vec![id])
         }
@@ -295,8 +296,8 @@ pub fn collect(
         let Some(kind) = parse_pull_subject(subject) else {
             continue;
         };
-        if let JobScope::PullRequest { number, .. } = scope
-            && kind.number() != *number
+        if let Scope::PullRequest { number, .. } = &scope.scope
+            && kind.number() != number.get()
         {
             return Err(SourceError::Rejected(format!(
                 "commit {id} does not merge pull request #{number} (its subject names #{})",
@@ -333,9 +334,7 @@ pub fn collect(
             files_truncated,
         });
     }
-    if let JobScope::PullRequest {
-        number, merge_sha, ..
-    } = scope
+    if let Scope::PullRequest { number, merge_sha } = &scope.scope
         && pull_requests.is_empty()
     {
         return Err(SourceError::Rejected(format!(

@@ -18,9 +18,22 @@ use std::sync::{LazyLock, Mutex, PoisonError};
 
 use gix::ObjectId;
 
+use crate::ids::{PullNumber, Sha};
+
 use super::{
     Ancestry, BranchTip, MAX_RANGE_COMMITS, Refusal, VerifiedPull, VerifiedRange, precheck_range,
 };
+
+/// A commit id as a [`Sha`]; refuses ids that are not SHA-1 (a SHA-256
+/// repository), which the forges and the wiki trailers do not carry.
+fn sha_of(id: ObjectId) -> Result<Sha, Refusal> {
+    Sha::parse(&id.to_string()).map_err(|_| {
+        Refusal::rejected(
+            "unsupported_repository",
+            format!("commit {id} is not a SHA-1 id; teammem serves SHA-1 repositories only"),
+        )
+    })
+}
 
 /// How many commits a reachability walk visits before giving up.
 const WALK_LIMIT: usize = 200_000;
@@ -228,7 +241,7 @@ pub fn default_branch_tip(path: &Path) -> Result<BranchTip, Refusal> {
     let (branch, tip) = default_branch(&repo)?;
     Ok(BranchTip {
         branch,
-        sha: tip.to_string(),
+        sha: sha_of(tip)?,
     })
 }
 
@@ -275,7 +288,7 @@ pub fn pull_number_of_subject(subject: &str) -> Option<u64> {
 
 /// Finds the merge commit of PR `number` among the commits reachable from the
 /// default branch's tip.
-pub fn verify_pull(path: &Path, number: u64) -> Result<VerifiedPull, Refusal> {
+pub fn verify_pull(path: &Path, number: PullNumber) -> Result<VerifiedPull, Refusal> {
     let repo = open(path)?;
     let (branch, tip) = default_branch(&repo)?;
     let walk = repo.rev_walk([tip]).all().map_err(walk_error)?;
@@ -288,10 +301,10 @@ pub fn verify_pull(path: &Path, number: u64) -> Result<VerifiedPull, Refusal> {
         let message = commit.message_raw_sloppy();
         let subject =
             String::from_utf8_lossy(message.split(|b| *b == b'\n').next().unwrap_or_default());
-        if pull_number_of_subject(&subject) == Some(number) {
+        if pull_number_of_subject(&subject) == Some(number.get()) {
             return Ok(VerifiedPull {
                 number,
-                merge_sha: info.id.to_string(),
+                merge_sha: sha_of(info.id)?,
                 default_branch: branch,
                 repository_id: None,
                 run: None,

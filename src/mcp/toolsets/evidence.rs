@@ -15,7 +15,7 @@
 //!   commit against its own copy of the bundle: the writer never calls GitHub
 //!   itself and holds no source credential.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use rmcp::model::JsonObject;
 use serde::Deserialize;
@@ -202,6 +202,66 @@ fn broker_error(error: BrokerError) -> ToolError {
     ToolError::new(kind, error.message)
 }
 
+/// Where the writer reads a job's patches and source files: a local source's
+/// repository itself, or for a GitHub source the patches stored next to the
+/// bundle and the job's broker (the writer holds no source credential). The
+/// one place the evidence tools tell the two apart.
+enum SourceFiles<'a> {
+    Local(&'a Path),
+    Brokered(&'a Context),
+}
+
+type FilePatches = Vec<(evidence::ChangedFile, Option<String>)>;
+
+impl<'a> SourceFiles<'a> {
+    fn of(context: &'a Context, resolved: &'a Resolved) -> SourceFiles<'a> {
+        match &resolved.source.forge {
+            Forge::Local { repo, .. } => SourceFiles::Local(repo),
+            Forge::GitHub => SourceFiles::Brokered(context),
+        }
+    }
+
+    /// The files of `pull` with their patches.
+    async fn patches(&self, pull: &evidence::PullRequest) -> Result<FilePatches, ToolError> {
+        match self {
+            SourceFiles::Local(repo) => {
+                let (repo, merge_sha) = (repo.to_path_buf(), pull.merge_sha.clone());
+                blocking(move || local_source::file_patches(&repo, &merge_sha)).await
+            }
+            SourceFiles::Brokered(context) => stored_patches(context, pull),
+        }
+    }
+
+    /// The text of `path` at `commit` (already checked to be an evidence
+    /// commit), `None` when it is not a file there.
+    async fn file(&self, commit: &str, path: &str) -> Result<Option<String>, ToolError> {
+        match self {
+            SourceFiles::Local(repo) => {
+                let (repo, sha, path) = (repo.to_path_buf(), commit.to_owned(), path.to_owned());
+                blocking(move || local_source::read_file_at(&repo, &sha, &path, MAX_SOURCE_FILE))
+                    .await
+            }
+            SourceFiles::Brokered(context) => {
+                let Some(broker) = context
+                    .binding
+                    .writer
+                    .as_ref()
+                    .and_then(|w| w.broker.as_ref())
+                else {
+                    return Err(ToolError::configuration(
+                        "source files of GitHub sources are read through the job's broker, and this writer has none (TEAMMEM_WRITER_BROKER is not set); only a writer started for a job serves them",
+                    ));
+                };
+                let file = broker
+                    .source_file(commit, path)
+                    .await
+                    .map_err(broker_error)?;
+                Ok(Some(file.content))
+            }
+        }
+    }
+}
+
 /// A GitHub pull request's files with the patches stored next to the bundle
 /// when the job collected its evidence (the writer holds no source credential).
 fn stored_patches(
@@ -280,13 +340,7 @@ fn list_pull_request_files(context: &Context, arguments: JsonObject) -> CallFutu
                         args.number
                     ))
                 })?;
-            let files = match &resolved.source.forge {
-                Forge::Local { repo, .. } => {
-                    let (repo, merge_sha) = (repo.clone(), pull.merge_sha.clone());
-                    blocking(move || local_source::file_patches(&repo, &merge_sha)).await?
-                }
-                Forge::GitHub => stored_patches(context, pull)?,
-            };
+            let files = SourceFiles::of(context, &resolved).patches(pull).await?;
             let total = files.len();
             let start = usize::try_from((args.page - 1) * args.per_page).unwrap_or(usize::MAX);
             let page: Vec<Value> = files
@@ -338,7 +392,7 @@ fn get_source_file(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
             let commit = args
                 .commit
                 .clone()
-                .unwrap_or_else(|| bundle.job.tip().to_owned());
+                .unwrap_or_else(|| bundle.job.tip().to_string());
             if !evidence::is_full_sha(&commit) || !bundle.contains_commit(&commit) {
                 return Err(ToolError::permission_denied(format!(
                     "commit {:?} is not one of this job's evidence commits; use a sha from get_job_evidence",
@@ -351,29 +405,10 @@ fn get_source_file(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
                     evidence::bound(&args.path, 240).0
                 ))
             };
-            let content = match &resolved.source.forge {
-                Forge::Local { repo, .. } => {
-                    let (repo, sha, path) = (repo.clone(), commit.clone(), args.path.clone());
-                    blocking(move || {
-                        local_source::read_file_at(&repo, &sha, &path, MAX_SOURCE_FILE)
-                    })
-                    .await?
-                    .ok_or_else(not_a_file)?
-                }
-                Forge::GitHub => {
-                    let Some(broker) = context.binding.writer.as_ref().and_then(|w| w.broker.as_ref())
-                    else {
-                        return Err(ToolError::configuration(
-                            "source files of GitHub sources are read through the job's broker, and this writer has none (TEAMMEM_WRITER_BROKER is not set); only a writer started for a job serves them",
-                        ));
-                    };
-                    broker
-                        .source_file(&commit, &args.path)
-                        .await
-                        .map_err(broker_error)?
-                        .content
-                }
-            };
+            let content = SourceFiles::of(context, &resolved)
+                .file(&commit, &args.path)
+                .await?
+                .ok_or_else(not_a_file)?;
             Ok(json!({"path": args.path, "commit": commit, "content": content}))
         }
         .await;

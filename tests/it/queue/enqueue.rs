@@ -332,10 +332,12 @@ async fn bad_input_is_refused_and_writes_nothing() {
     let mut no_owner = range("octo/app", 1, 2);
     no_owner.source = "octo".into();
     let empty_range = range("octo/app", 1, 1);
-    let short_sha = {
+    // A short or non-hex SHA cannot be built at all (`Sha` is checked when
+    // parsed); the all-zero one is well-formed and still refused.
+    let zero_sha = {
         let mut job = range("octo/app", 1, 2);
         job.kind = teammem::queue::JobKind::Range {
-            before: "abc123".into(),
+            before: teammem::ids::Sha::parse(&"0".repeat(40)).unwrap(),
             after: sha(2),
             run_id: None,
             run_attempt: None,
@@ -345,7 +347,11 @@ async fn bad_input_is_refused_and_writes_nothing() {
     for (job, delivery, expected) in [
         (no_owner, None, "source: expected owner/name, got \"octo\""),
         (empty_range, None, "push_after: equals push_before"),
-        (short_sha, None, "push_before: expected a full commit SHA"),
+        (
+            zero_sha,
+            None,
+            "push_before: the all-zero SHA names no commit",
+        ),
         (
             range("octo/app", 1, 2),
             Some(""),

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use sqlx::SqlitePool;
 use teammem::db;
+use teammem::ids::{PullNumber, Sha};
 use teammem::queue::{
     Claimed, Clock, Completion, Job, JobEvent, JobKind, ManualClock, NewJob, Origin, Queue,
     QueueSettings,
@@ -57,8 +58,8 @@ pub async fn test_queue_with(settings: QueueSettings) -> TestQueue {
 }
 
 /// A distinct, well-formed 40-hex SHA for each `n`.
-pub fn sha(n: u64) -> String {
-    format!("{:040x}", n + 0xabc0)
+pub fn sha(n: u64) -> Sha {
+    Sha::parse(&format!("{:040x}", n + 0xabc0)).unwrap()
 }
 
 pub fn range(source: &str, before: u64, after: u64) -> NewJob {
@@ -96,7 +97,7 @@ pub fn pull_request(source: &str, destination: &str, number: i64) -> NewJob {
         destination: destination.into(),
         origin: Origin::Request,
         kind: JobKind::PullRequest {
-            number,
+            number: PullNumber::new(number as u64).unwrap(),
             merge_sha: sha(1000 + number as u64),
         },
         actor: "maintainer".into(),

@@ -92,8 +92,8 @@ async fn a_source_made_private_while_its_job_is_queued_is_rejected_before_any_to
                 destination: source.destination(),
                 origin: Origin::Dispatch,
                 kind: JobKind::Range {
-                    before: before.clone(),
-                    after: after.clone(),
+                    before: teammem::ids::Sha::parse(&before).unwrap(),
+                    after: teammem::ids::Sha::parse(&after).unwrap(),
                     run_id: Some(91),
                     run_attempt: Some(1),
                 },

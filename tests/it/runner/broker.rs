@@ -80,10 +80,12 @@ impl Setup {
                 forge: "github".into(),
                 default_branch: "main".into(),
             },
-            job: JobScope::Range {
+            job: JobScope {
                 job_id: JOB,
-                before: teammem::ids::Sha::parse(&before.clone()).unwrap(),
-                after: teammem::ids::Sha::parse(&after.clone()).unwrap(),
+                scope: teammem::ids::Scope::Range {
+                    before: teammem::ids::Sha::parse(&before.clone()).unwrap(),
+                    after: teammem::ids::Sha::parse(&after.clone()).unwrap(),
+                },
             },
             commits: vec![CommitInfo {
                 sha: after.clone(),
@@ -131,7 +133,7 @@ impl Setup {
             config_path: self.config_path.clone(),
             source: "octo/app".into(),
             job_id: JOB,
-            range: format!("{}..{}", self.before, self.after),
+            range: teammem::ids::Scope::parse(&format!("{}..{}", self.before, self.after)).unwrap(),
             evidence: self.evidence.clone(),
             broker: Some(broker),
             agent_listener: None,

@@ -9,10 +9,12 @@ use super::fixture::{self, Source, TITLE_12, TITLE_13};
 use crate::harness::git::{git, git_trimmed};
 
 fn range(source: &Source) -> JobScope {
-    JobScope::Range {
+    JobScope {
         job_id: 1,
-        before: teammem::ids::Sha::parse(&source.base.clone()).unwrap(),
-        after: teammem::ids::Sha::parse(&source.head.clone()).unwrap(),
+        scope: teammem::ids::Scope::Range {
+            before: teammem::ids::Sha::parse(&source.base.clone()).unwrap(),
+            after: teammem::ids::Sha::parse(&source.head.clone()).unwrap(),
+        },
     }
 }
 
@@ -92,20 +94,24 @@ fn a_range_yields_its_commits_and_both_kinds_of_pull_request() {
 fn a_pull_request_job_holds_only_its_merge_commit() {
     let tmp = tempfile::tempdir().unwrap();
     let source = Source::create(tmp.path());
-    let scope = JobScope::PullRequest {
+    let scope = JobScope {
         job_id: 2,
-        number: 13,
-        merge_sha: teammem::ids::Sha::parse(&source.squash_13.clone()).unwrap(),
+        scope: teammem::ids::Scope::PullRequest {
+            number: teammem::ids::PullNumber::new(13).unwrap(),
+            merge_sha: teammem::ids::Sha::parse(&source.squash_13.clone()).unwrap(),
+        },
     };
     let bundle = local_source::collect(&source.dir, "demo/app", &scope).unwrap();
     assert_eq!(bundle.commits.len(), 1);
     assert_eq!(bundle.pull_requests.len(), 1);
     assert_eq!(bundle.pull_requests[0].number, 13);
 
-    let wrong = JobScope::PullRequest {
+    let wrong = JobScope {
         job_id: 2,
-        number: 99,
-        merge_sha: teammem::ids::Sha::parse(&source.squash_13.clone()).unwrap(),
+        scope: teammem::ids::Scope::PullRequest {
+            number: teammem::ids::PullNumber::new(99).unwrap(),
+            merge_sha: teammem::ids::Sha::parse(&source.squash_13.clone()).unwrap(),
+        },
     };
     assert!(matches!(
         local_source::collect(&source.dir, "demo/app", &wrong),

@@ -10,10 +10,12 @@ use teammem::runner::writer::{WriterClient, WriterLaunch};
 use super::handler::{BIN, Setup};
 
 async fn writer(s: &Setup) -> WriterClient {
-    let scope = JobScope::Range {
+    let scope = JobScope {
         job_id: 5,
-        before: teammem::ids::Sha::parse(&s.source.merge_12.clone()).unwrap(),
-        after: teammem::ids::Sha::parse(&s.source.head.clone()).unwrap(),
+        scope: teammem::ids::Scope::Range {
+            before: teammem::ids::Sha::parse(&s.source.merge_12.clone()).unwrap(),
+            after: teammem::ids::Sha::parse(&s.source.head.clone()).unwrap(),
+        },
     };
     let bundle = local_source::collect(&s.source.dir, "demo/app", &scope).unwrap();
     let path = write_bundle(&work_dir(&s.tmp.path().join("data"), 5), &bundle).unwrap();
@@ -22,7 +24,7 @@ async fn writer(s: &Setup) -> WriterClient {
         config_path: s.config_path.clone(),
         source: "demo/app".into(),
         job_id: 5,
-        range: scope.describe(),
+        range: scope.scope.clone(),
         evidence: path,
         broker: None,
         agent_listener: None,
@@ -161,10 +163,12 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
             forge: "github".into(),
             default_branch: "main".into(),
         },
-        job: JobScope::PullRequest {
+        job: JobScope {
             job_id: 9,
-            number: 7,
-            merge_sha: teammem::ids::Sha::parse(&merge.clone()).unwrap(),
+            scope: teammem::ids::Scope::PullRequest {
+                number: teammem::ids::PullNumber::new(7).unwrap(),
+                merge_sha: teammem::ids::Sha::parse(&merge.clone()).unwrap(),
+            },
         },
         commits: vec![],
         commits_truncated: false,
@@ -206,7 +210,7 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
         config_path,
         source: "octo/app".into(),
         job_id: 9,
-        range: bundle.job.describe(),
+        range: bundle.job.scope.clone(),
         evidence: path,
         broker: None,
         agent_listener: None,

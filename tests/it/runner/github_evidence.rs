@@ -107,10 +107,12 @@ impl Setup {
     }
 
     fn range(&self, before: &str, after: &str) -> JobScope {
-        JobScope::Range {
+        JobScope {
             job_id: 1,
-            before: teammem::ids::Sha::parse(before).unwrap(),
-            after: teammem::ids::Sha::parse(after).unwrap(),
+            scope: teammem::ids::Scope::Range {
+                before: teammem::ids::Sha::parse(before).unwrap(),
+                after: teammem::ids::Sha::parse(after).unwrap(),
+            },
         }
     }
 }
@@ -255,10 +257,12 @@ async fn a_pull_request_job_reads_its_one_merge_commit() {
     );
     s.merged(4, &shas[0]);
     s.merged(5, &shas[1]);
-    let scope = JobScope::PullRequest {
+    let scope = JobScope {
         job_id: 2,
-        number: 5,
-        merge_sha: teammem::ids::Sha::parse(&shas[1].clone()).unwrap(),
+        scope: teammem::ids::Scope::PullRequest {
+            number: teammem::ids::PullNumber::new(5).unwrap(),
+            merge_sha: teammem::ids::Sha::parse(&shas[1].clone()).unwrap(),
+        },
     };
     let (bundle, _) = s
         .forge
@@ -271,10 +275,12 @@ async fn a_pull_request_job_reads_its_one_merge_commit() {
     assert_eq!(bundle.pull_requests.len(), 1);
     assert_eq!(bundle.pull_requests[0].files[0].path, "docs/p1.md");
 
-    let wrong = JobScope::PullRequest {
+    let wrong = JobScope {
         job_id: 3,
-        number: 5,
-        merge_sha: teammem::ids::Sha::parse(&shas[0].clone()).unwrap(),
+        scope: teammem::ids::Scope::PullRequest {
+            number: teammem::ids::PullNumber::new(5).unwrap(),
+            merge_sha: teammem::ids::Sha::parse(&shas[0].clone()).unwrap(),
+        },
     };
     assert!(matches!(
         s.forge.collect_evidence(&s.source, &wrong, "main").await,

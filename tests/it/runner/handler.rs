@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use teammem::config::Config;
+use teammem::ids::Sha;
 use teammem::queue::{Completion, Job, JobKindName, JobState, Origin};
 use teammem::runner::{Hook, Runner};
 use teammem::worker::JobHandler;
@@ -66,8 +67,8 @@ impl Setup {
             destination: self.config.sources[0].destination(),
             origin: Origin::Dispatch,
             kind: JobKindName::Range,
-            push_before: Some(before.into()),
-            push_after: Some(after.into()),
+            push_before: Some(Sha::parse(before).unwrap()),
+            push_after: Some(Sha::parse(after).unwrap()),
             run_id: None,
             run_attempt: None,
             pull_number: None,
@@ -410,8 +411,8 @@ async fn a_pull_request_job_records_only_its_pull_request() {
     job.kind = JobKindName::PullRequest;
     job.push_before = None;
     job.push_after = None;
-    job.pull_number = Some(13);
-    job.merge_sha = Some(s.source.squash_13.clone());
+    job.pull_number = Some(teammem::ids::PullNumber::new(13).unwrap());
+    job.merge_sha = Some(Sha::parse(&s.source.squash_13).unwrap());
     let done = s.runner().run(&job).await.unwrap();
     assert!(matches!(done, Completion::Succeeded { .. }), "{done:?}");
     let changelog = s.page("Changelog.md");

@@ -115,6 +115,10 @@ fn sweep_jobs(all: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+fn sha(text: &str) -> teammem::ids::Sha {
+    teammem::ids::Sha::parse(text).unwrap()
+}
+
 #[tokio::test]
 async fn sweep_enqueues_a_missed_range_on_the_local_forge() {
     let repos = tempfile::tempdir().unwrap();
@@ -325,7 +329,7 @@ async fn a_queued_or_running_sweep_range_is_not_enqueued_twice() {
     assert_eq!(
         only(sweep.run().await),
         Outcome::TrackingStarted {
-            tip: source.head.clone()
+            tip: sha(&source.head)
         }
     );
     assert_eq!(
@@ -409,9 +413,9 @@ async fn a_queued_or_running_sweep_range_is_not_enqueued_twice() {
     assert_eq!(
         only(sweep.run().await),
         Outcome::NotAncestor {
-            cursor: sha_14.clone(),
+            cursor: sha(&sha_14),
             branch: "main".into(),
-            tip: rewritten,
+            tip: sha(&rewritten),
         }
     );
     assert_eq!(all_jobs(&queue).await.len(), 2);
@@ -442,7 +446,7 @@ async fn github_faults_change_nothing_and_are_retried_at_the_next_run() {
     assert_eq!(
         only(sweep.run().await),
         Outcome::TrackingStarted {
-            tip: hub.source.head.clone()
+            tip: sha(&hub.source.head)
         }
     );
     let sha_14 = hub.merge_pr(14, "Cache the index", "src/cache.rs");
@@ -477,9 +481,9 @@ async fn github_faults_change_nothing_and_are_retried_at_the_next_run() {
     assert_eq!(
         only(sweep.run().await),
         Outcome::NotAncestor {
-            cursor: sha_14,
+            cursor: sha(&sha_14),
             branch: "main".into(),
-            tip: rewritten,
+            tip: sha(&rewritten),
         }
     );
     assert_eq!(all_jobs(&queue).await.len(), 1);
