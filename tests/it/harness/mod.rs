@@ -5,3 +5,4 @@ pub mod fake_github; // stateful fake of GitHub's REST API + OIDC issuer, backed
 pub mod git; // the git CLI as oracle: one helper, no user config, fixed identity
 pub mod git_http; // smart-HTTP git server (git http-backend) with Basic auth, request log, faults
 pub mod inproc; // the daemon in-process, with a job handler the test gates
+pub mod postgres; // one real PostgreSQL server per test process (initdb + pg_ctl as an unprivileged user), a fresh database per test

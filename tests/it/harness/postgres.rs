@@ -1,0 +1,248 @@
+//! A real PostgreSQL server for the tests: one per test process, started on
+//! first use from the installed server binaries, each test on its own fresh
+//! database. Never a mock, and never skipped: without the binaries a test
+//! fails with one line saying what to install.
+//!
+//! The server runs as an unprivileged user when the tests run as root
+//! (`initdb` and `postgres` refuse root): `postgres` if that user exists, else
+//! `nobody`. Its directory is a fresh temp directory that user owns; it listens
+//! on 127.0.0.1 and a free port, with its Unix socket inside the data
+//! directory, trusting every local connection as `teammem_test`.
+//!
+//! What never happens: a server outlives the test process, or is left unreaped.
+//! A watchdog shell, run as the server's user, starts `postgres` as its own
+//! background job (not through `pg_ctl`, which detaches the server and leaves
+//! it to PID 1 to reap), copies the server's output to `server.log` and says
+//! `ready` on stdout at the server's "ready to accept connections" line (no
+//! polling). Then it reads its stdin, a pipe whose only write end this process
+//! holds. The kernel closes that end however the process ends (normal exit,
+//! panic, SIGKILL), the read returns, and the watchdog stops the server
+//! (SIGQUIT, an immediate shutdown), waits for it and removes the directory.
+//! The watchdog ignores SIGINT/SIGTERM/SIGHUP, so a Ctrl-C that kills the test
+//! binary's process group still leaves it to clean up. At a normal exit an
+//! `atexit` hook closes the pipe and waits for the watchdog, so no server is
+//! left once the test binary has returned.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use sqlx::Connection;
+
+/// The role every test connects as; `initdb` makes it the superuser.
+const ROLE: &str = "teammem_test";
+
+/// The one line a test fails with when no server binaries are installed.
+const MISSING_BINARIES: &str = "PostgreSQL server binaries (initdb, postgres) not found under /usr/lib/postgresql/*/bin, `pg_config --bindir` or PATH; install them with `apt-get install postgresql`";
+
+/// The watchdog: in directory `$2`, `$1/initdb` makes a cluster whose
+/// superuser is `$4` and `$1/postgres` serves it on port `$3`; the watchdog
+/// says `ready` once the server accepts connections, waits for the end of its
+/// stdin, then stops the server and removes `$2`. Its own errors and the
+/// output of initdb and the server go to `$2/server.log`.
+///
+/// The stop signal goes out only after the server announced itself or died:
+/// a background job starts with SIGQUIT ignored, and only once running does
+/// the server install its own handler. SIGPIPE is ignored so that announcing
+/// to a test process already gone fails instead of killing the watchdog.
+const WATCHDOG: &str = r#"
+trap '' INT TERM HUP PIPE
+bin=$1 root=$2 port=$3 role=$4
+data=$root/data log=$root/server.log output=$root/server.output ready=$root/ready
+exec 3>&1 >/dev/null 2>>"$log"
+server= state=
+if "$bin/initdb" --auth=trust --username="$role" --no-locale --encoding=UTF8 \
+     --no-sync --pgdata="$data" >&2 && mkfifo "$output" "$ready"
+then
+  (
+    while IFS= read -r line; do
+      printf '%s\n' "$line" >>"$log"
+      case $line in
+        *"database system is ready to accept connections"*) echo ready >&4; exec 4>&- ;;
+      esac
+    done
+  ) <"$output" 4>"$ready" &
+  "$bin/postgres" -D "$data" -h 127.0.0.1 -p "$port" -k "$data" \
+    -c logging_collector=off -c lc_messages=C -c max_connections=300 \
+    -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
+    </dev/null >"$output" 2>&1 &
+  server=$!
+  read -r state <"$ready"
+fi
+echo "$state" >&3
+exec 3>&-
+cat >/dev/null
+if [ -n "$server" ]; then kill -QUIT "$server"; fi
+wait
+rm -rf "$root"
+"#;
+
+static SERVER: OnceLock<PgServer> = OnceLock::new();
+
+/// The test process's server, started on the first call.
+pub fn server() -> &'static PgServer {
+    SERVER.get_or_init(PgServer::start)
+}
+
+/// A running server shared by all tests of this process.
+pub struct PgServer {
+    port: u16,
+    /// Holds the write end of the watchdog's stdin until exit.
+    watchdog: Mutex<Option<Child>>,
+    databases_created: AtomicU64,
+}
+
+impl PgServer {
+    /// The URL of database `name` on this server.
+    pub fn url(&self, name: &str) -> String {
+        format!("postgres://{ROLE}@127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// Creates a new, empty database only the calling test uses and returns
+    /// its URL.
+    pub async fn fresh_database(&self) -> String {
+        let n = self.databases_created.fetch_add(1, Ordering::Relaxed) + 1;
+        let name = format!("test_{n}");
+        let mut admin = sqlx::PgConnection::connect(&self.url("postgres"))
+            .await
+            .expect("connect to the test server's postgres database");
+        // The name is `test_` and a number: nothing to escape.
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await
+            .expect("CREATE DATABASE");
+        admin.close().await.expect("close the admin connection");
+        self.url(&name)
+    }
+
+    fn start() -> PgServer {
+        let bin = server_binaries().unwrap_or_else(|| panic!("{MISSING_BINARIES}"));
+        let owner = unprivileged_owner();
+        let root = tempfile::Builder::new()
+            .prefix("teammem-pg-")
+            .tempdir()
+            .expect("temp dir for the PostgreSQL server")
+            .keep();
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(&root, Some(uid), Some(gid))
+                .expect("hand the server's directory to its user");
+        }
+        let port = free_loopback_port();
+        let mut watchdog = server_command(Path::new("/bin/sh"), owner)
+            .arg("-c")
+            .arg(WATCHDOG)
+            .arg("sh")
+            .arg(&bin)
+            .arg(&root)
+            .arg(port.to_string())
+            .arg(ROLE)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the PostgreSQL watchdog shell");
+        let mut announcement = String::new();
+        BufReader::new(watchdog.stdout.take().expect("watchdog stdout"))
+            .read_line(&mut announcement)
+            .expect("read the watchdog's announcement");
+        if announcement.trim_end() != "ready" {
+            // Read before the watchdog, seeing its stdin close, removes it.
+            let log = std::fs::read_to_string(root.join("server.log")).unwrap_or_default();
+            let status = watchdog.wait().expect("wait for the watchdog");
+            panic!("the PostgreSQL test server did not start (watchdog {status}): {log}");
+        }
+
+        // SAFETY: registers a plain `extern "C"` function with no arguments.
+        let registered = unsafe { libc::atexit(stop_at_exit) };
+        assert_eq!(registered, 0, "register the PostgreSQL stop hook");
+        PgServer {
+            port,
+            watchdog: Mutex::new(Some(watchdog)),
+            databases_created: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Closes the watchdog's stdin and waits while it stops the server and
+/// removes its directory. Never panics: it runs inside `exit`.
+extern "C" fn stop_at_exit() {
+    let Some(server) = SERVER.get() else { return };
+    if let Ok(mut watchdog) = server.watchdog.lock()
+        && let Some(mut child) = watchdog.take()
+    {
+        // `wait` closes the child's stdin first: that is the signal to stop.
+        let _ = child.wait();
+    }
+}
+
+/// The directory holding `initdb` and `postgres`: the newest
+/// `/usr/lib/postgresql/<major>/bin` (Debian's layout, not on PATH), else
+/// `pg_config --bindir`, else the first PATH entry that has them.
+fn server_binaries() -> Option<PathBuf> {
+    let has_binaries = |dir: &Path| ["initdb", "postgres"].iter().all(|b| dir.join(b).is_file());
+    let mut debian: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let major = entry.file_name().to_str()?.parse().ok()?;
+            Some((major, entry.path().join("bin")))
+        })
+        .collect();
+    debian.sort();
+    let pg_config = Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    debian
+        .into_iter()
+        .rev()
+        .map(|(_, dir)| dir)
+        .chain(pg_config)
+        .chain(std::env::split_paths(&path))
+        .find(|dir| has_binaries(dir))
+}
+
+/// The (uid, gid) the server runs as: none unless this process is root, then
+/// the `postgres` user if it exists, else `nobody`.
+fn unprivileged_owner() -> Option<(u32, u32)> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let owner = [c"postgres", c"nobody"].into_iter().find_map(|name| {
+        // SAFETY: `name` is NUL-terminated; the static record is copied out
+        // at once, before another getpw* call could overwrite it.
+        let entry = unsafe { libc::getpwnam(name.as_ptr()) };
+        // SAFETY: a non-null result points at a valid passwd record.
+        (!entry.is_null()).then(|| unsafe { ((*entry).pw_uid, (*entry).pw_gid) })
+    });
+    Some(owner.expect("neither a `postgres` nor a `nobody` user to run PostgreSQL as"))
+}
+
+/// `program` with a clean environment (no PG* variables or locale leak in),
+/// as `owner` when given.
+fn server_command(program: &Path, owner: Option<(u32, u32)>) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(program);
+    command.env_clear().env("PATH", "/usr/bin:/bin");
+    if let Some((uid, gid)) = owner {
+        // Std drops the supplementary groups too when switching away from root.
+        command.uid(uid).gid(gid);
+    }
+    command
+}
+
+/// A loopback port free right now (the kernel picks it; the server binds it
+/// moments later).
+fn free_loopback_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
