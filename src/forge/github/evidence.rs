@@ -182,6 +182,19 @@ struct Contents {
 }
 
 /// What a failed call means for the job; `not_found` words a 404.
+/// What [`GitHubForge::walk_pages`] does after a page.
+enum Page {
+    More,
+    Done,
+}
+
+impl Page {
+    /// `Done` after a page shorter than asked for (GitHub's last page).
+    fn after(got: usize, asked: usize) -> Page {
+        if got < asked { Page::Done } else { Page::More }
+    }
+}
+
 fn failure(error: GitHubError, not_found: impl FnOnce() -> SourceError) -> SourceError {
     match error {
         GitHubError::NotFound(_) => not_found(),
@@ -268,6 +281,33 @@ impl GitHubForge {
                 other => return other,
             }
         }
+    }
+
+    /// Walks a paged listing: `path` with `per_page` and `page` (from 1 up to
+    /// `max_pages`) appended, each page handed to `each` with its number
+    /// until `each` answers [`Page::Done`]. `Ok(true)`: the page cap ended
+    /// the walk (the listing may be cut). A 404 becomes `not_found()`.
+    async fn walk_pages<T: DeserializeOwned>(
+        &self,
+        repository: &str,
+        perms: &Permissions,
+        path: &str,
+        (per_page, max_pages): (usize, usize),
+        not_found: impl Fn() -> SourceError,
+        mut each: impl FnMut(usize, T) -> Result<Page, SourceError>,
+    ) -> Result<bool, SourceError> {
+        let separator = if path.contains('?') { '&' } else { '?' };
+        for page in 1..=max_pages {
+            let url = format!("{path}{separator}per_page={per_page}&page={page}");
+            let batch: T = self
+                .get_patiently(repository, perms, &url)
+                .await
+                .map_err(|e| failure(e, &not_found))?;
+            if let Page::Done = each(page, batch)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// The source's current default branch.
@@ -500,45 +540,51 @@ impl GitHubForge {
         not_before: Option<DateTime<Utc>>,
     ) -> Result<(Vec<(u64, String)>, bool), SourceError> {
         let mut kept = Vec::new();
-        for page in 1..=MAX_LISTED_PAGES {
-            let path = format!(
-                "/repos/{repository}/pulls?state=closed&base={}&sort=updated&direction=desc&per_page={PER_PAGE}&page={page}",
-                encode_path(branch)
-            );
-            let batch: Vec<ListedPull> = self
-                .get_patiently(repository, &Permissions::pull_requests_read(), &path)
-                .await
-                .map_err(|e| {
-                    failure(e, || {
-                        SourceError::Invalid(format!(
-                            "GitHub answered 404 for the pull requests of {repository}; check that the App may read pull requests there"
-                        ))
+        let path = format!(
+            "/repos/{repository}/pulls?state=closed&base={}&sort=updated&direction=desc",
+            encode_path(branch)
+        );
+        let not_found = || {
+            SourceError::Invalid(format!(
+                "GitHub answered 404 for the pull requests of {repository}; check that the App may read pull requests there"
+            ))
+        };
+        let cut = self
+            .walk_pages(
+                repository,
+                &Permissions::pull_requests_read(),
+                &path,
+                (PER_PAGE, MAX_LISTED_PAGES),
+                not_found,
+                |_, batch: Vec<ListedPull>| {
+                    for pull in &batch {
+                        let into_branch = pull.base.as_ref().is_some_and(|b| b.name == branch);
+                        let sha = pull
+                            .merge_commit_sha
+                            .as_deref()
+                            .map(str::to_ascii_lowercase)
+                            .filter(|sha| in_range.contains_key(sha.as_str()));
+                        if let (true, Some(_), Some(sha)) = (into_branch, &pull.merged_at, sha) {
+                            kept.push((pull.number, sha));
+                        }
+                    }
+                    let older_than_range = match (not_before, batch.last()) {
+                        (Some(limit), Some(last)) => last
+                            .updated_at
+                            .as_deref()
+                            .and_then(parse_time)
+                            .is_some_and(|updated| updated < limit),
+                        _ => false,
+                    };
+                    Ok(if older_than_range {
+                        Page::Done
+                    } else {
+                        Page::after(batch.len(), PER_PAGE)
                     })
-                })?;
-            for pull in &batch {
-                let into_branch = pull.base.as_ref().is_some_and(|b| b.name == branch);
-                let sha = pull
-                    .merge_commit_sha
-                    .as_deref()
-                    .map(str::to_ascii_lowercase)
-                    .filter(|sha| in_range.contains_key(sha.as_str()));
-                if let (true, Some(_), Some(sha)) = (into_branch, &pull.merged_at, sha) {
-                    kept.push((pull.number, sha));
-                }
-            }
-            let older_than_range = match (not_before, batch.last()) {
-                (Some(limit), Some(last)) => last
-                    .updated_at
-                    .as_deref()
-                    .and_then(parse_time)
-                    .is_some_and(|updated| updated < limit),
-                _ => false,
-            };
-            if batch.len() < PER_PAGE || older_than_range {
-                return Ok((kept, false));
-            }
-        }
-        Ok((kept, true))
+                },
+            )
+            .await?;
+        Ok((kept, cut))
     }
 
     /// Every commit of `before...after`, oldest first, paging through compare.
@@ -551,10 +597,10 @@ impl GitHubForge {
         let mut commits: Vec<CommitInfo> = Vec::new();
         let mut seen = HashSet::new();
         let mut total = 0;
-        for page in 1..=MAX_COMMITS.div_ceil(PER_PAGE) {
-            let c = self
-                .compare_page(repository, before, after, PER_PAGE, page, "push_before")
-                .await?;
+        let path = format!("/repos/{repository}/compare/{before}...{after}");
+        let not_found = || unknown_commit(repository, "push_before", before);
+        let pages = (PER_PAGE, MAX_COMMITS.div_ceil(PER_PAGE));
+        let each = |page: usize, c: Comparison| {
             if page == 1 {
                 if c.status != "ahead" || c.behind_by != 0 {
                     return Err(SourceError::Rejected(format!(
@@ -574,10 +620,15 @@ impl GitHubForge {
                     commits.push(commit_info(commit));
                 }
             }
-            if got < PER_PAGE || commits.len() >= total {
-                break;
-            }
-        }
+            Ok(if commits.len() >= total {
+                Page::Done
+            } else {
+                Page::after(got, PER_PAGE)
+            })
+        };
+        let perms = Permissions::contents_read();
+        self.walk_pages(repository, &perms, &path, pages, not_found, each)
+            .await?;
         if commits.len() < total {
             return Err(SourceError::Unavailable(format!(
                 "GitHub listed {} of the {total} commits of {before}..{after}; the job will ask again",
@@ -613,25 +664,26 @@ impl GitHubForge {
             return Ok(None);
         };
         let mut api_files: Vec<ApiFile> = Vec::new();
-        for page in 1..=MAX_FILES.div_ceil(PER_PAGE) {
-            let path =
-                format!("/repos/{repository}/pulls/{number}/files?per_page={PER_PAGE}&page={page}");
-            let batch: Vec<ApiFile> = self
-                .get_patiently(repository, &Permissions::pull_requests_read(), &path)
-                .await
-                .map_err(|e| {
-                    failure(e, || {
-                        SourceError::Invalid(format!(
-                            "GitHub answered 404 for the files of pull request #{number} of {repository}; check that the App may read pull requests there"
-                        ))
-                    })
-                })?;
-            let got = batch.len();
-            api_files.extend(batch);
-            if got < PER_PAGE {
-                break;
-            }
-        }
+        let path = format!("/repos/{repository}/pulls/{number}/files");
+        let not_found = || {
+            SourceError::Invalid(format!(
+                "GitHub answered 404 for the files of pull request #{number} of {repository}; check that the App may read pull requests there"
+            ))
+        };
+        let pages = (PER_PAGE, MAX_FILES.div_ceil(PER_PAGE));
+        self.walk_pages(
+            repository,
+            &Permissions::pull_requests_read(),
+            &path,
+            pages,
+            not_found,
+            |_, batch: Vec<ApiFile>| {
+                let got = batch.len();
+                api_files.extend(batch);
+                Ok(Page::after(got, PER_PAGE))
+            },
+        )
+        .await?;
         let listed = api_files.len();
         api_files.truncate(MAX_FILES);
         let files_truncated = pull
