@@ -219,6 +219,12 @@ impl PartialEq<str> for RepoName {
     }
 }
 
+impl PartialEq<&str> for RepoName {
+    fn eq(&self, other: &&str) -> bool {
+        self.0.eq_ignore_ascii_case(other)
+    }
+}
+
 impl fmt::Display for RepoName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

@@ -117,7 +117,7 @@ impl Sweep {
             let outcome = self.check(source).await;
             log(source, &outcome);
             crate::metrics::SWEEP_CHECKS.inc(&[outcome.label()]);
-            outcomes.push((source.repository.clone(), outcome));
+            outcomes.push((source.repository.to_string(), outcome));
         }
         outcomes
     }
@@ -171,7 +171,7 @@ impl Sweep {
             }
         }
         let job = NewJob {
-            source: repository.clone(),
+            source: repository.to_string(),
             destination: source.destination(),
             origin: Origin::Sweep,
             kind: JobKind::Range {

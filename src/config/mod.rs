@@ -16,6 +16,7 @@
 //! key, `read` the root and the small tables, `sources` and `agent` their
 //! tables, `rules` the value checks they share.
 
+use crate::ids::RepoName;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -98,9 +99,9 @@ pub struct BotIdentity {
 #[derive(Debug, Clone)]
 pub struct Source {
     /// `owner/name` of the source repository; the key every request names.
-    pub repository: String,
+    pub repository: RepoName,
     /// `owner/name` of the repository whose wiki receives the memory.
-    pub wiki_repository: String,
+    pub wiki_repository: RepoName,
     pub dispatch_workflow: String,
     pub request_workflow: String,
     /// Name of the environment variable holding the dispatch HMAC secret.

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::rules::{check_repository, is_env_name};
 use super::section::Section;
 use super::{DEFAULT_PROTECTED_PAGES, Forge, Source};
+use crate::ids::RepoName;
 
 /// Mappings the file alone shows to be wrong: a local source whose wiki is a
 /// source repository (its own or another source's), where memory commits
@@ -165,9 +166,14 @@ pub(super) fn read_source(
     if errors.len() > before {
         return None;
     }
-    let repository = repository?;
+    // Both names passed `check_repository` above (no error was added).
+    let repository = RepoName::parse(&repository?).ok()?;
+    let wiki_repository = match wiki_repository {
+        Some(name) => RepoName::parse(&name).ok()?,
+        None => repository.clone(),
+    };
     Some(Source {
-        wiki_repository: wiki_repository.unwrap_or_else(|| repository.clone()),
+        wiki_repository,
         repository,
         dispatch_workflow,
         request_workflow,

@@ -232,7 +232,7 @@ impl Ingest {
             oidc::check_claims_against_forge(claims, repository_id, run_sha.as_deref())?;
         }
         Ok(VerifiedDispatch {
-            source: source.repository.clone(),
+            source: source.repository.to_string(),
             destination: source.destination(),
             delivery_id,
             run: req.run,

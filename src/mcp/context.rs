@@ -209,7 +209,7 @@ impl Binding {
                 read_only: false,
             },
             writer: Some(WriterBinding {
-                source,
+                source: source.to_string(),
                 job: env.job,
                 range: env.range,
                 token: env.token,
@@ -330,8 +330,8 @@ impl Context {
         };
         Ok(Resolved {
             identity: Identity {
-                source_repository: source.repository.clone(),
-                wiki_repository: source.wiki_repository.clone(),
+                source_repository: source.repository.to_string(),
+                wiki_repository: source.wiki_repository.to_string(),
             },
             source: source.clone(),
         })

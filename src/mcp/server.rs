@@ -107,8 +107,8 @@ impl WikiServer {
                 .config
                 .source(&job.source)
                 .map(|s| envelope::Identity {
-                    source_repository: s.repository.clone(),
-                    wiki_repository: s.wiki_repository.clone(),
+                    source_repository: s.repository.to_string(),
+                    wiki_repository: s.wiki_repository.to_string(),
                 });
         let outcome = match job.state {
             JobState::Failed | JobState::Rejected => {

@@ -222,7 +222,7 @@ impl Requests {
                 .collaborator_role(&source.repository, &owner.login)
                 .await
             {
-                Ok(role) if role.may_maintain() => repositories.push(source.repository.clone()),
+                Ok(role) if role.may_maintain() => repositories.push(source.repository.to_string()),
                 Ok(_) | Err(GitHubError::NotFound(_)) => {}
                 Err(e) => return Err(github_error(e)),
             }
@@ -320,7 +320,7 @@ impl Requests {
             .queue
             .enqueue(
                 NewJob {
-                    source: source.repository.clone(),
+                    source: source.repository.to_string(),
                     destination: source.destination(),
                     origin: Origin::Request,
                     kind: JobKind::PullRequest {

@@ -297,7 +297,7 @@ impl Runner {
         let launch = WriterLaunch {
             program: self.program.clone(),
             config_path: self.config_path.clone(),
-            source: source.repository.clone(),
+            source: source.repository.to_string(),
             job_id: job.id,
             range: scope.scope.clone(),
             evidence: evidence_path,
@@ -526,7 +526,7 @@ impl JobToken {
             Ok(secret) => Ok(JobToken {
                 secret: Secret::new(secret.expose_str().unwrap_or_default()),
                 forge,
-                wiki: wiki.clone(),
+                wiki: wiki.to_string(),
                 revocations,
                 revoked: false,
             }),

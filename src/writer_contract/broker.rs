@@ -33,6 +33,7 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::config::{Forge, Source};
+use crate::ids::RepoName;
 
 /// A request line is read up to this size.
 pub const MAX_REQUEST_BYTES: u64 = 8 * 1024;
@@ -51,7 +52,7 @@ pub struct WriterDestination {
     /// The source (`owner/name`) the writer is bound to.
     pub source: String,
     /// `owner/name` of the repository whose wiki receives the memory.
-    pub wiki_repository: String,
+    pub wiki_repository: RepoName,
     #[serde(flatten)]
     pub remote: WriterRemote,
 }
@@ -87,7 +88,7 @@ impl WriterDestination {
             },
         };
         Ok(WriterDestination {
-            source: source.repository.clone(),
+            source: source.repository.to_string(),
             wiki_repository: source.wiki_repository.clone(),
             remote,
         })
@@ -326,7 +327,7 @@ mod tests {
         let grant = WriterGrant {
             destination: WriterDestination {
                 source: "octo/app".into(),
-                wiki_repository: "octo/app".into(),
+                wiki_repository: RepoName::parse("octo/app").unwrap(),
                 remote: WriterRemote::Github {
                     git_url: "https://github.com".into(),
                 },

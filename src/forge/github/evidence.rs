@@ -438,7 +438,7 @@ impl GitHubForge {
         let bundle = EvidenceBundle {
             version: BUNDLE_VERSION,
             source: SourceInfo {
-                repository: r.clone(),
+                repository: r.to_string(),
                 forge: "github".into(),
                 default_branch: default_branch.to_owned(),
             },

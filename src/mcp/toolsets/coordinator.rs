@@ -184,8 +184,8 @@ fn identity_of(context: &Context, job: &Job) -> Option<Identity> {
         .config
         .source(&job.source)
         .map(|s| Identity {
-            source_repository: s.repository.clone(),
-            wiki_repository: s.wiki_repository.clone(),
+            source_repository: s.repository.to_string(),
+            wiki_repository: s.wiki_repository.to_string(),
         })
 }
 
