@@ -3,7 +3,7 @@
 //! is the code map with each module's invariants.
 
 pub mod cli; // the command line: clap definitions and what each command does
-pub mod ids; // validated identifiers: Sha, PullNumber, RepoName (checked once, carried typed)
+pub mod ids; // validated identifiers: Sha, PullNumber, RepoName, Scope (checked once, carried typed)
 pub mod config; // teammem.toml, validated once into typed config
 pub mod daemon; // starts HTTP, workers and scheduler; owns graceful shutdown
 pub mod demo; // `teammem demo`: sample repositories, the real daemon, one signed dispatch
