@@ -23,11 +23,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod agent;
+mod database;
 mod read;
 mod rules;
 mod section;
 mod sources;
 
+pub use database::DEFAULT_MAX_CONNECTIONS as DEFAULT_DATABASE_CONNECTIONS;
 use read::read_config;
 pub use rules::{is_loopback_host, is_repository_name};
 
@@ -35,6 +37,8 @@ pub use rules::{is_loopback_host, is_repository_name};
 #[derive(Debug, Clone)]
 pub struct Config {
     pub server: Server,
+    /// `[database]`: SQLite in `data_dir` unless a PostgreSQL URL is given.
+    pub database: Database,
     pub github: Option<GitHub>,
     pub sources: Vec<Source>,
     pub queue: Queue,
@@ -61,6 +65,29 @@ pub struct Server {
     pub request_timeout: Duration,
     /// Connections served at once; more wait in the listen backlog.
     pub max_connections: usize,
+    /// This node's name among several sharing one database (`server.node_id`;
+    /// the host name by default), shown in job events, metrics and the dashboard.
+    pub node_id: String,
+}
+
+/// Where the queue and everything the nodes share are stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Database {
+    /// `{data_dir}/teammem.db`, one node (no `[database]` table).
+    Sqlite,
+    /// A PostgreSQL server any number of nodes share.
+    Postgres(Postgres),
+}
+
+/// `[database]` with a PostgreSQL `url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Postgres {
+    /// The connection URL; it never holds a password (checked when read).
+    pub url: String,
+    /// The environment variable holding the password, if the server asks for one.
+    pub password_env: Option<String>,
+    /// The pool's size on each node.
+    pub max_connections: u32,
 }
 
 /// `[dashboard]`.
@@ -264,6 +291,16 @@ impl Config {
                 "agent.api_key_env: environment variable {name} is not set"
             ));
         }
+        if let Database::Postgres(Postgres {
+            password_env: Some(name),
+            ..
+        }) = &self.database
+            && crate::secrets::env_secret(name).is_none()
+        {
+            errors.push(format!(
+                "database.password_env: environment variable {name} is not set; set it to the database password"
+            ));
+        }
         if errors.is_empty() {
             Ok(())
         } else {
@@ -283,10 +320,18 @@ impl Config {
             Agent::Command { env_allow, .. } => env_allow,
             _ => &[],
         };
+        let database_password = match &self.database {
+            Database::Postgres(Postgres {
+                password_env: Some(name),
+                ..
+            }) => Some(name.clone()),
+            _ => None,
+        };
         let mut names: Vec<String> = self
             .sources
             .iter()
             .map(|s| s.webhook_secret_env.clone())
+            .chain(database_password)
             .chain(match &self.agent {
                 Agent::OpenAi {
                     api_key_env: Some(name),

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::agent::read_agent;
+use super::database::{read_database, read_node_id};
 use super::rules::{check_url, url_is_loopback};
 use super::section::Section;
 use super::sources::{check_mappings, read_source};
@@ -25,6 +26,7 @@ pub(super) fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Optio
     }
     let server = read_server(server_table.unwrap_or(&empty), errors);
 
+    let database = read_database(top.table("database", errors), errors);
     let github = top.table("github", errors).map(|t| read_github(t, errors));
     let bot = read_bot(root.get("github").and_then(|v| v.as_table()));
 
@@ -75,6 +77,7 @@ pub(super) fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Optio
 
     Some(Config {
         server: server?,
+        database,
         github: github.flatten(),
         sources: sources.into_iter().map(|(_, s)| s).collect(),
         queue,
@@ -117,6 +120,7 @@ fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<Server> {
     let header_timeout = s.int("header_timeout_seconds", 10, (1, 300), errors) as u64;
     let request_timeout = s.int("request_timeout_seconds", 60, (1, 3600), errors) as u64;
     let max_connections = s.int("max_connections", 1024, (1, 65_536), errors) as usize;
+    let node_id = read_node_id(&mut s, errors);
     s.finish(errors);
     Some(Server {
         listen: listen?,
@@ -125,6 +129,7 @@ fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<Server> {
         header_timeout: Duration::from_secs(header_timeout),
         request_timeout: Duration::from_secs(request_timeout),
         max_connections,
+        node_id,
     })
 }
 

@@ -1,7 +1,7 @@
 //! Configuration validation: good files parse into the expected values, and each
 //! bad file is refused with a message that names the key and the reason.
 
-use teammem::config::{Agent, Config, Forge, PrivateKey};
+use teammem::config::{Agent, Config, Database, Forge, PrivateKey};
 
 const MINIMAL: &str = r#"
 [server]
@@ -451,5 +451,89 @@ fn plain_http_is_accepted_to_this_machine_only() {
     ] {
         let text = format!("[server]\ndata_dir = \"/d\"\npublic_url = \"{url}\"");
         assert!(Config::parse(&text).is_err(), "{url} accepted");
+    }
+}
+
+#[test]
+fn the_database_is_sqlite_unless_a_postgres_url_is_given() {
+    let c = Config::parse(MINIMAL).unwrap();
+    assert_eq!(c.database, Database::Sqlite);
+    assert!(!c.server.node_id.is_empty(), "the host name by default");
+
+    let text = "[server]\ndata_dir = \"/d\"\nnode_id = \"node-a\"\n[database]\nurl = \"postgres://teammem@db.internal:5432/teammem\"\npassword_env = \"TEAMMEM_TEST_DB_PASSWORD_UNSET\"";
+    let c = Config::parse(text).unwrap();
+    assert_eq!(c.server.node_id, "node-a");
+    let Database::Postgres(pg) = &c.database else {
+        panic!("expected PostgreSQL, got {:?}", c.database);
+    };
+    assert_eq!(
+        pg.max_connections,
+        teammem::config::DEFAULT_DATABASE_CONNECTIONS
+    );
+    assert_eq!(pg.location(), "db.internal:5432/teammem");
+    assert!(
+        c.secret_env_names()
+            .contains(&"TEAMMEM_TEST_DB_PASSWORD_UNSET".to_string()),
+        "the password variable is moved out of the environment at start"
+    );
+    let errors = c.check_environment().unwrap_err();
+    assert!(
+        errors.0.iter().any(|e| e.contains(
+            "database.password_env: environment variable TEAMMEM_TEST_DB_PASSWORD_UNSET is not set"
+        )),
+        "{errors}"
+    );
+}
+
+#[test]
+fn a_database_url_with_a_password_is_refused_without_echoing_it() {
+    for url in [
+        "postgres://teammem:S3CRETPASS@db/teammem",
+        "postgres://db/teammem?password=S3CRETPASS",
+    ] {
+        let text = format!("[server]\ndata_dir = \"/d\"\n[database]\nurl = \"{url}\"");
+        let errors = Config::parse(&text).unwrap_err();
+        assert!(
+            errors
+                .0
+                .iter()
+                .any(|e| e.starts_with("database.url: holds a password")),
+            "{errors}"
+        );
+        assert!(!errors.to_string().contains("S3CRETPASS"), "{errors}");
+    }
+    for (text, expected) in [
+        (
+            "[database]\nurl = \"mysql://db/x\"",
+            "database.url: expected a postgres:// URL",
+        ),
+        ("[database]\npassword_env = \"X\"", "database.url: required"),
+        (
+            "[database]\nurl = \"postgres://db/x\"\npassword_env = \"lower\"",
+            "database.password_env: expected the NAME",
+        ),
+        (
+            "[database]\nurl = \"postgres://db/x\"\nmax_connections = 0",
+            "database.max_connections",
+        ),
+        (
+            "[database]\nurl = \"postgres://db/x\"\npassword = \"x\"",
+            "database.password: unknown key",
+        ),
+        (
+            "[server]\nnode_id = \"node a\"",
+            "server.node_id: expected 1 to 64",
+        ),
+    ] {
+        let text = if text.starts_with("[server]") {
+            format!("{text}\ndata_dir = \"/d\"")
+        } else {
+            format!("[server]\ndata_dir = \"/d\"\n{text}")
+        };
+        let errors = Config::parse(&text).unwrap_err();
+        assert!(
+            errors.0.iter().any(|e| e.contains(expected)),
+            "{expected:?} among {errors}"
+        );
     }
 }
