@@ -174,6 +174,10 @@ pub async fn run_with_ingest(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), DaemonError> {
     let data_dir = &config.server.data_dir;
+    db::require_sqlite(&config.database).map_err(|e| DaemonError::Database {
+        dir: data_dir.display().to_string(),
+        source: e.into(),
+    })?;
     let pool = db::open(data_dir)
         .await
         .map_err(|e| DaemonError::Database {

@@ -1,15 +1,23 @@
-//! Database setup: opens `data_dir/teammem.db` and applies the embedded
-//! migrations. Nothing else lives here (job SQL belongs to `queue/`).
+//! Database setup: opens `data_dir/teammem.db` (SQLite, the default) or
+//! connects to the configured PostgreSQL server, and applies the embedded
+//! migrations of that backend. Nothing else lives here (job SQL belongs to
+//! `queue/`).
 //!
-//! Invariant: every connection of the pool runs with WAL journaling,
+//! Invariants: every SQLite connection runs with WAL journaling,
 //! `synchronous=FULL` (a committed job survives a power cut), foreign keys on
-//! and a busy timeout, so concurrent writers wait instead of failing.
+//! and a busy timeout, so concurrent writers wait instead of failing; a
+//! PostgreSQL password comes only from the environment variable
+//! `database.password_env` names, and no error names more of the server than
+//! its host, port and database.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use sqlx::SqlitePool;
 use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{Executor, SqlitePool};
+
+use crate::config::Postgres;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 /// File name of the database inside the configured `data_dir`.
@@ -24,8 +32,15 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// connections let readers (HTTP, metrics) proceed beside the workers.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 8;
 
-/// The migrations in `migrations/`, embedded into the binary at compile time.
-pub static MIGRATOR: Migrator = sqlx::migrate!();
+/// The SQLite migrations (`migrations/sqlite/`), embedded at compile time.
+pub static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
+
+/// The PostgreSQL migrations (`migrations/postgres/`), embedded at compile time.
+pub static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
+
+/// How long connecting to PostgreSQL (or waiting for a pooled connection)
+/// may take before the attempt fails.
+pub const POSTGRES_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What went wrong while opening or migrating the database.
 #[derive(Debug, thiserror::Error)]
@@ -49,8 +64,32 @@ pub enum DbError {
         "cannot apply database migrations: {0}; restore a backup or run a teammem build that knows every applied migration"
     )]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error(
+        "cannot connect to the PostgreSQL database at {location}: {source}; check database.url, that the server is up and reachable from this machine, and the password in database.password_env"
+    )]
+    Connect {
+        location: String,
+        source: sqlx::Error,
+    },
+    #[error("database.password_env names {0}, which is not set; set it to the database password")]
+    PasswordUnset(String),
+    #[error(
+        "database.url points at PostgreSQL ({location}); this build migrates a PostgreSQL database (teammem migrate) but keeps its job queue in SQLite only; remove [database] to run from server.data_dir's teammem.db"
+    )]
+    PostgresNotServed { location: String },
     #[error("database query failed: {0}")]
     Query(#[from] sqlx::Error),
+}
+
+/// Refuses a configuration whose `[database]` is PostgreSQL, for the parts
+/// of teammem that keep their state in SQLite only.
+pub fn require_sqlite(database: &crate::config::Database) -> Result<(), DbError> {
+    match database {
+        crate::config::Database::Sqlite => Ok(()),
+        crate::config::Database::Postgres(pg) => Err(DbError::PostgresNotServed {
+            location: pg.location(),
+        }),
+    }
 }
 
 /// The database path for a data directory.
@@ -137,6 +176,66 @@ pub async fn migrations_pending(pool: &SqlitePool) -> Result<bool, DbError> {
         .iter()
         .filter(|migration| !migration.migration_type.is_down_migration())
         .any(|migration| !applied.contains(&migration.version)))
+}
+
+/// A pool on the configured PostgreSQL server; connects once before it
+/// answers, so an unreachable server is an error here, not at the first query.
+/// Does not migrate: call [`migrate_postgres`].
+pub async fn connect_postgres(pg: &Postgres, node_id: &str) -> Result<PgPool, DbError> {
+    let connect_error = |source| DbError::Connect {
+        location: pg.location(),
+        source,
+    };
+    let mut options: PgConnectOptions = pg.url.parse().map_err(connect_error)?;
+    options = options.application_name(&format!("teammem {node_id}"));
+    if let Some(name) = &pg.password_env {
+        let secret = crate::secrets::env_secret(name)
+            .filter(|secret| !secret.is_empty())
+            .ok_or_else(|| DbError::PasswordUnset(name.clone()))?;
+        let password = secret
+            .expose_str()
+            .ok_or_else(|| DbError::PasswordUnset(name.clone()))?;
+        options = options.password(password);
+    }
+    PgPoolOptions::new()
+        .max_connections(pg.max_connections.max(1))
+        .acquire_timeout(POSTGRES_CONNECT_TIMEOUT)
+        .connect_with(options)
+        .await
+        .map_err(connect_error)
+}
+
+/// Applies every PostgreSQL migration not yet applied; nodes starting at once
+/// are serialised by the migrator's advisory lock. A database holding a
+/// migration this build does not know (a newer node migrated it) is refused.
+pub async fn migrate_postgres(pool: &PgPool) -> Result<(), DbError> {
+    POSTGRES_MIGRATOR.run(pool).await?;
+    Ok(())
+}
+
+/// [`migrations_pending`] for PostgreSQL.
+pub async fn postgres_migrations_pending(pool: &PgPool) -> Result<bool, DbError> {
+    let table_exists: bool =
+        sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+            .fetch_one(pool)
+            .await?;
+    if !table_exists {
+        return Ok(POSTGRES_MIGRATOR.iter().next().is_some());
+    }
+    let applied: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+            .fetch_all(pool)
+            .await?;
+    Ok(POSTGRES_MIGRATOR
+        .iter()
+        .filter(|migration| !migration.migration_type.is_down_migration())
+        .any(|migration| !applied.contains(&migration.version)))
+}
+
+/// Round-trips one trivial query on PostgreSQL.
+pub async fn ping_postgres(pool: &PgPool) -> Result<(), DbError> {
+    pool.execute("SELECT 1").await?;
+    Ok(())
 }
 
 /// Round-trips one trivial query: the database is reachable and readable.

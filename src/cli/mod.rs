@@ -235,6 +235,7 @@ fn load_config(path: &Path) -> Result<Config, Failure> {
 /// Opens the database of a configuration, migrated, for the offline commands.
 async fn open_db(path: &Path) -> Result<(Config, sqlx::SqlitePool), Failure> {
     let config = load_config(path)?;
+    db::require_sqlite(&config.database).map_err(|e| Failure::usage(e.to_string()))?;
     let pool = db::open(&config.server.data_dir)
         .await
         .map_err(|e| Failure::runtime(e.to_string()))?;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use clap::Args;
 
 use super::{Failure, load_config};
-use crate::config::Config;
+use crate::config::{Config, Database};
 use crate::{daemon, db};
 
 #[derive(Debug, Args)]
@@ -95,6 +95,12 @@ pub(super) async fn serve(path: &Path) -> Result<(), Failure> {
     config
         .check_environment()
         .map_err(|e| Failure::usage(format!("invalid configuration\n{e}")))?;
+    if let Database::Postgres(pg) = &config.database {
+        // Reachable and migrated (or exit 2 saying why), then refused: the
+        // queue itself runs on SQLite only in this build.
+        migrated_postgres(pg, &config.server.node_id).await?;
+        db::require_sqlite(&config.database).map_err(|e| Failure::usage(e.to_string()))?;
+    }
     let config = Arc::new(config);
     daemon::run(
         config.clone(),
@@ -107,15 +113,21 @@ pub(super) async fn serve(path: &Path) -> Result<(), Failure> {
 
 pub(super) async fn migrate(path: &Path) -> Result<(), Failure> {
     let config = load_config(path)?;
-    let pool = db::open(&config.server.data_dir)
-        .await
-        .map_err(|e| Failure::runtime(e.to_string()))?;
-    let pending = db::migrations_pending(&pool)
-        .await
-        .map_err(|e| Failure::runtime(e.to_string()))?;
-    db::migrate(&pool)
-        .await
-        .map_err(|e| Failure::runtime(e.to_string()))?;
+    let pending = match &config.database {
+        Database::Sqlite => {
+            let pool = db::open(&config.server.data_dir)
+                .await
+                .map_err(|e| Failure::runtime(e.to_string()))?;
+            let pending = db::migrations_pending(&pool)
+                .await
+                .map_err(|e| Failure::runtime(e.to_string()))?;
+            db::migrate(&pool)
+                .await
+                .map_err(|e| Failure::runtime(e.to_string()))?;
+            pending
+        }
+        Database::Postgres(pg) => migrated_postgres(pg, &config.server.node_id).await?.1,
+    };
     let what = if pending {
         "applied"
     } else {
@@ -123,6 +135,25 @@ pub(super) async fn migrate(path: &Path) -> Result<(), Failure> {
     };
     println!("migrations up to date ({what})");
     Ok(())
+}
+
+/// Connects to the configured PostgreSQL server and applies its migrations;
+/// `true` when some were pending. Exit 2 when the server cannot be reached or
+/// holds migrations this build does not know (a newer node migrated it).
+async fn migrated_postgres(
+    pg: &crate::config::Postgres,
+    node_id: &str,
+) -> Result<(sqlx::PgPool, bool), Failure> {
+    let pool = db::connect_postgres(pg, node_id)
+        .await
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let pending = db::postgres_migrations_pending(&pool)
+        .await
+        .map_err(|e| Failure::runtime(e.to_string()))?;
+    db::migrate_postgres(&pool)
+        .await
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    Ok((pool, pending))
 }
 
 pub(super) async fn check_installations(

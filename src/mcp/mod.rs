@@ -195,6 +195,7 @@ pub async fn coordinator(
     config: &std::sync::Arc<crate::config::Config>,
 ) -> Result<crate::requests::Requests, McpError> {
     let data_dir = &config.server.data_dir;
+    crate::db::require_sqlite(&config.database).map_err(|e| McpError::Binding(e.to_string()))?;
     let pool = crate::db::open(data_dir).await.map_err(|e| {
         McpError::Binding(format!(
             "cannot open the job database in {}: {e}; check server.data_dir",

@@ -3,7 +3,7 @@
 //!
 //! Invariant: the state diagram documented on [`JobState`] is the only one;
 //! the SQL in the sibling modules moves jobs along exactly these edges, and the
-//! string forms here match the `CHECK` constraints of `migrations/0001_queue.sql`.
+//! string forms here match the `CHECK` constraints of `migrations/sqlite/0001_queue.sql` and `migrations/postgres/0001_queue.sql`.
 
 use std::fmt;
 use std::str::FromStr;

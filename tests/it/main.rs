@@ -18,6 +18,7 @@ mod jobs_api; // /v1/jobs over HTTP, token scopes, graceful shutdown
 mod private_wiki; // agents read a private GitHub wiki with the App's read-only token (/mcp and stdio), never seeing it
 mod mcp; // the wiki MCP server through rmcp's client: modes, envelope, reads, the job-bound writer
 mod postgres_harness; // the PostgreSQL harness: the shared server answers, fresh databases are isolated
+mod postgres_db; // [database] on a real PostgreSQL server: migrate, the schema's own rules, newer migrations refused, an unreachable server
 mod queue; // the durable job queue: enqueue, claim, leases, rescue, steering, retention
 mod requests; // POST /v1/requests and `teammem request --wait` over real HTTP, local forge and the fake GitHub
 mod sandbox; // the command agent's kernel sandbox via the real sandbox-exec: files, /proc, signals, ports, process trees, fail closed
