@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Product checks against a real daemon with a job in it (`teammem demo`):
 #   - `promtool check metrics` (Debian's prometheus package) on a /metrics scrape;
-#   - a headless Chromium (Debian's chromium) screenshot of the dashboard and of
-#     the job's page, kept as CI artifacts in target/ci-artifacts/;
-#   - a DOM check (--dump-dom) that the job's row is in the dashboard's table.
+#   - headless Chromium (Debian's chromium) screenshots of the sources page, the
+#     jobs list and the job's page, kept as CI artifacts in target/ci-artifacts/;
+#   - DOM checks (--dump-dom): the job's row is in the jobs table, and the
+#     sources page shows the demo's source as up to date.
 # Runs on a clean clone as root; installs what it needs with apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,10 +67,12 @@ chrome() {
     --disable-background-networking --disable-component-update --disable-sync \
     --user-data-dir="$work/chrome-profile" --window-size=1280,900 "$@" 2>>"$work/chrome.log"
 }
-chrome --screenshot="$PWD/$artifacts/dashboard.png" "$url/"
+chrome --screenshot="$PWD/$artifacts/sources.png" "$url/"
+chrome --screenshot="$PWD/$artifacts/dashboard.png" "$url/jobs"
 chrome --screenshot="$PWD/$artifacts/job.png" "$url/jobs/1"
-chrome --dump-dom "$url/" >"$artifacts/dashboard.html"
-for png in dashboard job; do
+chrome --dump-dom "$url/jobs" >"$artifacts/dashboard.html"
+chrome --dump-dom "$url/" >"$artifacts/sources.html"
+for png in sources dashboard job; do
   [ -s "$artifacts/$png.png" ] || { echo "no $png screenshot; Chromium said:" >&2; cat "$work/chrome.log" >&2; exit 1; }
 done
 python3 - "$artifacts/dashboard.html" <<'PY'
@@ -112,5 +115,25 @@ for expected in ("succeeded", "demo/todo"):
     if expected not in row:
         sys.exit(f"job 1's row lacks {expected!r}: {row}")
 print(f"dashboard DOM: {len(parser.rows)} job row(s); job 1 is {row}")
+PY
+python3 - "$artifacts/sources.html" <<'PY'
+import sys
+from html.parser import HTMLParser
+
+class Sources(HTMLParser):
+    """The data-attention of each source row of the sources table."""
+    def __init__(self):
+        super().__init__()
+        self.attention = {}
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "tr" and "data-source" in attrs:
+            self.attention[attrs["data-source"]] = attrs.get("data-attention")
+
+parser = Sources()
+parser.feed(open(sys.argv[1], encoding="utf-8").read())
+if parser.attention.get("demo/todo") != "up to date":
+    sys.exit(f"the sources page does not show demo/todo as up to date: {parser.attention}")
+print(f"sources DOM: {parser.attention}")
 PY
 echo "dashboard: ok (screenshots in $artifacts/)"

@@ -7,7 +7,7 @@ pub mod ids; // validated identifiers: Sha, PullNumber, RepoName, Scope (checked
 pub mod config; // teammem.toml, validated once into typed config
 pub mod daemon; // starts HTTP, workers and scheduler; owns graceful shutdown
 pub mod demo; // `teammem demo`: sample repositories, the real daemon, one signed dispatch
-pub mod db; // the SQLite pool (WAL, busy timeout) and migrations; nothing else
+pub mod db; // the SQLite pool (WAL, busy timeout) or the PostgreSQL pool, and migrations; nothing else
 pub mod http; // the HTTP API: one router per resource, errors mapped in one place
 pub mod ingest; // signed dispatches: HMAC, OIDC, parsing, verification, one error per check
 pub mod forge; // where sources live: GitHub's REST API (App auth, verification) and local git
@@ -19,6 +19,7 @@ pub mod sandbox; // the kernel sandbox of the command agent: Landlock policy, th
 pub mod runner; // runs one job: evidence bundle, writer child, agents, checked receipts
 pub mod scheduler; // cron schedules for rescue, retention and sweep
 pub mod sweep; // the sweep for missed pushes: cursor..tip of `sweep = true` sources
+pub mod freshness; // how fresh each wiki is: cursor, lag behind the branch (cached, bounded), jobs in flight, urgency
 pub mod wiki; // the team memory as git: mirrors, reads, checked writes, publish (the only gix user for wikis)
 pub mod writer_contract; // the runner ↔ writer-child contract: environment, descriptors, trailers, broker wire
 pub mod mcp; // MCP servers over the wiki (read tools, job-bound writer) and the `teammem wiki` functions

@@ -97,6 +97,8 @@ pub struct Dashboard {
     /// headers) is the local operator. Default: on unless `server.public_url`
     /// names a non-loopback host.
     pub trust_loopback: bool,
+    /// The longest a page waits on a forge (the sources page's lag lookups).
+    pub forge_timeout: Duration,
 }
 
 #[derive(Debug, Clone)]

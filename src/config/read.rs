@@ -141,8 +141,12 @@ fn read_dashboard(
     let mut s = Section::new("dashboard", t);
     let default = public_url.is_none_or(url_is_loopback);
     let trust_loopback = s.bool("trust_loopback", default, errors);
+    let forge_timeout = s.int("forge_timeout_seconds", 2, (1, 30), errors) as u64;
     s.finish(errors);
-    Dashboard { trust_loopback }
+    Dashboard {
+        trust_loopback,
+        forge_timeout: Duration::from_secs(forge_timeout),
+    }
 }
 
 fn read_github(t: &toml::Table, errors: &mut Vec<String>) -> Option<GitHub> {

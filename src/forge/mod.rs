@@ -66,6 +66,28 @@ pub struct BranchTip {
     pub sha: Sha,
 }
 
+/// How far the default branch has moved past a remembered commit (the
+/// dashboard's freshness question). `commits` is exact up to
+/// [`MAX_LAG_COUNTED`]; past it the walk stops and says `counted_all: false`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lag {
+    /// The remembered commit is the branch's tip.
+    UpToDate { tip: Sha },
+    /// The branch holds `commits` commits after the remembered one; the
+    /// oldest of them was committed at `since` (unix seconds), when known.
+    Behind {
+        tip: Sha,
+        commits: u64,
+        counted_all: bool,
+        since: Option<i64>,
+    },
+    /// The remembered commit is not in the branch's history (force-push).
+    Diverged { tip: Sha },
+}
+
+/// How many commits a lag count walks before it stops counting.
+pub const MAX_LAG_COUNTED: u64 = 10_000;
+
 /// How a remembered commit relates to the default branch's tip (the sweep's
 /// second question).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,9 +21,9 @@ use std::sync::Arc;
 use super::evidence::{EvidenceBundle, JobScope, PatchSet, SourceError};
 use super::github::GitHubForge;
 pub use super::github::SetupError;
-use super::{Ancestry, BranchTip, Refusal, RunRef, VerifiedPull, VerifiedRange, local};
+use super::{Ancestry, BranchTip, Lag, Refusal, RunRef, VerifiedPull, VerifiedRange, local};
 use crate::config::{Config, Forge, Source};
-use crate::ids::{PullNumber, Scope};
+use crate::ids::{PullNumber, Scope, Sha};
 
 /// Why a GitHub source cannot be asked without `[github]`.
 const NO_GITHUB: &str =
@@ -170,6 +170,21 @@ impl<'a> SourceForge<'a> {
             On::GitHub(client) => {
                 Self::github_or_refuse(client)?
                     .default_branch_tip(&self.source.repository)
+                    .await
+            }
+        }
+    }
+
+    /// How far the default branch has moved past `cursor`.
+    pub async fn lag(&self, cursor: &Sha) -> Result<Lag, Refusal> {
+        match self.on {
+            On::Local(repo) => {
+                let (repo, cursor) = (repo.clone(), cursor.to_string());
+                blocking(move || local::lag(&repo, &cursor)).await
+            }
+            On::GitHub(client) => {
+                Self::github_or_refuse(client)?
+                    .lag(&self.source.repository, cursor)
                     .await
             }
         }

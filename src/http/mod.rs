@@ -51,6 +51,8 @@ pub struct AppState {
     /// Why jobs cannot run as configured (the command agent's sandbox), found
     /// at start; `/readyz` reports each.
     pub job_problems: Arc<Vec<String>>,
+    /// The sources page's lag cache.
+    pub freshness: Arc<crate::freshness::Freshness>,
 }
 
 impl AppState {
@@ -73,6 +75,7 @@ impl AppState {
             ingest: None,
             shutdown: tokio_util::sync::CancellationToken::new(),
             job_problems: Arc::new(Vec::new()),
+            freshness: Arc::default(),
         }
     }
 

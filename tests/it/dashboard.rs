@@ -80,12 +80,25 @@ async fn local_viewers_see_jobs_and_remote_ones_must_log_in() {
 
     let http = client();
     // A loopback client without forwarding headers is the local operator.
-    let page = http.get(d.url("/")).send().await.unwrap();
+    let page = http.get(d.url("/jobs")).send().await.unwrap();
     assert_eq!(page.status(), 200);
     let html = page.text().await.unwrap();
     assert!(
         html.contains("octo/app") && html.contains("octo/lib"),
         "{html}"
+    );
+    // The home page lists the sources, each with its jobs in flight.
+    let home = http
+        .get(d.url("/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        home.contains("data-source=\"octo/app\"") && home.contains("data-source=\"octo/lib\""),
+        "{home}"
     );
     assert!(html.contains("http-equiv=\"refresh\""));
     assert!(html.contains("name=viewport"));
@@ -148,7 +161,7 @@ async fn local_viewers_see_jobs_and_remote_ones_must_log_in() {
     let session = cookie.split(';').next().unwrap().to_string();
 
     let scoped = http
-        .get(d.url("/"))
+        .get(d.url("/jobs"))
         .header("X-Forwarded-For", "203.0.113.7")
         .header("Cookie", &session)
         .send()
@@ -160,6 +173,21 @@ async fn local_viewers_see_jobs_and_remote_ones_must_log_in() {
     assert!(
         !html.contains("PR #34"),
         "a token limited to octo/app must not see octo/lib jobs"
+    );
+    let home = http
+        .get(d.url("/"))
+        .header("X-Forwarded-For", "203.0.113.7")
+        .header("Cookie", &session)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(home.contains("data-source=\"octo/app\""), "{home}");
+    assert!(
+        !home.contains("octo/lib"),
+        "a token limited to octo/app must not see the octo/lib source: {home}"
     );
 
     // A tampered cookie is worth nothing.

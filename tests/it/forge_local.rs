@@ -287,3 +287,52 @@ fn a_long_range_from_a_commit_off_the_branch_is_not_a_fast_forward() {
 fn status_of(e: &teammem::ingest::IngestError) -> u16 {
     teammem::http::ApiError::from(e.clone()).status.as_u16()
 }
+
+#[test]
+fn lag_counts_the_commits_after_the_cursor_and_sees_a_force_push() {
+    use teammem::forge::Lag;
+    use teammem::forge::local::lag;
+    let l = local();
+    let tip = teammem::ids::Sha::parse(&l.after).unwrap();
+    assert_eq!(
+        lag(&l.git.dir, &l.after).unwrap(),
+        Lag::UpToDate { tip: tip.clone() }
+    );
+
+    let oldest = l.git.git(&[
+        "rev-list",
+        "--reverse",
+        &format!("{}..{}", l.before, l.after),
+    ]);
+    let oldest = oldest.lines().next().unwrap();
+    let since: i64 = l
+        .git
+        .git(&["log", "-1", "--format=%ct", oldest])
+        .parse()
+        .unwrap();
+    assert_eq!(
+        lag(&l.git.dir, &l.before).unwrap(),
+        Lag::Behind {
+            tip: tip.clone(),
+            commits: 3,
+            counted_all: true,
+            since: Some(since),
+        },
+        "the git CLI counts three commits after the cursor"
+    );
+
+    // A cursor the branch no longer holds: force-pushed away, or unknown.
+    l.git.reset_main(&l.before);
+    l.git.commits(1, "rewritten");
+    let rewritten = teammem::ids::Sha::parse(&l.git.head()).unwrap();
+    assert_eq!(
+        lag(&l.git.dir, &l.after).unwrap(),
+        Lag::Diverged {
+            tip: rewritten.clone()
+        }
+    );
+    assert_eq!(
+        lag(&l.git.dir, &"1".repeat(40)).unwrap(),
+        Lag::Diverged { tip: rewritten }
+    );
+}

@@ -10,8 +10,8 @@
 use serde::Deserialize;
 
 use super::verify::refusal;
-use super::{GitHubForge, Permissions};
-use crate::forge::{Ancestry, BranchTip, Refusal};
+use super::{GitHubError, GitHubForge, Permissions};
+use crate::forge::{Ancestry, BranchTip, Lag, Refusal};
 use crate::ids::Sha;
 
 /// `GET /repos/{r}/git/ref/heads/{branch}`, reduced to the commit it names.
@@ -87,6 +87,85 @@ impl GitHubForge {
                 }) => Ok(Ancestry::NotAncestor),
                 Err(other) => Err(other),
             }
+        })
+        .await
+    }
+}
+
+/// A compare answer read for its length and its oldest commit's date.
+#[derive(Debug, Deserialize)]
+struct LagComparison {
+    status: String,
+    #[serde(default)]
+    ahead_by: u64,
+    #[serde(default)]
+    commits: Vec<LagCommit>,
+}
+
+#[derive(Debug, Deserialize)]
+struct LagCommit {
+    commit: LagCommitData,
+}
+
+#[derive(Debug, Deserialize)]
+struct LagCommitData {
+    committer: Option<LagPerson>,
+}
+
+#[derive(Debug, Deserialize)]
+struct LagPerson {
+    date: Option<String>,
+}
+
+impl GitHubForge {
+    /// How far the default branch of `repository` has moved past `cursor`:
+    /// its tip, then one compare page of one commit (`ahead_by` counts them,
+    /// the first commit listed is the oldest).
+    pub async fn lag(&self, repository: &str, cursor: &str) -> Result<Lag, Refusal> {
+        let tip = self.default_branch_tip(repository).await?;
+        if tip.sha == cursor {
+            return Ok(Lag::UpToDate { tip: tip.sha });
+        }
+        self.within_deadline(async {
+            let path = format!(
+                "/repos/{repository}/compare/{cursor}...{}?per_page=1&page=1",
+                tip.sha
+            );
+            let answer: Result<LagComparison, _> = self
+                .get(repository, &Permissions::contents_read(), &path)
+                .await;
+            let c = match answer {
+                Ok(c) => c,
+                Err(GitHubError::NotFound(_)) => {
+                    return Ok(Lag::Diverged {
+                        tip: tip.sha.clone(),
+                    });
+                }
+                Err(e) => {
+                    return Err(refusal(e, |_| {
+                        Refusal::unavailable(60, format!("GitHub could not compare {repository}"))
+                    }));
+                }
+            };
+            Ok(match c.status.as_str() {
+                "identical" => Lag::UpToDate {
+                    tip: tip.sha.clone(),
+                },
+                "ahead" => Lag::Behind {
+                    tip: tip.sha.clone(),
+                    commits: c.ahead_by,
+                    counted_all: true,
+                    since: c
+                        .commits
+                        .first()
+                        .and_then(|first| first.commit.committer.as_ref()?.date.as_deref())
+                        .and_then(|date| chrono::DateTime::parse_from_rfc3339(date).ok())
+                        .map(|date| date.timestamp()),
+                },
+                _ => Lag::Diverged {
+                    tip: tip.sha.clone(),
+                },
+            })
         })
         .await
     }

@@ -21,7 +21,8 @@ use gix::ObjectId;
 use crate::ids::{PullNumber, Sha};
 
 use super::{
-    Ancestry, BranchTip, MAX_RANGE_COMMITS, Refusal, VerifiedPull, VerifiedRange, precheck_range,
+    Ancestry, BranchTip, Lag, MAX_LAG_COUNTED, MAX_RANGE_COMMITS, Refusal, VerifiedPull,
+    VerifiedRange, precheck_range,
 };
 
 /// A commit id as a [`Sha`]; refuses ids that are not SHA-1 (a SHA-256
@@ -258,6 +259,54 @@ pub fn ancestry(path: &Path, commit: &str, tip: &str) -> Result<Ancestry, Refusa
         Ancestry::Ancestor
     } else {
         Ancestry::NotAncestor
+    })
+}
+
+/// How far the default branch of the repository at `path` has moved past
+/// `cursor`: a walk of `cursor..tip`, counted up to [`MAX_LAG_COUNTED`].
+pub fn lag(path: &Path, cursor: &str) -> Result<Lag, Refusal> {
+    let repo = open(path)?;
+    let (_, tip_id) = default_branch(&repo)?;
+    let tip = sha_of(tip_id)?;
+    let Ok(remembered) = commit_id(&repo, "the cursor", cursor) else {
+        return Ok(Lag::Diverged { tip });
+    };
+    if remembered == tip_id {
+        return Ok(Lag::UpToDate { tip });
+    }
+    if !on_default_branch(path, &repo, tip_id, remembered)? {
+        return Ok(Lag::Diverged { tip });
+    }
+    let walk = repo
+        .rev_walk([tip_id])
+        .with_hidden([remembered])
+        .all()
+        .map_err(walk_error)?;
+    let (mut commits, mut since) = (0_u64, None::<i64>);
+    for info in walk {
+        let info = info.map_err(walk_error)?;
+        if commits == MAX_LAG_COUNTED {
+            return Ok(Lag::Behind {
+                tip,
+                commits,
+                counted_all: false,
+                since,
+            });
+        }
+        commits += 1;
+        let time = info.commit_time.unwrap_or_else(|| {
+            repo.find_commit(info.id)
+                .ok()
+                .and_then(|c| c.time().ok())
+                .map_or(0, |t| t.seconds)
+        });
+        since = Some(since.map_or(time, |s| s.min(time)));
+    }
+    Ok(Lag::Behind {
+        tip,
+        commits,
+        counted_all: true,
+        since,
     })
 }
 

@@ -488,3 +488,91 @@ async fn github_faults_change_nothing_and_are_retried_at_the_next_run() {
     );
     assert_eq!(all_jobs(&queue).await.len(), 1);
 }
+
+/// The dashboard's lag question on the GitHub forge, answered from the fake's
+/// real git repository: up to date, behind by the commits merged since (with
+/// the oldest one's date), diverged after a force-push.
+#[tokio::test]
+async fn github_lag_counts_commits_after_the_cursor() {
+    use teammem::forge::Lag;
+    let hub = github_hub("").await;
+    let config = hub.config();
+    let forges = teammem::forge::Forges::with_github(Some(hub.forge()));
+    let source = &config.sources[0];
+    let cursor = sha(&hub.source.head);
+    assert_eq!(
+        forges.of(source).lag(&cursor).await.unwrap(),
+        Lag::UpToDate {
+            tip: cursor.clone()
+        }
+    );
+    hub.merge_pr(14, "Cache the index", "src/cache.rs");
+    let tip = hub.merge_pr(15, "Drop the cache", "src/cache.rs");
+    let Lag::Behind {
+        tip: seen,
+        commits,
+        counted_all: true,
+        since: Some(_),
+    } = forges.of(source).lag(&cursor).await.unwrap()
+    else {
+        panic!("expected the branch to be ahead of the cursor");
+    };
+    assert_eq!(seen, sha(&tip));
+    let expected: u64 = git(
+        &hub.source.dir,
+        &[
+            "rev-list",
+            "--count",
+            &format!("{}..{tip}", hub.source.head),
+        ],
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    assert_eq!(commits, expected, "the git CLI's count");
+
+    git(
+        &hub.source.dir,
+        &["reset", "-q", "--hard", &hub.source.base],
+    );
+    let rewritten = hub.merge_pr(16, "Rewritten history", "src/other.rs");
+    assert_eq!(
+        forges.of(source).lag(&sha(&tip)).await.unwrap(),
+        Lag::Diverged {
+            tip: sha(&rewritten)
+        }
+    );
+}
+
+/// The sources page never waits on a forge longer than its timeout: a hung
+/// compare leaves the lag unknown, saying why, and the page answers.
+#[tokio::test]
+async fn a_hung_forge_leaves_the_lag_unknown_within_the_timeout() {
+    use teammem::freshness::{Attention, Freshness, LagAnswer};
+    let hub = github_hub("").await;
+    let mut config = hub.config();
+    config.dashboard.forge_timeout = std::time::Duration::from_secs(1);
+    let forges = teammem::forge::Forges::with_github(Some(hub.forge()));
+    let test = crate::queue::test_queue().await;
+    test.queue
+        .advance_cursor("octo/app", &sha(&hub.source.base))
+        .await
+        .unwrap();
+    hub.fake.inject("/compare/", Fault::Hang);
+    let freshness = Arc::new(Freshness::default());
+    let started = std::time::Instant::now();
+    let rows = freshness
+        .sources(&config, &test.queue, &forges, |_| true)
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "waited {:?}",
+        started.elapsed()
+    );
+    let LagAnswer::Unknown(why) = &rows[0].lag else {
+        panic!("expected an unknown lag, got {:?}", rows[0].lag);
+    };
+    assert!(why.contains("did not answer within 1 s"), "{why}");
+    assert_eq!(rows[0].attention, Attention::Unknown);
+}

@@ -1,0 +1,231 @@
+//! The sources page (the dashboard's home): one row per configured source
+//! the viewer may see, with the commit its memory is reconciled to, how far
+//! the default branch has moved past it, the jobs in flight for its wiki and
+//! its last job and failure; the sources that need an operator come first.
+//!
+//! Invariant: every value from the configuration, the queue or a forge is
+//! escaped; the page waits on forges at most `dashboard.forge_timeout_seconds`
+//! (see `freshness.rs`).
+
+use std::fmt::Write;
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, State};
+use axum::http::HeaderMap;
+use axum::response::{Html, IntoResponse, Response};
+
+use super::{age, escape, internal, layout, viewer};
+use crate::forge::{Forges, Lag};
+use crate::freshness::{LagAnswer, SourceRow};
+use crate::http::AppState;
+use crate::queue::{readable_utc, short_sha};
+
+pub(super) async fn page(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    let viewer = match viewer(&state, peer, &headers).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let forges = state
+        .ingest
+        .as_ref()
+        .map(|ingest| ingest.forges())
+        .unwrap_or_else(|| Forges::with_github(None));
+    let rows = match state
+        .freshness
+        .sources(&state.config, &state.queue, &forges, |r| viewer.may_see(r))
+        .await
+    {
+        Ok(rows) => rows,
+        Err(e) => return internal(e),
+    };
+    let now = chrono::Utc::now().timestamp_millis();
+    Html(layout("Sources", &render(&rows, now), Some(30), &viewer)).into_response()
+}
+
+/// The page's body for `rows` at `now` (unix ms).
+pub fn render(rows: &[SourceRow], now: i64) -> String {
+    if rows.is_empty() {
+        return "<p class=empty>No sources you may see. Sources are configured in teammem.toml ([[sources]]).</p>".into();
+    }
+    let mut body = String::from(
+        "<table class=sources><thead><tr><th>Source</th><th>Status</th><th>Reconciled to</th><th>Behind</th><th>In flight</th><th>Last job</th><th>Last failure</th></tr></thead><tbody>",
+    );
+    for row in rows {
+        let reconciled = match &row.cursor {
+            Some(c) => format!(
+                "<code title=\"{sha}\">{short}</code> <span title=\"{at}\">{age} ago</span>",
+                sha = escape(&c.sha),
+                short = escape(short_sha(&c.sha)),
+                at = readable_utc(c.updated_at),
+                age = age(now - c.updated_at),
+            ),
+            None => "—".into(),
+        };
+        let behind = match &row.lag {
+            LagAnswer::Known(Lag::UpToDate { .. }) => "up to date".to_string(),
+            LagAnswer::Known(Lag::Behind {
+                commits,
+                counted_all,
+                since,
+                ..
+            }) => {
+                let plus = if *counted_all { "" } else { "+" };
+                let noun = if *commits == 1 { "commit" } else { "commits" };
+                let waiting = since
+                    .map(|s| format!(", oldest {} old", age(now - s * 1000)))
+                    .unwrap_or_default();
+                format!("{commits}{plus} {noun}{waiting}")
+            }
+            LagAnswer::Known(Lag::Diverged { tip }) => format!(
+                "diverged: the reconciled commit is not in the branch's history (tip <code>{}</code>)",
+                escape(short_sha(tip))
+            ),
+            LagAnswer::Unknown(why) => {
+                format!("<span class=unknown>unknown: {}</span>", escape(why))
+            }
+        };
+        let last_job = match &row.last_job {
+            Some(job) => format!(
+                "<a href=\"/jobs/{id}\">#{id}</a> <span class=\"state {st}\">{st}</span> <span title=\"{at}\">{age} ago</span>",
+                id = job.id,
+                st = job.state.as_str(),
+                at = readable_utc(job.updated_at),
+                age = age(now - job.updated_at),
+            ),
+            None => "—".into(),
+        };
+        let last_failure = match &row.last_failure {
+            Some(job) => format!(
+                "<a href=\"/jobs/{id}\">#{id}</a> {reason}",
+                id = job.id,
+                reason = escape(job.last_error.as_deref().unwrap_or("(no reason recorded)")),
+            ),
+            None => "—".into(),
+        };
+        let _ = write!(
+            body,
+            "<tr data-source=\"{src}\" data-attention=\"{attn}\"><td><a href=\"/jobs?repository={src}\">{src}</a><br><small>{dest}</small></td><td><span class=\"attention {attn_class}\">{attn}</span></td><td>{reconciled}</td><td>{behind}</td><td>{running} running, {queued} queued</td><td>{last_job}</td><td>{last_failure}</td></tr>",
+            src = escape(&row.repository),
+            dest = escape(&row.destination),
+            attn = row.attention.as_str(),
+            attn_class = row.attention.as_str().replace(' ', "-"),
+            running = row.running,
+            queued = row.queued,
+        );
+    }
+    body.push_str("</tbody></table>");
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::freshness::Attention;
+    use crate::ids::Sha;
+    use crate::queue::{Job, JobKindName, JobState, Origin, SourceCursor};
+
+    fn failed_job(reason: &str) -> Job {
+        Job {
+            id: 7,
+            source: "octo/app".into(),
+            destination: "github:octo/app.wiki".into(),
+            origin: Origin::Request,
+            kind: JobKindName::PullRequest,
+            push_before: None,
+            push_after: None,
+            run_id: None,
+            run_attempt: None,
+            pull_number: Some(crate::ids::PullNumber::new(3).unwrap()),
+            merge_sha: Some(Sha::parse(&"c".repeat(40)).unwrap()),
+            state: JobState::Failed,
+            attempts: 8,
+            max_attempts: 8,
+            run_after: 0,
+            created_at: 0,
+            updated_at: 1_000,
+            started_at: None,
+            finished_at: Some(1_000),
+            last_error: Some(reason.into()),
+            receipt: None,
+            coalesced_count: 0,
+            actor: "test".into(),
+            lease_owner: None,
+            lease_until: None,
+        }
+    }
+
+    #[test]
+    fn hostile_reasons_and_names_are_escaped() {
+        let job = failed_job("<script>alert('reason')</script>");
+        let row = SourceRow {
+            repository: "octo/app".into(),
+            destination: "local:/srv/<b>wiki</b>.git".into(),
+            cursor: Some(SourceCursor {
+                source: "octo/app".into(),
+                sha: Sha::parse(&"a".repeat(40)).unwrap(),
+                job_id: None,
+                updated_at: 0,
+            }),
+            lag: LagAnswer::Unknown("GitHub said <img src=x onerror=alert(1)>".into()),
+            running: 0,
+            queued: 1,
+            last_job: Some(job.clone()),
+            last_failure: Some(job),
+            attention: Attention::Failing,
+        };
+        let html = render(&[row], 61_000);
+        assert!(!html.contains("<script>") && !html.contains("<img") && !html.contains("<b>"));
+        assert!(
+            html.contains("&lt;script&gt;alert(&#39;reason&#39;)&lt;/script&gt;"),
+            "{html}"
+        );
+        assert!(
+            html.contains("&lt;img src=x onerror=alert(1)&gt;"),
+            "{html}"
+        );
+        assert!(html.contains("data-attention=\"failing\""), "{html}");
+        assert!(html.contains("0 running, 1 queued"), "{html}");
+    }
+
+    #[test]
+    fn lag_reads_as_commits_and_age() {
+        let tip = Sha::parse(&"b".repeat(40)).unwrap();
+        let row = |lag| SourceRow {
+            repository: "octo/app".into(),
+            destination: "d".into(),
+            cursor: None,
+            lag: LagAnswer::Known(lag),
+            running: 0,
+            queued: 0,
+            last_job: None,
+            last_failure: None,
+            attention: Attention::Stalled,
+        };
+        let now = 10 * 3_600_000;
+        let behind = render(
+            &[row(Lag::Behind {
+                tip: tip.clone(),
+                commits: 1,
+                counted_all: true,
+                since: Some(0),
+            })],
+            now,
+        );
+        assert!(behind.contains("1 commit, oldest 10h old"), "{behind}");
+        let many = render(
+            &[row(Lag::Behind {
+                tip: tip.clone(),
+                commits: 10_000,
+                counted_all: false,
+                since: None,
+            })],
+            now,
+        );
+        assert!(many.contains("10000+ commits<"), "{many}");
+        assert!(render(&[row(Lag::Diverged { tip })], now).contains("diverged"));
+    }
+}
