@@ -222,6 +222,24 @@ async fn demo_keeps_serving_the_dashboard_until_ctrl_c() {
         html.contains("succeeded") && html.contains("demo/todo"),
         "{html}"
     );
+    // The job's page: its attempt, its receipt as a table, and the wiki
+    // commit it made as a diff read from the mirror.
+    let job = reqwest::get(format!("{}/jobs/1", dashboard.trim_end_matches('/')))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for expected in [
+        "<table class=attempts>",
+        "<table class=receipt>",
+        "<pre class=diff>",
+        "+++ b/Changelog.md",
+        "<span class=\"add\">+",
+        "<details><summary>Raw receipt</summary>",
+    ] {
+        assert!(job.contains(expected), "{expected:?} in {job}");
+    }
 
     let kill = Command::new("kill")
         .args(["-INT", &child.id().to_string()])

@@ -18,6 +18,7 @@ use crate::http::AppState;
 use crate::queue::{
     Job, JobEvent, JobFilter, JobKind, JobState, QueueError, readable_utc, short_sha,
 };
+use crate::wiki::{Destination, Remote, WikiStore};
 
 #[derive(Deserialize)]
 pub(super) struct ListQuery {
@@ -195,9 +196,26 @@ pub(super) async fn job_page(
     if let Some(summary) = evidence_summary(&state, job.id) {
         let _ = write!(body, "<h3>Evidence</h3><p>{}</p>", escape(&summary));
     }
+    body.push_str(&attempts_html(&events));
     if let Some(receipt) = &job.receipt {
+        body.push_str(&receipt_html(receipt, &links));
+        match wiki_change(&state, &job, receipt).await {
+            Ok(None) => {}
+            Ok(Some(diff)) => body.push_str(&diff_html(&diff)),
+            Err(why) => {
+                let _ = write!(
+                    body,
+                    "<h3>Wiki change</h3><p class=unknown>not shown: {}</p>",
+                    escape(&why)
+                );
+            }
+        }
         let pretty = serde_json::to_string_pretty(receipt).unwrap_or_default();
-        let _ = write!(body, "<h3>Receipt</h3><pre>{}</pre>", escape(&pretty));
+        let _ = write!(
+            body,
+            "<details><summary>Raw receipt</summary><pre>{}</pre></details>",
+            escape(&pretty)
+        );
     }
     body.push_str("<h3>Timeline</h3><ol class=timeline>");
     for e in &events {
@@ -206,6 +224,157 @@ pub(super) async fn job_page(
     body.push_str("</ol><p><a href=\"/jobs\">← all jobs</a></p>");
     let refresh = (!job.state.is_terminal()).then_some(5);
     Html(layout(&format!("Job #{}", job.id), &body, refresh, &viewer)).into_response()
+}
+
+/// The diff shown on a job page is cut after this many bytes.
+const MAX_SHOWN_DIFF: usize = 64 * 1024;
+
+/// Each attempt: from a `claimed` event to the event that ended it.
+fn attempts_html(events: &[JobEvent]) -> String {
+    let mut rows = String::new();
+    let mut number = 0;
+    for (i, e) in events.iter().enumerate() {
+        if e.event != "claimed" {
+            continue;
+        }
+        number += 1;
+        let end = events[i + 1..].first();
+        let (outcome, took, why) = match end {
+            Some(end) => (
+                escape(&end.event),
+                age(end.at - e.at),
+                escape(end.detail.as_deref().unwrap_or("")),
+            ),
+            None => ("running".to_string(), "—".to_string(), String::new()),
+        };
+        let _ = write!(
+            rows,
+            "<tr><td>{number}</td><td>{worker}</td><td>{at}</td><td>{took}</td><td>{outcome}</td><td>{why}</td></tr>",
+            worker = escape(&e.actor),
+            at = readable_utc(e.at),
+        );
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<h3>Attempts</h3><table class=attempts><thead><tr><th>#</th><th>Worker</th><th>Started</th><th>Took</th><th>Outcome</th><th>Reason</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+}
+
+/// The receipt's pull requests as a table, each page linked into the wiki
+/// when it lives on GitHub.
+fn receipt_html(receipt: &serde_json::Value, links: &Links) -> String {
+    let mut out = String::from("<h3>Receipt</h3>");
+    if let Some(summary) = receipt.get("summary").and_then(|s| s.as_str()) {
+        let _ = write!(out, "<p>{}</p>", escape(summary));
+    }
+    let pulls = receipt
+        .get("pull_requests")
+        .and_then(|p| p.as_array())
+        .cloned()
+        .unwrap_or_default();
+    if pulls.is_empty() {
+        return out;
+    }
+    out.push_str("<table class=receipt><thead><tr><th>PR</th><th>Status</th><th>Pages</th></tr></thead><tbody>");
+    for pull in &pulls {
+        let number = pull.get("number").and_then(|n| n.as_u64()).unwrap_or(0);
+        let status = pull.get("status").and_then(|s| s.as_str()).unwrap_or("?");
+        let pages: Vec<String> = pull
+            .get("pages")
+            .and_then(|p| p.as_array())
+            .map(|pages| {
+                pages
+                    .iter()
+                    .filter_map(|p| p.as_str())
+                    .map(|page| links.wiki_page(page))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let _ = write!(
+            out,
+            "<tr><td>#{number}</td><td><span class=\"state {st}\">{st}</span></td><td>{pages}</td></tr>",
+            st = escape(status),
+            pages = pages.join(", "),
+        );
+    }
+    out.push_str("</tbody></table>");
+    out
+}
+
+/// The job's change to the wiki, `base_sha..wiki_sha` of its receipt, read
+/// from this node's mirror of the wiki (`None` when the job changed nothing).
+async fn wiki_change(
+    state: &AppState,
+    job: &Job,
+    receipt: &serde_json::Value,
+) -> Result<Option<String>, String> {
+    let sha = |key: &str| receipt.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+    let (Some(base), Some(tip)) = (sha("base_sha"), sha("wiki_sha")) else {
+        return Ok(None);
+    };
+    if base.eq_ignore_ascii_case(&tip) {
+        return Ok(None);
+    }
+    let source = state
+        .config
+        .source(&job.source)
+        .ok_or("the job's source is no longer configured")?;
+    let remote = match &source.forge {
+        Forge::Local { wiki, .. } => Remote::LocalBare { path: wiki.clone() },
+        Forge::GitHub => {
+            let github = state
+                .config
+                .github
+                .as_ref()
+                .ok_or("the configuration has no [github] section")?;
+            Remote::Http {
+                url: format!("{}/{}.wiki.git", github.git_url, source.wiki_repository),
+                token: None,
+            }
+        }
+    };
+    let destination = Destination {
+        id: source.destination(),
+        remote,
+    };
+    let store = WikiStore::new(state.config.server.data_dir.join("mirrors"))
+        .with_deadline(state.config.dashboard.forge_timeout);
+    let wiki = store.wiki(&destination).map_err(|e| e.to_string())?;
+    let diff = wiki.diff(&base, &tip).await.map_err(|e| e.to_string())?;
+    Ok(Some(diff.diff))
+}
+
+/// A unified diff as escaped lines, added and removed ones marked; cut at
+/// [`MAX_SHOWN_DIFF`] bytes.
+fn diff_html(diff: &str) -> String {
+    let (shown, cut) = crate::forge::evidence::bound(diff, MAX_SHOWN_DIFF);
+    let mut out = String::from("<h3>Wiki change</h3><pre class=diff>");
+    for line in shown.lines() {
+        let class =
+            if line.starts_with("+++") || line.starts_with("---") || line.starts_with("diff ") {
+                "file"
+            } else if line.starts_with('+') {
+                "add"
+            } else if line.starts_with('-') {
+                "del"
+            } else if line.starts_with("@@") {
+                "hunk"
+            } else {
+                ""
+            };
+        let _ = writeln!(out, "<span class=\"{class}\">{}</span>", escape(line));
+    }
+    out.push_str("</pre>");
+    if cut {
+        let _ = write!(
+            out,
+            "<p>The diff is cut at {} KiB.</p>",
+            MAX_SHOWN_DIFF / 1024
+        );
+    }
+    out
 }
 
 fn event_html(e: &JobEvent) -> String {
@@ -306,6 +475,19 @@ impl Links {
         }
     }
 
+    /// A wiki page: a link to it on GitHub, else its path.
+    fn wiki_page(&self, page: &str) -> String {
+        match &self.wiki_base {
+            Some(b) => format!(
+                "<a href=\"{}/{}\">{}</a>",
+                escape(b),
+                escape(&github_page_name(page)),
+                escape(page)
+            ),
+            None => format!("<code>{}</code>", escape(page)),
+        }
+    }
+
     fn wiki_commit(&self, sha: &str) -> String {
         match &self.wiki_base {
             Some(b) => format!(
@@ -325,4 +507,17 @@ fn wiki_sha(job: &Job) -> Option<String> {
         .get("wiki_sha")?
         .as_str()
         .map(str::to_string)
+}
+
+/// GitHub's wiki URL segment of a page path: the file name without `.md`,
+/// spaces as dashes, percent-encoded (GitHub wikis are flat by name).
+fn github_page_name(page: &str) -> String {
+    let name = page.rsplit('/').next().unwrap_or(page);
+    let name = name.strip_suffix(".md").unwrap_or(name).replace(' ', "-");
+    name.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
