@@ -215,3 +215,165 @@ async fn local_viewers_see_jobs_and_remote_ones_must_log_in() {
     d.permits.add_permits(10);
     d.shutdown().await.unwrap();
 }
+
+/// The form token of the job page `html` (its retry or cancel form).
+fn csrf_of(html: &str) -> String {
+    let start = html.find("name=csrf value=\"").expect("an action form") + 17;
+    html[start..start + 64].to_string()
+}
+
+/// The retry and cancel buttons, attacked: no Origin, a foreign one, a missing
+/// or another session's token each change nothing; the real form works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_actions_need_the_dashboards_own_origin_and_the_sessions_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let mut d = inproc::start(cfg.clone()).await;
+    let pool = teammem::db::open(&cfg.server.data_dir).await.unwrap();
+    let token = |name: &'static str| {
+        let pool = pool.clone();
+        async move {
+            teammem::tokens::create(&pool, name, &[])
+                .await
+                .unwrap()
+                .expose()
+                .to_string()
+        }
+    };
+    let (alice, bob) = (token("alice").await, token("bob").await);
+    let job = d
+        .queue
+        .enqueue(job("octo/app", 12, "someone"), None)
+        .await
+        .unwrap()
+        .job;
+    assert_eq!(d.started.recv().await, Some(job.id));
+
+    let http = client();
+    let own = d.url("").trim_end_matches('/').to_string();
+    let page = http
+        .get(d.url(&format!("/jobs/{}", job.id)))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("Cancel job"),
+        "a running job can be cancelled: {page}"
+    );
+    let local_csrf = csrf_of(&page);
+    let cancel = d.url(&format!("/jobs/{}/cancel", job.id));
+    let post = |origin: Option<&str>, body: String, cookie: Option<&str>, forwarded: bool| {
+        let mut r = http
+            .post(&cancel)
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(body);
+        if let Some(origin) = origin {
+            r = r.header("Origin", origin);
+        }
+        if let Some(cookie) = cookie {
+            r = r.header("Cookie", cookie);
+        }
+        if forwarded {
+            r = r.header("X-Forwarded-For", "203.0.113.7");
+        }
+        r.send()
+    };
+    let state = |d: &inproc::Running| {
+        let queue = d.queue.clone();
+        async move { queue.get(job.id).await.unwrap().state }
+    };
+
+    // Refused, and nothing changes.
+    let form = format!("csrf={local_csrf}");
+    for (origin, body, expected) in [
+        (None, form.clone(), 403),
+        (Some("https://evil.example"), form.clone(), 403),
+        (
+            Some(own.as_str()),
+            "csrf=".to_string() + &"0".repeat(64),
+            403,
+        ),
+        (Some(own.as_str()), String::new(), 400),
+    ] {
+        let r = post(origin, body, None, false).await.unwrap();
+        assert_eq!(r.status(), expected, "{origin:?}");
+        assert_eq!(state(&d).await, teammem::queue::JobState::Running);
+    }
+    // A remote viewer without a session is sent to log in.
+    let r = post(Some(&own), form.clone(), None, true).await.unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(state(&d).await, teammem::queue::JobState::Running);
+
+    // Another session's token is worth nothing in this one.
+    let login = |token: String| {
+        let http = http.clone();
+        let url = d.url("/login");
+        async move {
+            let r = http
+                .post(url)
+                .header("Content-Type", "application/x-www-form-urlencoded")
+                .body(format!("token={token}"))
+                .send()
+                .await
+                .unwrap();
+            let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+            cookie.split(';').next().unwrap().to_string()
+        }
+    };
+    let (alice_session, bob_session) = (login(alice).await, login(bob).await);
+    let alice_page = http
+        .get(d.url(&format!("/jobs/{}", job.id)))
+        .header("X-Forwarded-For", "203.0.113.7")
+        .header("Cookie", &alice_session)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let alice_csrf = csrf_of(&alice_page);
+    assert_ne!(alice_csrf, local_csrf);
+    let r = post(
+        Some(&own),
+        format!("csrf={alice_csrf}"),
+        Some(&bob_session),
+        true,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(state(&d).await, teammem::queue::JobState::Running);
+
+    // The real form, from the dashboard's own page, cancels; then retries.
+    let r = post(
+        Some(&own),
+        format!("csrf={alice_csrf}"),
+        Some(&alice_session),
+        true,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(state(&d).await, teammem::queue::JobState::Cancelled);
+    let events = d.queue.events(job.id).await.unwrap();
+    assert!(
+        events.iter().any(|e| e.actor == "dashboard: alice"),
+        "the audit trail names who pressed the button"
+    );
+    let retried = http
+        .post(d.url(&format!("/jobs/{}/retry", job.id)))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .header("Origin", &own)
+        .body(format!("csrf={local_csrf}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(retried.status(), 303);
+    assert_ne!(state(&d).await, teammem::queue::JobState::Cancelled);
+
+    d.permits.add_permits(10);
+    d.shutdown().await.unwrap();
+}

@@ -192,6 +192,7 @@ pub(super) async fn job_page(
         row("Wiki commit", links.wiki_commit(&sha));
     }
     body.push_str("</dl>");
+    body.push_str(&super::actions::forms(&state, &headers, &job));
 
     if let Some(summary) = evidence_summary(&state, job.id) {
         let _ = write!(body, "<h3>Evidence</h3><p>{}</p>", escape(&summary));

@@ -22,12 +22,13 @@ use axum::body::Body;
 use axum::extract::{FromRequest, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Form, Router};
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 
+mod actions;
 mod jobs;
 mod sources;
 
@@ -43,6 +44,7 @@ pub fn router() -> Router<AppState> {
         .route("/", get(sources::page))
         .route("/jobs", get(jobs::jobs_page))
         .route("/jobs/{id}", get(jobs::job_page))
+        .route("/jobs/{id}/{action}", post(actions::act))
         .route("/login", get(login_form).post(login))
         .route("/logout", get(logout))
 }
@@ -150,6 +152,20 @@ async fn login_form() -> Html<String> {
     Html(login_html(None))
 }
 
+/// Whether the request's `Origin` is this dashboard's own (its `Host`, or
+/// `server.public_url`); `None` when it has none.
+fn is_own_origin(state: &AppState, headers: &HeaderMap) -> Option<bool> {
+    let origin = headers.get(header::ORIGIN)?.to_str().unwrap_or_default();
+    let own = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|host| {
+            origin == format!("http://{host}") || origin == format!("https://{host}")
+        });
+    let public = state.config.server.public_url.as_deref() == Some(origin);
+    Some(own || public)
+}
+
 #[derive(Deserialize)]
 struct LoginForm {
     token: String,
@@ -167,21 +183,11 @@ async fn login_form_of(state: &AppState, request: Request) -> Result<LoginForm, 
         (status, Html(login_html(Some(message)))).into_response()
     };
     let headers = &parts.headers;
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or_default();
-        let own = headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .is_some_and(|host| {
-                origin == format!("http://{host}") || origin == format!("https://{host}")
-            });
-        let public = state.config.server.public_url.as_deref() == Some(origin);
-        if !own && !public {
-            return Err(refuse(
-                StatusCode::FORBIDDEN,
-                "Log in from this dashboard's own login page",
-            ));
-        }
+    if is_own_origin(state, headers) == Some(false) {
+        return Err(refuse(
+            StatusCode::FORBIDDEN,
+            "Log in from this dashboard's own login page",
+        ));
     }
     let form_type = headers
         .get(header::CONTENT_TYPE)
