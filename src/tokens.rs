@@ -97,7 +97,7 @@ pub async fn create(
     let repos = serde_json::to_string(repositories).expect("strings serialize");
     let result = sqlx::query(
         "INSERT INTO api_tokens (name, token_sha256, repositories, created_at) \
-         VALUES (?, ?, ?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+         VALUES ($1, $2, $3, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
     )
     .bind(name)
     .bind(hash(&token))
@@ -121,7 +121,7 @@ pub async fn verify(pool: &SqlitePool, presented: &str) -> Result<Option<Princip
     // Looking up by hash compares hashes, not the secret, so timing reveals nothing
     // useful about the token.
     let row: Option<(String, String)> = sqlx::query_as(
-        "SELECT name, repositories FROM api_tokens WHERE token_sha256 = ? AND revoked_at IS NULL",
+        "SELECT name, repositories FROM api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL",
     )
     .bind(hash(presented))
     .fetch_optional(pool)
@@ -139,7 +139,7 @@ pub async fn active_principal(
     name: &str,
 ) -> Result<Option<Principal>, sqlx::Error> {
     let row: Option<(String, String)> = sqlx::query_as(
-        "SELECT name, repositories FROM api_tokens WHERE name = ? AND revoked_at IS NULL",
+        "SELECT name, repositories FROM api_tokens WHERE name = $1 AND revoked_at IS NULL",
     )
     .bind(name)
     .fetch_optional(pool)
@@ -170,7 +170,7 @@ pub async fn list(pool: &SqlitePool) -> Result<Vec<TokenInfo>, sqlx::Error> {
 pub async fn revoke(pool: &SqlitePool, name: &str) -> Result<(), TokenError> {
     let done = sqlx::query(
         "UPDATE api_tokens SET revoked_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') \
-         WHERE name = ? AND revoked_at IS NULL",
+         WHERE name = $1 AND revoked_at IS NULL",
     )
     .bind(name)
     .execute(pool)

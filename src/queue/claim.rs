@@ -13,11 +13,11 @@ use super::model::{Claimed, JobState, Lease};
 use super::rows::{insert_event, job_columns, job_from_row};
 use super::{Counters, Queue, QueueError};
 
-/// A queued job `candidate` that is due (`run_after <= ?1`, the claim's
+/// A queued job `candidate` that is due (`run_after <= $1`, the claim's
 /// `now`) and whose destination has nothing running.
 macro_rules! claimable_condition {
     () => {
-        "candidate.state = 'queued' AND candidate.run_after <= ?1 \
+        "candidate.state = 'queued' AND candidate.run_after <= $1 \
          AND NOT EXISTS (SELECT 1 FROM jobs AS busy \
                          WHERE busy.state = 'running' \
                            AND busy.destination = candidate.destination)"
@@ -72,8 +72,8 @@ impl Queue {
                 Box::pin(async move {
                     let row = sqlx::query(concat!(
                         "UPDATE jobs SET state = 'running', attempts = attempts + 1, \
-                         lease_owner = ?2, lease_token = ?3, lease_until = ?1 + ?4, \
-                         started_at = ?1, updated_at = ?1 \
+                         lease_owner = $2, lease_token = $3, lease_until = $1 + $4, \
+                         started_at = $1, updated_at = $1 \
                          WHERE id = (SELECT candidate.id FROM jobs AS candidate ",
                         claimable_index!(),
                         " WHERE ",

@@ -22,7 +22,7 @@ pub(crate) async fn store_cursor(
     now: i64,
 ) -> Result<(), QueueError> {
     sqlx::query(
-        "INSERT INTO source_cursors (source, sha, job_id, updated_at) VALUES (?1, ?2, ?3, ?4) \
+        "INSERT INTO source_cursors (source, sha, job_id, updated_at) VALUES ($1, $2, $3, $4) \
          ON CONFLICT (source) DO UPDATE SET sha = excluded.sha, job_id = excluded.job_id, \
          updated_at = excluded.updated_at",
     )
@@ -39,7 +39,7 @@ impl Queue {
     /// The cursor of `source`, `None` before its first reconciled range.
     pub async fn cursor(&self, source: &str) -> Result<Option<SourceCursor>, QueueError> {
         let row: Option<(String, String, Option<i64>, i64)> = sqlx::query_as(
-            "SELECT source, sha, job_id, updated_at FROM source_cursors WHERE source = ?1",
+            "SELECT source, sha, job_id, updated_at FROM source_cursors WHERE source = $1",
         )
         .bind(source)
         .fetch_optional(&self.pool)
@@ -78,7 +78,7 @@ impl Queue {
         self.write(move |conn| {
             Box::pin(async move {
                 let forgotten: Option<String> = sqlx::query_scalar(
-                    "DELETE FROM source_cursors WHERE source = ?1 RETURNING sha",
+                    "DELETE FROM source_cursors WHERE source = $1 RETURNING sha",
                 )
                 .bind(&source)
                 .fetch_optional(conn)
@@ -103,8 +103,8 @@ impl Queue {
         let row = sqlx::query(concat!(
             "SELECT ",
             job_columns!(),
-            " FROM jobs WHERE source = ?1 AND kind = 'range' \
-             AND state IN ('queued', 'running') AND push_before = ?2 COLLATE NOCASE \
+            " FROM jobs WHERE source = $1 AND kind = 'range' \
+             AND state IN ('queued', 'running') AND push_before = $2 COLLATE NOCASE \
              ORDER BY id LIMIT 1"
         ))
         .bind(source)

@@ -233,19 +233,19 @@ async fn store(
         // The lookup. `push_after = NULL` matches nothing, so a pull request
         // never extends a job.
         "; INSERT INTO temp.enqueue_probe (by_delivery, by_identity, extendable) SELECT \
-           (SELECT job_id FROM deliveries WHERE delivery_id = ?), \
-           (SELECT job_id FROM job_identities WHERE identity = ?), \
+           (SELECT job_id FROM deliveries WHERE delivery_id = $1), \
+           (SELECT job_id FROM job_identities WHERE identity = $2), \
            (SELECT id FROM jobs WHERE state = 'queued' AND kind = 'range' \
-            AND source = ? AND destination = ? AND push_after = ? ORDER BY id LIMIT 1)",
+            AND source = $3 AND destination = $4 AND push_after = $5 ORDER BY id LIMIT 1)",
         // A known identity under a new delivery id: remember the delivery.
         "; INSERT INTO deliveries (delivery_id, job_id, received_at) \
-           SELECT ?, by_identity, ? FROM temp.enqueue_probe \
-           WHERE by_delivery IS NULL AND by_identity IS NOT NULL AND ? IS NOT NULL",
+           SELECT $6, by_identity, $7 FROM temp.enqueue_probe \
+           WHERE by_delivery IS NULL AND by_identity IS NOT NULL AND $8 IS NOT NULL",
         // A range that extends a queued job. The lookup ran under the write
         // lock this transaction holds, so the job is still queued; should
         // the UPDATE match nothing anyway, `target` stays NULL and the final
         // SELECT finds no job, which fails the write.
-        "; UPDATE jobs SET push_after = ?, coalesced_count = coalesced_count + 1, updated_at = ? \
+        "; UPDATE jobs SET push_after = $9, coalesced_count = coalesced_count + 1, updated_at = $10 \
            WHERE id = (SELECT extendable FROM temp.enqueue_probe \
                        WHERE by_delivery IS NULL AND by_identity IS NULL) \
              AND state = 'queued'",
@@ -257,20 +257,20 @@ async fn store(
         "; INSERT INTO jobs (source, destination, origin, kind, push_before, push_after, \
            run_id, run_attempt, pull_number, merge_sha, state, attempts, max_attempts, \
            run_after, created_at, updated_at, actor) \
-           SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ? FROM temp.enqueue_probe \
+           SELECT $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, 0, $22, $23, $24, $25, $26 FROM temp.enqueue_probe \
            WHERE by_delivery IS NULL AND by_identity IS NULL AND extendable IS NULL",
         "; UPDATE temp.enqueue_probe SET target = last_insert_rowid() \
            WHERE by_delivery IS NULL AND by_identity IS NULL AND extendable IS NULL \
              AND changes() = 1",
         // The rows of a new or coalesced enqueue.
         "; INSERT INTO job_identities (identity, job_id, created_at) \
-           SELECT ?, target, ? FROM temp.enqueue_probe WHERE target IS NOT NULL",
+           SELECT $27, target, $28 FROM temp.enqueue_probe WHERE target IS NOT NULL",
         "; INSERT INTO deliveries (delivery_id, job_id, received_at) \
-           SELECT ?, target, ? FROM temp.enqueue_probe WHERE target IS NOT NULL AND ? IS NOT NULL",
+           SELECT $29, target, $30 FROM temp.enqueue_probe WHERE target IS NOT NULL AND $31 IS NOT NULL",
         "; INSERT INTO job_events (job_id, at, actor, event, detail) \
-           SELECT target, ?, ?, \
+           SELECT target, $32, $33, \
                   CASE WHEN extendable IS NULL THEN 'enqueued' ELSE 'coalesced' END, \
-                  CASE WHEN extendable IS NULL THEN ? ELSE ? END \
+                  CASE WHEN extendable IS NULL THEN $34 ELSE $35 END \
            FROM temp.enqueue_probe WHERE target IS NOT NULL",
         // The answer: the job that stands for this enqueue, and how.
         "; SELECT ",

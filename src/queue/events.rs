@@ -12,7 +12,7 @@ impl Queue {
     /// (including one already pruned).
     pub async fn events(&self, id: i64) -> Result<Vec<JobEvent>, QueueError> {
         let mut conn = self.pool.acquire().await?;
-        let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?1)")
+        let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)")
             .bind(id)
             .fetch_one(&mut *conn)
             .await?;
@@ -21,7 +21,7 @@ impl Queue {
         }
         let rows: Vec<(i64, i64, i64, String, String, Option<String>)> = sqlx::query_as(
             "SELECT id, job_id, at, actor, event, detail FROM job_events \
-             WHERE job_id = ?1 ORDER BY id",
+             WHERE job_id = $1 ORDER BY id",
         )
         .bind(id)
         .fetch_all(&mut *conn)

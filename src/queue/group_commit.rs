@@ -671,7 +671,7 @@ mod tests {
     ) -> impl for<'c> FnOnce(&'c mut SqliteConnection) -> WriteFuture<'c, ()> + Send + 'static {
         move |conn| {
             Box::pin(async move {
-                sqlx::query("INSERT INTO notes (text, parent) VALUES (?1, ?2)")
+                sqlx::query("INSERT INTO notes (text, parent) VALUES ($1, $2)")
                     .bind(text)
                     .bind(parent)
                     .execute(conn)
@@ -825,7 +825,7 @@ mod tests {
                     writes
                         .run(Undo::Alone, |conn| {
                             Box::pin(async move {
-                                sqlx::query("INSERT INTO notes (text) VALUES (?1)")
+                                sqlx::query("INSERT INTO notes (text) VALUES ($1)")
                                     .bind("x".repeat(4096))
                                     .execute(conn)
                                     .await?;

@@ -26,8 +26,8 @@ impl Queue {
         self.write(move |conn| {
             Box::pin(async move {
                 let updated = sqlx::query(
-                    "UPDATE jobs SET lease_until = ?1, updated_at = ?2 \
-                     WHERE id = ?3 AND state = 'running' AND lease_token = ?4",
+                    "UPDATE jobs SET lease_until = $1, updated_at = $2 \
+                     WHERE id = $3 AND state = 'running' AND lease_token = $4",
                 )
                 .bind(until)
                 .bind(now)
@@ -67,9 +67,9 @@ impl Queue {
             .write(move |conn| {
                 Box::pin(async move {
                     let row = sqlx::query(concat!(
-                        "UPDATE jobs SET state = ?1, receipt = ?2, last_error = ?3, \
-                         finished_at = ?4, updated_at = ?4, lease_token = NULL, lease_until = NULL \
-                         WHERE id = ?5 AND state = 'running' AND lease_token = ?6 \
+                        "UPDATE jobs SET state = $1, receipt = $2, last_error = $3, \
+                         finished_at = $4, updated_at = $4, lease_token = NULL, lease_until = NULL \
+                         WHERE id = $5 AND state = 'running' AND lease_token = $6 \
                          RETURNING ",
                         job_columns!()
                     ))
@@ -148,7 +148,7 @@ impl Queue {
                 Box::pin(async move {
                     let held: Option<(i64, i64, Option<String>)> = sqlx::query_as(
                         "SELECT attempts, max_attempts, lease_owner FROM jobs \
-                         WHERE id = ?1 AND state = 'running' AND lease_token = ?2",
+                         WHERE id = $1 AND state = 'running' AND lease_token = $2",
                     )
                     .bind(lease.job_id)
                     .bind(&lease.token)
@@ -187,10 +187,10 @@ impl Queue {
                     };
                     let (state, run_after, finished_at) = next;
                     let updated = sqlx::query(
-                        "UPDATE jobs SET state = ?1, run_after = ?2, finished_at = ?3, \
-                         last_error = ?4, updated_at = ?5, lease_token = NULL, lease_until = NULL, \
-                         receipt = COALESCE(?8, receipt) \
-                         WHERE id = ?6 AND state = 'running' AND lease_token = ?7",
+                        "UPDATE jobs SET state = $1, run_after = $2, finished_at = $3, \
+                         last_error = $4, updated_at = $5, lease_token = NULL, lease_until = NULL, \
+                         receipt = COALESCE($8, receipt) \
+                         WHERE id = $6 AND state = 'running' AND lease_token = $7",
                     )
                     .bind(state.as_str())
                     .bind(run_after)
@@ -227,8 +227,8 @@ impl Queue {
             Box::pin(async move {
                 let owner: Option<Option<String>> = sqlx::query_scalar(
                     "UPDATE jobs SET state = 'queued', attempts = MAX(attempts - 1, 0), \
-                     run_after = ?1, updated_at = ?1, lease_token = NULL, lease_until = NULL \
-                     WHERE id = ?2 AND state = 'running' AND lease_token = ?3 \
+                     run_after = $1, updated_at = $1, lease_token = NULL, lease_until = NULL \
+                     WHERE id = $2 AND state = 'running' AND lease_token = $3 \
                      RETURNING lease_owner",
                 )
                 .bind(now)

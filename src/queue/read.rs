@@ -65,11 +65,11 @@ impl Queue {
             "SELECT ",
             job_columns!(),
             " FROM jobs \
-             WHERE (?1 IS NULL OR source = ?1) \
-               AND (?2 IS NULL OR source IN (SELECT value FROM json_each(?2))) \
-               AND (?3 IS NULL OR state = ?3) \
-               AND (?4 IS NULL OR id < ?4) \
-             ORDER BY id DESC LIMIT ?5"
+             WHERE ($1 IS NULL OR source = $1) \
+               AND ($2 IS NULL OR source IN (SELECT value FROM json_each($2))) \
+               AND ($3 IS NULL OR state = $3) \
+               AND ($4 IS NULL OR id < $4) \
+             ORDER BY id DESC LIMIT $5"
         ))
         .bind(filter.repository.as_deref())
         .bind(allowed)

@@ -30,7 +30,7 @@ impl Queue {
                         <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(jitter_seed);
                     let expired: Vec<(i64, String, i64, i64, Option<String>)> = sqlx::query_as(
                         "SELECT id, lease_token, attempts, max_attempts, lease_owner FROM jobs \
-                         WHERE state = 'running' AND lease_until <= ?1 ORDER BY id",
+                         WHERE state = 'running' AND lease_until <= $1 ORDER BY id",
                     )
                     .bind(now)
                     .fetch_all(&mut *conn)
@@ -60,9 +60,9 @@ impl Queue {
                             )
                         };
                         let updated = sqlx::query(
-                            "UPDATE jobs SET state = ?1, run_after = ?2, finished_at = ?3, \
-                             last_error = ?4, updated_at = ?5, lease_token = NULL, lease_until = NULL \
-                             WHERE id = ?6 AND state = 'running' AND lease_token = ?7",
+                            "UPDATE jobs SET state = $1, run_after = $2, finished_at = $3, \
+                             last_error = $4, updated_at = $5, lease_token = NULL, lease_until = NULL \
+                             WHERE id = $6 AND state = 'running' AND lease_token = $7",
                         )
                         .bind(state.as_str())
                         .bind(run_after)

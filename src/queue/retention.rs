@@ -27,8 +27,8 @@ impl Queue {
                     Box::pin(async move {
                         let ids: Vec<i64> = sqlx::query_scalar(
                             "SELECT id FROM jobs \
-                             WHERE state NOT IN ('queued', 'running') AND finished_at <= ?1 \
-                             ORDER BY id LIMIT ?2",
+                             WHERE state NOT IN ('queued', 'running') AND finished_at <= $1 \
+                             ORDER BY id LIMIT $2",
                         )
                         .bind(job_cutoff)
                         .bind(PRUNE_BATCH)
@@ -39,9 +39,9 @@ impl Queue {
                         }
                         let ids_json = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
                         for statement in [
-                            "DELETE FROM job_events WHERE job_id IN (SELECT value FROM json_each(?1))",
-                            "DELETE FROM job_identities WHERE job_id IN (SELECT value FROM json_each(?1))",
-                            "DELETE FROM deliveries WHERE job_id IN (SELECT value FROM json_each(?1))",
+                            "DELETE FROM job_events WHERE job_id IN (SELECT value FROM json_each($1))",
+                            "DELETE FROM job_identities WHERE job_id IN (SELECT value FROM json_each($1))",
+                            "DELETE FROM deliveries WHERE job_id IN (SELECT value FROM json_each($1))",
                         ] {
                             sqlx::query(statement)
                                 .bind(&ids_json)
@@ -52,7 +52,7 @@ impl Queue {
                         // the guard documents (and enforces) that only
                         // terminal rows go.
                         let deleted = sqlx::query(
-                            "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1)) \
+                            "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each($1)) \
                              AND state NOT IN ('queued', 'running')",
                         )
                         .bind(&ids_json)
@@ -69,7 +69,7 @@ impl Queue {
         }
         self.write(move |conn| {
             Box::pin(async move {
-                sqlx::query("DELETE FROM deliveries WHERE received_at <= ?1")
+                sqlx::query("DELETE FROM deliveries WHERE received_at <= $1")
                     .bind(delivery_cutoff)
                     .execute(conn)
                     .await?;

@@ -97,7 +97,7 @@ pub(crate) async fn fetch_job(
     let row = sqlx::query(concat!(
         "SELECT ",
         job_columns!(),
-        " FROM jobs WHERE id = ?1"
+        " FROM jobs WHERE id = $1"
     ))
     .bind(id)
     .fetch_optional(conn)
@@ -116,7 +116,7 @@ pub(crate) async fn insert_event(
     detail: Option<&str>,
 ) -> Result<(), QueueError> {
     sqlx::query(
-        "INSERT INTO job_events (job_id, at, actor, event, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO job_events (job_id, at, actor, event, detail) VALUES ($1, $2, $3, $4, $5)",
     )
     .bind(job_id)
     .bind(at)

@@ -25,18 +25,18 @@ pub enum Steering {
 
 /// The UPDATE a cancel makes, guarded by the state read before it.
 const CANCEL_SQL: &str = concat!(
-    "UPDATE jobs SET state = 'cancelled', finished_at = ?1, updated_at = ?1, \
+    "UPDATE jobs SET state = 'cancelled', finished_at = $1, updated_at = $1, \
      lease_token = NULL, lease_until = NULL \
-     WHERE id = ?2 AND state = ?3 \
+     WHERE id = $2 AND state = $3 \
      RETURNING ",
     job_columns!()
 );
 
 /// The UPDATE a retry makes, guarded by the state read before it.
 const RETRY_SQL: &str = concat!(
-    "UPDATE jobs SET state = 'queued', attempts = 0, run_after = ?1, updated_at = ?1, \
+    "UPDATE jobs SET state = 'queued', attempts = 0, run_after = $1, updated_at = $1, \
      finished_at = NULL, receipt = NULL \
-     WHERE id = ?2 AND state = ?3 \
+     WHERE id = $2 AND state = $3 \
      RETURNING ",
     job_columns!()
 );
@@ -141,7 +141,7 @@ async fn current_state(
     id: i64,
 ) -> Result<(JobState, Option<String>), QueueError> {
     let row: Option<(String, Option<String>)> =
-        sqlx::query_as("SELECT state, lease_owner FROM jobs WHERE id = ?1")
+        sqlx::query_as("SELECT state, lease_owner FROM jobs WHERE id = $1")
             .bind(id)
             .fetch_optional(conn)
             .await?;
