@@ -48,7 +48,7 @@ pub use model::{
     JobKind, JobKindName, JobPage, JobState, Lease, MAX_PAGE_SIZE, NewJob, Origin, SourceCursor,
     UnknownState,
 };
-pub use overview::Overview;
+pub use overview::{Finished, Overview};
 pub use retry_policy::{BACKOFF_BASE, BACKOFF_CAP, backoff, nominal_backoff};
 pub use steer::Steering;
 pub use summary::{readable_utc, rfc3339_utc, short_sha};

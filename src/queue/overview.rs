@@ -26,7 +26,44 @@ pub struct Overview {
     pub last_failure: HashMap<String, Job>,
 }
 
+/// A job that finished: when, how, and how long its last attempt ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    pub at: i64,
+    pub state: super::model::JobState,
+    /// `finished_at - started_at` of its last attempt (`None` when it never ran).
+    pub ran_ms: Option<i64>,
+}
+
 impl Queue {
+    /// The jobs that finished at or after `since` (unix ms), oldest first,
+    /// of the sources `allowed` names (`None`: all).
+    pub async fn finished_since(
+        &self,
+        since: i64,
+        allowed: Option<&[String]>,
+    ) -> Result<Vec<Finished>, QueueError> {
+        let rows: Vec<(String, i64, String, Option<i64>)> = sqlx::query_as(
+            "SELECT source, finished_at, state, started_at FROM jobs \
+             WHERE finished_at IS NOT NULL AND finished_at >= $1 ORDER BY finished_at",
+        )
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .filter(|(source, ..)| {
+                allowed.is_none_or(|allowed| allowed.iter().any(|a| a.eq_ignore_ascii_case(source)))
+            })
+            .map(|(_, at, state, started)| {
+                Ok(Finished {
+                    at,
+                    state: super::rows::parse_state(&state)?,
+                    ran_ms: started.map(|started| (at - started).max(0)),
+                })
+            })
+            .collect()
+    }
+
     /// Every source's cursor, jobs in flight, last job and last failure.
     pub async fn overview(&self) -> Result<Overview, QueueError> {
         let mut conn = self.pool.acquire().await?;

@@ -29,6 +29,7 @@ use serde::Deserialize;
 use sha2::Sha256;
 
 mod actions;
+mod chart;
 mod jobs;
 mod sources;
 

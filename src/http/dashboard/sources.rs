@@ -43,7 +43,17 @@ pub(super) async fn page(
         Err(e) => return internal(e),
     };
     let now = chrono::Utc::now().timestamp_millis();
-    Html(layout("Sources", &render(&rows, now), Some(30), &viewer)).into_response()
+    let scope = viewer.scope();
+    let finished = match state
+        .queue
+        .finished_since(now - 24 * 3_600_000, scope.as_deref())
+        .await
+    {
+        Ok(finished) => finished,
+        Err(e) => return internal(e),
+    };
+    let body = render(&rows, now) + &super::chart::last_day(&finished, now);
+    Html(layout("Sources", &body, Some(30), &viewer)).into_response()
 }
 
 /// The page's body for `rows` at `now` (unix ms).
