@@ -237,9 +237,37 @@ async fn demo_keeps_serving_the_dashboard_until_ctrl_c() {
         "+++ b/Changelog.md",
         "<span class=\"add\">+",
         "<details><summary>Raw receipt</summary>",
+        "<a href=\"/wiki/demo/todo/Changelog.md\">",
     ] {
         assert!(job.contains(expected), "{expected:?} in {job}");
     }
+    // A local wiki's page is shown by teammem itself, from its mirror.
+    let base = dashboard.trim_end_matches('/');
+    let page = reqwest::get(format!("{base}/wiki/demo/todo/Changelog.md"))
+        .await
+        .unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let page = page.text().await.unwrap();
+    assert!(
+        page.contains("<pre class=page>") && page.contains("#1"),
+        "{page}"
+    );
+    let missing = reqwest::get(format!("{base}/wiki/demo/todo/No-such-page.md"))
+        .await
+        .unwrap();
+    assert_eq!(missing.status().as_u16(), 404);
+    let escape = reqwest::get(format!("{base}/wiki/demo/todo/..%2F..%2Fetc%2Fpasswd"))
+        .await
+        .unwrap();
+    assert_eq!(
+        escape.status().as_u16(),
+        404,
+        "paths are the wiki engine's to check"
+    );
+    let other = reqwest::get(format!("{base}/wiki/octo/secret/Home.md"))
+        .await
+        .unwrap();
+    assert_eq!(other.status().as_u16(), 404);
 
     let kill = Command::new("kill")
         .args(["-INT", &child.id().to_string()])

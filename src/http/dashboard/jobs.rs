@@ -18,7 +18,6 @@ use crate::http::AppState;
 use crate::queue::{
     Job, JobEvent, JobFilter, JobKind, JobState, QueueError, readable_utc, short_sha,
 };
-use crate::wiki::{Destination, Remote, WikiStore};
 
 #[derive(Deserialize)]
 pub(super) struct ListQuery {
@@ -322,27 +321,7 @@ async fn wiki_change(
         .config
         .source(&job.source)
         .ok_or("the job's source is no longer configured")?;
-    let remote = match &source.forge {
-        Forge::Local { wiki, .. } => Remote::LocalBare { path: wiki.clone() },
-        Forge::GitHub => {
-            let github = state
-                .config
-                .github
-                .as_ref()
-                .ok_or("the configuration has no [github] section")?;
-            Remote::Http {
-                url: format!("{}/{}.wiki.git", github.git_url, source.wiki_repository),
-                token: None,
-            }
-        }
-    };
-    let destination = Destination {
-        id: source.destination(),
-        remote,
-    };
-    let store = WikiStore::new(state.config.server.data_dir.join("mirrors"))
-        .with_deadline(state.config.dashboard.forge_timeout);
-    let wiki = store.wiki(&destination).map_err(|e| e.to_string())?;
+    let wiki = super::wiki_of(state, source)?;
     let diff = wiki.diff(&base, &tip).await.map_err(|e| e.to_string())?;
     Ok(Some(diff.diff))
 }
@@ -412,6 +391,8 @@ fn evidence_summary(state: &AppState, id: i64) -> Option<String> {
 
 /// Links into the forge for a job's source and wiki (GitHub sources only).
 struct Links {
+    /// The job's source, `owner/name`.
+    source: String,
     source_base: Option<String>,
     wiki_base: Option<String>,
 }
@@ -421,10 +402,12 @@ impl Links {
         let source = state.config.source(&job.source);
         match (source, &state.config.github) {
             (Some(s), Some(gh)) if s.forge == Forge::GitHub => Links {
+                source: job.source.clone(),
                 source_base: Some(format!("{}/{}", gh.git_url, s.repository)),
                 wiki_base: Some(format!("{}/{}/wiki", gh.git_url, s.wiki_repository)),
             },
             _ => Links {
+                source: job.source.clone(),
                 source_base: None,
                 wiki_base: None,
             },
@@ -476,7 +459,7 @@ impl Links {
         }
     }
 
-    /// A wiki page: a link to it on GitHub, else its path.
+    /// A wiki page: a link to it on GitHub, else to teammem's page view.
     fn wiki_page(&self, page: &str) -> String {
         match &self.wiki_base {
             Some(b) => format!(
@@ -485,7 +468,12 @@ impl Links {
                 escape(&github_page_name(page)),
                 escape(page)
             ),
-            None => format!("<code>{}</code>", escape(page)),
+            None => format!(
+                "<a href=\"/wiki/{}/{}\"><code>{}</code></a>",
+                escape(&self.source),
+                escape(&super::wiki_page::encode_path(page)),
+                escape(page)
+            ),
         }
     }
 

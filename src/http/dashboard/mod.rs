@@ -32,6 +32,7 @@ mod actions;
 mod chart;
 mod jobs;
 mod sources;
+mod wiki_page;
 
 use super::AppState;
 use crate::queue::QueueError;
@@ -46,6 +47,7 @@ pub fn router() -> Router<AppState> {
         .route("/jobs", get(jobs::jobs_page))
         .route("/jobs/{id}", get(jobs::job_page))
         .route("/jobs/{id}/{action}", post(actions::act))
+        .route("/wiki/{owner}/{name}/{*page}", get(wiki_page::page))
         .route("/login", get(login_form).post(login))
         .route("/logout", get(logout))
 }
@@ -151,6 +153,34 @@ fn verify_session(state: &AppState, cookie: &str, now: i64) -> Option<String> {
 
 async fn login_form() -> Html<String> {
     Html(login_html(None))
+}
+
+/// A handle on `source`'s wiki through this node's mirror (no credential:
+/// a private GitHub wiki the mirror does not hold yet cannot be read here).
+fn wiki_of(state: &AppState, source: &crate::config::Source) -> Result<crate::wiki::Wiki, String> {
+    use crate::wiki::{Destination, Remote, WikiStore};
+    let remote = match &source.forge {
+        crate::config::Forge::Local { wiki, .. } => Remote::LocalBare { path: wiki.clone() },
+        crate::config::Forge::GitHub => {
+            let github = state
+                .config
+                .github
+                .as_ref()
+                .ok_or("the configuration has no [github] section")?;
+            Remote::Http {
+                url: format!("{}/{}.wiki.git", github.git_url, source.wiki_repository),
+                token: None,
+            }
+        }
+    };
+    let destination = Destination {
+        id: source.destination(),
+        remote,
+    };
+    WikiStore::new(state.config.server.data_dir.join("mirrors"))
+        .with_deadline(state.config.dashboard.forge_timeout)
+        .wiki(&destination)
+        .map_err(|e| e.to_string())
 }
 
 /// Whether the request's `Origin` is this dashboard's own (its `Host`, or

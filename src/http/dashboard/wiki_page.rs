@@ -1,0 +1,72 @@
+//! A wiki page as teammem's mirror holds it, for wikis that have no web view
+//! of their own (local wikis): `/wiki/{owner}/{name}/{page}`, the Markdown
+//! shown as text.
+//!
+//! Invariant: only a configured source the viewer may see, only a page path
+//! the wiki engine accepts (checked there), and the content always escaped.
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+
+use super::{escape, layout, page_error, viewer, wiki_of};
+use crate::http::AppState;
+
+/// A page path as URL segments (each segment percent-encoded, `/` kept).
+pub(super) fn encode_path(page: &str) -> String {
+    page.split('/')
+        .map(|segment| {
+            segment
+                .bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
+                        (b as char).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+pub(super) async fn page(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path((owner, name, page)): Path<(String, String, String)>,
+) -> Response {
+    let viewer = match viewer(&state, peer, &headers).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let repository = format!("{owner}/{name}");
+    let Some(source) = state
+        .config
+        .source(&repository)
+        .filter(|s| viewer.may_see(&s.repository))
+    else {
+        return page_error(StatusCode::NOT_FOUND, "no such source");
+    };
+    let read = async {
+        let wiki = wiki_of(&state, source)?;
+        wiki.get_page("HEAD", &page)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    match read.await {
+        Ok(found) => {
+            let body = format!(
+                "<p><code>{}</code> at <code>{}</code> of {}</p><pre class=page>{}</pre>",
+                escape(&found.path),
+                escape(&found.commit),
+                escape(&source.repository),
+                escape(&found.content)
+            );
+            Html(layout(&found.path, &body, None, &viewer)).into_response()
+        }
+        Err(why) => page_error(StatusCode::NOT_FOUND, &why),
+    }
+}
