@@ -169,8 +169,30 @@ fn commit_message(task: &AgentTask<'_>) -> String {
     message
 }
 
-/// Applies a plan as one patch call and one write call per batch, chaining
-/// the base; returns the new tip and whether anything changed.
+/// One page of a plan: patched in place or written whole.
+enum Step {
+    Patch(String, builtin::PagePatch),
+    Write(builtin::NewPage),
+}
+
+impl Step {
+    fn bytes(&self) -> usize {
+        match self {
+            Step::Patch(_, p) => p
+                .replacements
+                .iter()
+                .map(|r| r.old.len() + r.new.len())
+                .sum(),
+            Step::Write(w) => w.content.len(),
+        }
+    }
+}
+
+/// Applies a plan as few commits as the per-call limits allow (one for a
+/// job of up to 20 pages): each batch is one `write_wiki_pages` call that
+/// also carries the batch's patches, or `patch_wiki_pages` for a batch of
+/// patches only; the base is chained. Returns the new tip and whether
+/// anything changed.
 async fn apply_plan(
     client: &WriterClient,
     task: &AgentTask<'_>,
@@ -180,45 +202,38 @@ async fn apply_plan(
     let mut tip = view.base.clone();
     let mut changed = false;
     let message = commit_message(task);
-    let patches: Vec<(String, builtin::PagePatch)> = plan.patches.into_iter().collect();
-    for batch in batches(patches, |(_, p)| {
-        p.replacements
-            .iter()
-            .map(|r| r.old.len() + r.new.len())
-            .sum()
-    }) {
-        let patches: serde_json::Map<String, Value> = batch
-            .into_iter()
-            .map(|(path, patch)| (path, serde_json::to_value(patch).unwrap_or(Value::Null)))
-            .collect();
+    let steps: Vec<Step> = plan
+        .patches
+        .into_iter()
+        .map(|(path, patch)| Step::Patch(path, patch))
+        .chain(plan.writes.into_iter().map(Step::Write))
+        .collect();
+    for batch in batches(steps, Step::bytes) {
+        let mut patches = serde_json::Map::new();
+        let mut pages = Vec::new();
+        for step in batch {
+            match step {
+                Step::Patch(path, patch) => {
+                    patches.insert(path, serde_json::to_value(patch).unwrap_or(Value::Null));
+                }
+                Step::Write(write) => pages.push(write),
+            }
+        }
+        let mut arguments = json!({
+            "repository": task.repository,
+            "expected_wiki_repository": view.wiki_repository,
+            "expected_base": tip,
+            "message": message,
+            "patches": patches,
+        });
+        let tool = if pages.is_empty() {
+            "patch_wiki_pages"
+        } else {
+            arguments["pages"] = serde_json::to_value(&pages).unwrap_or(Value::Null);
+            "write_wiki_pages"
+        };
         let result = client
-            .result(
-                "patch_wiki_pages",
-                json!({
-                    "repository": task.repository,
-                    "expected_wiki_repository": view.wiki_repository,
-                    "expected_base": tip,
-                    "message": message,
-                    "patches": patches,
-                }),
-            )
-            .await
-            .map_err(|e| (e, tip.clone(), changed))?;
-        changed |= result["status"] == "updated";
-        tip = result["sha"].as_str().unwrap_or(&tip).to_owned();
-    }
-    for batch in batches(plan.writes, |w| w.content.len()) {
-        let result = client
-            .result(
-                "write_wiki_pages",
-                json!({
-                    "repository": task.repository,
-                    "expected_wiki_repository": view.wiki_repository,
-                    "expected_base": tip,
-                    "message": message,
-                    "pages": batch,
-                }),
-            )
+            .result(tool, arguments)
             .await
             .map_err(|e| (e, tip.clone(), changed))?;
         changed |= result["status"] == "updated";

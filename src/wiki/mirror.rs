@@ -53,10 +53,11 @@ pub(crate) struct WikiState {
 /// Holds the cross-process mirror lock until dropped.
 pub(crate) struct MirrorGuard(#[allow(dead_code)] Option<std::fs::File>);
 
-/// The write requests the engine knows.
-pub(crate) enum PageChange {
-    Write(Vec<PageWrite>),
-    Patch(Vec<PagePatch>),
+/// One commit's worth of changes: pages written whole and pages patched
+/// (their paths disjoint, checked by `validate::check_change`).
+pub(crate) struct PageChange {
+    pub writes: Vec<PageWrite>,
+    pub patches: Vec<PagePatch>,
 }
 
 impl WikiState {

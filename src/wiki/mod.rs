@@ -338,10 +338,7 @@ impl Wiki {
         pages: Vec<PageWrite>,
         rules: &WriteRules,
     ) -> Result<WriteResult, WikiError> {
-        let base = validate::check_commit_spec(spec, &self.state.id)?;
-        validate::check_write_pages(&pages)?;
-        self.publish(spec, base, PageChange::Write(pages), rules)
-            .await
+        self.change_confined(spec, pages, Vec::new(), rules).await
     }
 
     /// `patch_wiki_pages`: exact-anchor replacements in 1–20 existing pages.
@@ -361,9 +358,21 @@ impl Wiki {
         patches: Vec<PagePatch>,
         rules: &WriteRules,
     ) -> Result<WriteResult, WikiError> {
+        self.change_confined(spec, Vec::new(), patches, rules).await
+    }
+
+    /// `write_wiki_pages` with `patches`: pages written whole and others
+    /// patched, 1–20 distinct pages in all, as one commit held to `rules`.
+    pub async fn change_confined(
+        &self,
+        spec: &CommitSpec,
+        writes: Vec<PageWrite>,
+        patches: Vec<PagePatch>,
+        rules: &WriteRules,
+    ) -> Result<WriteResult, WikiError> {
         let base = validate::check_commit_spec(spec, &self.state.id)?;
-        validate::check_patches(&patches)?;
-        self.publish(spec, base, PageChange::Patch(patches), rules)
+        validate::check_change(&writes, &patches)?;
+        self.publish(spec, base, PageChange { writes, patches }, rules)
             .await
     }
 

@@ -253,6 +253,24 @@ pub fn check_write_pages(pages: &[PageWrite]) -> Result<(), WikiError> {
     )
 }
 
+/// One commit's writes and patches: each list as its own tool checks it,
+/// and 1–20 distinct pages in all (a page is written or patched, not both).
+pub fn check_change(writes: &[PageWrite], patches: &[PagePatch]) -> Result<(), WikiError> {
+    if !writes.is_empty() {
+        check_write_pages(writes)?;
+    }
+    if !patches.is_empty() {
+        check_patches(patches)?;
+    }
+    check_page_count(writes.len() + patches.len())?;
+    check_batch_paths(
+        writes
+            .iter()
+            .map(|page| page.path.as_str())
+            .chain(patches.iter().map(|patch| patch.path.as_str())),
+    )
+}
+
 pub fn check_patches(patches: &[PagePatch]) -> Result<(), WikiError> {
     check_page_count(patches.len())?;
     check_batch_paths(patches.iter().map(|patch| patch.path.as_str()))?;

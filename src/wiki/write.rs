@@ -398,14 +398,14 @@ fn confine_changes(
     change: &PageChange,
     rules: &WriteRules,
 ) -> Result<u64, WikiError> {
-    let requested = |path: &str| match change {
-        PageChange::Write(_) => Requested::Replace,
-        PageChange::Patch(patches) => patches
+    let requested = |path: &str| {
+        change
+            .patches
             .iter()
             .find(|patch| patch.path == path)
             .map_or(Requested::Replace, |patch| {
                 Requested::Patch(&patch.replacements)
-            }),
+            })
     };
     let changing: Vec<(&DesiredPage, Requested<'_>)> = desired
         .iter()
@@ -499,56 +499,48 @@ fn desired_pages(
     change: &PageChange,
 ) -> Result<Vec<DesiredPage>, WikiError> {
     let mut desired = Vec::new();
-    match change {
-        PageChange::Write(pages) => {
-            for page in pages {
-                let kind = base_index
-                    .pages
-                    .get(&page.path)
-                    .map_or(EntryKind::Blob, |existing| existing.kind);
-                desired.push(DesiredPage::new(
-                    page.path.clone(),
-                    page.content.clone().into_bytes(),
-                    kind,
-                )?);
-            }
+    for page in &change.writes {
+        let kind = base_index
+            .pages
+            .get(&page.path)
+            .map_or(EntryKind::Blob, |existing| existing.kind);
+        desired.push(DesiredPage::new(
+            page.path.clone(),
+            page.content.clone().into_bytes(),
+            kind,
+        )?);
+    }
+    for patch in &change.patches {
+        let existing = base_index.pages.get(&patch.path).ok_or_else(|| {
+            WikiError::not_found(format!(
+                "the page {:?} does not exist at expected_base; patch only existing pages, or write the full page",
+                patch.path
+            ))
+        })?;
+        let expected = parse_full_sha(&patch.expected_sha, "expected_sha")?;
+        if existing.blob != expected {
+            return Err(WikiError::conflict(format!(
+                "the page {:?} is at blob {} at expected_base, not expected_sha {expected}; re-read the page and rebuild the patch",
+                patch.path, existing.blob
+            )));
         }
-        PageChange::Patch(patches) => {
-            for patch in patches {
-                let existing = base_index.pages.get(&patch.path).ok_or_else(|| {
-                    WikiError::not_found(format!(
-                        "the page {:?} does not exist at expected_base; patch only existing pages, or write the full page",
-                        patch.path
-                    ))
-                })?;
-                let expected = parse_full_sha(&patch.expected_sha, "expected_sha")?;
-                if existing.blob != expected {
-                    return Err(WikiError::conflict(format!(
-                        "the page {:?} is at blob {} at expected_base, not expected_sha {expected}; re-read the page and rebuild the patch",
-                        patch.path, existing.blob
-                    )));
-                }
-                let original =
-                    String::from_utf8(read_blob(repo, existing.blob)?).map_err(|_| {
-                        WikiError::invalid_input(format!(
-                            "the page {:?} is not UTF-8 text and cannot be patched",
-                            patch.path
-                        ))
-                    })?;
-                let patched =
-                    apply_replacements(&original, &patch.replacements).map_err(|violation| {
-                        WikiError::invalid_input(format!(
-                            "the patch for {:?} cannot be applied: {violation}",
-                            patch.path
-                        ))
-                    })?;
-                desired.push(DesiredPage::new(
-                    patch.path.clone(),
-                    patched.into_bytes(),
-                    existing.kind,
-                )?);
-            }
-        }
+        let original = String::from_utf8(read_blob(repo, existing.blob)?).map_err(|_| {
+            WikiError::invalid_input(format!(
+                "the page {:?} is not UTF-8 text and cannot be patched",
+                patch.path
+            ))
+        })?;
+        let patched = apply_replacements(&original, &patch.replacements).map_err(|violation| {
+            WikiError::invalid_input(format!(
+                "the patch for {:?} cannot be applied: {violation}",
+                patch.path
+            ))
+        })?;
+        desired.push(DesiredPage::new(
+            patch.path.clone(),
+            patched.into_bytes(),
+            existing.kind,
+        )?);
     }
     Ok(desired)
 }

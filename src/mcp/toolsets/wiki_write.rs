@@ -33,7 +33,7 @@ pub const TOOLSET: Toolset = Toolset {
         ToolDef {
             name: "write_wiki_pages",
             title: "Write wiki pages",
-            description: "Create or replace 1-20 Markdown pages with full contents (each at most 64 KiB, 256 KiB in all) in one commit whose only parent is expected_base. Take expected_base (sha) and expected_wiki_repository (wiki_repository) from one get_wiki_snapshot. Returns status updated or no-change and the new (or unchanged) tip sha. On conflict read a fresh snapshot and reconcile; never retry blindly. Refused with permission_denied: replacing an existing protected page (Home.md, _Sidebar.md, _Footer.md unless configured) or an existing page a person last changed (its last commit has no Teammem-Job trailer); patch those with patch_wiki_pages instead. Creating new pages is allowed. A job may change at most agent.max_changed_bytes (256 KiB by default) in all, else limit_exceeded.",
+            description: "Create or replace 1-20 Markdown pages with full contents (each at most 64 KiB, 256 KiB in all) in one commit whose only parent is expected_base; optional patches (the shape patch_wiki_pages takes) change other existing pages in the same commit, 20 pages at most in all, so one job's change is one commit. Take expected_base (sha) and expected_wiki_repository (wiki_repository) from one get_wiki_snapshot. Returns status updated or no-change and the new (or unchanged) tip sha. On conflict read a fresh snapshot and reconcile; never retry blindly. Refused with permission_denied: replacing an existing protected page (Home.md, _Sidebar.md, _Footer.md unless configured) or an existing page a person last changed (its last commit has no Teammem-Job trailer); patch those with patch_wiki_pages instead. Creating new pages is allowed. A job may change at most agent.max_changed_bytes (256 KiB by default) in all, else limit_exceeded.",
             hints: WRITE,
             input_schema: write_schema,
             handler: write_wiki_pages,
@@ -94,42 +94,54 @@ fn write_schema() -> Value {
             },
         }),
     );
+    properties.insert(
+        "patches".into(),
+        patches_schema(
+            "Optional: other existing pages patched in the same commit, exactly as patch_wiki_pages takes them (path -> patch); a page is written or patched, not both, and 20 pages at most in all",
+            0,
+        ),
+    );
     let mut required = COMMON_REQUIRED.to_vec();
     required.push("pages");
     json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
+}
+
+/// `{path: {expected_sha, replacements}}`, at least `min` pages.
+fn patches_schema(description: &str, min: u64) -> Value {
+    json!({
+        "type": "object",
+        "description": description,
+        "minProperties": min,
+        "maxProperties": 20,
+        "additionalProperties": {
+            "type": "object",
+            "properties": {
+                "expected_sha": {"type": "string", "description": "The page's blob sha at expected_base (from list_wiki_pages or get_wiki_page)"},
+                "replacements": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "old": {"type": "string", "description": "Exact text occurring once in the page, or empty to append"},
+                            "new": {"type": "string"},
+                        },
+                        "required": ["old", "new"],
+                        "additionalProperties": false,
+                    },
+                },
+            },
+            "required": ["expected_sha", "replacements"],
+            "additionalProperties": false,
+        },
+    })
 }
 
 fn patch_schema() -> Value {
     let mut properties = common_properties();
     properties.insert(
         "patches".into(),
-        json!({
-            "type": "object",
-            "description": "Page path -> its patch",
-            "minProperties": 1,
-            "maxProperties": 20,
-            "additionalProperties": {
-                "type": "object",
-                "properties": {
-                    "expected_sha": {"type": "string", "description": "The page's blob sha at expected_base (from list_wiki_pages or get_wiki_page)"},
-                    "replacements": {
-                        "type": "array",
-                        "minItems": 1,
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "old": {"type": "string", "description": "Exact text occurring once in the page, or empty to append"},
-                                "new": {"type": "string"},
-                            },
-                            "required": ["old", "new"],
-                            "additionalProperties": false,
-                        },
-                    },
-                },
-                "required": ["expected_sha", "replacements"],
-                "additionalProperties": false,
-            },
-        }),
+        patches_schema("Page path -> its patch", 1),
     );
     let mut required = COMMON_REQUIRED.to_vec();
     required.push("patches");
@@ -151,6 +163,9 @@ struct WriteArgs {
     expected_base: String,
     message: String,
     pages: Vec<PageArg>,
+    /// Other pages patched in the same commit (as `patch_wiki_pages` takes them).
+    #[serde(default)]
+    patches: BTreeMap<String, PatchArg>,
 }
 
 #[derive(Deserialize)]
@@ -177,10 +192,26 @@ struct PatchArgs {
     patches: BTreeMap<String, PatchArg>,
 }
 
-/// What a write changes.
-pub enum Change {
-    Write(Vec<PageWrite>),
-    Patch(Vec<PagePatch>),
+/// What a write changes: pages written whole and pages patched, as one commit.
+pub struct Change {
+    pub writes: Vec<PageWrite>,
+    pub patches: Vec<PagePatch>,
+}
+
+impl Change {
+    pub fn write(pages: Vec<PageWrite>) -> Change {
+        Change {
+            writes: pages,
+            patches: Vec::new(),
+        }
+    }
+
+    pub fn patch(patches: Vec<PagePatch>) -> Change {
+        Change {
+            writes: Vec::new(),
+            patches,
+        }
+    }
 }
 
 /// One write request, from a tool call or the operator CLI.
@@ -233,10 +264,8 @@ pub async fn run(context: &Context, origin: &WriteOrigin, request: WriteRequest)
     if let Some(spent) = &budget {
         rules.already_changed = **spent;
     }
-    let result = match request.change {
-        Change::Write(pages) => wiki.write_confined(&spec, pages, &rules).await,
-        Change::Patch(patches) => wiki.patch_confined(&spec, patches, &rules).await,
-    };
+    let Change { writes, patches } = request.change;
+    let result = wiki.change_confined(&spec, writes, patches, &rules).await;
     if let (Some(spent), Ok(written)) = (&mut budget, &result) {
         **spent += written.changed_bytes;
     }
@@ -262,6 +291,14 @@ fn write_wiki_pages(context: &Context, arguments: JsonObject) -> CallFuture<'_> 
             Ok(origin) => origin,
             Err(error) => return Ok(Answer::new(None, Err(error))),
         };
+        if args.pages.is_empty() {
+            return Ok(Answer::new(
+                None,
+                Err(ToolError::invalid_input(
+                    "pages: give at least one page; to patch pages alone, call patch_wiki_pages",
+                )),
+            ));
+        }
         let pages = args
             .pages
             .into_iter()
@@ -275,7 +312,10 @@ fn write_wiki_pages(context: &Context, arguments: JsonObject) -> CallFuture<'_> 
             expected_wiki_repository: Some(args.expected_wiki_repository),
             expected_base: args.expected_base,
             message: args.message,
-            change: Change::Write(pages),
+            change: Change {
+                writes: pages,
+                patches: patches_from(args.patches),
+            },
         };
         Ok(run(context, &origin, request).await)
     })
@@ -293,7 +333,7 @@ fn patch_wiki_pages(context: &Context, arguments: JsonObject) -> CallFuture<'_> 
             expected_wiki_repository: Some(args.expected_wiki_repository),
             expected_base: args.expected_base,
             message: args.message,
-            change: Change::Patch(patches_from(args.patches)),
+            change: Change::patch(patches_from(args.patches)),
         };
         Ok(run(context, &origin, request).await)
     })

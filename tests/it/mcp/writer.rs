@@ -387,3 +387,59 @@ async fn four_writers_on_one_base_give_one_update_and_three_conflicts() {
         writer.close().await;
     }
 }
+
+/// One call writes a page and patches another as one commit on the base; a
+/// page named in both, or patches without pages, are refused untouched.
+#[tokio::test]
+async fn a_write_with_patches_is_one_commit() {
+    let fixture = Fixture::new();
+    let writer = fixture.writer().await;
+    let base = fixture.head();
+    let home = writer
+        .envelope(
+            "get_wiki_page",
+            json!({"repository": SOURCE, "path": "Home.md", "ref": base}),
+        )
+        .await;
+    let home_sha = home["result"]["sha"].as_str().unwrap().to_owned();
+    let patches = json!({"Home.md": {
+        "expected_sha": home_sha,
+        "replacements": [{"old": "", "new": "- [Changelog](Changelog)\n"}],
+    }});
+    let new_page = "# Changelog\n\n- PR #7\n";
+
+    let mut both = write_args(&base, json!([{"path": "Home.md", "content": "x"}]));
+    both["patches"] = patches.clone();
+    let refused = writer.envelope("write_wiki_pages", both).await;
+    assert_eq!(error_type(&refused), "invalid_input", "{refused}");
+    let mut only_patches = write_args(&base, json!([]));
+    only_patches["patches"] = patches.clone();
+    let refused = writer.envelope("write_wiki_pages", only_patches).await;
+    assert_eq!(error_type(&refused), "invalid_input", "{refused}");
+    assert_eq!(fixture.head(), base, "refused calls change nothing");
+
+    let mut args = write_args(
+        &base,
+        json!([{"path": "Changelog.md", "content": new_page}]),
+    );
+    args["patches"] = patches;
+    let written = writer.envelope("write_wiki_pages", args).await;
+    assert_eq!(written["result"]["status"], "updated", "{written}");
+    let tip = written["result"]["sha"].as_str().unwrap().to_owned();
+    assert_eq!(fixture.head(), tip);
+    assert_eq!(
+        fixture.git(&["log", "-1", "--format=%P", &tip]).trim(),
+        base,
+        "one commit on the base"
+    );
+    assert_eq!(
+        fixture.git(&["show", &format!("{tip}:Changelog.md")]),
+        new_page
+    );
+    assert_eq!(
+        fixture.git(&["show", &format!("{tip}:Home.md")]),
+        format!("{HOME}- [Changelog](Changelog)\n")
+    );
+    fixture.git(&["fsck", "--strict"]);
+    writer.close().await;
+}

@@ -190,10 +190,22 @@ async fn a_range_is_recorded_with_full_shas_and_a_replay_changes_nothing() {
     }
     // The injected instruction in PR #12's body is not in any page.
     assert!(!changelog.contains("Ignore all previous"));
-    // Each write is one commit on the previous tip, with the job's trailers.
+    // The job's whole change (Home.md patched, the other pages written) is
+    // one commit on the previous tip, with the job's trailers.
     let log = s.wiki_git(&["log", "--format=%s%n%b", &format!("{before}..master")]);
     assert!(log.contains("teammem: record #12, #13 (job 1)"), "{log}");
     assert!(log.contains("Teammem-Job: 1"), "{log}");
+    assert_eq!(
+        s.wiki_git(&["rev-list", "--count", &format!("{before}..master")])
+            .trim(),
+        "1",
+        "one job, one wiki commit: {log}"
+    );
+    assert_eq!(
+        s.wiki_git(&["rev-parse", "master^"]).trim(),
+        before.trim(),
+        "its parent is the tip the job started from"
+    );
     fsck(&s.wiki);
     // The job's work directory (private evidence) is gone once it ended.
     assert!(!s.tmp.path().join("data/jobs/1").exists());
