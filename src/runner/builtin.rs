@@ -161,33 +161,48 @@ pub fn area_page(slug: &str) -> String {
     format!("{AREAS_DIR}/{slug}.md")
 }
 
-/// Escapes untrusted text for one line of Markdown: whitespace runs (newlines
-/// included) become one space, control and format characters are dropped,
-/// `& < >` become entities and Markdown punctuation is backslash-escaped.
+/// Escapes untrusted text for the middle of one line of Markdown (never its
+/// start: every caller writes it after fixed text), escaping only what would
+/// change the rendering there, so titles, dates, paths and names read as
+/// written in the raw page too: whitespace runs (newlines included) become one
+/// space; control and format characters are dropped; `<` becomes `&lt;` (no
+/// HTML, no autolink, no forged `<!-- teammem:` marker) and `&` becomes
+/// `&amp;` where it could start an entity; `` ` `` `*` `[` `~` are
+/// backslash-escaped, `_` unless it sits between letters or digits (it cannot
+/// emphasize there), and `\` before punctuation.
 pub fn escape_markdown(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
+    let mut cleaned: Vec<char> = Vec::with_capacity(text.len());
     let mut space = false;
     for ch in text.chars() {
         if ch.is_whitespace() {
-            space = !out.is_empty();
+            space = !cleaned.is_empty();
             continue;
         }
         if ch.is_control() || is_format_char(ch) {
             continue;
         }
         if space {
-            out.push(' ');
+            cleaned.push(' ');
             space = false;
         }
+        cleaned.push(ch);
+    }
+    let mut out = String::with_capacity(cleaned.len() + 8);
+    for (i, &ch) in cleaned.iter().enumerate() {
+        let before = i.checked_sub(1).map(|b| cleaned[b]);
+        let after = cleaned.get(i + 1).copied();
+        let alnum = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
         match ch {
-            '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '+' | '-' | '.'
-            | '!' | '|' | '~' | ':' | '@' => {
+            '&' if after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '#') => {
+                out.push_str("&amp;")
+            }
+            '`' | '*' | '[' | '~' => {
                 out.push('\\');
                 out.push(ch);
             }
+            '_' if !(alnum(before) && alnum(after)) => out.push_str("\\_"),
+            '\\' if after.is_some_and(|c| c.is_ascii_punctuation()) => out.push_str("\\\\"),
             _ => out.push(ch),
         }
     }
@@ -800,7 +815,7 @@ mod tests {
         assert!(changelog.contains(&entry_marker(&"b".repeat(40))));
         assert!(changelog.contains("by Zoë"));
         assert!(pages["Areas/src.md"].contains("## Recent changes"));
-        assert!(pages["Areas/src.md"].contains("src/search\\.rs"));
+        assert!(pages["Areas/src.md"].contains("src/search.rs"));
         assert!(!pages["Areas/src.md"].contains("#13"));
         let home = &pages[HOME];
         assert!(home.starts_with("# Welcome\n"));
@@ -880,10 +895,10 @@ mod tests {
         let entry = changelog_entry(&b.pull_requests[0]);
         assert_eq!(entry.lines().count(), 1);
         assert!(entry.contains("\\*bold\\*"));
-        assert!(entry.contains("\\[x\\]\\(http\\://e\\)"));
-        assert!(entry.contains("&lt;\\!\\-\\- teammem"));
+        assert!(entry.contains("\\[x](http://e)"));
+        assert!(entry.contains("&lt;!-- teammem"));
         assert!(!entry.contains('\u{202E}'));
-        assert!(entry.contains("\\# h next \\| \\`c\\`"));
+        assert!(entry.contains("# h next | \\`c\\`"));
         // The forged marker does not hide PR #2's entry.
         let after = apply(&home(), &plan(&b, &home()));
         assert!(after[CHANGELOG].contains("#2 Later"));
@@ -893,6 +908,113 @@ mod tests {
                 .count(),
             1
         );
+    }
+
+    /// The text of every list item of `page` as a CommonMark (GitHub
+    /// flavour) renderer shows it, and the raw HTML it passes through.
+    fn rendered_items(page: &str) -> (Vec<String>, Vec<String>) {
+        use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+        let options =
+            Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES | Options::ENABLE_TASKLISTS;
+        let (mut items, mut html, mut current) = (Vec::new(), Vec::new(), None::<String>);
+        for event in Parser::new_ext(page, options) {
+            match event {
+                Event::Start(Tag::Item) => current = Some(String::new()),
+                Event::End(TagEnd::Item) => items.extend(current.take()),
+                Event::Text(text) | Event::Code(text) => {
+                    if let Some(item) = &mut current {
+                        item.push_str(&text);
+                    }
+                }
+                Event::SoftBreak | Event::HardBreak => {
+                    if let Some(item) = &mut current {
+                        item.push(' ');
+                    }
+                }
+                Event::Html(raw) | Event::InlineHtml(raw) => html.push(raw.to_string()),
+                _ => {}
+            }
+        }
+        (items, html)
+    }
+
+    #[test]
+    fn every_page_renders_titles_authors_dates_and_paths_as_written() {
+        let titles = [
+            "Use *args and _kwargs_ in `run()`",
+            "[WIP] <script>alert(1)</script> & &copy; ~~gone~~",
+            "# Not a heading | not a table | a_b_c",
+            "Fix C:\\temp\\ paths \\*here\\*",
+            "to-dos for 2026-01-05: api/routes.py, __init__.py",
+        ];
+        let pulls: Vec<PullRequest> = titles
+            .iter()
+            .enumerate()
+            .map(|(i, title)| {
+                let mut p = pull(
+                    i as u64 + 1,
+                    title,
+                    char::from(b'a' + i as u8),
+                    &["api/routes.py", "pkg/__init__.py", "docs/a_b.md"],
+                );
+                p.author = "bob_smith".into();
+                p
+            })
+            .collect();
+        let b = bundle(pulls);
+        let pages = apply(&home(), &plan(&b, &home()));
+        let mut seen = 0;
+        for (path, page) in &pages {
+            let (items, html) = rendered_items(page);
+            // Teammem's own markers are the only HTML a page holds.
+            for raw in &html {
+                assert!(
+                    raw.starts_with("<!-- teammem:"),
+                    "{path}: raw HTML {raw:?} got through"
+                );
+            }
+            for (i, title) in titles.iter().enumerate() {
+                let Some(item) = items
+                    .iter()
+                    .find(|item| item.contains(&format!("#{} ", i + 1)))
+                else {
+                    continue;
+                };
+                seen += 1;
+                assert!(
+                    item.contains(title),
+                    "{path}: {title:?} renders as {item:?}"
+                );
+                assert!(item.contains("bob_smith"), "{path}: {item:?}");
+                assert!(item.contains("2026-11-30"), "{path}: {item:?}");
+            }
+            if path.starts_with("Areas/") {
+                assert!(
+                    items.iter().any(|item| item.contains("api/routes.py")
+                        || item.contains("pkg/__init__.py")
+                        || item.contains("docs/a_b.md")),
+                    "{path}: paths render as written: {items:?}"
+                );
+            }
+        }
+        assert!(
+            seen >= titles.len() * 2,
+            "every PR on the Changelog and an area page"
+        );
+        // And the raw text is not buried in backslashes.
+        let changelog = &pages[CHANGELOG];
+        for plain in [
+            "2026-11-30",
+            "bob_smith",
+            "api/routes.py",
+            "a_b_c",
+            "to-dos",
+        ] {
+            assert!(
+                changelog.contains(plain) || pages.values().any(|p| p.contains(plain)),
+                "{plain}"
+            );
+        }
     }
 
     #[test]
