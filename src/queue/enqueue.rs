@@ -188,13 +188,13 @@ impl Queue {
 /// case it is for, guarded by those answers. The writer task runs every
 /// write of the process one after another, and each round trip is a hop
 /// between threads; one per enqueue is the fewest without merging enqueues
-/// (which was measured and gained nothing, see the README's benchmarks).
+/// (which was measured and gained nothing; see git history of bench/README.md).
 ///
-/// The script uses anonymous `?` parameters only, bound in the order they
-/// appear: sqlx hands each statement the next arguments in turn. (Numbered
-/// `?N` parameters look shareable across statements, but sqlx fills the
-/// numbers a statement skips with the next arguments and stops binding when
-/// it runs out, which silently binds NULL.)
+/// The script numbers its parameters `$1`, `$2`, … in the order they appear,
+/// each used once, and binds them in that order: sqlx-sqlite reads `$N` as
+/// the Nth argument of the whole script. (Reusing a number across statements
+/// is what to avoid: a statement that skips numbers is handed the next
+/// arguments in turn.)
 async fn store(
     conn: &mut sqlx::SqliteConnection,
     job: NewJob,

@@ -113,7 +113,7 @@ async fn bench_teammem(options: &Options) -> Measured {
         .expect("open teammem database");
     teammem::db::migrate(&pool).await.expect("migrate");
     let queue = Queue::new(pool, Arc::new(SystemClock), QueueSettings::default());
-    let merge_sha = "a".repeat(40);
+    let merge_sha = teammem::ids::Sha::parse(&"a".repeat(40)).expect("a full sha");
 
     let started = Instant::now();
     for n in 0..options.jobs {
@@ -122,7 +122,7 @@ async fn bench_teammem(options: &Options) -> Measured {
             destination: format!("wiki-{}", n % options.destinations),
             origin: Origin::Dispatch,
             kind: JobKind::PullRequest {
-                number: n as i64 + 1,
+                number: teammem::ids::PullNumber::new(n as u64 + 1).expect("a pull number"),
                 merge_sha: merge_sha.clone(),
             },
             actor: "bench".into(),
