@@ -192,9 +192,7 @@ impl Queue {
 ///
 /// The script numbers its parameters `$1`, `$2`, … in the order they appear,
 /// each used once, and binds them in that order: sqlx-sqlite reads `$N` as
-/// the Nth argument of the whole script. (Reusing a number across statements
-/// is what to avoid: a statement that skips numbers is handed the next
-/// arguments in turn.)
+/// the Nth argument of the whole script.
 async fn store(
     conn: &mut sqlx::SqliteConnection,
     job: NewJob,
