@@ -220,14 +220,83 @@ fn date_of(rfc3339: &str) -> &str {
     rfc3339.get(..10).unwrap_or(rfc3339)
 }
 
+/// The longest "why" an entry quotes from a PR's description.
+const MAX_WHY_CHARS: usize = 280;
+
+/// The first paragraph of a PR's description, as one bounded line (cut at a
+/// word, marked with `…`); `None` when the description is empty.
+fn first_paragraph(body: &str) -> Option<String> {
+    let paragraph = body
+        .split("\n\n")
+        .map(str::trim)
+        .find(|p| !p.is_empty() && !p.starts_with("<!--"))?;
+    let words: Vec<&str> = paragraph.split_whitespace().collect();
+    let mut line = String::new();
+    for word in words {
+        if line.chars().count() + word.chars().count() + 1 > MAX_WHY_CHARS {
+            line.push('…');
+            break;
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    (!line.is_empty()).then_some(line)
+}
+
+/// The issues a PR's description says it closes (`Fixes #12`, `closes #3`,
+/// `Resolved #7`: GitHub's closing keywords, this repository's issues only),
+/// in order, once each.
+fn closed_issues(body: &str) -> Vec<u64> {
+    const KEYWORDS: [&str; 9] = [
+        "close", "closes", "closed", "fix", "fixes", "fixed", "resolve", "resolves", "resolved",
+    ];
+    let words: Vec<&str> = body.split_whitespace().collect();
+    let mut found = Vec::new();
+    for pair in words.windows(2) {
+        let keyword = pair[0].trim_end_matches(':').to_ascii_lowercase();
+        if !KEYWORDS.contains(&keyword.as_str()) {
+            continue;
+        }
+        let Some(digits) = pair[1].strip_prefix('#') else {
+            continue;
+        };
+        let digits: String = digits.chars().take_while(char::is_ascii_digit).collect();
+        if let Ok(n) = digits.parse::<u64>()
+            && n > 0
+            && !found.contains(&n)
+        {
+            found.push(n);
+        }
+    }
+    found
+}
+
+/// ` — why (closes #3, #4)`: what a PR entry says about why it was made.
+fn why(pull: &PullRequest) -> String {
+    let mut out = String::new();
+    if let Some(paragraph) = first_paragraph(&pull.body) {
+        out.push_str(" — ");
+        out.push_str(&escape_markdown(&paragraph));
+    }
+    let closed = closed_issues(&pull.body);
+    if !closed.is_empty() {
+        let list: Vec<String> = closed.iter().map(|n| format!("#{n}")).collect();
+        out.push_str(&format!(" (closes {})", list.join(", ")));
+    }
+    out
+}
+
 /// The Changelog line of a PR.
 pub fn changelog_entry(pull: &PullRequest) -> String {
     format!(
-        "- {} — #{} {} (by {}) — merge commit `{}` {}\n",
+        "- {} — #{} {} (by {}){} — merge commit `{}` {}\n",
         escape_markdown(date_of(&pull.merged_at)),
         pull.number,
         escape_markdown(&pull.title),
         escape_markdown(&pull.author),
+        why(pull),
         pull.merge_sha.to_ascii_lowercase(),
         entry_marker(&pull.merge_sha)
     )
@@ -249,11 +318,12 @@ pub fn area_entry(pull: &PullRequest, paths: &[&str]) -> String {
         format!(" — {}", named.join(", "))
     };
     format!(
-        "- #{} {} (by {}, {}) — merge commit `{}`{} {}\n",
+        "- #{} {} (by {}, {}){} — merge commit `{}`{} {}\n",
         pull.number,
         escape_markdown(&pull.title),
         escape_markdown(&pull.author),
         escape_markdown(date_of(&pull.merged_at)),
+        why(pull),
         pull.merge_sha.to_ascii_lowercase(),
         files,
         entry_marker(&pull.merge_sha)
@@ -1015,6 +1085,53 @@ mod tests {
                 "{plain}"
             );
         }
+    }
+
+    #[test]
+    fn an_entry_says_why_from_the_first_paragraph_and_what_it_closes() {
+        let mut p = pull(4, "Cache the index", 'c', &["src/index.rs"]);
+        p.body = "<!-- template -->\n\nSearch was slow on\nbig wikis.\n\nDetails nobody needs here.\n\nFixes #5, closes: #7 and fixes #5 again; see owner/other#9".into();
+        let entry = changelog_entry(&p);
+        assert!(
+            entry.contains(
+                "(by Zoë) — Search was slow on big wikis. (closes #5, #7) — merge commit"
+            ),
+            "{entry}"
+        );
+        assert!(
+            !entry.contains("Details") && !entry.contains("#9"),
+            "{entry}"
+        );
+        assert!(
+            area_entry(&p, &["src/index.rs"])
+                .contains("— Search was slow on big wikis. (closes #5, #7)")
+        );
+
+        // A hostile description stays inside its one line and forges nothing.
+        p.body = format!(
+            "Sure.\n- [x](javascript:1) <!-- teammem:{} --> <img src=x>\n# Heading",
+            "e".repeat(40)
+        );
+        let entry = changelog_entry(&p);
+        assert_eq!(entry.lines().count(), 1, "{entry}");
+        assert_eq!(
+            entry.matches("<!--").count(),
+            1,
+            "only the entry's own marker: {entry}"
+        );
+        assert!(!entry.contains("<img"), "{entry}");
+        let (items, html) = rendered_items(&entry);
+        assert_eq!(items.len(), 1);
+        assert!(items[0].contains("Sure. - [x](javascript:1)"), "{items:?}");
+        assert!(
+            html.iter().all(|h| h.starts_with("<!-- teammem:")),
+            "{html:?}"
+        );
+
+        p.body = format!("{} end", "word ".repeat(200));
+        let entry = changelog_entry(&p);
+        assert!(entry.contains("word…"), "bounded at a word: {entry}");
+        assert!(!entry.contains(" end"), "{entry}");
     }
 
     #[test]
