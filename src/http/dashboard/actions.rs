@@ -14,14 +14,14 @@ use std::net::SocketAddr;
 use axum::Form;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, FromRequest, Path, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-use super::{Viewer, escape, is_own_origin, page_error, session_cookie, viewer};
+use super::{Viewer, escape, is_form, is_own_origin, page_error, session_cookie, viewer};
 use crate::http::AppState;
 use crate::queue::{Job, JobState, QueueError, Steering};
 
@@ -87,15 +87,7 @@ pub(super) async fn act(
             "use the buttons on this dashboard's own job page (the request's Origin is missing or foreign)",
         );
     }
-    let form_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| {
-            v.trim()
-                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
-        });
-    if !form_type {
+    if !is_form(&headers) {
         return page_error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "send the action as a form (application/x-www-form-urlencoded)",

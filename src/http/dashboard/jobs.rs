@@ -503,10 +503,5 @@ fn wiki_sha(job: &Job) -> Option<String> {
 fn github_page_name(page: &str) -> String {
     let name = page.rsplit('/').next().unwrap_or(page);
     let name = name.strip_suffix(".md").unwrap_or(name).replace(' ', "-");
-    name.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    super::wiki_page::encode_path(&name)
 }

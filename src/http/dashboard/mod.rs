@@ -183,6 +183,19 @@ fn wiki_of(state: &AppState, source: &crate::config::Source) -> Result<crate::wi
         .map_err(|e| e.to_string())
 }
 
+/// Whether the request declares an HTML form body
+/// (`application/x-www-form-urlencoded`).
+fn is_form(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| {
+            v.trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        })
+}
+
 /// Whether the request's `Origin` is this dashboard's own (its `Host`, or
 /// `server.public_url`); `None` when it has none.
 fn is_own_origin(state: &AppState, headers: &HeaderMap) -> Option<bool> {
@@ -220,15 +233,7 @@ async fn login_form_of(state: &AppState, request: Request) -> Result<LoginForm, 
             "Log in from this dashboard's own login page",
         ));
     }
-    let form_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| {
-            v.trim()
-                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
-        });
-    if !form_type {
+    if !is_form(headers) {
         return Err(refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "Send the login form as application/x-www-form-urlencoded",
