@@ -2,9 +2,13 @@
 # Product checks against a real daemon with a job in it (`teammem demo`):
 #   - `promtool check metrics` (Debian's prometheus package) on a /metrics scrape;
 #   - headless Chromium (Debian's chromium) screenshots of the sources page, the
-#     jobs list and the job's page, kept as CI artifacts in target/ci-artifacts/;
+#     jobs list, the job's page and the 24-hour chart, kept as CI artifacts in
+#     target/ci-artifacts/;
+#   - the retry and cancel buttons pressed in the browser (.ci/click.py, over
+#     the DevTools pipe), changing a real job's state;
 #   - DOM checks (--dump-dom): the job's row is in the jobs table, and the
-#     sources page shows the demo's source as up to date.
+#     sources page shows the demo's source as up to date, and the job page
+#     shows the wiki diff with PR #1's entry.
 # Runs on a clean clone as root; installs what it needs with apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -136,4 +140,73 @@ if parser.attention.get("demo/todo") != "up to date":
     sys.exit(f"the sources page does not show demo/todo as up to date: {parser.attention}")
 print(f"sources DOM: {parser.attention}")
 PY
+
+echo "== the chart, and the job page's diff"
+python3 - "$artifacts/sources.html" "$artifacts/chart.svg" <<'PY'
+import re, sys
+page = open(sys.argv[1], encoding="utf-8").read()
+svg = re.search(r"<svg class=\"?chart\"?.*?</svg>", page, re.S)
+if not svg:
+    sys.exit("the sources page has no chart (<svg class=chart>)")
+open(sys.argv[2], "w", encoding="utf-8").write(svg.group(0))
+PY
+chrome --screenshot="$PWD/$artifacts/chart.png" --window-size=760,200 "file://$PWD/$artifacts/chart.svg"
+[ -s "$artifacts/chart.png" ] || { echo "no chart screenshot; Chromium said:" >&2; cat "$work/chrome.log" >&2; exit 1; }
+chrome --dump-dom "$url/jobs/1" >"$artifacts/job.html"
+python3 - "$artifacts/job.html" <<'PY'
+import sys
+from html.parser import HTMLParser
+
+class Diff(HTMLParser):
+    """The text of the job page's wiki diff (<pre class=diff>)."""
+    def __init__(self):
+        super().__init__()
+        self.depth = 0
+        self.text = ""
+    def handle_starttag(self, tag, attrs):
+        if tag == "pre" and "diff" in (dict(attrs).get("class") or "").split():
+            self.depth = 1
+        elif self.depth:
+            self.depth += 1
+    def handle_endtag(self, tag):
+        if self.depth:
+            self.depth -= 1
+    def handle_data(self, data):
+        if self.depth:
+            self.text += data
+
+parser = Diff()
+parser.feed(open(sys.argv[1], encoding="utf-8").read())
+lines = parser.text.splitlines()
+if not any(l.startswith("diff --git a/Changelog.md") for l in lines):
+    sys.exit(f"job 1's page shows no diff of Changelog.md: {lines[:20]}")
+added = [l for l in lines if l.startswith("+") and "Store to-dos in SQLite" in l]
+if not added:
+    sys.exit("job 1's diff does not add the entry of PR #1 (Store to-dos in SQLite)")
+print(f"job page DOM: the diff has {len(lines)} lines; PR #1's entry is added: {added[0][:80]}")
+PY
+
+echo "== the cancel and retry buttons, pressed in the browser"
+# A job that cannot finish yet: the wiki is moved away, so its attempts fail
+# and wait (retryable); the operator cancels it, puts the wiki back, retries.
+token=$(target/debug/teammem tokens create --config "$work/demo/teammem-demo.toml" --name product-checks | tail -1)
+wiki="$work/demo/repos/todo.wiki.git"
+mv "$wiki" "$wiki.away"
+answer=$(curl -fsS -X POST -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+  -d '{"repository":"demo/todo","pull_number":2}' "$url/v1/requests")
+job=$(printf '%s' "$answer" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job_id"])')
+python3 .ci/click.py "$browser" "$work/click-profile" "$url/jobs/$job" "Cancel job" cancelled
+mv "$wiki.away" "$wiki"
+python3 .ci/click.py "$browser" "$work/click-profile" "$url/jobs/$job" "Retry job" queued,running,succeeded,no_change
+state=""
+for _ in $(seq 1 300); do
+  state=$(curl -fsS -H "Authorization: Bearer $token" "$url/v1/jobs/$job" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["job"]["state"])')
+  case "$state" in succeeded|no_change) break ;; esac
+  sleep 0.1
+done
+case "$state" in
+  succeeded|no_change) echo "job $job, cancelled and retried through the buttons, ended $state" ;;
+  *) echo "job $job did not finish after the retry button (state: $state)" >&2; exit 1 ;;
+esac
 echo "dashboard: ok (screenshots in $artifacts/)"
