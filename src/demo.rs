@@ -2,10 +2,11 @@
 //! builds a sample source repository with merged pull requests and an
 //! initialized wiki (plain local bare repositories, made with gix: no git CLI,
 //! no network), starts the real daemon on loopback with the local forge and the
-//! builtin agent, posts a dispatch signed and shaped exactly as the post-merge
-//! workflow sends it, follows the job, prints the job, its receipt, the pages
-//! it wrote and the wiki's log (read through the wiki engine), and keeps
-//! serving the dashboard until Ctrl-C (`--once`: exits after the job).
+//! builtin agent, posts two dispatches signed and shaped exactly as the
+//! post-merge workflow sends them (the second edits lines the first one's pages
+//! cite), follows each job, prints the jobs, their receipts, the pages written
+//! and the wiki's log (read through the wiki engine), and keeps serving the
+//! dashboard until Ctrl-C (`--once`: exits after the jobs).
 //!
 //! Invariants:
 //! - bad input (a busy port, a data directory that cannot be written or holds
@@ -14,9 +15,10 @@
 //!   directory (`repos/`, `state/`), recognised by its config file;
 //! - the dispatch secret is generated per run and handed to the daemon in
 //!   memory: it is never in argv, the environment, a file or the output;
-//! - `--once` succeeds only when the job succeeded, its receipt says
-//!   `updated`, the wiki's tip is the receipt's commit, and every sample pull
-//!   request is cited on the changelog and its area pages.
+//! - `--once` succeeds only when both jobs succeeded with receipts that say
+//!   `updated`, the wiki's history is exactly one commit per job (the
+//!   receipts' commits) on the initial page, and every sample pull request is
+//!   cited on the changelog and its area pages.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -358,14 +360,15 @@ fn random_secret() -> String {
 }
 
 /// The dispatch body exactly as the post-merge workflow's `printf` builds it
-/// (the demo stands in for run 1, attempt 1).
-fn dispatch_body(before: &str, after: &str) -> String {
+/// (the demo stands in for workflow run `run`, attempt 1).
+fn dispatch_body(run: u8, before: &str, after: &str) -> String {
     format!(
-        r#"{{"source_repository":"{DEMO_REPOSITORY}","kind":"range","source_run_id":1,"source_run_attempt":1,"push_before":"{before}","push_after":"{after}"}}"#
+        r#"{{"source_repository":"{DEMO_REPOSITORY}","kind":"range","source_run_id":{run},"source_run_attempt":1,"push_before":"{before}","push_after":"{after}"}}"#
     )
 }
 
-/// Dispatches, follows the job and checks the wiki; returns the job's id.
+/// Sends both dispatches in turn, follows each job and checks the wiki;
+/// returns the last job's id.
 async fn follow_demo(
     config: &Config,
     layout: &Layout,
@@ -374,7 +377,49 @@ async fn follow_demo(
     secret: &str,
     served: &tokio::task::JoinHandle<Result<(), daemon::DaemonError>>,
 ) -> Result<i64, DemoError> {
-    let body = dispatch_body(&sample.base, &sample.head);
+    let pool = crate::db::open(&config.server.data_dir)
+        .await
+        .map_err(|e| failed(format!("cannot open the demo database: {e}")))?;
+    let queue = Queue::from_config(config, pool);
+    let mut jobs = Vec::new();
+    for (run, before, after) in [
+        (1, &sample.base, &sample.first_head),
+        (2, &sample.first_head, &sample.head),
+    ] {
+        if run == 2 {
+            println!(
+                "\nthe second dispatch: two more merged pull requests edit lines the pages cite (a docstring, a dependency) and move others"
+            );
+        }
+        let job_id = dispatch(run, before, after, base_url, secret).await?;
+        let job = wait_for_job(&queue, job_id, served).await?;
+        print_job(&queue, &job).await;
+        jobs.push(job);
+    }
+
+    let store = WikiStore::new(config.server.data_dir.join("demo-reads"));
+    let wiki = store
+        .wiki(&Destination {
+            id: format!("demo:{DEMO_REPOSITORY}"),
+            remote: Remote::LocalBare {
+                path: layout.wiki.clone(),
+            },
+        })
+        .map_err(|e| failed(format!("cannot open the demo wiki: {e}")))?;
+    print_wiki(&wiki, &jobs).await;
+    check_expected(&wiki, &jobs, sample).await?;
+    Ok(jobs.last().map_or(0, |job| job.id))
+}
+
+/// Posts one signed dispatch; returns the job it was queued as.
+async fn dispatch(
+    run: u8,
+    before: &str,
+    after: &str,
+    base_url: &str,
+    secret: &str,
+) -> Result<i64, DemoError> {
+    let body = dispatch_body(run, before, after);
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
     mac.update(body.as_bytes());
     let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
@@ -401,28 +446,9 @@ async fn follow_demo(
     };
     println!(
         "POST /v1/dispatch (signed like the post-merge workflow) range {}..{} -> {status}, job {job_id}",
-        &sample.base[..10],
-        &sample.head[..10]
+        &before[..10],
+        &after[..10]
     );
-
-    let pool = crate::db::open(&config.server.data_dir)
-        .await
-        .map_err(|e| failed(format!("cannot open the demo database: {e}")))?;
-    let queue = Queue::from_config(config, pool);
-    let job = wait_for_job(&queue, job_id, served).await?;
-    print_job(&queue, &job).await;
-
-    let store = WikiStore::new(config.server.data_dir.join("demo-reads"));
-    let wiki = store
-        .wiki(&Destination {
-            id: format!("demo:{DEMO_REPOSITORY}"),
-            remote: Remote::LocalBare {
-                path: layout.wiki.clone(),
-            },
-        })
-        .map_err(|e| failed(format!("cannot open the demo wiki: {e}")))?;
-    print_wiki(&wiki, &job).await;
-    check_expected(&wiki, &job, sample).await?;
     Ok(job_id)
 }
 
@@ -491,14 +517,12 @@ async fn print_job(queue: &Queue, job: &Job) {
     }
 }
 
-/// The pages the receipt names, in path order.
-fn receipt_pages(job: &Job) -> Vec<String> {
-    let mut pages: Vec<String> = job
-        .receipt
-        .as_ref()
-        .and_then(|r| r["pull_requests"].as_array().cloned())
-        .unwrap_or_default()
+/// The pages the receipts name, in path order.
+fn receipt_pages(jobs: &[Job]) -> Vec<String> {
+    let mut pages: Vec<String> = jobs
         .iter()
+        .filter_map(|job| job.receipt.as_ref())
+        .flat_map(|r| r["pull_requests"].as_array().cloned().unwrap_or_default())
         .flat_map(|p| p["pages"].as_array().cloned().unwrap_or_default())
         .filter_map(|p| p.as_str().map(str::to_owned))
         .collect();
@@ -507,14 +531,15 @@ fn receipt_pages(job: &Job) -> Vec<String> {
     pages
 }
 
-async fn print_wiki(wiki: &crate::wiki::Wiki, job: &Job) {
-    let at = job
-        .receipt
-        .as_ref()
+/// The pages the jobs wrote, as the last job left them, and the wiki's log.
+async fn print_wiki(wiki: &crate::wiki::Wiki, jobs: &[Job]) {
+    let at = jobs
+        .last()
+        .and_then(|job| job.receipt.as_ref())
         .and_then(|r| r["wiki_sha"].as_str())
         .unwrap_or("HEAD")
         .to_owned();
-    for path in receipt_pages(job) {
+    for path in receipt_pages(jobs) {
         match wiki.get_page(&at, &path).await {
             Ok(page) => println!("\n--- {path} ---\n{}", page.content.trim_end()),
             Err(e) => println!("\n--- {path} --- (cannot read: {e})"),
@@ -535,34 +560,40 @@ async fn print_wiki(wiki: &crate::wiki::Wiki, job: &Job) {
 /// "Updated as expected": see the module's invariants.
 async fn check_expected(
     wiki: &crate::wiki::Wiki,
-    job: &Job,
+    jobs: &[Job],
     sample: &SampleSource,
 ) -> Result<(), DemoError> {
     let not_as_expected =
         |why: String| failed(format!("the wiki was not updated as expected: {why}"));
-    if job.state != JobState::Succeeded {
-        return Err(not_as_expected(format!(
-            "job {} ended {} {}",
-            job.id,
-            job.state.as_str(),
-            job.last_error.as_deref().unwrap_or("")
-        )));
+    let mut wiki_shas = Vec::new();
+    for job in jobs {
+        if job.state != JobState::Succeeded {
+            return Err(not_as_expected(format!(
+                "job {} ended {} {}",
+                job.id,
+                job.state.as_str(),
+                job.last_error.as_deref().unwrap_or("")
+            )));
+        }
+        let receipt = job.receipt.clone().unwrap_or_default();
+        if receipt["status"] != "updated" {
+            return Err(not_as_expected(format!(
+                "job {}'s receipt status is {}, not updated",
+                job.id, receipt["status"]
+            )));
+        }
+        wiki_shas.push(receipt["wiki_sha"].as_str().unwrap_or_default().to_owned());
     }
-    let receipt = job.receipt.clone().unwrap_or_default();
-    if receipt["status"] != "updated" {
-        return Err(not_as_expected(format!(
-            "the receipt's status is {}, not updated",
-            receipt["status"]
-        )));
-    }
-    let snapshot = wiki
-        .snapshot()
+    // One commit per job, in order, on top of the initial page.
+    let history = wiki
+        .history("HEAD", None, 20)
         .await
         .map_err(|e| failed(format!("cannot read the demo wiki: {e}")))?;
-    if snapshot.sha.as_deref() != receipt["wiki_sha"].as_str() {
+    let newest: Vec<String> = history.commits.iter().map(|c| c.sha.clone()).collect();
+    wiki_shas.reverse();
+    if newest.len() != jobs.len() + 1 || newest[..jobs.len()] != wiki_shas[..] {
         return Err(not_as_expected(format!(
-            "the wiki's tip {:?} is not the receipt's wiki_sha {}",
-            snapshot.sha, receipt["wiki_sha"]
+            "the wiki's history {newest:?} is not one commit per job ({wiki_shas:?}, newest first) on the initial page"
         )));
     }
     let read = |path: String| async move {

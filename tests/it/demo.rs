@@ -44,7 +44,7 @@ fn merged_pulls(source: &Path) -> Vec<(u64, String)> {
 }
 
 #[test]
-fn demo_once_runs_the_job_and_the_wiki_cites_every_merged_pull_request() {
+fn demo_once_runs_both_jobs_and_the_wiki_cites_every_merged_pull_request() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("demo");
     let out = demo(&[
@@ -63,6 +63,7 @@ fn demo_once_runs_the_job_and_the_wiki_cites_every_merged_pull_request() {
     );
     assert!(stdout.contains("demo ok"), "{stdout}");
     assert!(stdout.contains("job 1: succeeded"), "{stdout}");
+    assert!(stdout.contains("job 2: succeeded"), "{stdout}");
     assert!(stdout.contains("dashboard: http://127.0.0.1:"), "{stdout}");
     // The demo's own logging stays quiet, the writer child's included.
     assert!(!stderr.contains("INFO"), "{stderr}");
@@ -72,8 +73,8 @@ fn demo_once_runs_the_job_and_the_wiki_cites_every_merged_pull_request() {
     let pulls = merged_pulls(&source);
     assert_eq!(
         pulls.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
-        [4, 3, 2, 1],
-        "the sample has four merged pull requests"
+        [6, 5, 4, 3, 2, 1],
+        "the sample has six merged pull requests"
     );
 
     let changelog = git(&wiki, &["show", "master:Changelog.md"]);
@@ -95,17 +96,17 @@ fn demo_once_runs_the_job_and_the_wiki_cites_every_merged_pull_request() {
     ] {
         assert!(pages.lines().any(|p| p == page), "{page} in {pages}");
     }
-    // The wiki's log, as printed, is the git log's: the job's commits on top
+    // The wiki's log, as printed, is the git log's: one commit per job on top
     // of the initial page.
     let log = git(&wiki, &["log", "--format=%H %s", "master"]);
-    assert!(log.lines().count() >= 2, "{log}");
+    assert_eq!(log.lines().count(), 3, "{log}");
     assert!(log.lines().last().unwrap().ends_with("Initial Home page"));
     for line in log.lines() {
         assert!(stdout.contains(&line[..10]), "{line} printed: {stdout}");
     }
     assert!(
-        log.lines().next().unwrap().contains("(job 1)"),
-        "the newest wiki commit is the job's: {log}"
+        log.lines().next().unwrap().contains("(job 2)"),
+        "the newest wiki commit is the second job's: {log}"
     );
     git(&source, &["fsck", "--strict", "--no-progress"]);
     git(&wiki, &["fsck", "--strict", "--no-progress"]);
@@ -213,11 +214,12 @@ async fn demo_keeps_serving_the_dashboard_until_ctrl_c() {
     let dashboard = dashboard.expect("the dashboard URL is printed before serving");
     std::thread::spawn(move || for _ in lines {});
 
-    // From loopback the dashboard needs no login and lists the demo's job.
+    // From loopback the dashboard needs no login; the sources page links the
+    // demo's last job.
     let page = reqwest::get(&dashboard).await.unwrap();
     assert_eq!(page.status().as_u16(), 200);
     let html = page.text().await.unwrap();
-    assert!(html.contains("href=\"/jobs/1\""), "{html}");
+    assert!(html.contains("href=\"/jobs/2\""), "{html}");
     assert!(
         html.contains("succeeded") && html.contains("demo/todo"),
         "{html}"
@@ -288,9 +290,22 @@ fn the_sample_is_what_the_local_forge_recognises() {
     let built = sample::create_sample_source(&source).unwrap();
     let range = local::verify_range(&source, &built.base, &built.head).unwrap();
     assert_eq!(range.default_branch, "main");
-    // Two merge pull requests carry a branch commit each; plus two squashes
-    // and one direct commit.
-    assert_eq!(range.commits, 7);
+    // Three merge pull requests carry a branch commit each; plus three
+    // squashes and one direct commit.
+    assert_eq!(range.commits, 10);
+    let first = local::verify_range(&source, &built.base, &built.first_head).unwrap();
+    assert_eq!(
+        first.commits, 7,
+        "the first dispatch: #1-#4 and the direct commit"
+    );
+    assert_eq!(
+        built
+            .pulls
+            .iter()
+            .map(|p| (p.number, p.dispatch))
+            .collect::<Vec<_>>(),
+        [(1, 1), (2, 1), (3, 1), (4, 1), (5, 2), (6, 2)]
+    );
     for pull in &built.pulls {
         let verified =
             local::verify_pull(&source, teammem::ids::PullNumber::new(pull.number).unwrap())
