@@ -140,10 +140,16 @@ pub(super) fn agent_config(url: &str, steps: u32) -> String {
 async fn the_openai_agent_drives_the_writer_and_its_receipt_is_checked() {
     let (url, requests) = start(script(false)).await;
     let s = Setup::with_extra(&agent_config(&url, 10));
+    let before = s.tip();
     let done = s.runner().run(&s.full_range(1)).await.unwrap();
     assert!(matches!(done, Completion::Succeeded { .. }), "{done:?}");
     let changelog = s.page("Changelog.md");
     assert!(changelog.contains(&s.source.merge_12) && changelog.contains(&s.source.squash_13));
+    // The job's whole change is one wiki commit: the agent's one write, with
+    // nothing added around it.
+    let added = s.wiki_git(&["rev-list", "--count", &format!("{before}..master")]);
+    assert_eq!(added.trim(), "1", "one commit per job");
+    assert_eq!(s.wiki_git(&["rev-parse", "master^"]).trim(), before);
 
     let requests = requests.lock().unwrap();
     assert_eq!(requests.len(), 4);
@@ -158,6 +164,13 @@ async fn the_openai_agent_drives_the_writer_and_its_receipt_is_checked() {
     assert!(
         names.contains(&"write_wiki_pages") && names.contains(&"get_job_evidence"),
         "{names:?}"
+    );
+    // The instructions ask for the job's whole change as one commit.
+    assert!(
+        first["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("ONE commit")
     );
     // Untrusted text is only inside the data message, never in the instructions.
     assert!(
