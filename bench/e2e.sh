@@ -25,7 +25,12 @@
 # sandbox (`agent.sandbox = "on"`), one with `agent.sandbox = "off"`. The
 # first CMD_COUNT PR ranges are dispatched to both, alternating, one job at a
 # time; it prints each p50 and the ratio (target: sandboxed ≤ 1.2× unsandboxed).
-# Usage: [TEAMMEM_BIN=path] [RATE=0] [CMD_COUNT=30] bench/e2e.sh [COUNT]
+#
+# With BASELINE_REF=<commit> (or BASELINE_BIN=path) the builtin phase runs the
+# previous build too, on its own daemon and wiki, each PR's range dispatched
+# to both in turn, and prints the ratio of the p50s (target for a richer
+# builtin agent: current ≤ 1.5× baseline).
+# Usage: [TEAMMEM_BIN=path] [BASELINE_REF=rev | BASELINE_BIN=path] [RATE=0] [CMD_COUNT=30] bench/e2e.sh [COUNT]
 set -euo pipefail
 
 COUNT="${1:-200}"
@@ -33,7 +38,8 @@ RATE="${RATE:-0}"
 CMD_COUNT="${CMD_COUNT:-30}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="$(mktemp -d)"
-trap 'kill "${DAEMON_PID:-}" "${ON_PID:-}" "${OFF_PID:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+# shellcheck disable=SC2086 # BUILTIN_PIDS is a list
+trap 'kill ${BUILTIN_PIDS:-} "${ON_PID:-}" "${OFF_PID:-}" 2>/dev/null || true; [ -n "${BASELINE_TREE:-}" ] && git -C "$ROOT" worktree remove --force "$BASELINE_TREE"; rm -rf "$WORK"' EXIT
 
 # TEAMMEM_BIN overrides the binary (e.g. a debug build); default: a release build.
 if [ -n "${TEAMMEM_BIN:-}" ]; then
@@ -42,6 +48,18 @@ else
     echo "building teammem (release)" >&2
     cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
     BIN="$ROOT/target/release/teammem"
+fi
+
+# The previous build, measured in the same run: BASELINE_BIN (a binary) or
+# BASELINE_REF (a commit, built in a temporary worktree; its own target
+# directory under target/, so later runs build only what changed).
+BASELINE="${BASELINE_BIN:-}"
+if [ -z "$BASELINE" ] && [ -n "${BASELINE_REF:-}" ]; then
+    BASELINE_TREE="$WORK/baseline-tree"
+    git -C "$ROOT" worktree add --quiet --detach "$BASELINE_TREE" "$BASELINE_REF"
+    echo "building the baseline $BASELINE_REF (release)" >&2
+    CARGO_TARGET_DIR="$ROOT/target/baseline" cargo build --release --quiet --manifest-path "$BASELINE_TREE/Cargo.toml"
+    BASELINE="$ROOT/target/baseline/release/teammem"
 fi
 
 export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
@@ -66,97 +84,124 @@ subprocess.run(["git", "-C", repo, "fast-import", "--quiet", "--force"], input="
 PY
 git -C "$WORK/src" commit-graph write --reachable
 
-# The wiki: a bare repository whose first commit holds Home.md.
-bash "$ROOT/bench/seed-wiki.sh" "$WORK/wiki.git"
-
 SECRET="bench-secret-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
 export TEAMMEM_BENCH_SECRET="$SECRET"
-PORT="$(bash "$ROOT/bench/listen-port.sh")"
-cat > "$WORK/teammem.toml" <<TOML
+
+# One daemon per binary under test, each with its own wiki (a bare repository
+# whose first commit holds Home.md) and data directory, on the same source.
+start_builtin_daemon() { # NAME BINARY -> appends "NAME:PORT:TOKEN" to DAEMONS, PID to BUILTIN_PIDS
+    local name="$1" bin="$2" port token
+    port="$(bash "$ROOT/bench/listen-port.sh")"
+    bash "$ROOT/bench/seed-wiki.sh" "$WORK/wiki-$name.git"
+    cat > "$WORK/$name.toml" <<TOML
 [server]
-listen = "127.0.0.1:$PORT"
-data_dir = "$WORK/data"
+listen = "127.0.0.1:$port"
+data_dir = "$WORK/data-$name"
 
 [[sources]]
 repository = "bench/app"
 local_path = "$WORK/src"
-local_wiki_path = "$WORK/wiki.git"
+local_wiki_path = "$WORK/wiki-$name.git"
 webhook_secret_env = "TEAMMEM_BENCH_SECRET"
 
 [queue]
 workers = 2
 TOML
+    token="$("$bin" tokens create --name bench --config "$WORK/$name.toml" 2>/dev/null | tail -n 1)"
+    TEAMMEM_LOG="${TEAMMEM_LOG:-warn}" "$bin" serve --config "$WORK/$name.toml" > "$WORK/$name.log" 2>&1 &
+    BUILTIN_PIDS="${BUILTIN_PIDS:-} $!"
+    for _ in $(seq 1 100); do
+        curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null || { cat "$WORK/$name.log"; exit 1; }
+    DAEMONS="${DAEMONS:-} $name:$port:$token"
+}
+if [ -n "$BASELINE" ]; then
+    start_builtin_daemon baseline "$BASELINE"
+fi
+start_builtin_daemon current "$BIN"
+DAEMON_PID="${BUILTIN_PIDS##* }"
 
-TOKEN="$("$BIN" tokens create --name bench --config "$WORK/teammem.toml" 2>/dev/null | tail -n 1)"
-TEAMMEM_LOG="${TEAMMEM_LOG:-warn}" "$BIN" serve --config "$WORK/teammem.toml" > "$WORK/daemon.log" 2>&1 &
-DAEMON_PID=$!
-for _ in $(seq 1 100); do
-    curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break
-    sleep 0.1
-done
-curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null || { cat "$WORK/daemon.log"; exit 1; }
-
-python3 - "$WORK" "$PORT" "$SECRET" "$TOKEN" "$RATE" <<'PY'
+# shellcheck disable=SC2086 # one argument per daemon
+python3 - "$WORK" "$SECRET" "$RATE" $DAEMONS <<'PY'
 import hashlib, hmac, json, subprocess, sys, time, urllib.request, uuid
-work, port, secret, token, rate = sys.argv[1], sys.argv[2], sys.argv[3].encode(), sys.argv[4], float(sys.argv[5])
-base = f"http://127.0.0.1:{port}"
+work, secret, rate = sys.argv[1], sys.argv[2].encode(), float(sys.argv[3])
+daemons = [dict(zip(("name", "port", "token"), d.split(":", 2))) for d in sys.argv[4:]]
 shas = subprocess.check_output(["git", "-C", f"{work}/src", "rev-list", "--reverse", "main"]).decode().split()
-wiki_start = int(subprocess.check_output(["git", "-C", f"{work}/wiki.git", "rev-list", "--count", "master"]))
+for d in daemons:
+    d["wiki"] = f"{work}/wiki-{d['name']}.git"
+    d["wiki_start"] = int(subprocess.check_output(["git", "-C", d["wiki"], "rev-list", "--count", "master"]))
+    d["sent"] = []
 
-def call(method, path, body=None, headers=None):
-    req = urllib.request.Request(base + path, data=body, method=method, headers=headers or {})
+def call(d, method, path, body=None, headers=None):
+    req = urllib.request.Request(f"http://127.0.0.1:{d['port']}" + path, data=body, method=method, headers=headers or {})
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
 
-def dispatch(before, after):
+def dispatch(d, before, after):
     body = json.dumps({"source_repository": "bench/app", "kind": "range",
                        "push_before": before, "push_after": after}).encode()
     sig = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
     sent = time.time() * 1000
-    answer = call("POST", "/v1/dispatch", body, {"Content-Type": "application/json",
+    answer = call(d, "POST", "/v1/dispatch", body, {"Content-Type": "application/json",
                   "X-Hub-Signature-256": sig, "X-TeamMem-Delivery": str(uuid.uuid4())})
     return sent, answer.get("coalesced_into") or answer["job_id"]
 
-def job(job_id):
-    return call("GET", f"/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {token}"})["job"]
+def job(d, job_id):
+    return call(d, "GET", f"/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {d['token']}"})["job"]
 
-def wait(job_id):
+def wait(d, job_id):
     while True:
-        j = job(job_id)
+        j = job(d, job_id)
         if j["state"] not in ("queued", "running"):
             return j
         time.sleep(0.005)
 
-sent = []
+# With two daemons each PR's range goes to both in turn (alternating which
+# goes first), so host noise falls on both alike.
 began = time.time() * 1000
 for i in range(1, len(shas)):
-    sent.append(dispatch(shas[i - 1], shas[i]))
-    if rate <= 0:
-        wait(sent[-1][1])
-    else:
+    order = daemons if i % 2 else daemons[::-1]
+    for d in order:
+        d["sent"].append(dispatch(d, shas[i - 1], shas[i]))
+        if rate <= 0:
+            wait(d, d["sent"][-1][1])
+    if rate > 0:
         time.sleep(max(0.0, began / 1000 + i / rate - time.time()))
 
-latencies, states = [], {}
-for at, job_id in sent:
-    j = wait(job_id)
-    states[j["state"]] = states.get(j["state"], 0) + 1
-    latencies.append(j["finished_at"] - at)
-ended = max(at + l for (at, _), l in zip(sent, latencies))
-latencies.sort()
-pct = lambda p: latencies[min(len(latencies) - 1, int(round(p / 100 * (len(latencies) - 1))))]
-commits = int(subprocess.check_output(["git", "-C", f"{work}/wiki.git", "rev-list", "--count", "master"])) - wiki_start
-changelog = subprocess.check_output(["git", "-C", f"{work}/wiki.git", "show", "master:Changelog.md"]).decode()
-missing = [s for s in shas[1:] if changelog.count(f"<!-- teammem:{s} -->") != 1]
-seconds = (ended - began) / 1000
 mode = "sequential (next dispatch after the previous job ended)" if rate <= 0 else f"open loop at {rate:g} dispatches/s"
-print(f"dispatches: {len(sent)}, mode: {mode}, job states: {states}")
-print(f"dispatch -> wiki commit latency (ms, upper bound: job finished_at): p50 {pct(50):.0f}, p99 {pct(99):.0f}, max {latencies[-1]:.0f}")
-print(f"wiki commits: {commits} in {seconds:.2f} s = {commits / seconds:.1f} commits/s ({len(sent) / seconds:.1f} dispatches/s)")
-if missing:
-    sys.exit(f"ERROR: {len(missing)} merge shas are not in Changelog.md exactly once (first: {missing[0]})")
+failed = []
+for d in daemons:
+    latencies, states = [], {}
+    for at, job_id in d["sent"]:
+        j = wait(d, job_id)
+        states[j["state"]] = states.get(j["state"], 0) + 1
+        latencies.append(j["finished_at"] - at)
+    ended = max(at + l for (at, _), l in zip(d["sent"], latencies))
+    latencies.sort()
+    pct = lambda p: latencies[min(len(latencies) - 1, int(round(p / 100 * (len(latencies) - 1))))]
+    d["p50"] = pct(50)
+    commits = int(subprocess.check_output(["git", "-C", d["wiki"], "rev-list", "--count", "master"])) - d["wiki_start"]
+    changelog = subprocess.check_output(["git", "-C", d["wiki"], "show", "master:Changelog.md"]).decode()
+    missing = [s for s in shas[1:] if changelog.count(f"<!-- teammem:{s} -->") != 1]
+    seconds = (ended - began) / 1000
+    print(f"[{d['name']}] dispatches: {len(d['sent'])}, mode: {mode}, job states: {states}")
+    print(f"[{d['name']}] dispatch -> wiki commit latency (ms, upper bound: job finished_at): p50 {pct(50):.0f}, p99 {pct(99):.0f}, max {latencies[-1]:.0f}")
+    print(f"[{d['name']}] wiki commits: {commits} in {seconds:.2f} s = {commits / seconds:.1f} commits/s ({len(d['sent']) / seconds:.1f} dispatches/s)")
+    if commits != len(d["sent"]) and rate <= 0:
+        failed.append(f"{d['name']}: {commits} wiki commits for {len(d['sent'])} jobs (one commit per job)")
+    if missing:
+        failed.append(f"{d['name']}: {len(missing)} merge shas are not in Changelog.md exactly once (first: {missing[0]})")
+if len(daemons) == 2:
+    base, cur = daemons
+    print(f"current / baseline p50: {cur['p50'] / base['p50']:.2f}x (target: <= 1.5x)")
+if failed:
+    sys.exit("ERROR: " + "; ".join(failed))
 PY
 echo "daemon RSS after the run: $(awk '/VmRSS/ {print $2 " " $3}' /proc/$DAEMON_PID/status), peak $(awk '/VmHWM/ {print $2 " " $3}' /proc/$DAEMON_PID/status)"
-kill "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true
+# shellcheck disable=SC2086
+kill $BUILTIN_PIDS; wait 2>/dev/null || true
 
 # --- the command-agent phase: sandbox on against off ------------------------
 mkdir -p "$WORK/agent"
