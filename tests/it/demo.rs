@@ -1,6 +1,7 @@
 //! `teammem demo` as the real process: `--once` builds the sample repositories,
-//! runs the job and exits 0, and the git CLI (the oracle) finds every merged
-//! pull request of the sample cited in the wiki; without `--once` it serves the
+//! runs both jobs and exits 0, the git CLI (the oracle) finds every merged
+//! pull request of the sample cited in the wiki, and the pages equal the
+//! reviewed golden copies in `snapshots/demo_wiki/`; without `--once` it serves the
 //! dashboard until Ctrl-C; a busy port or a data directory that cannot be made
 //! fails with one sentence and writes nothing. The sample itself is checked
 //! against the local forge and the git CLI.
@@ -11,6 +12,60 @@ use std::process::{Command, Output, Stdio};
 
 use crate::harness::daemon::BIN;
 use crate::harness::git::git;
+
+/// The demo wiki's pages after both dispatches, as reviewed. After an
+/// intended change to what the builtin agent writes, regenerate them with
+/// `TEAMMEM_UPDATE_SNAPSHOTS=1 cargo test --test it demo_once` and review the
+/// diff.
+const GOLDEN_WIKI: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/snapshots/demo_wiki");
+
+/// Every page on the wiki's `master` equals its golden copy, and the golden
+/// directory holds no page the wiki lacks.
+fn assert_pages_match_the_golden_wiki(wiki: &Path) {
+    let golden = Path::new(GOLDEN_WIKI);
+    let listed = git(wiki, &["ls-tree", "-r", "--name-only", "master"]);
+    let pages: Vec<&str> = listed.lines().collect();
+    if std::env::var_os("TEAMMEM_UPDATE_SNAPSHOTS").is_some() {
+        let _ = std::fs::remove_dir_all(golden);
+        for page in &pages {
+            let path = golden.join(page);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, git(wiki, &["show", &format!("master:{page}")])).unwrap();
+        }
+    }
+    let mut kept = Vec::new();
+    let mut stack = vec![golden.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("the golden wiki exists") {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                kept.push(
+                    path.strip_prefix(golden)
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+            }
+        }
+    }
+    kept.sort();
+    let mut sorted = pages.clone();
+    sorted.sort();
+    assert_eq!(
+        kept, sorted,
+        "the wiki's pages are the golden ones ({GOLDEN_WIKI})"
+    );
+    for page in pages {
+        let actual = git(wiki, &["show", &format!("master:{page}")]);
+        let expected = std::fs::read_to_string(golden.join(page)).unwrap();
+        assert_eq!(
+            actual, expected,
+            "{page} differs from {GOLDEN_WIKI}/{page}; if intended, regenerate with TEAMMEM_UPDATE_SNAPSHOTS=1"
+        );
+    }
+}
 
 fn demo(args: &[&str]) -> Output {
     Command::new(BIN)
@@ -110,6 +165,7 @@ fn demo_once_runs_both_jobs_and_the_wiki_cites_every_merged_pull_request() {
     );
     git(&source, &["fsck", "--strict", "--no-progress"]);
     git(&wiki, &["fsck", "--strict", "--no-progress"]);
+    assert_pages_match_the_golden_wiki(&wiki);
 
     // A second run in the same directory replaces the earlier demo.
     let again = demo(&[
