@@ -66,6 +66,13 @@ pub struct EvidenceBundle {
     /// In the order their merge commits entered the default branch, oldest first.
     pub pull_requests: Vec<PullRequest>,
     pub pull_requests_truncated: bool,
+    /// Every stale fact on the wiki when the job started (the runner checked
+    /// each evidence marker against the source): the agent should fix them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stale_facts: Vec<crate::staleness::StaleFact>,
+    /// Marker rewrites the writer folds into the job's commit (page → rewrites).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub marker_rewrites: BTreeMap<String, Vec<crate::staleness::MarkerRewrite>>,
 }
 
 /// The source repository the evidence is about.
@@ -317,6 +324,8 @@ mod tests {
                 files_truncated: false,
             }],
             pull_requests_truncated: false,
+            stale_facts: Vec::new(),
+            marker_rewrites: Default::default(),
         }
     }
 

@@ -283,6 +283,37 @@ impl<'a> SourceForge<'a> {
     }
 }
 
+impl SourceForge<'_> {
+    /// Each cited range followed from its commit to `tip`. A GitHub source
+    /// answers every citation `Unchecked` for now (see docs/decisions.md).
+    pub async fn follow_citations(
+        &self,
+        cited: Vec<crate::staleness::Cited>,
+        tip: &crate::ids::Sha,
+    ) -> Result<
+        std::collections::BTreeMap<crate::staleness::Cited, crate::staleness::CitationState>,
+        SourceError,
+    > {
+        match self.on {
+            On::Local(repo) => {
+                let (repo, tip) = (repo.clone(), tip.clone());
+                blocking_source(move || local::citations::follow(&repo, &cited, &tip)).await
+            }
+            On::GitHub(_) => Ok(cited
+                .into_iter()
+                .map(|c| {
+                    (
+                        c,
+                        crate::staleness::CitationState::Unchecked {
+                            reason: "staleness checks on GitHub sources are not built yet".into(),
+                        },
+                    )
+                })
+                .collect()),
+        }
+    }
+}
+
 /// Runs a gix walk off the async threads; a task that dies is "ask again later".
 pub async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, Refusal> + Send + 'static,

@@ -730,6 +730,8 @@ mod tests {
             commits_truncated: false,
             pull_requests: pulls,
             pull_requests_truncated: false,
+            stale_facts: Vec::new(),
+            marker_rewrites: Default::default(),
         }
     }
 

@@ -13,6 +13,7 @@ pub mod agent; // what agents get and give back; the builtin agent's MCP driver
 pub mod broker; // the per-job broker: wiki token and source files for the writer child (GitHub)
 pub mod builtin; // the builtin agent's pure edit planner (Home, Areas, Changelog)
 pub mod command; // the external agent CLI backend
+pub mod facts; // every evidence marker of the wiki judged against the source, once per job
 pub mod openai; // the OpenAI-compatible chat-completions backend
 pub mod receipt; // receipts and their checks against evidence and wiki
 #[cfg(feature = "test-hooks")]
@@ -69,6 +70,9 @@ pub async fn job_audience_gate(
 }
 
 /// The job's work directory: `{data_dir}/jobs/{id}`.
+/// How long the marker check may wait on the wiki remote.
+const FACT_CHECK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
 pub fn work_dir(data_dir: &Path, job_id: i64) -> PathBuf {
     data_dir.join("jobs").join(job_id.to_string())
 }
@@ -218,7 +222,7 @@ impl Runner {
         };
 
         // 2. Evidence, into the job's work directory.
-        let (bundle, patches) = match forge.collect_evidence(&scope, &branch).await {
+        let (mut bundle, patches) = match forge.collect_evidence(&scope, &branch).await {
             Ok(found) => found,
             Err(SourceError::Rejected(reason)) => return Ok(Completion::Rejected { reason }),
             Err(e) => return Err(source_failure(e)),
@@ -273,6 +277,22 @@ impl Runner {
                 .await?
             }),
         };
+        // 4b. Every evidence marker on the wiki, judged against the source at
+        // the job's tip: stale facts go to the agent, marker rewrites to the
+        // writer, which folds them into the job's one commit.
+        if let Ok(mirror) = facts::mirror_of(
+            &self.config,
+            &source,
+            token.as_ref().map(|t| t.secret.clone()),
+            FACT_CHECK_DEADLINE,
+        ) {
+            let updates = facts::check(&mirror, &forge, scope.tip(), job.id).await;
+            if !updates.stale.is_empty() || !updates.rewrites.is_empty() {
+                bundle.stale_facts = updates.stale;
+                bundle.marker_rewrites = updates.rewrites;
+                evidence::write_bundle(&dir, &bundle).map_err(unwritable)?;
+            }
+        }
         let destination = crate::writer_contract::broker::WriterDestination::of(
             &source,
             self.config.github.as_ref().map(|g| g.git_url.as_str()),
@@ -361,7 +381,20 @@ impl Runner {
             retryable: false,
             receipt: serde_json::to_value(&outcome.receipt).ok(),
         })?;
-        receipt::completion(&outcome.receipt, outcome.retry_failed)
+        let mut completion = receipt::completion(&outcome.receipt, outcome.retry_failed)?;
+        // The runner's own finding, kept beside the agent's receipt for the
+        // job page: the facts that were stale when the job started.
+        if !bundle.stale_facts.is_empty()
+            && let Completion::Succeeded { receipt } | Completion::NoChange { receipt } =
+                &mut completion
+            && let Some(fields) = receipt.as_object_mut()
+        {
+            fields.insert(
+                "stale_facts".to_owned(),
+                serde_json::to_value(&bundle.stale_facts).unwrap_or_default(),
+            );
+        }
+        Ok(completion)
     }
 
     /// A `command` agent reaches the writer through a socket in the work

@@ -362,6 +362,8 @@ mod tests {
             commits_truncated: false,
             pull_requests: vec![pull(1, 'a'), pull(2, 'b')],
             pull_requests_truncated: false,
+            stale_facts: Vec::new(),
+            marker_rewrites: Default::default(),
         }
     }
 

@@ -40,6 +40,19 @@ pub struct WriteRules {
     pub max_changed_bytes: Option<u64>,
     /// Bytes the caller's earlier writes already changed.
     pub already_changed: u64,
+    /// The runner's own changes, folded into the same commit after the
+    /// caller's change is checked (never counted against its budget).
+    pub amend: Option<std::sync::Arc<Amend>>,
+}
+
+/// What the runner adds to a job's commit: rewritten evidence markers, and
+/// `Stale.md` re-derived from the pages as the commit leaves them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Amend {
+    /// Page path → marker rewrites.
+    pub rewrites: std::collections::BTreeMap<String, Vec<crate::staleness::MarkerRewrite>>,
+    /// Keep `Stale.md` in step with the pages.
+    pub stale_page: bool,
 }
 
 /// The change measure of one page: bytes removed plus bytes added outside the

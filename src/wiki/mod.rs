@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use gix::ObjectId;
 
-pub use confine::WriteRules;
+pub use confine::{Amend, WriteRules};
 pub use create::create_local_wiki;
 pub use error::{ErrorKind, Outcome, WikiError};
 use mirror::{Backend, PageChange, WikiState};
@@ -280,6 +280,25 @@ impl Wiki {
             let commit = self.resolve_initialized(spec, deadline).await?;
             let state = self.state.clone();
             blocking(move || read::search(&state.repo(), &state.cache, commit, &query)).await
+        })
+        .await
+    }
+
+    /// Every page at a full commit sha whose text contains `needle`, with its
+    /// contents (bounded like search; `true` when the scan stopped early).
+    pub async fn pages_containing(
+        &self,
+        git_ref: &str,
+        needle: &str,
+    ) -> Result<(Vec<(String, String)>, bool), WikiError> {
+        let spec = validate::parse_ref(git_ref, "ref")?;
+        let deadline = Instant::now() + self.deadline;
+        let needle = needle.to_owned();
+        self.with_deadline(async {
+            let commit = self.resolve_initialized(spec, deadline).await?;
+            let state = self.state.clone();
+            blocking(move || read::pages_containing(&state.repo(), &state.cache, commit, &needle))
+                .await
         })
         .await
     }

@@ -136,6 +136,37 @@ pub fn search(
     })
 }
 
+/// The pages at `commit` whose text contains `needle` (exact bytes), with
+/// their contents, sorted by path; reads at most [`MAX_SEARCH_SCAN_BYTES`]
+/// and says whether it stopped there.
+pub fn pages_containing(
+    repo: &gix::Repository,
+    cache: &IndexCache,
+    commit: ObjectId,
+    needle: &str,
+) -> Result<(Vec<(String, String)>, bool), WikiError> {
+    let index = cache.get_or_build(repo, commit_tree(repo, commit)?)?;
+    let mut found = Vec::new();
+    let mut scanned = 0u64;
+    for (path, page) in &index.pages {
+        let size = repo
+            .find_header(page.blob)
+            .map_err(|err| WikiError::internal("reading a page header", err))?
+            .size();
+        if scanned + size > MAX_SEARCH_SCAN_BYTES {
+            return Ok((found, true));
+        }
+        scanned += size;
+        let data = read_blob(repo, page.blob)?;
+        if let Ok(text) = String::from_utf8(data)
+            && text.contains(needle)
+        {
+            found.push((path.clone(), text));
+        }
+    }
+    Ok((found, false))
+}
+
 pub fn history(
     repo: &gix::Repository,
     tip: ObjectId,

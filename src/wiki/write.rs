@@ -16,7 +16,7 @@ use gix::objs::tree::EntryKind;
 use gix::protocol::transport::Service;
 use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 
-use super::confine::{Requested, WriteRules};
+use super::confine::{Amend, Requested, WriteRules};
 use super::error::{ErrorKind, WikiError};
 use super::patch::apply_replacements;
 use super::publish::{BuiltCommit, DesiredPage, build_commit, encode_pack, persist_objects};
@@ -99,7 +99,7 @@ impl WikiState {
         let (branch, mirror_tip) = Self::known_branch(&repo).ok_or_else(uninitialized)?;
         let base_tree = commit_tree(&repo, base)?;
         let base_index = self.cache.get_or_build(&repo, base_tree)?;
-        let desired = desired_pages(&repo, &base_index, change)?;
+        let mut desired = desired_pages(&repo, &base_index, change)?;
         check_result_sizes(
             desired
                 .iter()
@@ -138,6 +138,14 @@ impl WikiState {
         }
 
         let changed_bytes = confine_changes(&repo, base, &base_index, &desired, change, rules)?;
+        if let Some(amend) = &rules.amend {
+            amend_pages(&repo, &base_index, &mut desired, amend)?;
+            check_result_sizes(
+                desired
+                    .iter()
+                    .map(|page| (page.path.as_str(), page.content.len())),
+            )?;
+        }
         let all_match_base = desired.iter().all(|page| page_matches(&base_index, page));
         let tip = match &self.backend {
             // The warm path: the mirror's tip is the base and there is something
@@ -355,6 +363,80 @@ fn conflict_after_rejection(base: ObjectId, now: ObjectId) -> WikiError {
     WikiError::conflict(format!(
         "wiki base changed (expected {base}, the wiki is at {now}); read a fresh snapshot and reconcile before writing"
     ))
+}
+
+/// Folds the runner's [`Amend`] into the pages a write leaves: each named
+/// page's markers rewritten (on the caller's new text, or the base's), then
+/// `Stale.md` rendered from every page's final text.
+fn amend_pages(
+    repo: &gix::Repository,
+    base_index: &TreeIndex,
+    desired: &mut Vec<DesiredPage>,
+    amend: &Amend,
+) -> Result<(), WikiError> {
+    use crate::staleness::{STALE_PAGE, apply_rewrites, stale_page};
+    let text_of = |desired: &[DesiredPage], path: &str| -> Result<Option<String>, WikiError> {
+        if let Some(page) = desired.iter().find(|page| page.path == path) {
+            return Ok(String::from_utf8(page.content.clone()).ok());
+        }
+        match base_index.pages.get(path) {
+            Some(page) => Ok(String::from_utf8(read_blob(repo, page.blob)?).ok()),
+            None => Ok(None),
+        }
+    };
+    let upsert =
+        |desired: &mut Vec<DesiredPage>, path: &str, text: String| -> Result<(), WikiError> {
+            let kind = base_index
+                .pages
+                .get(path)
+                .map_or(EntryKind::Blob, |existing| existing.kind);
+            let page = DesiredPage::new(path.to_owned(), text.into_bytes(), kind)?;
+            match desired.iter_mut().find(|page| page.path == path) {
+                Some(slot) => *slot = page,
+                None => desired.push(page),
+            }
+            Ok(())
+        };
+    for (path, rewrites) in &amend.rewrites {
+        if let Some(text) = text_of(desired, path)? {
+            let rewritten = apply_rewrites(&text, rewrites);
+            if rewritten != text {
+                upsert(desired, path, rewritten)?;
+            }
+        }
+    }
+    if amend.stale_page {
+        let mut paths: std::collections::BTreeSet<&str> =
+            base_index.pages.keys().map(String::as_str).collect();
+        let extra: Vec<String> = desired.iter().map(|page| page.path.clone()).collect();
+        paths.extend(extra.iter().map(String::as_str));
+        let mut texts = Vec::new();
+        let mut scanned = 0usize;
+        for path in paths {
+            if path == STALE_PAGE || scanned > super::validate::MAX_SEARCH_SCAN_BYTES as usize {
+                continue;
+            }
+            if let Some(text) = text_of(desired, path)? {
+                scanned += text.len();
+                if text.contains(crate::facts::PREFIX) {
+                    texts.push((path.to_owned(), text));
+                }
+            }
+        }
+        let page = stale_page(texts.iter().map(|(p, t)| (p.as_str(), t.as_str())));
+        let exists = text_of(desired, STALE_PAGE)?;
+        let wanted = match (page, &exists) {
+            (Some(page), _) => Some(page),
+            (None, Some(_)) => Some(crate::staleness::no_stale_page()),
+            (None, None) => None,
+        };
+        if let Some(wanted) = wanted
+            && exists.as_deref() != Some(wanted.as_str())
+        {
+            upsert(desired, STALE_PAGE, wanted)?;
+        }
+    }
+    Ok(())
 }
 
 fn page_matches(index: &TreeIndex, page: &DesiredPage) -> bool {

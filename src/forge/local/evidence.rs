@@ -354,6 +354,8 @@ pub fn collect(
         commits_truncated: false,
         pull_requests,
         pull_requests_truncated,
+        stale_facts: Vec::new(),
+        marker_rewrites: Default::default(),
     };
     bundle.validate().map_err(SourceError::Invalid)?;
     Ok(bundle)

@@ -158,29 +158,12 @@ async fn login_form() -> Html<String> {
 /// A handle on `source`'s wiki through this node's mirror (no credential:
 /// a private GitHub wiki the mirror does not hold yet cannot be read here).
 fn wiki_of(state: &AppState, source: &crate::config::Source) -> Result<crate::wiki::Wiki, String> {
-    use crate::wiki::{Destination, Remote, WikiStore};
-    let remote = match &source.forge {
-        crate::config::Forge::Local { wiki, .. } => Remote::LocalBare { path: wiki.clone() },
-        crate::config::Forge::GitHub => {
-            let github = state
-                .config
-                .github
-                .as_ref()
-                .ok_or("the configuration has no [github] section")?;
-            Remote::Http {
-                url: format!("{}/{}.wiki.git", github.git_url, source.wiki_repository),
-                token: None,
-            }
-        }
-    };
-    let destination = Destination {
-        id: source.destination(),
-        remote,
-    };
-    WikiStore::new(state.config.server.data_dir.join("mirrors"))
-        .with_deadline(state.config.dashboard.forge_timeout)
-        .wiki(&destination)
-        .map_err(|e| e.to_string())
+    crate::runner::facts::mirror_of(
+        &state.config,
+        source,
+        None,
+        state.config.dashboard.forge_timeout,
+    )
 }
 
 /// Whether the request declares an HTML form body

@@ -24,7 +24,7 @@ use super::wiki_read::to_outcome;
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
 use crate::mcp::context::{self, Context, WriteOrigin};
 use crate::mcp::envelope::ToolError;
-use crate::wiki::{CommitSpec, PagePatch, PageWrite, Replacement, WriteRules};
+use crate::wiki::{Amend, CommitSpec, PagePatch, PageWrite, Replacement, WriteRules};
 
 pub const TOOLSET: Toolset = Toolset {
     name: "wiki_write",
@@ -256,6 +256,7 @@ pub async fn run(context: &Context, origin: &WriteOrigin, request: WriteRequest)
                 owner_trailer: Some(crate::writer_contract::TRAILER_JOB.to_owned()),
                 max_changed_bytes: Some(context.binding.config.agent_limits.max_changed_bytes),
                 already_changed: 0,
+                amend: Some(std::sync::Arc::new(amend_of(context))),
             },
             Some(context.changed_bytes.lock().await),
         ),
@@ -270,6 +271,23 @@ pub async fn run(context: &Context, origin: &WriteOrigin, request: WriteRequest)
         **spent += written.changed_bytes;
     }
     Answer::new(identity, to_outcome(result))
+}
+
+/// The runner's marker rewrites from the job's bundle, and `Stale.md` kept in
+/// step: a job-bound write always carries them, so the job stays one commit.
+fn amend_of(context: &Context) -> Amend {
+    let rewrites = context
+        .binding
+        .writer
+        .as_ref()
+        .and_then(|writer| writer.evidence.as_deref())
+        .and_then(|path| crate::forge::evidence::read_bundle(path).ok())
+        .map(|bundle| bundle.marker_rewrites)
+        .unwrap_or_default();
+    Amend {
+        rewrites,
+        stale_page: true,
+    }
 }
 
 /// The origin of a tool call: the job this writer is bound to.

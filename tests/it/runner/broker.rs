@@ -97,6 +97,8 @@ impl Setup {
             commits_truncated: false,
             pull_requests: vec![],
             pull_requests_truncated: false,
+            stale_facts: Vec::new(),
+            marker_rewrites: Default::default(),
         };
         let work = work_dir(&config.server.data_dir, JOB);
         let evidence = write_bundle(&work, &bundle).unwrap();

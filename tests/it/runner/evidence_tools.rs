@@ -185,6 +185,8 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
             files_truncated: false,
         }],
         pull_requests_truncated: false,
+        stale_facts: Vec::new(),
+        marker_rewrites: Default::default(),
     };
     let dir = work_dir(&tmp.path().join("data"), 9);
     let path = write_bundle(&dir, &bundle).unwrap();

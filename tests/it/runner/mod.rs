@@ -37,6 +37,8 @@ mod isolation;
 mod github_evidence;
 // The JobHandler end to end with the real writer child and the git CLI as oracle.
 mod handler;
+// Evidence markers followed through real histories: moved, stale, deleted, renamed, one commit.
+mod staleness;
 // The openai backend against a scripted chat-completions fake on loopback.
 mod openai;
 // The sweep for missed pushes: the real daemon on both forges, and its decisions in process.

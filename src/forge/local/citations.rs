@@ -1,0 +1,219 @@
+//! Cited source lines followed from their commit to a job's tip in a local
+//! source: commit by commit along the tip's first-parent chain, through each
+//! commit's diff of the file (renames followed when git's rename detection
+//! reports one), so a stale fact names the commit that changed it.
+//!
+//! Invariants: only history reachable from the tip is read; a citation whose
+//! commit is not in it, or whose file is binary or over the diff bound, is
+//! `Unchecked` with the reason, never guessed stale or current.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use gix::ObjectId;
+use gix::bstr::ByteSlice;
+
+use super::evidence::SourceError;
+use crate::ids::Sha;
+use crate::staleness::{CitationState, Cited, Hunk, Mapped, map_lines};
+
+/// How many first-parent commits back from the tip a citation is followed.
+const CHAIN_LIMIT: usize = 10_000;
+/// Blobs larger than this are not line-diffed.
+const MAX_BLOB: usize = 1 << 20;
+/// At most this many citations are followed per job.
+pub const MAX_CITATIONS: usize = 512;
+
+fn unavailable(what: &str, e: impl std::fmt::Display) -> SourceError {
+    SourceError::Unavailable(format!("{what} in the local source failed: {e}"))
+}
+
+/// Follows every citation in `cited` to `tip`.
+pub fn follow(
+    path: &Path,
+    cited: &[Cited],
+    tip: &Sha,
+) -> Result<BTreeMap<Cited, CitationState>, SourceError> {
+    let repo = gix::open(path).map_err(|e| unavailable("opening the repository", e))?;
+    let tip_id = ObjectId::from_hex(tip.as_str().as_bytes())
+        .map_err(|e| SourceError::Invalid(format!("tip {tip}: {e}")))?;
+    // The tip's first-parent chain, newest first.
+    let mut chain = Vec::new();
+    let mut at = Some(tip_id);
+    while let Some(id) = at {
+        if chain.len() >= CHAIN_LIMIT {
+            break;
+        }
+        chain.push(id);
+        let commit = repo
+            .find_commit(id)
+            .map_err(|e| unavailable("reading a commit", e))?;
+        at = commit.parent_ids().next().map(|p| p.detach());
+    }
+    let mut states = BTreeMap::new();
+    for (n, citation) in cited.iter().enumerate() {
+        let state = if n >= MAX_CITATIONS {
+            CitationState::Unchecked {
+                reason: format!(
+                    "more than {MAX_CITATIONS} citations in the wiki; checked the first"
+                ),
+            }
+        } else {
+            follow_one(&repo, &chain, citation)
+                .unwrap_or_else(|reason| CitationState::Unchecked { reason })
+        };
+        states.insert(citation.clone(), state);
+    }
+    Ok(states)
+}
+
+fn follow_one(
+    repo: &gix::Repository,
+    chain: &[ObjectId],
+    cited: &Cited,
+) -> Result<CitationState, String> {
+    let commit = ObjectId::from_hex(cited.commit.as_str().as_bytes()).map_err(|e| e.to_string())?;
+    // Steps oldest first: (parent, child) pairs from the cited commit to the tip.
+    let steps: Vec<(ObjectId, ObjectId)> = match chain.iter().position(|id| *id == commit) {
+        Some(at) => chain[..=at]
+            .windows(2)
+            .rev()
+            .map(|w| (w[1], w[0]))
+            .collect(),
+        None => {
+            // Cited on a side branch that was merged since: one step to the tip.
+            let tip = chain[0];
+            if !reaches(repo, tip, commit)? {
+                return Err(format!(
+                    "commit {} is not in the history of the default branch's tip",
+                    cited.commit
+                ));
+            }
+            vec![(commit, tip)]
+        }
+    };
+    let mut path = cited.path.clone();
+    let mut lines = cited.lines;
+    for (parent, child) in steps {
+        let old_tree = tree(repo, parent)?;
+        let new_tree = tree(repo, child)?;
+        let Some(old_id) = entry(&old_tree, &path) else {
+            return Err(format!("{path} is not a file at {parent}"));
+        };
+        let new_id = match entry(&new_tree, &path) {
+            Some(id) => id,
+            None => match renamed(repo, &old_tree, &new_tree, &path)? {
+                Some((to, id)) => {
+                    path = to;
+                    id
+                }
+                None => {
+                    return Ok(CitationState::Stale {
+                        changed_in: sha(child)?,
+                        deleted: true,
+                    });
+                }
+            },
+        };
+        if old_id == new_id {
+            continue;
+        }
+        let (old, new) = (blob(repo, old_id, &path)?, blob(repo, new_id, &path)?);
+        match map_lines(lines, &hunks(&old, &new)) {
+            Mapped::At(moved) => lines = moved,
+            Mapped::Changed => {
+                return Ok(CitationState::Stale {
+                    changed_in: sha(child)?,
+                    deleted: false,
+                });
+            }
+        }
+    }
+    if path == cited.path && lines == cited.lines {
+        Ok(CitationState::Current)
+    } else {
+        Ok(CitationState::Moved { path, lines })
+    }
+}
+
+fn sha(id: ObjectId) -> Result<Sha, String> {
+    Sha::parse(&id.to_string())
+}
+
+fn tree(repo: &gix::Repository, id: ObjectId) -> Result<gix::Tree<'_>, String> {
+    repo.find_commit(id)
+        .and_then(|c| c.tree())
+        .map_err(|e| format!("reading the tree of {id}: {e}"))
+}
+
+fn entry(tree: &gix::Tree<'_>, path: &str) -> Option<ObjectId> {
+    tree.lookup_entry_by_path(path)
+        .ok()
+        .flatten()
+        .filter(|e| e.mode().is_blob())
+        .map(|e| e.object_id())
+}
+
+fn renamed(
+    repo: &gix::Repository,
+    old: &gix::Tree<'_>,
+    new: &gix::Tree<'_>,
+    path: &str,
+) -> Result<Option<(String, ObjectId)>, String> {
+    use gix::object::tree::diff::ChangeDetached as Change;
+    let options = gix::diff::Options::default().with_rewrites(Some(gix::diff::Rewrites::default()));
+    let changes = repo
+        .diff_tree_to_tree(old, new, options)
+        .map_err(|e| format!("diffing trees: {e}"))?;
+    Ok(changes.into_iter().find_map(|change| match change {
+        Change::Rewrite {
+            source_location,
+            location,
+            id,
+            copy: false,
+            ..
+        } if source_location.as_bstr() == path.as_bytes().as_bstr() => {
+            Some((location.to_str_lossy().into_owned(), id))
+        }
+        _ => None,
+    }))
+}
+
+fn blob(repo: &gix::Repository, id: ObjectId, path: &str) -> Result<Vec<u8>, String> {
+    let object = repo
+        .find_object(id)
+        .map_err(|e| format!("reading {path}: {e}"))?;
+    if object.data.len() > MAX_BLOB || object.data.contains(&0) {
+        return Err(format!("{path} is binary or larger than {MAX_BLOB} bytes"));
+    }
+    Ok(object.data.clone())
+}
+
+fn hunks(old: &[u8], new: &[u8]) -> Vec<Hunk> {
+    use gix::diff::blob::{Algorithm, Diff, InternedInput};
+    let input = InternedInput::new(old, new);
+    let diff = Diff::compute(Algorithm::Histogram, &input);
+    diff.hunks()
+        .map(|hunk| Hunk {
+            before: hunk.before.clone(),
+            after: hunk.after.clone(),
+        })
+        .collect()
+}
+
+fn reaches(repo: &gix::Repository, tip: ObjectId, ancestor: ObjectId) -> Result<bool, String> {
+    let walk = repo
+        .rev_walk([tip])
+        .all()
+        .map_err(|e| format!("walking history: {e}"))?;
+    for (n, info) in walk.enumerate() {
+        let info = info.map_err(|e| format!("walking history: {e}"))?;
+        if info.id == ancestor {
+            return Ok(true);
+        }
+        if n >= CHAIN_LIMIT * 4 {
+            return Err("the history walk passed its bound without an answer".to_owned());
+        }
+    }
+    Ok(false)
+}

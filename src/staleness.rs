@@ -1,0 +1,534 @@
+//! Whether a fact still holds: cited lines followed through a file's changes,
+//! the marker rewrites that follow from it, and the `Stale.md` page. Pure;
+//! the forge supplies each commit's hunks, the runner the pages.
+//!
+//! Invariants:
+//! - a fact is stale only when a change touched its cited lines (a pure
+//!   insertion strictly inside them counts) or deleted its file; changes
+//!   above only move it, changes below leave it alone;
+//! - a rewrite replaces exactly the marker texts it names and nothing else of
+//!   a page, so a page's prose, and markers the runner did not judge, are
+//!   kept byte for byte;
+//! - `Stale.md` is rendered from markers alone and escapes every text it
+//!   quotes, so a fact's text cannot forge a marker or a table cell.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use crate::facts::{Citation, Found, Lines, Marker, Staleness, facts};
+use crate::ids::Sha;
+
+/// The page that lists every stale and unreadable fact of a wiki.
+pub const STALE_PAGE: &str = "Stale.md";
+
+/// One hunk of a file's diff: 0-based, half-open line ranges before and
+/// after (an empty `before` is a pure insertion at `before.start`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hunk {
+    pub before: Range<u32>,
+    pub after: Range<u32>,
+}
+
+/// Where cited lines are after one change of their file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mapped {
+    /// Not touched; possibly moved (the range given is where they are now).
+    At(Lines),
+    /// A hunk changed them.
+    Changed,
+}
+
+/// Follows `lines` through one diff of their file.
+pub fn map_lines(lines: Lines, hunks: &[Hunk]) -> Mapped {
+    let (start, end) = (lines.start() - 1, lines.end());
+    let mut delta: i64 = 0;
+    for hunk in hunks {
+        let inserted = i64::from(hunk.after.end - hunk.after.start);
+        let removed = i64::from(hunk.before.end - hunk.before.start);
+        let above = if hunk.before.is_empty() {
+            hunk.before.start <= start
+        } else {
+            hunk.before.end <= start
+        };
+        // An insertion at `end` lands after the last cited line.
+        let below = hunk.before.start >= end;
+        if above {
+            delta += inserted - removed;
+        } else if !below {
+            return Mapped::Changed;
+        }
+    }
+    match lines.shifted(delta) {
+        Some(moved) => Mapped::At(moved),
+        None => Mapped::Changed,
+    }
+}
+
+/// What the forge found out about one cited range between its commit and the
+/// job's tip.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CitationState {
+    /// Same path, same lines: the marker stays as written.
+    Current,
+    /// The lines are intact but now at `path`/`lines` in the tip commit.
+    Moved { path: String, lines: Lines },
+    /// `changed_in` changed the lines (or deleted the file).
+    Stale { changed_in: Sha, deleted: bool },
+    /// Not checked (commit not in the tip's history, file unreadable, or over
+    /// the bounds), with the reason; the marker stays as written.
+    Unchecked { reason: String },
+}
+
+/// A source citation the runner asks the forge about.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Cited {
+    pub path: String,
+    pub commit: Sha,
+    pub lines: Lines,
+}
+
+/// Every source citation on `pages` that is not yet marked stale, each once.
+pub fn citations<'a>(pages: impl IntoIterator<Item = &'a str>) -> Vec<Cited> {
+    let mut found = std::collections::BTreeSet::new();
+    for page in pages {
+        for fact in facts(page) {
+            if let Found::Fact(fact) = fact
+                && fact.marker.stale.is_none()
+                && let Citation::Source {
+                    path,
+                    commit,
+                    lines,
+                } = fact.marker.citation
+            {
+                found.insert(Cited {
+                    path,
+                    commit,
+                    lines,
+                });
+            }
+        }
+    }
+    found.into_iter().collect()
+}
+
+/// One marker rewrite: the exact marker text on a page and its replacement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkerRewrite {
+    pub old: String,
+    pub new: String,
+}
+
+/// A fact found stale on this job, as the agent and the dashboard see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaleFact {
+    pub page: String,
+    /// The page line's text without its marker.
+    pub fact: String,
+    pub path: String,
+    pub lines: String,
+    pub cited_commit: String,
+    pub changed_in: String,
+    pub deleted: bool,
+}
+
+/// The runner's verdict on a wiki's facts for one job: the marker rewrites
+/// per page, folded into the job's one wiki commit by the writer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FactUpdates {
+    /// Page path → rewrites of its markers.
+    pub rewrites: BTreeMap<String, Vec<MarkerRewrite>>,
+    /// Every stale fact: those this job found and those marked before.
+    pub stale: Vec<StaleFact>,
+    /// Citations re-anchored to the tip.
+    pub moved: usize,
+    /// Citations the forge could not check, with why (bounded).
+    pub unchecked: Vec<String>,
+}
+
+impl FactUpdates {
+    pub fn is_empty(&self) -> bool {
+        self.rewrites.is_empty()
+    }
+}
+
+/// Turns the forge's answers into rewrites of the markers on `pages`.
+pub fn updates<'a>(
+    pages: impl IntoIterator<Item = (&'a str, &'a str)>,
+    states: &BTreeMap<Cited, CitationState>,
+    tip: &Sha,
+) -> FactUpdates {
+    let mut out = FactUpdates::default();
+    for (page, content) in pages {
+        let mut rewrites: Vec<MarkerRewrite> = Vec::new();
+        for found in facts(content) {
+            let Found::Fact(fact) = found else { continue };
+            if let (
+                Some(staleness),
+                Citation::Source {
+                    path,
+                    commit,
+                    lines,
+                },
+            ) = (&fact.marker.stale, &fact.marker.citation)
+            {
+                out.stale.push(StaleFact {
+                    page: page.to_owned(),
+                    fact: statement(&fact.text).to_owned(),
+                    path: path.clone(),
+                    lines: lines.to_string(),
+                    cited_commit: commit.to_string(),
+                    changed_in: staleness.changed_in.to_string(),
+                    deleted: staleness.deleted,
+                });
+                continue;
+            }
+            let Citation::Source {
+                path,
+                commit,
+                lines,
+            } = &fact.marker.citation
+            else {
+                continue;
+            };
+            let cited = Cited {
+                path: path.clone(),
+                commit: commit.clone(),
+                lines: *lines,
+            };
+            let new = match states.get(&cited) {
+                None | Some(CitationState::Current | CitationState::Unchecked { .. }) => continue,
+                Some(CitationState::Moved { path, lines }) => {
+                    out.moved += 1;
+                    Marker::source(path, tip.clone(), *lines)
+                }
+                Some(CitationState::Stale {
+                    changed_in,
+                    deleted,
+                }) => {
+                    out.stale.push(StaleFact {
+                        page: page.to_owned(),
+                        fact: statement(&fact.text).to_owned(),
+                        path: cited.path.clone(),
+                        lines: cited.lines.to_string(),
+                        cited_commit: cited.commit.to_string(),
+                        changed_in: changed_in.to_string(),
+                        deleted: *deleted,
+                    });
+                    Marker {
+                        citation: fact.marker.citation.clone(),
+                        stale: Some(Staleness {
+                            changed_in: changed_in.clone(),
+                            deleted: *deleted,
+                        }),
+                    }
+                }
+            };
+            let old = content[fact.span.clone()].to_owned();
+            let rewrite = MarkerRewrite {
+                old,
+                new: new.to_string(),
+            };
+            if !rewrites.contains(&rewrite) {
+                rewrites.push(rewrite);
+            }
+        }
+        if !rewrites.is_empty() {
+            out.rewrites.insert(page.to_owned(), rewrites);
+        }
+    }
+    for (cited, state) in states {
+        if let CitationState::Unchecked { reason } = state
+            && out.unchecked.len() < 20
+        {
+            out.unchecked.push(format!(
+                "{}@{}#{}: {reason}",
+                cited.path,
+                short(&cited.commit),
+                cited.lines
+            ));
+        }
+    }
+    out
+}
+
+/// `content` with every marker text named in `rewrites` replaced.
+pub fn apply_rewrites(content: &str, rewrites: &[MarkerRewrite]) -> String {
+    let mut out = content.to_owned();
+    for rewrite in rewrites {
+        out = out.replace(&rewrite.old, &rewrite.new);
+    }
+    out
+}
+
+/// The `Stale.md` page for a wiki whose pages are `pages` (Stale.md itself
+/// skipped): every stale fact and every unreadable marker, or `None` when
+/// there are none.
+pub fn stale_page<'a>(pages: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<String> {
+    let mut stale = Vec::new();
+    let mut unreadable = Vec::new();
+    for (page, content) in pages {
+        if page == STALE_PAGE {
+            continue;
+        }
+        for found in facts(content) {
+            match found {
+                Found::Fact(fact) => {
+                    let (Some(staleness), Citation::Source { path, lines, .. }) =
+                        (&fact.marker.stale, &fact.marker.citation)
+                    else {
+                        continue;
+                    };
+                    stale.push(format!(
+                        "| {} | {} | `{}` {} | {}{} |",
+                        page_link(page),
+                        cell(&shorten(statement(&fact.text), 160)),
+                        cell(path).replace('`', "'"),
+                        lines,
+                        short(&staleness.changed_in),
+                        if staleness.deleted { " (deleted)" } else { "" },
+                    ));
+                }
+                Found::Unreadable {
+                    line,
+                    raw: _,
+                    reason,
+                } => unreadable.push(format!(
+                    "| {} | {} | {} |",
+                    page_link(page),
+                    line + 1,
+                    cell(&reason)
+                )),
+            }
+        }
+    }
+    if stale.is_empty() && unreadable.is_empty() {
+        return None;
+    }
+    let mut out = stale_page_head();
+    if stale.is_empty() {
+        out.push_str("No stale facts.\n");
+    } else {
+        out.push_str("| Page | Fact | Cited | Changed in |\n|---|---|---|---|\n");
+        for row in stale.iter().take(MAX_ROWS) {
+            out.push_str(row);
+            out.push('\n');
+        }
+        if stale.len() > MAX_ROWS {
+            out.push_str(&format!(
+                "\n{} more stale facts are not listed here.\n",
+                stale.len() - MAX_ROWS
+            ));
+        }
+    }
+    if !unreadable.is_empty() {
+        out.push_str("\n## Unreadable evidence markers\n\nLeft as written; a marker reads `teammem:evidence PATH@SHA#L10-L24` or `teammem:evidence #pr-N` inside an HTML comment.\n\n| Page | Line | Why |\n|---|---|---|\n");
+        for row in unreadable.iter().take(MAX_ROWS) {
+            out.push_str(row);
+            out.push('\n');
+        }
+        if unreadable.len() > MAX_ROWS {
+            out.push_str(&format!(
+                "\n{} more unreadable markers are not listed here.\n",
+                unreadable.len() - MAX_ROWS
+            ));
+        }
+    }
+    Some(out)
+}
+
+/// Rows listed per table of `Stale.md`, which keeps it far below a page's 64 KiB.
+const MAX_ROWS: usize = 150;
+
+fn stale_page_head() -> String {
+    "# Stale facts\n\nStatements whose cited source lines changed after they were written. teammem keeps this page; fix the statement on its page (cite the new lines) and it leaves this list.\n\n".to_owned()
+}
+
+/// `Stale.md` once every fact it listed is fixed.
+pub fn no_stale_page() -> String {
+    let mut out = stale_page_head();
+    out.push_str("No stale facts.\n");
+    out
+}
+
+/// A fact's line without its list bullet (`- `, `* `, `+ `, `3. `).
+fn statement(text: &str) -> &str {
+    for bullet in ["- ", "* ", "+ "] {
+        if let Some(rest) = text.strip_prefix(bullet) {
+            return rest;
+        }
+    }
+    match text.split_once(". ") {
+        Some((number, rest))
+            if !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            rest
+        }
+        _ => text,
+    }
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+fn short(sha: &Sha) -> &str {
+    &sha.as_str()[..7]
+}
+
+fn page_link(page: &str) -> String {
+    let name = page.strip_suffix(".md").unwrap_or(page);
+    format!(
+        "[{}]({})",
+        cell(name),
+        name.replace(' ', "-").replace(['(', ')'], "")
+    )
+}
+
+/// Text safe inside a table cell: no line break, pipe, HTML or marker start.
+fn cell(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for ch in text.chars() {
+        match ch {
+            '|' => out.push_str("\\|"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '[' => out.push_str("\\["),
+            ']' => out.push_str("\\]"),
+            '\n' | '\r' => out.push(' '),
+            ch => out.push(ch),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(start: u32, end: u32) -> Lines {
+        Lines::new(start, end).unwrap()
+    }
+
+    fn hunk(before: Range<u32>, after: Range<u32>) -> Hunk {
+        Hunk { before, after }
+    }
+
+    #[test]
+    fn edits_inside_the_range_make_it_stale() {
+        // Cited L10-L12 = indices 9..12.
+        assert_eq!(
+            map_lines(lines(10, 12), &[hunk(10..11, 10..11)]),
+            Mapped::Changed
+        );
+        assert_eq!(
+            map_lines(lines(10, 12), &[hunk(8..10, 8..9)]),
+            Mapped::Changed
+        );
+        assert_eq!(
+            map_lines(lines(10, 12), &[hunk(11..13, 11..11)]),
+            Mapped::Changed
+        );
+        // A pure insertion between two cited lines.
+        assert_eq!(
+            map_lines(lines(10, 12), &[hunk(10..10, 10..12)]),
+            Mapped::Changed
+        );
+    }
+
+    #[test]
+    fn changes_above_move_and_changes_below_leave_it() {
+        assert_eq!(
+            map_lines(lines(10, 12), &[hunk(2..2, 2..5)]),
+            Mapped::At(lines(13, 15))
+        );
+        assert_eq!(
+            map_lines(lines(10, 12), &[hunk(0..4, 0..1)]),
+            Mapped::At(lines(7, 9))
+        );
+        // Insertion right above the first cited line, and right after the last.
+        assert_eq!(
+            map_lines(lines(10, 12), &[hunk(9..9, 9..10), hunk(12..12, 13..20)]),
+            Mapped::At(lines(11, 13))
+        );
+        // An edit of the line right below.
+        assert_eq!(
+            map_lines(lines(10, 12), &[hunk(12..13, 12..14)]),
+            Mapped::At(lines(10, 12))
+        );
+    }
+
+    fn sha(c: char) -> Sha {
+        Sha::parse(&c.to_string().repeat(40)).unwrap()
+    }
+
+    #[test]
+    fn updates_rewrite_only_the_judged_markers_and_stale_md_lists_them() {
+        let moved = Marker::source("src/a.rs", sha('a'), lines(1, 2));
+        let edited = Marker::source("src/b.rs", sha('a'), lines(3, 3));
+        let kept = Marker::source("src/c.rs", sha('a'), lines(5, 6));
+        let page = format!(
+            "# A\n\nA does x. {moved}\nB | does <y>. {edited}\nC does z. {kept}\n<!-- teammem:evidence nope -->\n"
+        );
+        let mut states = BTreeMap::new();
+        states.insert(
+            Cited {
+                path: "src/a.rs".into(),
+                commit: sha('a'),
+                lines: lines(1, 2),
+            },
+            CitationState::Moved {
+                path: "src/a2.rs".into(),
+                lines: lines(4, 5),
+            },
+        );
+        states.insert(
+            Cited {
+                path: "src/b.rs".into(),
+                commit: sha('a'),
+                lines: lines(3, 3),
+            },
+            CitationState::Stale {
+                changed_in: sha('b'),
+                deleted: false,
+            },
+        );
+        states.insert(
+            Cited {
+                path: "src/c.rs".into(),
+                commit: sha('a'),
+                lines: lines(5, 6),
+            },
+            CitationState::Current,
+        );
+        let tip = sha('c');
+        let found = updates([("A.md", page.as_str())], &states, &tip);
+        assert_eq!(found.moved, 1);
+        assert_eq!(found.stale.len(), 1);
+        assert_eq!(found.stale[0].changed_in, sha('b').to_string());
+        let rewritten = apply_rewrites(&page, &found.rewrites["A.md"]);
+        assert!(
+            rewritten.contains(&Marker::source("src/a2.rs", tip.clone(), lines(4, 5)).to_string())
+        );
+        assert!(rewritten.contains(&format!("stale={}", sha('b'))));
+        assert!(rewritten.contains(&kept.to_string()));
+        assert!(rewritten.contains("<!-- teammem:evidence nope -->"));
+        let stale = stale_page([("A.md", rewritten.as_str())]).unwrap();
+        assert!(
+            stale.contains("| [A](A) | B \\| does &lt;y&gt;. | `src/b.rs` L3 | bbbbbbb |"),
+            "{stale}"
+        );
+        assert!(stale.contains("Unreadable evidence markers"));
+        assert_eq!(
+            facts(&stale).len(),
+            0,
+            "Stale.md carries no markers of its own"
+        );
+        assert_eq!(stale_page([("A.md", "# nothing\n")]), None);
+    }
+}

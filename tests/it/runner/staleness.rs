@@ -1,0 +1,189 @@
+//! Grounded facts on real git histories, through the real daemon: a wiki page
+//! cites source lines with evidence markers, the source moves on, and the
+//! job's one wiki commit re-anchors the facts whose lines only moved, marks
+//! stale those whose lines changed or whose file went away (naming the
+//! commit), follows a rename, leaves the rest and a malformed marker alone,
+//! and lists what is stale on `Stale.md`. The git CLI builds and reads
+//! everything.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::daemon_client::{finished, jobs_of_commits, post_dispatch, wait_for, wiki_tip};
+use super::fixture::{self, write};
+use crate::harness::daemon::Setup;
+use crate::harness::git::{git, git_trimmed};
+
+const SECRET: &str = "staleness dispatch secret";
+
+fn numbered(from: u32, to: u32, tag: &str) -> String {
+    (from..=to).map(|n| format!("{tag} line {n}\n")).collect()
+}
+
+fn commit(dir: &Path, message: &str) -> String {
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", message]);
+    git_trimmed(dir, &["rev-parse", "HEAD"])
+}
+
+fn marker(path: &str, sha: &str, lines: &str) -> String {
+    format!("<!-- teammem:evidence {path}@{sha}#{lines} -->")
+}
+
+#[tokio::test]
+async fn a_job_re_anchors_moved_facts_and_marks_changed_ones_stale_in_its_one_commit() {
+    let repos = tempfile::tempdir().unwrap();
+    let dir = repos.path().join("app");
+    std::fs::create_dir_all(&dir).unwrap();
+    git(&dir, &["init", "-q", "-b", "main"]);
+    write(&dir, "src/moved.rs", &numbered(1, 20, "moved"));
+    write(&dir, "src/edited.rs", &numbered(1, 10, "edited"));
+    write(&dir, "src/below.rs", &numbered(1, 10, "below"));
+    write(&dir, "src/gone.rs", &numbered(1, 5, "gone"));
+    write(&dir, "src/old_name.rs", &numbered(1, 12, "renamed"));
+    let base = commit(&dir, "Initial commit");
+
+    // PR #1: three lines inserted above moved.rs's cited lines; the cited
+    // line 4 of edited.rs rewritten; below.rs edited under its cited lines.
+    let mut moved = String::from("// one\n// two\n// three\n");
+    moved.push_str(&numbered(1, 20, "moved"));
+    write(&dir, "src/moved.rs", &moved);
+    write(
+        &dir,
+        "src/edited.rs",
+        &numbered(1, 10, "edited").replace("edited line 4\n", "edited line four, rewritten\n"),
+    );
+    write(
+        &dir,
+        "src/below.rs",
+        &numbered(1, 10, "below").replace("below line 8\n", "below line eight\n"),
+    );
+    let pr_1 = commit(&dir, "Reshape the sources (#1)");
+    // A commit without a PR deletes gone.rs.
+    std::fs::remove_file(dir.join("src/gone.rs")).unwrap();
+    let deletion = commit(&dir, "Remove gone.rs");
+    // PR #2 renames old_name.rs.
+    git(&dir, &["mv", "src/old_name.rs", "src/new_name.rs"]);
+    let head = commit(&dir, "Rename old_name.rs (#2)");
+
+    let wiki = fixture::wiki(repos.path());
+    let page = format!(
+        "# Facts\n\n\
+         - Moved keeps its lines. {}\n\
+         - Edited says line 4. {}\n\
+         - Below is untouched above line 8. {}\n\
+         - Gone exists. {}\n\
+         - Renamed keeps its name. {}\n\
+         - Broken <!-- teammem:evidence src/moved.rs@nothex#L1 -->\n",
+        marker("src/moved.rs", &base, "L10-L12"),
+        marker("src/edited.rs", &base, "L3-L4"),
+        marker("src/below.rs", &base, "L2-L3"),
+        marker("src/gone.rs", &base, "L1-L2"),
+        marker("src/old_name.rs", &base, "L5-L6"),
+    );
+    super::daemon_client::another_writer(&wiki, "Facts.md", &page);
+    let start = wiki_tip(&wiki);
+
+    let setup = Setup::new(&format!(
+        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
+        dir.display(),
+        wiki.display()
+    ));
+    let token = setup.create_token("staleness", &[]);
+    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
+    let dispatch = |run: u64| {
+        json!({
+            "source_repository": "demo/app", "kind": "range",
+            "source_run_id": run, "source_run_attempt": 1,
+            "push_before": base, "push_after": head,
+        })
+    };
+    let (status, answer) = post_dispatch(&daemon, SECRET, &dispatch(1)).await;
+    assert_eq!(status, 202, "{answer}");
+    let id = answer["job_id"].as_i64().unwrap();
+    let (job, _) = wait_for(&daemon, &token, id, finished).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+
+    assert_eq!(
+        jobs_of_commits(&wiki, &start),
+        [Some(id)],
+        "the job is exactly one wiki commit, fact updates included"
+    );
+    let facts = git_trimmed(&wiki, &["show", "master:Facts.md"]);
+    let expect = |needle: &str| assert!(facts.contains(needle), "{needle} missing:\n{facts}");
+    expect(&format!(
+        "Moved keeps its lines. {}",
+        marker("src/moved.rs", &head, "L13-L15")
+    ));
+    expect(&format!(
+        "Edited says line 4. <!-- teammem:evidence src/edited.rs@{base}#L3-L4 stale={pr_1} -->"
+    ));
+    expect(&format!(
+        "Below is untouched above line 8. {}",
+        marker("src/below.rs", &base, "L2-L3")
+    ));
+    expect(&format!(
+        "Gone exists. <!-- teammem:evidence src/gone.rs@{base}#L1-L2 stale={deletion} deleted -->"
+    ));
+    expect(&format!(
+        "Renamed keeps its name. {}",
+        marker("src/new_name.rs", &head, "L5-L6")
+    ));
+    expect("Broken <!-- teammem:evidence src/moved.rs@nothex#L1 -->");
+
+    let stale = git_trimmed(&wiki, &["show", "master:Stale.md"]);
+    assert!(
+        stale.contains(&format!(
+            "| Edited says line 4. | `src/edited.rs` L3-L4 | {} |",
+            &pr_1[..7]
+        )),
+        "{stale}"
+    );
+    assert!(
+        stale.contains(&format!(
+            "| Gone exists. | `src/gone.rs` L1-L2 | {} (deleted) |",
+            &deletion[..7]
+        )),
+        "{stale}"
+    );
+    assert!(
+        !stale.contains("Moved keeps"),
+        "a moved fact is not stale:\n{stale}"
+    );
+    assert!(
+        !stale.contains("Below is"),
+        "an edit below is not stale:\n{stale}"
+    );
+    assert!(stale.contains("Unreadable evidence markers"), "{stale}");
+    assert_eq!(
+        stale.matches("| [Facts](Facts) | ").count(),
+        3,
+        "two stale facts and the malformed marker, each once:\n{stale}"
+    );
+    assert!(stale.contains("| [Facts](Facts) | 8 | "), "{stale}");
+
+    // The job's stale facts are kept with it for the job page.
+    let stale_facts = job["receipt"]["stale_facts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut paths: Vec<&str> = stale_facts
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    paths.sort();
+    assert_eq!(paths, ["src/edited.rs", "src/gone.rs"], "{job}");
+
+    // The same range again: the facts already hold what the job found, so
+    // nothing is written.
+    let tip = wiki_tip(&wiki);
+    let (status, answer) = post_dispatch(&daemon, SECRET, &dispatch(2)).await;
+    assert_eq!(status, 202, "{answer}");
+    let again = answer["job_id"].as_i64().unwrap();
+    let (job, _) = wait_for(&daemon, &token, again, finished).await;
+    assert_eq!(job["state"], "no_change", "{job}");
+    assert_eq!(wiki_tip(&wiki), tip);
+    git(&wiki, &["fsck", "--strict", "--no-progress"]);
+    assert!(daemon.terminate().success());
+}
