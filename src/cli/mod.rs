@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::db;
 use crate::queue::Queue;
 
+mod database;
 mod jobs;
 mod request;
 mod serve;
@@ -59,6 +60,9 @@ enum Command {
     Demo(DemoArgs),
     /// Apply pending database migrations and exit
     Migrate(ConfigArg),
+    /// The database itself: moving a deployment to PostgreSQL
+    #[command(subcommand)]
+    Db(database::DbCommand),
     /// Validate a configuration file; prints "ok" or every problem found
     CheckConfig(serve::CheckConfigArgs),
     /// Maintainer API tokens
@@ -204,6 +208,7 @@ async fn run(command: Command) -> ExitCode {
             message: e.message().to_owned(),
         }),
         Command::Migrate(c) => serve::migrate(&c.config).await,
+        Command::Db(d) => database::run_db(d).await,
         Command::CheckConfig(c) => serve::check_config(c).await,
         Command::Tokens(t) => tokens::run_tokens(t).await,
         Command::Jobs(j) => jobs::run_jobs(j).await,

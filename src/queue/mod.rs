@@ -18,6 +18,7 @@
 
 mod claim;
 mod clock;
+pub mod copy;
 mod cursors;
 mod enqueue;
 mod events;

@@ -183,3 +183,142 @@ async fn a_reachable_database_is_migrated_and_what_cannot_run_on_it_says_so() {
     );
     assert!(!setup.data_dir().join("teammem.db").exists());
 }
+
+/// `teammem db copy`: a populated SQLite deployment (jobs in several states,
+/// their events and deliveries, a token) arrives whole, ids kept and the
+/// identity sequences moved past them; a second copy into the now non-empty
+/// target is refused and writes nothing.
+#[tokio::test]
+async fn db_copy_moves_a_sqlite_deployment_into_an_empty_postgres_once() {
+    use crate::queue::{claim_one, dispatched, pull_request, succeeded};
+    use std::sync::Arc;
+    use teammem::queue::{ManualClock, Queue};
+
+    let old = Setup::new("");
+    let token = old.create_token("copied", &[]);
+    assert!(!token.is_empty());
+    let pool = teammem::db::open(&old.data_dir()).await.unwrap();
+    teammem::db::migrate(&pool).await.unwrap();
+    let queue = Queue::new(
+        pool.clone(),
+        Arc::new(ManualClock::default()),
+        crate::queue::settings(),
+    );
+    for (n, delivery) in [(1, "d-1"), (2, "d-2"), (3, "d-3")] {
+        queue
+            .enqueue(
+                dispatched("demo/app", n * 10, n * 10 + 1, n as i64, 1),
+                Some(delivery),
+            )
+            .await
+            .unwrap();
+    }
+    queue
+        .enqueue(pull_request("demo/other", "demo/other", 7), None)
+        .await
+        .unwrap();
+    let claimed = claim_one(&queue, "w1").await;
+    queue.complete(&claimed.lease, succeeded()).await.unwrap();
+
+    let counts = |table: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
+                "SELECT count(*) FROM {table}"
+            )))
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let tables = [
+        "jobs",
+        "job_identities",
+        "deliveries",
+        "job_events",
+        "api_tokens",
+    ];
+    let mut expected = Vec::new();
+    for table in tables {
+        expected.push(counts(table).await);
+    }
+    assert!(expected.iter().all(|n| *n > 0), "{expected:?}");
+    pool.close().await;
+
+    let url = postgres::server().fresh_database().await;
+    let new = Setup::new(&database(&url));
+    let copy = |setup_from: &Setup, setup_to: &Setup| {
+        Command::new(BIN)
+            .args(["db", "copy", "--from-config"])
+            .arg(&setup_from.config)
+            .arg("--to-config")
+            .arg(&setup_to.config)
+            .env("TEAMMEM_LOG", "warn")
+            .output()
+            .expect("run teammem")
+    };
+    let out = copy(&old, &new);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("jobs: 4 row(s) copied"));
+
+    let mut db = sqlx::PgConnection::connect(&url).await.unwrap();
+    for (table, want) in tables.iter().zip(&expected) {
+        let got: i64 =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+                .fetch_one(&mut db)
+                .await
+                .unwrap();
+        assert_eq!(got, *want, "{table}");
+    }
+    let states: Vec<(i64, String)> = sqlx::query_as("SELECT id, state FROM jobs ORDER BY id")
+        .fetch_all(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(
+        states,
+        [
+            (1, "succeeded".to_owned()),
+            (2, "queued".to_owned()),
+            (3, "queued".to_owned()),
+            (4, "queued".to_owned())
+        ]
+    );
+    let token_hash: String =
+        sqlx::query_scalar("SELECT token_sha256 FROM api_tokens WHERE name = 'copied'")
+            .fetch_one(&mut db)
+            .await
+            .unwrap();
+    assert_eq!(
+        token_hash,
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(token.as_bytes()))
+    );
+    let next: i64 = sqlx::query_scalar(
+        "INSERT INTO jobs (source, destination, origin, kind, pull_number, merge_sha, state, max_attempts, run_after, created_at, updated_at, actor) \
+         VALUES ('demo/app', 'demo/app', 'manual', 'pull_request', 9, 'x', 'queued', 1, 0, 0, 0, 'test') RETURNING id",
+    )
+    .fetch_one(&mut db)
+    .await
+    .unwrap();
+    assert_eq!(next, 5, "a new job's id follows the copied ones");
+
+    let again = copy(&old, &new);
+    assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("already holds"),
+        "{}",
+        stderr(&again)
+    );
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 5, "the refused copy wrote nothing");
+
+    let backwards = copy(&new, &old);
+    assert_eq!(backwards.status.code(), Some(2), "{}", stderr(&backwards));
+    assert!(
+        stderr(&backwards).contains("--from-config"),
+        "{}",
+        stderr(&backwards)
+    );
+}
