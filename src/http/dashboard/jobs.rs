@@ -199,6 +199,7 @@ pub(super) async fn job_page(
     body.push_str(&attempts_html(&events));
     if let Some(receipt) = &job.receipt {
         body.push_str(&receipt_html(receipt, &links));
+        body.push_str(&stale_facts_html(receipt, &links));
         match wiki_change(&state, &job, receipt).await {
             Ok(None) => {}
             Ok(Some(diff)) => body.push_str(&diff_html(&diff)),
@@ -297,6 +298,47 @@ fn receipt_html(receipt: &serde_json::Value, links: &Links) -> String {
             "<tr><td>#{number}</td><td><span class=\"state {st}\">{st}</span></td><td>{pages}</td></tr>",
             st = escape(status),
             pages = pages.join(", "),
+        );
+    }
+    out.push_str("</tbody></table>");
+    out
+}
+
+/// The facts the runner found stale when the job started (`stale_facts`,
+/// kept beside the agent's receipt): what each page says that its cited
+/// source lines no longer support.
+fn stale_facts_html(receipt: &serde_json::Value, links: &Links) -> String {
+    let facts = receipt
+        .get("stale_facts")
+        .and_then(|f| f.as_array())
+        .cloned()
+        .unwrap_or_default();
+    if facts.is_empty() {
+        return String::new();
+    }
+    let text = |fact: &serde_json::Value, key: &str| {
+        fact.get(key)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut out = format!(
+        "<h3>Stale facts ({})</h3><p>Statements whose cited source lines changed; the agent was asked to fix them, and the rest are listed on the wiki's Stale page.</p><table class=stale><thead><tr><th>Page</th><th>Fact</th><th>Cited</th><th>Changed in</th></tr></thead><tbody>",
+        facts.len()
+    );
+    for fact in &facts {
+        let changed_in = text(fact, "changed_in");
+        let deleted = fact.get("deleted").and_then(|d| d.as_bool()) == Some(true);
+        let _ = write!(
+            out,
+            "<tr><td>{page}</td><td>{fact_text}</td><td><code>{path}</code> {lines} at <code>{cited}</code></td><td><code>{changed}</code>{deleted}</td></tr>",
+            page = links.wiki_page(&text(fact, "page")),
+            fact_text = escape(&text(fact, "fact")),
+            path = escape(&text(fact, "path")),
+            lines = escape(&text(fact, "lines")),
+            cited = escape(short_sha(&text(fact, "cited_commit"))),
+            changed = escape(short_sha(&changed_in)),
+            deleted = if deleted { " (file deleted)" } else { "" },
         );
     }
     out.push_str("</tbody></table>");

@@ -71,7 +71,7 @@ async fn a_job_re_anchors_moved_facts_and_marks_changed_ones_stale_in_its_one_co
     let page = format!(
         "# Facts\n\n\
          - Moved keeps its lines. {}\n\
-         - Edited says line 4. {}\n\
+         - Edited says <i>line 4</i> | x. {}\n\
          - Below is untouched above line 8. {}\n\
          - Gone exists. {}\n\
          - Renamed keeps its name. {}\n\
@@ -117,7 +117,7 @@ async fn a_job_re_anchors_moved_facts_and_marks_changed_ones_stale_in_its_one_co
         marker("src/moved.rs", &head, "L13-L15")
     ));
     expect(&format!(
-        "Edited says line 4. <!-- teammem:evidence src/edited.rs@{base}#L3-L4 stale={pr_1} -->"
+        "Edited says <i>line 4</i> | x. <!-- teammem:evidence src/edited.rs@{base}#L3-L4 stale={pr_1} -->"
     ));
     expect(&format!(
         "Below is untouched above line 8. {}",
@@ -135,7 +135,7 @@ async fn a_job_re_anchors_moved_facts_and_marks_changed_ones_stale_in_its_one_co
     let stale = git_trimmed(&wiki, &["show", "master:Stale.md"]);
     assert!(
         stale.contains(&format!(
-            "| Edited says line 4. | `src/edited.rs` L3-L4 | {} |",
+            "| Edited says &lt;i&gt;line 4&lt;/i&gt; \\| x. | `src/edited.rs` L3-L4 | {} |",
             &pr_1[..7]
         )),
         "{stale}"
@@ -174,6 +174,22 @@ async fn a_job_re_anchors_moved_facts_and_marks_changed_ones_stale_in_its_one_co
         .collect();
     paths.sort();
     assert_eq!(paths, ["src/edited.rs", "src/gone.rs"], "{job}");
+
+    // The job page shows them, escaped.
+    let page = reqwest::get(daemon.url(&format!("/jobs/{id}")))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("<h3>Stale facts (2)</h3>"), "{page}");
+    assert!(
+        page.contains("Edited says &lt;i&gt;line 4&lt;/i&gt; | x."),
+        "{page}"
+    );
+    assert!(!page.contains("<i>line 4"), "{page}");
+    assert!(page.contains("(file deleted)"), "{page}");
+    assert!(page.contains(&pr_1[..7]), "{page}");
 
     // The same range again: the facts already hold what the job found, so
     // nothing is written.
