@@ -44,6 +44,7 @@ pub(crate) struct WikiState {
     pub backend: Backend,
     pub repo: gix::ThreadSafeRepository,
     pub cache: Arc<IndexCache>,
+    pub search: Arc<super::search::SearchCache>,
     pub lock: Arc<tokio::sync::Mutex<()>>,
     /// A file in the mirror that serializes fetch and publish across
     /// processes (the daemon and a writer child may share a mirror).

@@ -20,6 +20,7 @@ pub mod patch;
 pub mod paths;
 mod publish;
 mod read;
+mod search; // ranked search, one cached index per commit
 mod receive_pack;
 pub mod remote;
 mod smart_http;
@@ -52,6 +53,7 @@ struct Shared {
     repo: gix::ThreadSafeRepository,
     lock: Arc<tokio::sync::Mutex<()>>,
     cache: Arc<tree::IndexCache>,
+    search: Arc<search::SearchCache>,
 }
 
 /// Owns the mirrors (one bare repository per HTTP destination under
@@ -129,6 +131,7 @@ impl WikiStore {
                         repo,
                         lock: Arc::new(tokio::sync::Mutex::new(())),
                         cache: Arc::new(tree::IndexCache::default()),
+                        search: Arc::default(),
                     });
                     all.insert(destination.id.clone(), shared.clone());
                     shared
@@ -146,6 +149,7 @@ impl WikiStore {
                 backend,
                 repo: shared.repo.clone(),
                 cache: shared.cache.clone(),
+                search: shared.search.clone(),
                 lock: shared.lock.clone(),
             }),
             deadline: self.deadline,
@@ -235,10 +239,24 @@ impl Wiki {
                 state.sync(deadline)
             })
             .await?;
+            let stale_facts = match head.tip {
+                Some(tip) => {
+                    let state = self.state.clone();
+                    blocking(move || {
+                        Ok(state
+                            .search
+                            .get_or_build(&state.repo(), &state.cache, tip)?
+                            .stale_facts)
+                    })
+                    .await?
+                }
+                None => 0,
+            };
             Ok(Snapshot {
                 branch: head.branch,
                 sha: head.tip.map(|tip| tip.to_string()),
                 initialized: head.tip.is_some(),
+                stale_facts,
             })
         })
         .await
@@ -270,7 +288,8 @@ impl Wiki {
         .await
     }
 
-    /// `search_wiki`: pages containing `query`, case-insensitively (scans at most 8 MiB).
+    /// `search_wiki`: pages ranked by BM25 for `query` (indexes at most 8 MiB,
+    /// once per commit).
     pub async fn search(&self, git_ref: &str, query: &str) -> Result<SearchResult, WikiError> {
         let spec = validate::parse_ref(git_ref, "ref")?;
         validate::check_query(query)?;
@@ -279,7 +298,13 @@ impl Wiki {
         self.with_deadline(async {
             let commit = self.resolve_initialized(spec, deadline).await?;
             let state = self.state.clone();
-            blocking(move || read::search(&state.repo(), &state.cache, commit, &query)).await
+            blocking(move || {
+                let index = state
+                    .search
+                    .get_or_build(&state.repo(), &state.cache, commit)?;
+                Ok(index.search(commit, &query))
+            })
+            .await
         })
         .await
     }

@@ -1,5 +1,5 @@
-//! The read operations on one resolved commit of a local repository: list, get,
-//! search, history and diff. Every read goes through the validated tree index,
+//! The read operations on one resolved commit of a local repository: list, get
+//! (with the page's stale facts), history and diff (search is `search.rs`). Every read goes through the validated tree index,
 //! so a wiki with a rejected page path is reported, never half-read, and files
 //! that are not pages never show up; every result is bounded by the DESIGN §7
 //! limits.
@@ -8,16 +8,9 @@ use gix::ObjectId;
 
 use super::error::{ErrorKind, WikiError};
 use super::tree::{IndexCache, commit_tree, read_blob, tree_delta};
-use super::types::{
-    Diff, History, HistoryEntry, MatchedLine, Page, PageInfo, PageList, SearchHit, SearchResult,
-};
-use super::validate::{
-    MAX_DIFF_BYTES, MAX_LISTED_PAGES, MAX_READ_PAGE_BYTES, MAX_SEARCH_SCAN_BYTES,
-};
-
-const LINES_PER_HIT: usize = 3;
-const MAX_LINE_BYTES: usize = 240;
-const MAX_HITS: usize = 200;
+use super::types::{Diff, History, HistoryEntry, Page, PageInfo, PageList, StaleFact};
+use super::validate::{MAX_DIFF_BYTES, MAX_LISTED_PAGES, MAX_READ_PAGE_BYTES};
+use crate::facts::{Citation, Found};
 
 pub fn list_pages(
     repo: &gix::Repository,
@@ -76,68 +69,13 @@ pub fn get_page(
         path: path.to_owned(),
         commit: commit.to_string(),
         sha: page.blob.to_string(),
+        stale_facts: stale_facts(&content),
         content,
     })
 }
 
-pub fn search(
-    repo: &gix::Repository,
-    cache: &IndexCache,
-    commit: ObjectId,
-    query: &str,
-) -> Result<SearchResult, WikiError> {
-    let index = cache.get_or_build(repo, commit_tree(repo, commit)?)?;
-    let needle = query.to_lowercase();
-    let mut hits = Vec::new();
-    let mut scanned_bytes = 0u64;
-    let mut truncated = false;
-    for (path, page) in &index.pages {
-        let size = repo
-            .find_header(page.blob)
-            .map_err(|err| WikiError::internal("reading a page header", err))?
-            .size();
-        if scanned_bytes + size > MAX_SEARCH_SCAN_BYTES || hits.len() >= MAX_HITS {
-            truncated = true;
-            break;
-        }
-        scanned_bytes += size;
-        let data = read_blob(repo, page.blob)?;
-        let text = String::from_utf8_lossy(&data);
-        let mut lines = Vec::new();
-        let mut matched = false;
-        for (number, line) in text.lines().enumerate() {
-            if line.to_lowercase().contains(&needle) {
-                matched = true;
-                if lines.len() < LINES_PER_HIT {
-                    lines.push(MatchedLine {
-                        line: number + 1,
-                        text: super::validate::shorten(line, MAX_LINE_BYTES).to_owned(),
-                    });
-                } else {
-                    break;
-                }
-            }
-        }
-        // A query spanning lines still matches the page.
-        if matched || text.to_lowercase().contains(&needle) {
-            hits.push(SearchHit {
-                path: path.clone(),
-                sha: page.blob.to_string(),
-                lines,
-            });
-        }
-    }
-    Ok(SearchResult {
-        commit: commit.to_string(),
-        query: query.to_owned(),
-        hits,
-        scanned_bytes,
-        truncated,
-    })
-}
-
 /// The pages at `commit` whose text contains `needle` (exact bytes), with
-/// their contents, sorted by path; reads at most [`MAX_SEARCH_SCAN_BYTES`]
+/// their contents, sorted by path; reads at most [`super::validate::MAX_SEARCH_SCAN_BYTES`]
 /// and says whether it stopped there.
 pub fn pages_containing(
     repo: &gix::Repository,
@@ -153,7 +91,7 @@ pub fn pages_containing(
             .find_header(page.blob)
             .map_err(|err| WikiError::internal("reading a page header", err))?
             .size();
-        if scanned + size > MAX_SEARCH_SCAN_BYTES {
+        if scanned + size > super::validate::MAX_SEARCH_SCAN_BYTES {
             return Ok((found, true));
         }
         scanned += size;
@@ -325,4 +263,35 @@ fn unified_hunks(old: &[u8], new: &[u8]) -> Result<String, WikiError> {
     .consume()
     .map_err(|err| WikiError::internal("rendering a diff", err))?;
     Ok(String::from_utf8_lossy(&rendered).into_owned())
+}
+
+/// The stale evidence markers of a page; unreadable markers are skipped
+/// (the runner reports them on `Stale.md`), never an error.
+fn stale_facts(content: &str) -> Vec<StaleFact> {
+    crate::facts::facts(content)
+        .into_iter()
+        .filter_map(|found| match found {
+            Found::Fact(fact) => {
+                let stale = fact.marker.stale.as_ref()?;
+                let Citation::Source {
+                    path,
+                    commit,
+                    lines,
+                } = &fact.marker.citation
+                else {
+                    return None;
+                };
+                Some(StaleFact {
+                    line: fact.line + 1,
+                    fact: fact.text.clone(),
+                    path: path.clone(),
+                    lines: format!("L{}-L{}", lines.start(), lines.end()),
+                    cited_commit: commit.to_string(),
+                    changed_in: stale.changed_in.to_string(),
+                    deleted: stale.deleted,
+                })
+            }
+            Found::Unreadable { .. } => None,
+        })
+        .collect()
 }

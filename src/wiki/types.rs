@@ -14,6 +14,8 @@ pub struct Snapshot {
     pub sha: Option<String>,
     /// `false` when the wiki repository has no commits yet.
     pub initialized: bool,
+    /// Stale evidence markers across the pages at `sha` (0 for an empty wiki).
+    pub stale_facts: usize,
 }
 
 /// One page of a tree.
@@ -47,36 +49,57 @@ pub struct Page {
     /// Blob sha of the page.
     pub sha: String,
     pub content: String,
+    /// Each stale evidence marker on the page, in page order.
+    pub stale_facts: Vec<StaleFact>,
 }
 
-/// One matching line of a search hit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MatchedLine {
-    /// 1-based line number.
-    pub line: usize,
-    /// The line, shortened to at most 240 bytes.
-    pub text: String,
-}
-
-/// A page whose content contains the query.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A page ranked for a query.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchHit {
     pub path: String,
     pub sha: String,
-    /// The first few matching lines.
-    pub lines: Vec<MatchedLine>,
+    /// BM25 relevance (higher is better), rounded to 4 decimals.
+    pub score: f64,
+    /// 1-based line of the best hit (the line with most query terms).
+    pub line: usize,
+    /// That line as plain text (markers removed), at most 240 bytes.
+    pub snippet: String,
+    /// The nearest heading at or above the hit, as plain text.
+    pub heading: Option<String>,
 }
 
 /// `search_wiki`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchResult {
     #[serde(rename = "ref")]
     pub commit: String,
     pub query: String,
+    /// Best first; ties in score by path.
     pub hits: Vec<SearchHit>,
+    /// Pages matching at least one query term (more than `hits.len()` when cut).
+    pub total: usize,
     pub scanned_bytes: u64,
-    /// `true` when the scan budget ended before every page was read.
+    /// `true` when the index budget ended before every page was read.
     pub truncated: bool,
+}
+
+/// A stale evidence marker on a page (`get_wiki_page`'s `stale_facts`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StaleFact {
+    /// 1-based page line carrying the marker.
+    pub line: usize,
+    /// The statement (the line without its markers).
+    pub fact: String,
+    /// The cited source file.
+    pub path: String,
+    /// The cited lines, e.g. `L10-L24`.
+    pub lines: String,
+    /// The source commit the fact cites.
+    pub cited_commit: String,
+    /// The source commit that changed (or deleted) the cited lines.
+    pub changed_in: String,
+    /// The cited file no longer exists at `changed_in`.
+    pub deleted: bool,
 }
 
 /// One commit of `list_wiki_history`.

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
-use crate::mcp::context::Context;
+use crate::mcp::context::{Context, Resolved};
 use crate::mcp::envelope::{ToolError, ToolOutcome};
 use crate::wiki::WikiError;
 
@@ -22,7 +22,7 @@ pub const TOOLSET: Toolset = Toolset {
         ToolDef {
             name: "get_wiki_snapshot",
             title: "Wiki snapshot",
-            description: "Resolve the source's wiki: its default branch and full tip sha (initialized: false for an empty wiki). Pin later reads to this sha; writes take it as expected_base together with wiki_repository as expected_wiki_repository.",
+            description: "Resolve the source's wiki: its default branch and full tip sha (initialized: false for an empty wiki). Pin later reads to this sha; writes take it as expected_base together with wiki_repository as expected_wiki_repository. as_of is the source commit the memory is reconciled to (null with as_of_reason when unknown): source changes after it are not in the wiki yet. stale_facts counts facts whose cited source lines changed since they were written; get_wiki_page lists a page's.",
             hints: Hints::READ,
             input_schema: snapshot_schema,
             handler: get_wiki_snapshot,
@@ -38,7 +38,7 @@ pub const TOOLSET: Toolset = Toolset {
         ToolDef {
             name: "get_wiki_page",
             title: "Read a wiki page",
-            description: "Read one page at a ref: its content and blob sha (the expected_sha of a patch).",
+            description: "Read one page at a ref: its content and blob sha (the expected_sha of a patch). stale_facts lists each statement on the page whose cited source lines changed after it was written (path, lines, cited_commit, changed_in, deleted): do not rely on it without checking the code.",
             hints: Hints::READ,
             input_schema: page_schema,
             handler: get_wiki_page,
@@ -46,7 +46,7 @@ pub const TOOLSET: Toolset = Toolset {
         ToolDef {
             name: "search_wiki",
             title: "Search the wiki",
-            description: "Pages whose content contains query (case-insensitive substring, at most 512 bytes), with the first matching lines; scans at most 8 MiB (truncated says when the budget ended first).",
+            description: "The pages most relevant to query (BM25 over words, paths and identifiers; page titles and headings weigh more), best first, at most 20: each with score, the best matching line as a plain-text snippet and the heading nearest above it. Indexes at most 8 MiB (truncated says when the budget ended first). as_of is the source commit the memory is reconciled to (null with as_of_reason when unknown).",
             hints: Hints::READ,
             input_schema: search_schema,
             handler: search_wiki,
@@ -102,7 +102,7 @@ fn search_schema() -> Value {
     super::object_schema(
         json!({
             "repository": super::repository_schema(),
-            "query": {"type": "string", "minLength": 1, "maxLength": 512, "description": "Text to find, case-insensitively"},
+            "query": {"type": "string", "minLength": 1, "maxLength": 512, "description": "Words to rank pages by, case-insensitively"},
             "ref": super::ref_schema("The commit to search (default HEAD)"),
         }),
         &["repository", "query"],
@@ -215,10 +215,65 @@ macro_rules! read_tool {
     }};
 }
 
+/// Like `read_tool!`, and adds `as_of` (with `as_of_reason`) to the result.
+macro_rules! read_tool_as_of {
+    ($context:expr, $repository:expr, |$wiki:ident| $body:expr) => {{
+        let resolved = match $context.resolve(&$repository) {
+            Ok(resolved) => resolved,
+            Err(error) => return Ok(Answer::new(None, Err(error))),
+        };
+        let identity = Some(resolved.identity.clone());
+        let $wiki = match $context.wiki(&resolved, false).await {
+            Ok(wiki) => wiki,
+            Err(error) => return Ok(Answer::new(identity, Err(error))),
+        };
+        let outcome = to_outcome($body.await);
+        let outcome = match outcome {
+            Ok(value) => Ok(with_as_of(value, as_of($context, &resolved).await)),
+            Err(error) => Err(error),
+        };
+        Ok(Answer::new(identity, outcome))
+    }};
+}
+
+/// The source commit the memory is reconciled to: the source's cursor in the
+/// job queue, or `None` with the reason it is unknown (never a guess).
+async fn as_of(context: &Context, resolved: &Resolved) -> Result<String, &'static str> {
+    let Some(requests) = &context.coordinator else {
+        return Err(
+            "this server has no job queue (the operator's `teammem wiki` or a job's writer); read through the daemon's /mcp or `teammem mcp` to learn it",
+        );
+    };
+    match requests
+        .queue
+        .cursor(resolved.source.repository.as_str())
+        .await
+    {
+        Ok(Some(cursor)) => Ok(cursor.sha.to_string()),
+        Ok(None) => Err("no job has reconciled this source yet"),
+        Err(error) => {
+            tracing::warn!(%error, "reading a source cursor for as_of");
+            Err("the job queue could not be read")
+        }
+    }
+}
+
+fn with_as_of(mut value: Value, as_of: Result<String, &'static str>) -> Value {
+    if let Some(object) = value.as_object_mut() {
+        let (sha, reason) = match as_of {
+            Ok(sha) => (Value::String(sha), Value::Null),
+            Err(reason) => (Value::Null, Value::String(reason.into())),
+        };
+        object.insert("as_of".into(), sha);
+        object.insert("as_of_reason".into(), reason);
+    }
+    value
+}
+
 fn get_wiki_snapshot(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
         let args: SnapshotArgs = parse_arguments("get_wiki_snapshot", arguments)?;
-        read_tool!(context, args.repository, |wiki| wiki.snapshot())
+        read_tool_as_of!(context, args.repository, |wiki| wiki.snapshot())
     })
 }
 
@@ -241,7 +296,7 @@ fn get_wiki_page(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
 fn search_wiki(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
         let args: SearchArgs = parse_arguments("search_wiki", arguments)?;
-        read_tool!(context, args.repository, |wiki| wiki
+        read_tool_as_of!(context, args.repository, |wiki| wiki
             .search(&args.git_ref, &args.query))
     })
 }

@@ -15,10 +15,16 @@ async fn read_tools_answer_what_git_says_with_the_source_and_wiki_named() {
     let snapshot = agent
         .envelope("get_wiki_snapshot", json!({"repository": SOURCE}))
         .await;
+    let reason = snapshot["result"]["as_of_reason"].clone();
+    assert!(
+        reason.as_str().unwrap().contains("no job queue"),
+        "{snapshot}"
+    );
     assert_eq!(
         snapshot["result"],
         json!({"source_repository": SOURCE, "wiki_repository": SOURCE,
-               "branch": "master", "sha": tip, "initialized": true})
+               "branch": "master", "sha": tip, "initialized": true,
+               "stale_facts": 0, "as_of": null, "as_of_reason": reason})
     );
 
     let list = agent

@@ -91,21 +91,20 @@ async fn refs_must_be_head_or_a_known_full_sha() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn search_is_case_insensitive_substring() {
+async fn search_is_case_insensitive_and_ranked() {
     let fixture = Fixture::sample().await;
     let wiki = fixture.wiki();
     let result = wiki.search("HEAD", "GRÜSSE").await.unwrap();
-    assert!(
-        result.hits.is_empty(),
-        "ß does not fold to ss in a substring search"
-    );
+    assert!(result.hits.is_empty(), "ß does not fold to ss");
     let result = wiki.search("HEAD", "GRÜẞE").await.unwrap();
     assert_eq!(result.hits.len(), 1);
     let result = wiki.search("HEAD", "welcome TO").await.unwrap();
     let paths: Vec<&str> = result.hits.iter().map(|hit| hit.path.as_str()).collect();
     assert_eq!(paths, ["Home.md"]);
-    assert_eq!(result.hits[0].lines[0].line, 3);
-    assert_eq!(result.hits[0].lines[0].text, "Welcome to the wiki.");
+    assert_eq!(result.hits[0].line, 3);
+    assert_eq!(result.hits[0].snippet, "Welcome to the wiki.");
+    assert_eq!(result.hits[0].heading.as_deref(), Some("Home v2"));
+    assert!(result.hits[0].score > 0.0);
     assert!(!result.truncated);
     let too_long = wiki.search("HEAD", &"q".repeat(513)).await.unwrap_err();
     assert_eq!(too_long.kind, ErrorKind::LimitExceeded);
