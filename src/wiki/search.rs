@@ -217,18 +217,23 @@ fn plain(line: &str) -> String {
     trimmed.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The line with the most distinct query terms (first such line; the first
-/// line when none has any), as `(1-based line, snippet, nearest heading at or above)`.
+/// The body line with the most distinct query terms (first such line; the
+/// first line when none has any), as `(1-based line, snippet, nearest heading at or above)`.
 fn best_hit(text: &str, terms: &[String]) -> (usize, String, Option<String>) {
     let mut best: Option<(usize, usize)> = None;
     let mut heading_at: Vec<Option<usize>> = Vec::new();
     let mut last_heading = None;
     let lines: Vec<&str> = text.lines().collect();
     for (number, line) in lines.iter().enumerate() {
-        if line.trim_start().starts_with('#') {
+        let is_heading = line.trim_start().starts_with('#');
+        if is_heading {
             last_heading = Some(number);
         }
         heading_at.push(last_heading);
+        // A heading is already the `heading`; the snippet shows body text.
+        if is_heading {
+            continue;
+        }
         let found: std::collections::HashSet<String> = tokens(&plain(line))
             .into_iter()
             .filter(|t| terms.contains(t))

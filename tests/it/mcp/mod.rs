@@ -11,5 +11,6 @@ mod http; // the writer against smart HTTP with a token: used, never revealed
 mod operator; // `teammem wiki ...` functions: same envelope, explicit base, operator trailers
 mod protocol; // tools/list per mode (snapshot), annotations, unknown and unparseable calls
 mod reads; // the read tools end to end, envelope shape, size limit
+mod search; // ranked search on 1,000 pages through the real process: order, snippet, heading, as_of, stale_facts
 mod stdio; // the real `teammem mcp` process: writer over stdio, stdout framing only
 mod writer; // the job-bound writer: binding, destination, write and patch, credentials
