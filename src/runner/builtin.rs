@@ -226,10 +226,8 @@ const MAX_WHY_CHARS: usize = 280;
 /// The first paragraph of a PR's description, as one bounded line (cut at a
 /// word, marked with `…`); `None` when the description is empty.
 fn first_paragraph(body: &str) -> Option<String> {
-    let paragraph = body
-        .split("\n\n")
-        .map(str::trim)
-        .find(|p| !p.is_empty() && !p.starts_with("<!--"))?;
+    let body = without_comment_lines(body);
+    let paragraph = body.split("\n\n").map(str::trim).find(|p| !p.is_empty())?;
     let words: Vec<&str> = paragraph.split_whitespace().collect();
     let mut line = String::new();
     for word in words {
@@ -243,6 +241,37 @@ fn first_paragraph(body: &str) -> Option<String> {
         line.push_str(word);
     }
     (!line.is_empty()).then_some(line)
+}
+
+/// A description without the HTML comments that open a line (PR template
+/// hints), even when text follows on the next line with no blank line between;
+/// text after a comment's `-->` on its closing line is kept. Lines come back
+/// joined by `\n`, so `\r\n` descriptions split into paragraphs too.
+fn without_comment_lines(body: &str) -> String {
+    let mut kept: Vec<&str> = Vec::new();
+    let mut in_comment = false;
+    for line in body.lines() {
+        let mut rest = line;
+        if !in_comment && rest.trim_start().starts_with("<!--") {
+            in_comment = true;
+            rest = &rest.trim_start()[4..];
+        }
+        if in_comment {
+            match rest.find("-->") {
+                Some(end) => {
+                    in_comment = false;
+                    let after = rest[end + 3..].trim();
+                    if !after.is_empty() {
+                        kept.push(after);
+                    }
+                }
+                None => continue,
+            }
+            continue;
+        }
+        kept.push(line);
+    }
+    kept.join("\n")
 }
 
 /// The issues a PR's description says it closes (`Fixes #12`, `closes #3`,
@@ -1129,6 +1158,18 @@ mod tests {
             html.iter().all(|h| h.starts_with("<!-- teammem:")),
             "{html:?}"
         );
+
+        // A template comment directly followed by text (no blank line).
+        p.body = "<!-- Describe the change -->\nThe real reason.\r\n\r\nMore.".into();
+        assert!(
+            changelog_entry(&p).contains("(by Zoë) — The real reason. — merge commit"),
+            "{}",
+            changelog_entry(&p)
+        );
+        p.body = "<!--\n  multi-line\n  hint -->\nAfter the hint.".into();
+        assert!(changelog_entry(&p).contains("— After the hint. —"));
+        p.body = "<!-- only a hint -->".into();
+        assert!(!changelog_entry(&p).contains("hint"));
 
         p.body = format!("{} end", "word ".repeat(200));
         let entry = changelog_entry(&p);
