@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{Executor, SqlitePool};
+use sqlx::{Executor, PgConnection, SqliteConnection, SqlitePool};
 
 use crate::config::Postgres;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -89,6 +89,155 @@ pub fn require_sqlite(database: &crate::config::Database) -> Result<(), DbError>
         crate::config::Database::Postgres(pg) => Err(DbError::PostgresNotServed {
             location: pg.location(),
         }),
+    }
+}
+
+/// The database a deployment keeps its shared state in: the embedded SQLite
+/// file (one node) or a PostgreSQL server (any number of nodes). Cheap to
+/// clone. Code that runs SQL on it writes the statement once and runs it on
+/// either backend through [`on_pool!`]; only where the two dialects differ
+/// does it pick per [`Dialect`].
+#[derive(Debug, Clone)]
+pub enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+impl From<SqlitePool> for Pool {
+    fn from(pool: SqlitePool) -> Self {
+        Pool::Sqlite(pool)
+    }
+}
+
+impl From<PgPool> for Pool {
+    fn from(pool: PgPool) -> Self {
+        Pool::Postgres(pool)
+    }
+}
+
+/// One connection of either backend, borrowed for a sequence of statements
+/// (inside the caller's transaction when it has one); run SQL on it with
+/// [`on_conn!`].
+pub enum Conn<'c> {
+    Sqlite(&'c mut SqliteConnection),
+    Postgres(&'c mut PgConnection),
+}
+
+impl<'c> From<&'c mut SqliteConnection> for Conn<'c> {
+    fn from(conn: &'c mut SqliteConnection) -> Self {
+        Conn::Sqlite(conn)
+    }
+}
+
+impl<'c> From<&'c mut PgConnection> for Conn<'c> {
+    fn from(conn: &'c mut PgConnection) -> Self {
+        Conn::Postgres(conn)
+    }
+}
+
+/// Which SQL dialect a statement runs in, for the few statements whose text
+/// differs between SQLite and PostgreSQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl Dialect {
+    /// The statement text for this dialect.
+    pub const fn pick(self, sqlite: &'static str, postgres: &'static str) -> &'static str {
+        match self {
+            Dialect::Sqlite => sqlite,
+            Dialect::Postgres => postgres,
+        }
+    }
+}
+
+/// Runs `$body` with `$pool` bound to the backend's own pool type (`&SqlitePool`
+/// or `&PgPool`): the body is compiled once per backend, so one statement text
+/// serves both. `|$pool, $dialect|` also binds the [`Dialect`].
+macro_rules! on_pool {
+    ($pool:expr, |$p:ident| $body:expr) => {
+        match $pool {
+            $crate::db::Pool::Sqlite(backend) => {
+                let $p = backend;
+                $body
+            }
+            $crate::db::Pool::Postgres(backend) => {
+                let $p = backend;
+                $body
+            }
+        }
+    };
+    ($pool:expr, |$p:ident, $d:ident| $body:expr) => {
+        match $pool {
+            $crate::db::Pool::Sqlite(backend) => {
+                let $p = backend;
+                let $d = $crate::db::Dialect::Sqlite;
+                $body
+            }
+            $crate::db::Pool::Postgres(backend) => {
+                let $p = backend;
+                let $d = $crate::db::Dialect::Postgres;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use on_pool;
+
+/// [`on_pool!`] for a `&mut Conn`: `$c` is the backend's `&mut` connection.
+macro_rules! on_conn {
+    ($conn:expr, |$c:ident| $body:expr) => {
+        match $conn {
+            $crate::db::Conn::Sqlite(backend) => {
+                let $c = &mut **backend;
+                $body
+            }
+            $crate::db::Conn::Postgres(backend) => {
+                let $c = &mut **backend;
+                $body
+            }
+        }
+    };
+    ($conn:expr, |$c:ident, $d:ident| $body:expr) => {
+        match $conn {
+            $crate::db::Conn::Sqlite(backend) => {
+                let $c = &mut **backend;
+                let $d = $crate::db::Dialect::Sqlite;
+                $body
+            }
+            $crate::db::Conn::Postgres(backend) => {
+                let $c = &mut **backend;
+                let $d = $crate::db::Dialect::Postgres;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use on_conn;
+
+impl Pool {
+    /// The dialect of this pool's backend.
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            Pool::Sqlite(_) => Dialect::Sqlite,
+            Pool::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    /// The SQLite pool, for the parts that exist only there (`teammem db
+    /// copy`'s source, the SQLite-only tests).
+    pub fn as_sqlite(&self) -> Option<&SqlitePool> {
+        match self {
+            Pool::Sqlite(pool) => Some(pool),
+            Pool::Postgres(_) => None,
+        }
+    }
+
+    /// Closes every connection; later queries fail.
+    pub async fn close(&self) {
+        on_pool!(self, |pool| pool.close().await)
     }
 }
 

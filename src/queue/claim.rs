@@ -3,15 +3,20 @@
 //! Invariant: the choice and the state change are ONE `UPDATE ... WHERE id =
 //! (SELECT ...) RETURNING` statement, so no job is handed out twice, and it
 //! skips every destination that already has a running job, so a wiki never
-//! has two writers. A running job whose lease has expired still blocks its
+//! has two writers. On PostgreSQL the choice is `FOR UPDATE SKIP LOCKED`:
+//! nodes claiming at once take different jobs instead of waiting for each
+//! other, and two claims for one destination that neither could see (both
+//! uncommitted) meet at the partial unique index; the one that loses
+//! retries. A running job whose lease has expired still blocks its
 //! destination until the rescuer requeues it: its worker may still be alive
 //! and writing, and handing the wiki to a second worker before then would
 //! break the one-writer rule (the partial unique index
 //! `jobs_one_running_per_destination` enforces the same in the database).
 
 use super::model::{Claimed, JobState, Lease};
-use super::rows::{insert_event, job_columns, job_from_row};
+use super::rows::{JobRow, insert_event, job_columns};
 use super::{Counters, Queue, QueueError};
+use crate::db::{Conn, on_conn, on_pool};
 
 /// A queued job `candidate` that is due (`run_after <= $1`, the claim's
 /// `now`) and whose destination has nothing running.
@@ -35,6 +40,41 @@ macro_rules! claimable_index {
     };
 }
 
+/// The claim statement on SQLite: the candidate is read from the claimable
+/// index under the write lock the writer task holds.
+const SQLITE_CLAIM: &str = concat!(
+    "UPDATE jobs SET state = 'running', attempts = attempts + 1, \
+     lease_owner = $2, lease_token = $3, lease_until = $1 + $4, \
+     started_at = $1, updated_at = $1 \
+     WHERE id = (SELECT candidate.id FROM jobs AS candidate ",
+    claimable_index!(),
+    " WHERE ",
+    claimable_condition!(),
+    " ORDER BY candidate.run_after, candidate.id LIMIT 1) \
+       AND state = 'queued' \
+     RETURNING ",
+    job_columns!()
+);
+
+/// The claim statement on PostgreSQL: a candidate another transaction has
+/// locked (being claimed, coalesced into or cancelled) is skipped, not waited
+/// for.
+const POSTGRES_CLAIM: &str = concat!(
+    "UPDATE jobs SET state = 'running', attempts = attempts + 1, \
+     lease_owner = $2, lease_token = $3, lease_until = $1 + $4, \
+     started_at = $1, updated_at = $1 \
+     WHERE id = (SELECT candidate.id FROM jobs AS candidate WHERE ",
+    claimable_condition!(),
+    " ORDER BY candidate.run_after, candidate.id LIMIT 1 FOR UPDATE SKIP LOCKED) \
+       AND state = 'queued' \
+     RETURNING ",
+    job_columns!()
+);
+
+/// How often a PostgreSQL claim that lost a destination to another node's
+/// simultaneous claim looks for another job before answering "nothing".
+const CLAIM_TRIES: usize = 8;
+
 /// A fresh, unguessable lease token.
 fn new_lease_token() -> String {
     uuid::Uuid::new_v4().simple().to_string()
@@ -50,57 +90,45 @@ impl Queue {
         // Idle workers poll; answering "nothing to do" from a plain read
         // keeps them off SQLite's write lock, which they would otherwise
         // take on every poll and starve the writers that have work.
-        let claimable: bool = sqlx::query_scalar(concat!(
-            "SELECT EXISTS (SELECT 1 FROM jobs AS candidate ",
-            claimable_index!(),
-            " WHERE ",
-            claimable_condition!(),
-            ")"
-        ))
-        .bind(now)
-        .fetch_one(&self.pool)
-        .await?;
+        let claimable: bool = on_pool!(&self.pool, |pool, dialect| {
+            sqlx::query_scalar(dialect.pick(
+                concat!(
+                    "SELECT EXISTS (SELECT 1 FROM jobs AS candidate ",
+                    claimable_index!(),
+                    " WHERE ",
+                    claimable_condition!(),
+                    ")"
+                ),
+                concat!(
+                    "SELECT EXISTS (SELECT 1 FROM jobs AS candidate WHERE ",
+                    claimable_condition!(),
+                    ")"
+                ),
+            ))
+            .bind(now)
+            .fetch_one(pool)
+            .await?
+        });
         if !claimable {
             return Ok(None);
         }
         let token = new_lease_token();
-        let lease_ms = self.lease_ms();
-        let worker = worker.to_string();
-        let lease_token = token.clone();
-        let job = self
-            .write(move |conn| {
-                Box::pin(async move {
-                    let row = sqlx::query(concat!(
-                        "UPDATE jobs SET state = 'running', attempts = attempts + 1, \
-                         lease_owner = $2, lease_token = $3, lease_until = $1 + $4, \
-                         started_at = $1, updated_at = $1 \
-                         WHERE id = (SELECT candidate.id FROM jobs AS candidate ",
-                        claimable_index!(),
-                        " WHERE ",
-                        claimable_condition!(),
-                        " ORDER BY candidate.run_after, candidate.id LIMIT 1) \
-                           AND state = 'queued' \
-                         RETURNING ",
-                        job_columns!()
-                    ))
-                    .bind(now)
-                    .bind(&worker)
-                    .bind(&lease_token)
-                    .bind(lease_ms)
-                    .fetch_optional(&mut *conn)
-                    .await?;
-                    let Some(row) = row else {
-                        // Someone else took the last claimable job first.
-                        return Ok(None);
-                    };
-                    let job = job_from_row(&row)?;
-                    debug_assert_eq!(job.state, JobState::Running);
-                    let detail = format!("attempt {} of {}", job.attempts, job.max_attempts);
-                    insert_event(conn, job.id, now, &worker, "claimed", Some(&detail)).await?;
-                    Ok(Some(job))
-                })
-            })
-            .await?;
+        let mut tries = 0;
+        let job = loop {
+            tries += 1;
+            match self.claim_once(now, worker, &token).await {
+                Err(error)
+                    if tries < CLAIM_TRIES
+                        && super::violates(&error, "jobs_one_running_per_destination") =>
+                {
+                    continue;
+                }
+                Err(error) if super::violates(&error, "jobs_one_running_per_destination") => {
+                    break None;
+                }
+                answer => break answer?,
+            }
+        };
         let Some(job) = job else {
             return Ok(None);
         };
@@ -110,6 +138,41 @@ impl Queue {
             token,
         };
         Ok(Some(Claimed { job, lease }))
+    }
+
+    /// One claim statement with its event, in one write.
+    async fn claim_once(
+        &self,
+        now: i64,
+        worker: &str,
+        token: &str,
+    ) -> Result<Option<super::Job>, QueueError> {
+        let lease_ms = self.lease_ms();
+        let worker = worker.to_string();
+        let lease_token = token.to_string();
+        self.write(move |mut conn: Conn<'_>| {
+            Box::pin(async move {
+                let row: Option<JobRow> = on_conn!(&mut conn, |c, dialect| {
+                    sqlx::query_as(dialect.pick(SQLITE_CLAIM, POSTGRES_CLAIM))
+                        .bind(now)
+                        .bind(&worker)
+                        .bind(&lease_token)
+                        .bind(lease_ms)
+                        .fetch_optional(c)
+                        .await?
+                });
+                let Some(row) = row else {
+                    // Someone else took the last claimable job first.
+                    return Ok(None);
+                };
+                let job = row.into_job()?;
+                debug_assert_eq!(job.state, JobState::Running);
+                let detail = format!("attempt {} of {}", job.attempts, job.max_attempts);
+                insert_event(&mut conn, job.id, now, &worker, "claimed", Some(&detail)).await?;
+                Ok(Some(job))
+            })
+        })
+        .await
     }
 }
 

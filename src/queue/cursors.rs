@@ -9,41 +9,47 @@
 //! never enqueued twice.
 
 use super::model::{Job, SourceCursor};
-use super::rows::{job_columns, job_from_row};
+use super::rows::{JobRow, job_columns};
 use super::{Queue, QueueError};
+use crate::db::{Conn, on_conn, on_pool};
 use crate::ids::Sha;
 
 /// Writes the cursor of `source` (creating it on first use).
 pub(crate) async fn store_cursor(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut Conn<'_>,
     source: &str,
     sha: &str,
     job_id: Option<i64>,
     now: i64,
 ) -> Result<(), QueueError> {
-    sqlx::query(
-        "INSERT INTO source_cursors (source, sha, job_id, updated_at) VALUES ($1, $2, $3, $4) \
+    on_conn!(conn, |c| {
+        sqlx::query(
+            "INSERT INTO source_cursors (source, sha, job_id, updated_at) VALUES ($1, $2, $3, $4) \
          ON CONFLICT (source) DO UPDATE SET sha = excluded.sha, job_id = excluded.job_id, \
          updated_at = excluded.updated_at",
-    )
-    .bind(source)
-    .bind(sha)
-    .bind(job_id)
-    .bind(now)
-    .execute(conn)
-    .await?;
+        )
+        .bind(source)
+        .bind(sha)
+        .bind(job_id)
+        .bind(now)
+        .execute(c)
+        .await?
+        .rows_affected()
+    });
     Ok(())
 }
 
 impl Queue {
     /// The cursor of `source`, `None` before its first reconciled range.
     pub async fn cursor(&self, source: &str) -> Result<Option<SourceCursor>, QueueError> {
-        let row: Option<(String, String, Option<i64>, i64)> = sqlx::query_as(
-            "SELECT source, sha, job_id, updated_at FROM source_cursors WHERE source = $1",
-        )
-        .bind(source)
-        .fetch_optional(&self.pool)
-        .await?;
+        let row: Option<(String, String, Option<i64>, i64)> = on_pool!(&self.pool, |pool| {
+            sqlx::query_as(
+                "SELECT source, sha, job_id, updated_at FROM source_cursors WHERE source = $1",
+            )
+            .bind(source)
+            .fetch_optional(pool)
+            .await?
+        });
         row.map(|(source, sha, job_id, updated_at)| {
             let sha = Sha::parse(&sha).map_err(|e| {
                 QueueError::Database(sqlx::Error::Decode(
@@ -65,8 +71,8 @@ impl Queue {
     pub async fn advance_cursor(&self, source: &str, sha: &Sha) -> Result<(), QueueError> {
         let now = self.now_ms();
         let (source, sha) = (source.to_string(), sha.to_string());
-        self.write(move |conn| {
-            Box::pin(async move { store_cursor(conn, &source, &sha, None, now).await })
+        self.write(move |mut conn: Conn<'_>| {
+            Box::pin(async move { store_cursor(&mut conn, &source, &sha, None, now).await })
         })
         .await
     }
@@ -75,14 +81,14 @@ impl Queue {
     /// commit the cursor named, `None` when there was none.
     pub async fn forget_cursor(&self, source: &str) -> Result<Option<String>, QueueError> {
         let source = source.to_string();
-        self.write(move |conn| {
+        self.write(move |mut conn: Conn<'_>| {
             Box::pin(async move {
-                let forgotten: Option<String> = sqlx::query_scalar(
-                    "DELETE FROM source_cursors WHERE source = $1 RETURNING sha",
-                )
-                .bind(&source)
-                .fetch_optional(conn)
-                .await?;
+                let forgotten: Option<String> = on_conn!(&mut conn, |c| {
+                    sqlx::query_scalar("DELETE FROM source_cursors WHERE source = $1 RETURNING sha")
+                        .bind(&source)
+                        .fetch_optional(c)
+                        .await?
+                });
                 Ok(forgotten)
             })
         })
@@ -100,18 +106,22 @@ impl Queue {
         source: &str,
         before: &str,
     ) -> Result<Option<Job>, QueueError> {
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            job_columns!(),
-            " FROM jobs WHERE source = $1 AND kind = 'range' \
-             AND state IN ('queued', 'running') AND push_before = $2 COLLATE NOCASE \
-             ORDER BY id LIMIT 1"
-        ))
-        .bind(source)
-        .bind(before)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(job_from_row).transpose()
+        // Stored commit ids are lowercase (`Sha` normalises them).
+        let before = before.to_ascii_lowercase();
+        let row: Option<JobRow> = on_pool!(&self.pool, |pool| {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs WHERE source = $1 AND kind = 'range' \
+                 AND state IN ('queued', 'running') AND push_before = $2 \
+                 ORDER BY id LIMIT 1"
+            ))
+            .bind(source)
+            .bind(&before)
+            .fetch_optional(pool)
+            .await?
+        });
+        row.map(JobRow::into_job).transpose()
     }
 }
 

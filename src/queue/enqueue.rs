@@ -10,8 +10,9 @@
 use sqlx::Row;
 
 use super::model::{Disposition, Enqueued, JobKind, JobState, NewJob};
-use super::rows::job_columns;
+use super::rows::{JobRow, job_columns};
 use super::{Counters, Queue, QueueError};
+use crate::db::Conn;
 use crate::ids::Sha;
 
 /// The key under which a job is deduplicated:
@@ -155,7 +156,7 @@ impl Queue {
         // `store` refuses nothing: every check that can fail ran above, so
         // it fails only with the database, and needs no savepoint.
         let enqueued = self
-            .write_undone_with_batch(move |conn| {
+            .write_undone_with_batch(move |conn: Conn<'_>| {
                 Box::pin(async move {
                     store(
                         conn,
@@ -179,7 +180,72 @@ impl Queue {
     }
 }
 
-/// The transactional part of [`Queue::enqueue`], on the writer's connection.
+/// The transactional part of [`Queue::enqueue`], on the write's connection.
+async fn store(
+    conn: Conn<'_>,
+    job: NewJob,
+    delivery_id: Option<&str>,
+    identity: String,
+    now: i64,
+    max_attempts: i64,
+) -> Result<Enqueued, QueueError> {
+    let new = Stored::of(&job, &identity);
+    match conn {
+        Conn::Sqlite(conn) => {
+            store_sqlite(conn, &job, &new, delivery_id, &identity, now, max_attempts).await
+        }
+        Conn::Postgres(conn) => {
+            store_postgres(conn, &job, &new, delivery_id, &identity, now, max_attempts).await
+        }
+    }
+}
+
+/// The column values of a new job, and the details of its events.
+struct Stored<'a> {
+    before: Option<&'a str>,
+    after: Option<&'a str>,
+    run_id: Option<i64>,
+    run_attempt: Option<i64>,
+    pull_number: Option<i64>,
+    merge_sha: Option<&'a str>,
+    created_detail: String,
+    coalesced_detail: Option<String>,
+}
+
+impl<'a> Stored<'a> {
+    fn of(job: &'a NewJob, identity: &str) -> Stored<'a> {
+        let (before, after) = match &job.kind {
+            JobKind::Range { before, after, .. } => (Some(before.as_str()), Some(after.as_str())),
+            JobKind::PullRequest { .. } => (None, None),
+        };
+        let (run_id, run_attempt, pull_number, merge_sha) = match &job.kind {
+            JobKind::Range {
+                run_id,
+                run_attempt,
+                ..
+            } => (*run_id, *run_attempt, None, None),
+            JobKind::PullRequest { number, merge_sha } => (
+                None,
+                None,
+                Some(number.get() as i64),
+                Some(merge_sha.as_str()),
+            ),
+        };
+        Stored {
+            before,
+            after,
+            run_id,
+            run_attempt,
+            pull_number,
+            merge_sha,
+            created_detail: format!("{} job from {} as {identity}", job.kind.name(), job.origin),
+            coalesced_detail: after
+                .map(|after| format!("range extended to ..{after} by {identity}")),
+        }
+    }
+}
+
+/// [`store`] on SQLite.
 ///
 /// One round trip to SQLite's thread for any outcome: a single
 /// multi-statement script looks the job up once (known delivery? known
@@ -193,33 +259,26 @@ impl Queue {
 /// The script numbers its parameters `$1`, `$2`, … in the order they appear,
 /// each used once, and binds them in that order: sqlx-sqlite reads `$N` as
 /// the Nth argument of the whole script.
-async fn store(
+#[allow(clippy::too_many_arguments)]
+async fn store_sqlite(
     conn: &mut sqlx::SqliteConnection,
-    job: NewJob,
+    job: &NewJob,
+    new: &Stored<'_>,
     delivery_id: Option<&str>,
-    identity: String,
+    identity: &str,
     now: i64,
     max_attempts: i64,
 ) -> Result<Enqueued, QueueError> {
-    let (before, after) = match &job.kind {
-        JobKind::Range { before, after, .. } => (Some(before.as_str()), Some(after.as_str())),
-        JobKind::PullRequest { .. } => (None, None),
-    };
-    let (run_id, run_attempt, pull_number, merge_sha) = match &job.kind {
-        JobKind::Range {
-            run_id,
-            run_attempt,
-            ..
-        } => (*run_id, *run_attempt, None, None),
-        JobKind::PullRequest { number, merge_sha } => (
-            None,
-            None,
-            Some(number.get() as i64),
-            Some(merge_sha.as_str()),
-        ),
-    };
-    let created_detail = format!("{} job from {} as {identity}", job.kind.name(), job.origin);
-    let coalesced_detail = after.map(|after| format!("range extended to ..{after} by {identity}"));
+    let Stored {
+        before,
+        after,
+        run_id,
+        run_attempt,
+        pull_number,
+        merge_sha,
+        created_detail,
+        coalesced_detail,
+    } = new;
     // `probe`: what the lookup found, then `target`, the job a new or
     // coalesced enqueue writes its identity, delivery and event rows for.
     // The probe row lives in the writer's transaction: a failed batch rolls
@@ -281,7 +340,7 @@ async fn store(
     ))
     // the lookup
     .bind(delivery_id)
-    .bind(&identity)
+    .bind(identity)
     .bind(&job.source)
     .bind(&job.destination)
     .bind(before)
@@ -310,7 +369,7 @@ async fn store(
     .bind(now)
     .bind(&job.actor)
     // job_identities
-    .bind(&identity)
+    .bind(identity)
     .bind(now)
     // deliveries
     .bind(delivery_id)
@@ -319,8 +378,8 @@ async fn store(
     // job_events
     .bind(now)
     .bind(&job.actor)
-    .bind(&created_detail)
-    .bind(&coalesced_detail)
+    .bind(created_detail)
+    .bind(coalesced_detail)
     .fetch_all(&mut *conn)
     .await?;
     let row = rows.first().ok_or_else(|| {
@@ -328,7 +387,7 @@ async fn store(
             "the enqueue found no job to extend or to answer with".into(),
         ))
     })?;
-    let job = super::rows::job_from_row(row)?;
+    let job = <JobRow as sqlx::FromRow<_>>::from_row(row)?.into_job()?;
     let disposition = match row.try_get::<&str, _>("disposition")? {
         "duplicate" => Disposition::Duplicate,
         "coalesced" => Disposition::Coalesced { into: job.id },
@@ -339,6 +398,160 @@ async fn store(
             ))));
         }
     };
+    Ok(Enqueued { job, disposition })
+}
+
+/// [`store`] on PostgreSQL: the same lookup and the same rows as on SQLite,
+/// one statement at a time.
+///
+/// Enqueues that could find or create the same rows wait for each other on
+/// transaction-scoped advisory locks: one per delivery id, then one per
+/// source (identities and coalescing never cross sources), always taken in
+/// that order, so two enqueues never wait for each other in a cycle. Claims
+/// take no such lock: a queued job found to extend may be claimed before the
+/// extension locks it, and then the range becomes a job of its own.
+#[allow(clippy::too_many_arguments)]
+async fn store_postgres(
+    conn: &mut sqlx::PgConnection,
+    job: &NewJob,
+    new: &Stored<'_>,
+    delivery_id: Option<&str>,
+    identity: &str,
+    now: i64,
+    max_attempts: i64,
+) -> Result<Enqueued, QueueError> {
+    const LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
+    if let Some(delivery_id) = delivery_id {
+        sqlx::query(LOCK)
+            .bind(format!("teammem delivery {delivery_id}"))
+            .execute(&mut *conn)
+            .await?;
+    }
+    sqlx::query(LOCK)
+        .bind(format!("teammem source {}", job.source))
+        .execute(&mut *conn)
+        .await?;
+    let (by_delivery, by_identity, extendable): (Option<i64>, Option<i64>, Option<i64>) =
+        sqlx::query_as(
+            "SELECT (SELECT job_id FROM deliveries WHERE delivery_id = $1), \
+                    (SELECT job_id FROM job_identities WHERE identity = $2), \
+                    (SELECT id FROM jobs WHERE state = 'queued' AND kind = 'range' \
+                     AND source = $3 AND destination = $4 AND push_after = $5 \
+                     ORDER BY id LIMIT 1)",
+        )
+        .bind(delivery_id)
+        .bind(identity)
+        .bind(&job.source)
+        .bind(&job.destination)
+        .bind(new.before)
+        .fetch_one(&mut *conn)
+        .await?;
+    if let Some(existing) = by_delivery.or(by_identity) {
+        if by_delivery.is_none()
+            && let Some(delivery_id) = delivery_id
+        {
+            sqlx::query(
+                "INSERT INTO deliveries (delivery_id, job_id, received_at) VALUES ($1, $2, $3)",
+            )
+            .bind(delivery_id)
+            .bind(existing)
+            .bind(now)
+            .execute(&mut *conn)
+            .await?;
+        }
+        return answer_with(conn, existing, Disposition::Duplicate).await;
+    }
+    let mut coalesced_into = None;
+    if let Some(extendable) = extendable {
+        let extended = sqlx::query(
+            "UPDATE jobs SET push_after = $1, coalesced_count = coalesced_count + 1, \
+             updated_at = $2 WHERE id = $3 AND state = 'queued'",
+        )
+        .bind(new.after)
+        .bind(now)
+        .bind(extendable)
+        .execute(&mut *conn)
+        .await?;
+        if extended.rows_affected() == 1 {
+            coalesced_into = Some(extendable);
+        }
+    }
+    let target = match coalesced_into {
+        Some(id) => id,
+        None => {
+            sqlx::query_scalar(
+                "INSERT INTO jobs (source, destination, origin, kind, push_before, push_after, \
+                 run_id, run_attempt, pull_number, merge_sha, state, attempts, max_attempts, \
+                 run_after, created_at, updated_at, actor) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'queued', 0, $11, $12, $12, $12, $13) \
+                 RETURNING id",
+            )
+            .bind(&job.source)
+            .bind(&job.destination)
+            .bind(job.origin.as_str())
+            .bind(job.kind.name().as_str())
+            .bind(new.before)
+            .bind(new.after)
+            .bind(new.run_id)
+            .bind(new.run_attempt)
+            .bind(new.pull_number)
+            .bind(new.merge_sha)
+            .bind(max_attempts)
+            .bind(now)
+            .bind(&job.actor)
+            .fetch_one(&mut *conn)
+            .await?
+        }
+    };
+    sqlx::query("INSERT INTO job_identities (identity, job_id, created_at) VALUES ($1, $2, $3)")
+        .bind(identity)
+        .bind(target)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    if let Some(delivery_id) = delivery_id {
+        sqlx::query(
+            "INSERT INTO deliveries (delivery_id, job_id, received_at) VALUES ($1, $2, $3)",
+        )
+        .bind(delivery_id)
+        .bind(target)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    }
+    let (event, detail) = match coalesced_into {
+        Some(_) => ("coalesced", new.coalesced_detail.as_deref()),
+        None => ("enqueued", Some(new.created_detail.as_str())),
+    };
+    super::rows::insert_event(
+        &mut Conn::Postgres(conn),
+        target,
+        now,
+        &job.actor,
+        event,
+        detail,
+    )
+    .await?;
+    let disposition = match coalesced_into {
+        Some(into) => Disposition::Coalesced { into },
+        None => Disposition::Created,
+    };
+    answer_with(conn, target, disposition).await
+}
+
+/// The stored job `id` as the answer of an enqueue.
+async fn answer_with(
+    conn: &mut sqlx::PgConnection,
+    id: i64,
+    disposition: Disposition,
+) -> Result<Enqueued, QueueError> {
+    let job = super::rows::fetch_job(&mut Conn::Postgres(conn), id)
+        .await?
+        .ok_or_else(|| {
+            QueueError::Database(sqlx::Error::Protocol(format!(
+                "the enqueue lost job {id} inside its own transaction"
+            )))
+        })?;
     Ok(Enqueued { job, disposition })
 }
 

@@ -11,8 +11,9 @@
 use super::clock::duration_ms;
 use super::model::{Completion, Job, JobKindName, JobState, Lease};
 use super::retry_policy::backoff;
-use super::rows::{insert_event, job_columns, job_from_row};
+use super::rows::{JobRow, insert_event, job_columns};
 use super::{Counters, Queue, QueueError};
+use crate::db::{Conn, on_conn};
 
 impl Queue {
     /// Extends the lease to `now + settings.lease`; returns the new deadline
@@ -23,19 +24,22 @@ impl Queue {
         let lease = lease.clone();
         // No event goes with it: heartbeats are not transitions and would
         // flood the audit trail.
-        self.write(move |conn| {
+        self.write(move |mut conn: Conn<'_>| {
             Box::pin(async move {
-                let updated = sqlx::query(
-                    "UPDATE jobs SET lease_until = $1, updated_at = $2 \
+                let updated = on_conn!(&mut conn, |c| {
+                    sqlx::query(
+                        "UPDATE jobs SET lease_until = $1, updated_at = $2 \
                      WHERE id = $3 AND state = 'running' AND lease_token = $4",
-                )
-                .bind(until)
-                .bind(now)
-                .bind(lease.job_id)
-                .bind(&lease.token)
-                .execute(conn)
-                .await?;
-                if updated.rows_affected() != 1 {
+                    )
+                    .bind(until)
+                    .bind(now)
+                    .bind(lease.job_id)
+                    .bind(&lease.token)
+                    .execute(c)
+                    .await?
+                    .rows_affected()
+                });
+                if updated != 1 {
                     return Err(QueueError::LeaseLost { id: lease.job_id });
                 }
                 Ok(until)
@@ -64,30 +68,32 @@ impl Queue {
         };
         let lease = lease.clone();
         let job = self
-            .write(move |conn| {
+            .write(move |mut conn: Conn<'_>| {
                 Box::pin(async move {
-                    let row = sqlx::query(concat!(
-                        "UPDATE jobs SET state = $1, receipt = $2, last_error = $3, \
+                    let row: Option<JobRow> = on_conn!(&mut conn, |c| {
+                        sqlx::query_as(concat!(
+                            "UPDATE jobs SET state = $1, receipt = $2, last_error = $3, \
                          finished_at = $4, updated_at = $4, lease_token = NULL, lease_until = NULL \
                          WHERE id = $5 AND state = 'running' AND lease_token = $6 \
                          RETURNING ",
-                        job_columns!()
-                    ))
-                    .bind(state.as_str())
-                    .bind(receipt)
-                    .bind(last_error)
-                    .bind(now)
-                    .bind(lease.job_id)
-                    .bind(&lease.token)
-                    .fetch_optional(&mut *conn)
-                    .await?;
+                            job_columns!()
+                        ))
+                        .bind(state.as_str())
+                        .bind(receipt)
+                        .bind(last_error)
+                        .bind(now)
+                        .bind(lease.job_id)
+                        .bind(&lease.token)
+                        .fetch_optional(c)
+                        .await?
+                    });
                     let Some(row) = row else {
                         return Err(QueueError::LeaseLost { id: lease.job_id });
                     };
-                    let job = job_from_row(&row)?;
+                    let job = row.into_job()?;
                     let actor = job.lease_owner.clone().unwrap_or_else(|| "worker".into());
                     insert_event(
-                        &mut *conn,
+                        &mut conn,
                         job.id,
                         now,
                         &actor,
@@ -103,8 +109,14 @@ impl Queue {
                         && job.kind == JobKindName::Range
                         && let Some(after) = &job.push_after
                     {
-                        super::cursors::store_cursor(conn, &job.source, after, Some(job.id), now)
-                            .await?;
+                        super::cursors::store_cursor(
+                            &mut conn,
+                            &job.source,
+                            after,
+                            Some(job.id),
+                            now,
+                        )
+                        .await?;
                     }
                     Ok(job)
                 })
@@ -144,16 +156,18 @@ impl Queue {
         // thread-local generator across an await.
         let jitter_seed: u64 = rand::random();
         let (state, retry) = self
-            .write(move |conn| {
+            .write(move |mut conn: Conn<'_>| {
                 Box::pin(async move {
-                    let held: Option<(i64, i64, Option<String>)> = sqlx::query_as(
-                        "SELECT attempts, max_attempts, lease_owner FROM jobs \
+                    let held: Option<(i64, i64, Option<String>)> = on_conn!(&mut conn, |c| {
+                        sqlx::query_as(
+                            "SELECT attempts, max_attempts, lease_owner FROM jobs \
                          WHERE id = $1 AND state = 'running' AND lease_token = $2",
-                    )
-                    .bind(lease.job_id)
-                    .bind(&lease.token)
-                    .fetch_optional(&mut *conn)
-                    .await?;
+                        )
+                        .bind(lease.job_id)
+                        .bind(&lease.token)
+                        .fetch_optional(c)
+                        .await?
+                    });
                     let Some((attempts, max_attempts, owner)) = held else {
                         return Err(QueueError::LeaseLost { id: lease.job_id });
                     };
@@ -186,26 +200,30 @@ impl Queue {
                         ((JobState::Failed, now, Some(now)), "failed", detail)
                     };
                     let (state, run_after, finished_at) = next;
-                    let updated = sqlx::query(
-                        "UPDATE jobs SET state = $1, run_after = $2, finished_at = $3, \
+                    let updated = on_conn!(&mut conn, |c| {
+                        sqlx::query(
+                            "UPDATE jobs SET state = $1, run_after = $2, finished_at = $3, \
                          last_error = $4, updated_at = $5, lease_token = NULL, lease_until = NULL, \
                          receipt = COALESCE($8, receipt) \
                          WHERE id = $6 AND state = 'running' AND lease_token = $7",
-                    )
-                    .bind(state.as_str())
-                    .bind(run_after)
-                    .bind(finished_at)
-                    .bind(&reason)
-                    .bind(now)
-                    .bind(lease.job_id)
-                    .bind(&lease.token)
-                    .bind(&receipt)
-                    .execute(&mut *conn)
-                    .await?;
-                    if updated.rows_affected() != 1 {
+                        )
+                        .bind(state.as_str())
+                        .bind(run_after)
+                        .bind(finished_at)
+                        .bind(&reason)
+                        .bind(now)
+                        .bind(lease.job_id)
+                        .bind(&lease.token)
+                        .bind(&receipt)
+                        .execute(c)
+                        .await?
+                        .rows_affected()
+                    });
+                    if updated != 1 {
                         return Err(QueueError::LeaseLost { id: lease.job_id });
                     }
-                    insert_event(conn, lease.job_id, now, &actor, event, Some(&detail)).await?;
+                    insert_event(&mut conn, lease.job_id, now, &actor, event, Some(&detail))
+                        .await?;
                     Ok((state, retry))
                 })
             })
@@ -223,10 +241,11 @@ impl Queue {
     pub async fn release(&self, lease: &Lease) -> Result<(), QueueError> {
         let now = self.now_ms();
         let lease = lease.clone();
-        self.write(move |conn| {
+        self.write(move |mut conn: Conn<'_>| {
             Box::pin(async move {
-                let owner: Option<Option<String>> = sqlx::query_scalar(
-                    "UPDATE jobs SET state = 'queued', attempts = MAX(attempts - 1, 0), \
+                let owner: Option<Option<String>> = on_conn!(&mut conn, |c| {
+sqlx::query_scalar(
+                    "UPDATE jobs SET state = 'queued', attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END, \
                      run_after = $1, updated_at = $1, lease_token = NULL, lease_until = NULL \
                      WHERE id = $2 AND state = 'running' AND lease_token = $3 \
                      RETURNING lease_owner",
@@ -234,14 +253,14 @@ impl Queue {
                 .bind(now)
                 .bind(lease.job_id)
                 .bind(&lease.token)
-                .fetch_optional(&mut *conn)
-                .await?;
+                .fetch_optional(c)
+                .await?
+});
                 let Some(owner) = owner else {
                     return Err(QueueError::LeaseLost { id: lease.job_id });
                 };
                 let actor = owner.unwrap_or_else(|| "worker".into());
-                insert_event(
-                    conn,
+                insert_event(&mut conn,
                     lease.job_id,
                     now,
                     &actor,

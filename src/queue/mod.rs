@@ -1,19 +1,24 @@
 //! The durable job queue: the only module with SQL about jobs.
 //!
-//! A [`Queue`] is a cheap, cloneable handle over the SQLite pool, an injected
-//! [`Clock`] and in-process counters. The job states and their transitions
-//! are documented on [`JobState`] in `model.rs`.
+//! A [`Queue`] is a cheap, cloneable handle over the database (SQLite or
+//! PostgreSQL, see [`crate::db::Pool`]), an injected [`Clock`] and in-process
+//! counters. The job states and their transitions are documented on
+//! [`JobState`] in `model.rs`. Both backends run the same statements and have
+//! the same semantics; where their SQL differs, the statement picks by
+//! [`crate::db::Dialect`] next to the other.
 //!
-//! Invariants kept by every function in this module:
+//! Invariants kept by every function in this module, on either backend:
 //! - every state change is one guarded statement (`... WHERE id = ? AND
 //!   state = ... [AND lease_token = ?]`) whose `rows_affected` (or `RETURNING`
-//!   row) is checked, run in a `BEGIN IMMEDIATE` transaction together with the
-//!   `job_events` row that records it;
+//!   row) is checked, run in one transaction together with the `job_events`
+//!   row that records it (on SQLite a `BEGIN IMMEDIATE` batch of the writer
+//!   task, see `group_commit.rs`; on PostgreSQL a transaction of its own);
 //! - worker writes (heartbeat, complete, fail, release) are fenced by the
 //!   lease token handed out at claim, so a worker that lost its lease cannot
 //!   change the job;
-//! - at most one job per wiki destination is `running` (the claim skips busy
-//!   destinations; a partial unique index backs it);
+//! - at most one job per wiki destination is `running`, across every node
+//!   sharing the database (the claim skips busy destinations; a partial
+//!   unique index enforces it);
 //! - bad input and refused transitions change nothing.
 
 mod claim;
@@ -40,7 +45,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
-use sqlx::SqlitePool;
+use sqlx::postgres::PgPool;
+
+use crate::db::{Conn, Pool, on_pool};
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use enqueue::identity_key;
@@ -105,6 +112,17 @@ pub enum QueueError {
     Database(#[from] sqlx::Error),
     #[error("queue write not committed: {0}; check that the database is reachable and retry")]
     CommitFailed(String),
+}
+
+/// True when `error` is the database refusing a write that would break the
+/// unique index (or constraint) `constraint`.
+fn violates(error: &QueueError, constraint: &str) -> bool {
+    match error {
+        QueueError::Database(sqlx::Error::Database(refusal)) => {
+            refusal.is_unique_violation() && refusal.constraint() == Some(constraint)
+        }
+        _ => false,
+    }
 }
 
 fn transition_hint(action: &str) -> &'static str {
@@ -202,16 +220,29 @@ impl Counters {
 /// and counters.
 #[derive(Debug, Clone)]
 pub struct Queue {
-    pool: SqlitePool,
+    pool: Pool,
     clock: Arc<dyn Clock>,
     settings: QueueSettings,
     counters: Arc<Counters>,
+    writes: Writes,
+}
+
+/// How a backend runs the queue's writes.
+#[derive(Debug, Clone)]
+enum Writes {
     /// Every write of this process goes through one writer task that
     /// commits waiting writes together (see `group_commit.rs`). SQLite
     /// admits one writer at a time anyway; this replaces its busy-handler
     /// polling with a FIFO and pays one fsync per batch, not per write.
     /// Other processes (the CLI) still meet the busy timeout.
-    writes: Arc<group_commit::GroupCommit>,
+    Grouped(Arc<group_commit::GroupCommit>),
+    /// Each write is a transaction of its own on a pooled connection, run
+    /// on a task of its own (a caller that goes away does not cut it short).
+    /// Concurrent writers, on this node or another, are kept apart by row
+    /// locks and the guards of each statement, by `FOR UPDATE SKIP LOCKED`
+    /// in the claim, and by advisory locks where a write must first look
+    /// something up (enqueue); see each operation.
+    Postgres(PgPool),
 }
 
 impl QueueSettings {
@@ -228,15 +259,22 @@ impl QueueSettings {
 }
 
 impl Queue {
-    /// A queue over a migrated pool (see `db::migrate`).
-    pub fn new(pool: SqlitePool, clock: Arc<dyn Clock>, settings: QueueSettings) -> Self {
+    /// A queue over a migrated pool of either backend (see `db::migrate`).
+    pub fn new(pool: impl Into<Pool>, clock: Arc<dyn Clock>, settings: QueueSettings) -> Self {
+        let pool = pool.into();
         let settings = QueueSettings {
             max_attempts: settings.max_attempts.max(1),
             delivery_retention: settings.delivery_retention.max(MIN_DELIVERY_RETENTION),
             ..settings
         };
+        let writes = match &pool {
+            Pool::Sqlite(sqlite) => {
+                Writes::Grouped(Arc::new(group_commit::GroupCommit::new(sqlite.clone())))
+            }
+            Pool::Postgres(postgres) => Writes::Postgres(postgres.clone()),
+        };
         Self {
-            writes: Arc::new(group_commit::GroupCommit::new(pool.clone())),
+            writes,
             pool,
             clock,
             settings,
@@ -246,7 +284,7 @@ impl Queue {
 
     /// The queue of a configuration (`[queue]`), on a migrated pool, with the
     /// system clock.
-    pub fn from_config(config: &crate::config::Config, pool: SqlitePool) -> Self {
+    pub fn from_config(config: &crate::config::Config, pool: impl Into<Pool>) -> Self {
         Queue::new(pool, Arc::new(SystemClock), QueueSettings::of(config))
     }
 
@@ -256,7 +294,7 @@ impl Queue {
     }
 
     /// The pool, for `db::ping` and readiness checks.
-    pub fn pool(&self) -> &SqlitePool {
+    pub fn pool(&self) -> &Pool {
         &self.pool
     }
 
@@ -267,7 +305,10 @@ impl Queue {
 
     /// Counters since this process started.
     pub fn stats(&self) -> QueueStats {
-        let (commits, writes) = self.writes.committed();
+        let (commits, writes) = match &self.writes {
+            Writes::Grouped(group) => group.committed(),
+            Writes::Postgres(_) => (0, 0),
+        };
         QueueStats {
             commits,
             writes,
@@ -277,10 +318,11 @@ impl Queue {
 
     /// The number of jobs in each state (every state present, zeros included).
     pub async fn counts_by_state(&self) -> Result<BTreeMap<JobState, u64>, QueueError> {
-        let rows: Vec<(String, i64)> =
+        let rows: Vec<(String, i64)> = on_pool!(&self.pool, |pool| {
             sqlx::query_as("SELECT state, COUNT(*) FROM jobs GROUP BY state")
-                .fetch_all(&self.pool)
-                .await?;
+                .fetch_all(pool)
+                .await?
+        });
         let mut counts: BTreeMap<JobState, u64> =
             JobState::ALL.into_iter().map(|state| (state, 0)).collect();
         for (state, count) in rows {
@@ -290,30 +332,67 @@ impl Queue {
         Ok(counts)
     }
 
-    /// Runs `write` in the writer task's next batch, inside a transaction
-    /// that holds SQLite's write lock, and answers once it is durable (see
-    /// `group_commit.rs`). An `Err` from `write` rolls back its changes only.
+    /// Runs `write` in one transaction and answers once it is durable: on
+    /// SQLite in the writer task's next batch, holding SQLite's write lock
+    /// (see `group_commit.rs`); on PostgreSQL in a transaction of its own. An
+    /// `Err` from `write` rolls back its changes only.
     async fn write<T, F>(&self, write: F) -> Result<T, QueueError>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(&'c mut sqlx::SqliteConnection) -> group_commit::WriteFuture<'c, T>
-            + Send
-            + 'static,
+        F: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, T> + Send + 'static,
     {
-        self.writes.run(group_commit::Undo::Alone, write).await
+        self.write_with(group_commit::Undo::Alone, write).await
     }
 
     /// [`Queue::write`] for a write that fails only when the database does:
-    /// it runs without a savepoint of its own, and its failure fails its
-    /// whole batch (every caller hears it, nothing of the batch is kept).
+    /// on SQLite it runs without a savepoint of its own, and its failure
+    /// fails its whole batch (every caller hears it, nothing of the batch is
+    /// kept).
     async fn write_undone_with_batch<T, F>(&self, write: F) -> Result<T, QueueError>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(&'c mut sqlx::SqliteConnection) -> group_commit::WriteFuture<'c, T>
-            + Send
-            + 'static,
+        F: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, T> + Send + 'static,
     {
-        self.writes.run(group_commit::Undo::WithBatch, write).await
+        self.write_with(group_commit::Undo::WithBatch, write).await
+    }
+
+    async fn write_with<T, F>(&self, undo: group_commit::Undo, write: F) -> Result<T, QueueError>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, T> + Send + 'static,
+    {
+        match &self.writes {
+            Writes::Grouped(group) => {
+                group
+                    .run(undo, move |conn: &mut sqlx::SqliteConnection| {
+                        write(Conn::Sqlite(conn))
+                    })
+                    .await
+            }
+            Writes::Postgres(pool) => {
+                let pool = pool.clone();
+                tokio::spawn(async move {
+                    let mut tx = pool.begin().await?;
+                    let answer = write(Conn::Postgres(&mut tx)).await;
+                    match answer {
+                        Ok(answer) => {
+                            tx.commit()
+                                .await
+                                .map_err(|e| QueueError::CommitFailed(e.to_string()))?;
+                            Ok(answer)
+                        }
+                        Err(refused) => {
+                            // Dropping the transaction would roll back too;
+                            // waiting for it keeps the connection reusable.
+                            let _ = tx.rollback().await;
+                            Err(refused)
+                        }
+                    }
+                })
+                .await
+                .map_err(|e| QueueError::CommitFailed(format!("the write's task ended: {e}")))?
+            }
+        }
     }
 
     fn lease_ms(&self) -> i64 {

@@ -9,8 +9,9 @@
 use std::collections::HashMap;
 
 use super::model::{Job, SourceCursor};
-use super::rows::{job_columns, job_from_row};
+use super::rows::{JobRow, job_columns};
 use super::{Queue, QueueError};
+use crate::db::on_pool;
 use crate::ids::Sha;
 
 /// The queue's side of every source's freshness.
@@ -43,13 +44,15 @@ impl Queue {
         since: i64,
         allowed: Option<&[String]>,
     ) -> Result<Vec<Finished>, QueueError> {
-        let rows: Vec<(String, i64, String, Option<i64>)> = sqlx::query_as(
-            "SELECT source, finished_at, state, started_at FROM jobs \
-             WHERE finished_at IS NOT NULL AND finished_at >= $1 ORDER BY finished_at",
-        )
-        .bind(since)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows: Vec<(String, i64, String, Option<i64>)> = on_pool!(&self.pool, |pool| {
+            sqlx::query_as(
+                "SELECT source, finished_at, state, started_at FROM jobs \
+                 WHERE finished_at IS NOT NULL AND finished_at >= $1 ORDER BY finished_at",
+            )
+            .bind(since)
+            .fetch_all(pool)
+            .await?
+        });
         rows.into_iter()
             .filter(|(source, ..)| {
                 allowed.is_none_or(|allowed| allowed.iter().any(|a| a.eq_ignore_ascii_case(source)))
@@ -66,32 +69,35 @@ impl Queue {
 
     /// Every source's cursor, jobs in flight, last job and last failure.
     pub async fn overview(&self) -> Result<Overview, QueueError> {
-        let mut conn = self.pool.acquire().await?;
-        let cursors: Vec<(String, String, Option<i64>, i64)> =
-            sqlx::query_as("SELECT source, sha, job_id, updated_at FROM source_cursors")
-                .fetch_all(&mut *conn)
-                .await?;
-        let counts: Vec<(String, String, i64)> = sqlx::query_as(
-            "SELECT destination, state, COUNT(*) FROM jobs \
-             WHERE state IN ('queued', 'running') GROUP BY destination, state",
-        )
-        .fetch_all(&mut *conn)
-        .await?;
-        let last_jobs = sqlx::query(concat!(
-            "SELECT ",
-            job_columns!(),
-            " FROM jobs WHERE id IN (SELECT MAX(id) FROM jobs GROUP BY source)"
-        ))
-        .fetch_all(&mut *conn)
-        .await?;
-        let last_failures = sqlx::query(concat!(
-            "SELECT ",
-            job_columns!(),
-            " FROM jobs WHERE id IN (SELECT MAX(id) FROM jobs \
-             WHERE state IN ('failed', 'rejected') GROUP BY source)"
-        ))
-        .fetch_all(&mut *conn)
-        .await?;
+        let (cursors, counts, last_jobs, last_failures) = on_pool!(&self.pool, |pool| {
+            let mut conn = pool.acquire().await?;
+            let cursors: Vec<(String, String, Option<i64>, i64)> =
+                sqlx::query_as("SELECT source, sha, job_id, updated_at FROM source_cursors")
+                    .fetch_all(&mut *conn)
+                    .await?;
+            let counts: Vec<(String, String, i64)> = sqlx::query_as(
+                "SELECT destination, state, COUNT(*) FROM jobs \
+                 WHERE state IN ('queued', 'running') GROUP BY destination, state",
+            )
+            .fetch_all(&mut *conn)
+            .await?;
+            let last_jobs: Vec<JobRow> = sqlx::query_as(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs WHERE id IN (SELECT MAX(id) FROM jobs GROUP BY source)"
+            ))
+            .fetch_all(&mut *conn)
+            .await?;
+            let last_failures: Vec<JobRow> = sqlx::query_as(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs WHERE id IN (SELECT MAX(id) FROM jobs \
+                 WHERE state IN ('failed', 'rejected') GROUP BY source)"
+            ))
+            .fetch_all(&mut *conn)
+            .await?;
+            (cursors, counts, last_jobs, last_failures)
+        });
 
         let mut overview = Overview::default();
         for (source, sha, job_id, updated_at) in cursors {
@@ -119,12 +125,12 @@ impl Queue {
                 entry.1 += count;
             }
         }
-        for row in &last_jobs {
-            let job = job_from_row(row)?;
+        for row in last_jobs {
+            let job = row.into_job()?;
             overview.last_job.insert(job.source.clone(), job);
         }
-        for row in &last_failures {
-            let job = job_from_row(row)?;
+        for row in last_failures {
+            let job = row.into_job()?;
             overview.last_failure.insert(job.source.clone(), job);
         }
         Ok(overview)

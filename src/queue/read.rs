@@ -8,8 +8,9 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use super::model::{Job, JobFilter, JobPage, MAX_PAGE_SIZE};
-use super::rows::{fetch_job, job_columns, job_from_row};
+use super::rows::{JobRow, fetch_job, job_columns, jobs_of};
 use super::{Queue, QueueError};
+use crate::db::{Conn, on_pool};
 
 const CURSOR_PREFIX: &str = "before:";
 
@@ -33,10 +34,11 @@ fn decode_cursor(cursor: &str) -> Result<i64, QueueError> {
 impl Queue {
     /// The job with this id, or `NotFound`.
     pub async fn get(&self, id: i64) -> Result<Job, QueueError> {
-        let mut conn = self.pool.acquire().await?;
-        fetch_job(&mut conn, id)
-            .await?
-            .ok_or(QueueError::NotFound { id })
+        let job = on_pool!(&self.pool, |pool| {
+            let mut conn = pool.acquire().await?;
+            fetch_job(&mut Conn::from(&mut *conn), id).await?
+        });
+        job.ok_or(QueueError::NotFound { id })
     }
 
     /// A page of jobs matching `filter`, newest first.
@@ -61,27 +63,39 @@ impl Queue {
                 reason: error.to_string(),
             })?;
         // One row more than asked tells whether another page exists.
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            job_columns!(),
-            " FROM jobs \
-             WHERE ($1 IS NULL OR source = $1) \
-               AND ($2 IS NULL OR source IN (SELECT value FROM json_each($2))) \
-               AND ($3 IS NULL OR state = $3) \
-               AND ($4 IS NULL OR id < $4) \
-             ORDER BY id DESC LIMIT $5"
-        ))
-        .bind(filter.repository.as_deref())
-        .bind(allowed)
-        .bind(filter.state.map(|state| state.as_str()))
-        .bind(before_id)
-        .bind(i64::from(filter.limit) + 1)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut jobs = rows
-            .iter()
-            .map(job_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
+        let rows: Vec<JobRow> = on_pool!(&self.pool, |pool, dialect| {
+            sqlx::query_as(dialect.pick(
+                concat!(
+                    "SELECT ",
+                    job_columns!(),
+                    " FROM jobs \
+                     WHERE ($1 IS NULL OR source = $1) \
+                       AND ($2 IS NULL OR source IN (SELECT value FROM json_each($2))) \
+                       AND ($3 IS NULL OR state = $3) \
+                       AND ($4 IS NULL OR id < $4) \
+                     ORDER BY id DESC LIMIT $5"
+                ),
+                concat!(
+                    "SELECT ",
+                    job_columns!(),
+                    " FROM jobs \
+                     WHERE ($1::text IS NULL OR source = $1) \
+                       AND ($2::text IS NULL OR source IN \
+                            (SELECT json_array_elements_text($2::json))) \
+                       AND ($3::text IS NULL OR state = $3) \
+                       AND ($4::bigint IS NULL OR id < $4) \
+                     ORDER BY id DESC LIMIT $5"
+                ),
+            ))
+            .bind(filter.repository.as_deref())
+            .bind(&allowed)
+            .bind(filter.state.map(|state| state.as_str()))
+            .bind(before_id)
+            .bind(i64::from(filter.limit) + 1)
+            .fetch_all(pool)
+            .await?
+        });
+        let mut jobs = jobs_of(rows)?;
         let more = jobs.len() > filter.limit as usize;
         jobs.truncate(filter.limit as usize);
         let next_cursor = if more {

@@ -11,6 +11,7 @@ use super::model::JobState;
 use super::retry_policy::backoff;
 use super::rows::insert_event;
 use super::{Queue, QueueError};
+use crate::db::{Conn, on_conn};
 
 /// Actor recorded on the events the rescuer writes.
 pub const RESCUER: &str = "rescuer";
@@ -24,17 +25,19 @@ impl Queue {
         // the thread-local generator across an await.
         let jitter_seed: u64 = rand::random();
         let (moved, failed) = self
-            .write(move |conn| {
+            .write(move |mut conn: Conn<'_>| {
                 Box::pin(async move {
                     let mut jitter =
                         <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(jitter_seed);
-                    let expired: Vec<(i64, String, i64, i64, Option<String>)> = sqlx::query_as(
+                    let expired: Vec<(i64, String, i64, i64, Option<String>)> = on_conn!(&mut conn, |c| {
+sqlx::query_as(
                         "SELECT id, lease_token, attempts, max_attempts, lease_owner FROM jobs \
                          WHERE state = 'running' AND lease_until <= $1 ORDER BY id",
                     )
                     .bind(now)
-                    .fetch_all(&mut *conn)
-                    .await?;
+                    .fetch_all(c)
+                    .await?
+});
                     let mut moved = 0u64;
                     let mut failed = 0u64;
                     for (id, token, attempts, max_attempts, owner) in expired {
@@ -59,7 +62,8 @@ impl Queue {
                                 detail,
                             )
                         };
-                        let updated = sqlx::query(
+                        let updated = on_conn!(&mut conn, |c| {
+sqlx::query(
                             "UPDATE jobs SET state = $1, run_after = $2, finished_at = $3, \
                              last_error = $4, updated_at = $5, lease_token = NULL, lease_until = NULL \
                              WHERE id = $6 AND state = 'running' AND lease_token = $7",
@@ -71,13 +75,15 @@ impl Queue {
                         .bind(now)
                         .bind(id)
                         .bind(&token)
-                        .execute(&mut *conn)
-                        .await?;
-                        if updated.rows_affected() != 1 {
+                        .execute(c)
+                        .await?
+                        .rows_affected()
+});
+                        if updated != 1 {
                             continue;
                         }
                         let event = if exhausted { "failed" } else { "lease_expired" };
-                        insert_event(&mut *conn, id, now, RESCUER, event, Some(&detail)).await?;
+                        insert_event(&mut conn, id, now, RESCUER, event, Some(&detail)).await?;
                         moved += 1;
                         failed += u64::from(exhausted);
                     }

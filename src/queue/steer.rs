@@ -10,8 +10,9 @@
 //! `LeaseLost`.
 
 use super::model::{Job, JobState};
-use super::rows::{insert_event, job_columns, job_from_row};
+use super::rows::{JobRow, insert_event, job_columns};
 use super::{Counters, Queue, QueueError};
+use crate::db::{Conn, on_conn};
 
 /// What a maintainer asks of one job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,7 +84,9 @@ impl Queue {
         let now = self.now_ms();
         let actor = actor.to_string();
         let job = self
-            .write(move |conn| Box::pin(steer_in(conn, id, now, actor, steering)))
+            .write(move |mut conn: Conn<'_>| {
+                Box::pin(async move { steer_in(&mut conn, id, now, actor, steering).await })
+            })
             .await?;
         match steering {
             Steering::Cancel => self.counters.bump_finished(JobState::Cancelled),
@@ -105,13 +108,13 @@ impl Queue {
 
 /// The steering's read, guarded UPDATE and event, inside one write.
 async fn steer_in(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut Conn<'_>,
     id: i64,
     now: i64,
     actor: String,
     steering: Steering,
 ) -> Result<Job, QueueError> {
-    let (from, owner) = current_state(&mut *conn, id).await?;
+    let (from, owner) = current_state(conn, id).await?;
     if !steering.allowed_from(from) {
         return Err(QueueError::InvalidTransition {
             id,
@@ -119,32 +122,39 @@ async fn steer_in(
             action: steering.action(),
         });
     }
-    let row = sqlx::query(steering.update_sql())
-        .bind(now)
-        .bind(id)
-        .bind(from.as_str())
-        .fetch_optional(&mut *conn)
-        .await?;
-    // The write lock has been held since the read, so the guard matches.
+    let row: Option<JobRow> = on_conn!(conn, |c| {
+        sqlx::query_as(steering.update_sql())
+            .bind(now)
+            .bind(id)
+            .bind(from.as_str())
+            .fetch_optional(c)
+            .await?
+    });
+    // The job has been locked since the read (SQLite's write lock, or the
+    // row lock of `FOR UPDATE`), so the guard matches.
     let Some(row) = row else {
         return Err(QueueError::NotFound { id });
     };
-    let job = job_from_row(&row)?;
+    let job = row.into_job()?;
     let (event, detail) = steering.event(from, owner.as_deref());
-    insert_event(&mut *conn, id, now, &actor, event, Some(&detail)).await?;
+    insert_event(conn, id, now, &actor, event, Some(&detail)).await?;
     Ok(job)
 }
 
 /// The state and lease owner of job `id`, or `NotFound`.
 async fn current_state(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut Conn<'_>,
     id: i64,
 ) -> Result<(JobState, Option<String>), QueueError> {
-    let row: Option<(String, Option<String>)> =
-        sqlx::query_as("SELECT state, lease_owner FROM jobs WHERE id = $1")
-            .bind(id)
-            .fetch_optional(conn)
-            .await?;
+    let row: Option<(String, Option<String>)> = on_conn!(conn, |c, dialect| {
+        sqlx::query_as(dialect.pick(
+            "SELECT state, lease_owner FROM jobs WHERE id = $1",
+            "SELECT state, lease_owner FROM jobs WHERE id = $1 FOR UPDATE",
+        ))
+        .bind(id)
+        .fetch_optional(c)
+        .await?
+    });
     let (state, owner) = row.ok_or(QueueError::NotFound { id })?;
     Ok((super::rows::parse_state(&state)?, owner))
 }

@@ -23,9 +23,10 @@ struct Record {
     max_running_seen: HashMap<String, i64>,
 }
 
+queue_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_claimers_never_share_a_job_or_a_destination() {
-    let t = test_queue().await;
+async fn concurrent_claimers_never_share_a_job_or_a_destination(backend) {
+    let t = queue_on(backend).await;
     for n in 0..JOBS {
         let destination = format!("octo/wiki-{}", n % DESTINATIONS);
         t.queue
@@ -62,13 +63,15 @@ async fn concurrent_claimers_never_share_a_job_or_a_destination() {
                 // completing): another claim of the same destination inside
                 // that window shows up as a count above one.
                 let now_running = running[&destination].fetch_add(1, Ordering::SeqCst) + 1;
-                let in_database: i64 = sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM jobs WHERE destination = ?1 AND state = 'running'",
-                )
-                .bind(&destination)
-                .fetch_one(&pool)
-                .await
-                .unwrap();
+                let in_database: i64 = on_pool!(&pool, |pool| {
+                    sqlx::query_scalar(
+                        "SELECT COUNT(*) FROM jobs WHERE destination = $1 AND state = 'running'",
+                    )
+                    .bind(&destination)
+                    .fetch_one(pool)
+                    .await
+                    .unwrap()
+                });
                 {
                     let mut record = record.lock().unwrap();
                     record.claimed.push(claimed.job.id);
@@ -122,10 +125,12 @@ async fn concurrent_claimers_never_share_a_job_or_a_destination() {
     // Each job: enqueued, claimed, succeeded.
     assert_eq!(count(&t.pool, "job_events").await, 3 * JOBS as i64);
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn claim_takes_due_jobs_oldest_first_and_skips_busy_destinations() {
-    let t = test_queue().await;
+async fn claim_takes_due_jobs_oldest_first_and_skips_busy_destinations(backend) {
+    let t = queue_on(backend).await;
     assert!(t.queue.claim("w").await.unwrap().is_none(), "empty queue");
 
     let a1 = t
@@ -165,10 +170,12 @@ async fn claim_takes_due_jobs_oldest_first_and_skips_busy_destinations() {
     let third = claim_one(&t.queue, "w3").await;
     assert_eq!(third.job.id, a2.job.id);
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn claim_waits_for_run_after() {
-    let t = test_queue().await;
+async fn claim_waits_for_run_after(backend) {
+    let t = queue_on(backend).await;
     let job = t
         .queue
         .enqueue(range("octo/app", 1, 2), None)
@@ -195,4 +202,5 @@ async fn claim_waits_for_run_after() {
     assert_eq!(again.job.id, job.job.id);
     assert_eq!(again.job.attempts, 2);
     assert_ne!(again.lease.token, claimed.lease.token, "fresh lease token");
+}
 }

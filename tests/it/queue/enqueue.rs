@@ -5,9 +5,10 @@ use teammem::queue::{Disposition, JobState, QueueError};
 
 use super::*;
 
+queue_test! {
 #[tokio::test]
-async fn duplicate_identity_returns_the_existing_job() {
-    let t = test_queue().await;
+async fn duplicate_identity_returns_the_existing_job(backend) {
+    let t = queue_on(backend).await;
     let first = t
         .queue
         .enqueue(dispatched("octo/app", 1, 2, 77, 1), Some("delivery-1"))
@@ -63,10 +64,12 @@ async fn duplicate_identity_returns_the_existing_job() {
     assert_eq!(count(&t.pool, "job_events").await, 3);
     assert_eq!(t.queue.stats().duplicates, 3);
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn known_delivery_id_returns_its_job_whatever_the_body() {
-    let t = test_queue().await;
+async fn known_delivery_id_returns_its_job_whatever_the_body(backend) {
+    let t = queue_on(backend).await;
     let first = t
         .queue
         .enqueue(dispatched("octo/app", 1, 2, 10, 1), Some("d-1"))
@@ -83,11 +86,13 @@ async fn known_delivery_id_returns_its_job_whatever_the_body() {
     assert_eq!(replay.job, first.job);
     assert_eq!(count(&t.pool, "jobs").await, 1);
 }
+}
 
 /// Enqueues that wait for the writer together commit in one batch, in
 /// arrival order, each seeing the ones before it as lone writes would. (On
 /// the test's single-threaded runtime all five wait before the writer task
 /// first runs.)
+/// (SQLite only: the batching of its writer task.)
 #[tokio::test]
 async fn enqueues_stored_together_see_each_other_in_arrival_order() {
     let t = test_queue().await;
@@ -136,6 +141,7 @@ async fn enqueues_stored_together_see_each_other_in_arrival_order() {
 
 /// Twenty-one enqueues waiting together commit in one batch, and each hears
 /// its own job, in arrival order.
+/// (SQLite only: the batching of its writer task.)
 #[tokio::test]
 async fn twenty_one_enqueues_stored_together_each_hear_their_own_job() {
     let t = test_queue().await;
@@ -163,9 +169,10 @@ async fn twenty_one_enqueues_stored_together_each_hear_their_own_job() {
     assert_eq!(after.writes - before.writes, 21);
 }
 
+queue_test! {
 #[tokio::test]
-async fn concurrent_enqueues_of_one_identity_create_one_job() {
-    let t = test_queue().await;
+async fn concurrent_enqueues_of_one_identity_create_one_job(backend) {
+    let t = queue_on(backend).await;
     let mut tasks = Vec::new();
     for n in 0..8 {
         let queue = t.queue.clone();
@@ -188,10 +195,12 @@ async fn concurrent_enqueues_of_one_identity_create_one_job() {
     assert_eq!(count(&t.pool, "jobs").await, 1);
     assert_eq!(count(&t.pool, "deliveries").await, 8);
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn contiguous_range_extends_a_queued_job() {
-    let t = test_queue().await;
+async fn contiguous_range_extends_a_queued_job(backend) {
+    let t = queue_on(backend).await;
     let first = t
         .queue
         .enqueue(dispatched("octo/app", 1, 2, 100, 1), Some("d-1"))
@@ -245,10 +254,12 @@ async fn contiguous_range_extends_a_queued_job() {
     assert_eq!(event_names(&events), ["enqueued", "coalesced", "coalesced"]);
     assert_eq!(t.queue.stats().coalesced, 2);
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn non_contiguous_range_is_a_new_job() {
-    let t = test_queue().await;
+async fn non_contiguous_range_is_a_new_job(backend) {
+    let t = queue_on(backend).await;
     let first = t
         .queue
         .enqueue(range("octo/app", 1, 2), None)
@@ -270,10 +281,12 @@ async fn non_contiguous_range_is_a_new_job() {
     assert_eq!(before.disposition, Disposition::Created);
     assert_eq!(t.queue.get(first.job.id).await.unwrap(), first.job);
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn range_never_coalesces_into_a_running_job() {
-    let t = test_queue().await;
+async fn range_never_coalesces_into_a_running_job(backend) {
+    let t = queue_on(backend).await;
     let first = t
         .queue
         .enqueue(range("octo/app", 1, 2), None)
@@ -293,10 +306,12 @@ async fn range_never_coalesces_into_a_running_job() {
     assert_eq!(running.push_after, Some(sha(2)), "a running range is fixed");
     assert_eq!(running.coalesced_count, 0);
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn range_never_coalesces_across_sources_destinations_or_with_pull_requests() {
-    let t = test_queue().await;
+async fn range_never_coalesces_across_sources_destinations_or_with_pull_requests(backend) {
+    let t = queue_on(backend).await;
     let first = t
         .queue
         .enqueue(range("octo/app", 1, 2), None)
@@ -325,10 +340,12 @@ async fn range_never_coalesces_across_sources_destinations_or_with_pull_requests
     assert_eq!(t.queue.get(first.job.id).await.unwrap(), first.job);
     assert_eq!(count(&t.pool, "jobs").await, 4);
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn bad_input_is_refused_and_writes_nothing() {
-    let t = test_queue().await;
+async fn bad_input_is_refused_and_writes_nothing(backend) {
+    let t = queue_on(backend).await;
     let mut no_owner = range("octo/app", 1, 2);
     no_owner.source = "octo".into();
     let empty_range = range("octo/app", 1, 1);
@@ -370,4 +387,5 @@ async fn bad_input_is_refused_and_writes_nothing() {
     for table in ["jobs", "job_events", "job_identities", "deliveries"] {
         assert_eq!(count(&t.pool, table).await, 0, "{table}");
     }
+}
 }

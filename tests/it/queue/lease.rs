@@ -5,9 +5,10 @@ use teammem::queue::{Completion, JobState, QueueError};
 
 use super::*;
 
+queue_test! {
 #[tokio::test]
-async fn heartbeat_keeps_a_lease_and_rescue_requeues_an_expired_one() {
-    let t = test_queue().await;
+async fn heartbeat_keeps_a_lease_and_rescue_requeues_an_expired_one(backend) {
+    let t = queue_on(backend).await;
     let job = t
         .queue
         .enqueue(range("octo/app", 1, 2), None)
@@ -43,10 +44,12 @@ async fn heartbeat_keeps_a_lease_and_rescue_requeues_an_expired_one() {
     // Nothing left to rescue.
     assert_eq!(t.queue.rescue_expired().await.unwrap(), 0);
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn stale_worker_is_fenced_after_rescue_and_reclaim() {
-    let t = test_queue().await;
+async fn stale_worker_is_fenced_after_rescue_and_reclaim(backend) {
+    let t = queue_on(backend).await;
     let job = t
         .queue
         .enqueue(range("octo/app", 1, 2), None)
@@ -107,10 +110,12 @@ async fn stale_worker_is_fenced_after_rescue_and_reclaim() {
             .map(|_| ()),
     );
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn retryable_failures_end_failed_after_max_attempts() {
-    let t = test_queue().await; // max_attempts = 3
+async fn retryable_failures_end_failed_after_max_attempts(backend) {
+    let t = queue_on(backend).await; // max_attempts = 3
     let job = t
         .queue
         .enqueue(range("octo/app", 1, 2), None)
@@ -166,10 +171,12 @@ async fn retryable_failures_end_failed_after_max_attempts() {
     let stats = t.queue.stats();
     assert_eq!((stats.retries_scheduled, stats.failed), (2, 1));
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn permanent_failure_and_exhausted_rescue_both_end_failed() {
-    let t = test_queue().await;
+async fn permanent_failure_and_exhausted_rescue_both_end_failed(backend) {
+    let t = queue_on(backend).await;
     let permanent = t
         .queue
         .enqueue(pull_request("octo/app", "wiki-a", 1), None)
@@ -210,10 +217,12 @@ async fn permanent_failure_and_exhausted_rescue_both_end_failed() {
     assert_eq!(events.last().unwrap().event, "failed");
     assert_eq!(events.last().unwrap().actor, "rescuer");
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn release_requeues_without_counting_the_attempt() {
-    let t = test_queue().await;
+async fn release_requeues_without_counting_the_attempt(backend) {
+    let t = queue_on(backend).await;
     let job = t
         .queue
         .enqueue(range("octo/app", 1, 2), None)
@@ -233,10 +242,12 @@ async fn release_requeues_without_counting_the_attempt() {
         ["enqueued", "claimed", "released", "claimed"]
     );
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn completions_store_their_outcome() {
-    let t = test_queue().await;
+async fn completions_store_their_outcome(backend) {
+    let t = queue_on(backend).await;
     let outcomes = [
         (
             Completion::NoChange {
@@ -295,4 +306,5 @@ async fn completions_store_their_outcome() {
         ),
         (1, 1, 1, 1)
     );
+}
 }

@@ -1,5 +1,8 @@
-//! Queue tests: real SQLite files in temp dirs, time moved by a ManualClock,
-//! no sleeps. Helpers shared by the queue test modules live here.
+//! Queue tests: one suite, run on both backends (a real SQLite file in a temp
+//! dir, and a fresh database on the harness's real PostgreSQL server), time
+//! moved by a ManualClock, no sleeps. Each test is declared once with
+//! [`queue_test!`], which makes a `sqlite` and a `postgres` test of it.
+//! Helpers shared by the queue test modules live here.
 
 mod claim;
 mod enqueue;
@@ -11,19 +14,63 @@ mod steer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::SqlitePool;
-use teammem::db;
+use teammem::db::{self, Pool};
 use teammem::ids::{PullNumber, Sha};
 use teammem::queue::{
     Claimed, Clock, Completion, Job, JobEvent, JobKind, ManualClock, NewJob, Origin, Queue,
     QueueSettings,
 };
 
-/// A migrated queue on a fresh database file, with its clock.
+/// Declares a queue test once and runs it on each backend: `async fn
+/// name(backend) { ... }` becomes `name::sqlite` and `name::postgres`, the
+/// body seeing `backend` as the [`Backend`] it runs on. Its attributes (its
+/// doc comment and its `#[tokio::test(...)]`) go on both.
+macro_rules! queue_test {
+    ($(#[$attr:meta])* async fn $name:ident($backend:ident) $body:block) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $(#[$attr])*
+            async fn sqlite() {
+                let $backend = $crate::queue::Backend::Sqlite;
+                $body
+            }
+
+            $(#[$attr])*
+            async fn postgres() {
+                let $backend = $crate::queue::Backend::Postgres;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use queue_test;
+
+/// Runs `$body` with `$p` bound to the backend's own pool, so that one
+/// statement text runs on both.
+macro_rules! on_pool {
+    ($pool:expr, |$p:ident| $body:expr) => {
+        match $pool {
+            teammem::db::Pool::Sqlite($p) => $body,
+            teammem::db::Pool::Postgres($p) => $body,
+        }
+    };
+}
+pub(crate) use on_pool;
+
+/// Which database a queue test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A migrated queue on a fresh database, with its clock.
 pub struct TestQueue {
     pub queue: Queue,
     pub clock: Arc<ManualClock>,
-    pub pool: SqlitePool,
+    pub pool: Pool,
     _dir: tempfile::TempDir,
 }
 
@@ -41,12 +88,36 @@ pub async fn test_queue() -> TestQueue {
 }
 
 pub async fn test_queue_with(settings: QueueSettings) -> TestQueue {
+    queue_on_with(Backend::Sqlite, settings).await
+}
+
+/// A migrated queue on `backend`, with the suite's settings.
+pub async fn queue_on(backend: Backend) -> TestQueue {
+    queue_on_with(backend, settings()).await
+}
+
+pub async fn queue_on_with(backend: Backend, settings: QueueSettings) -> TestQueue {
     let dir = tempfile::tempdir().expect("temp dir");
-    // A data directory of its own: the temp dir itself may be open to others.
-    let pool = db::open_with(&dir.path().join("data"), 12)
-        .await
-        .expect("open database");
-    db::migrate(&pool).await.expect("migrate");
+    let pool: Pool = match backend {
+        Backend::Sqlite => {
+            // A data directory of its own: the temp dir itself may be open to others.
+            let pool = db::open_with(&dir.path().join("data"), 12)
+                .await
+                .expect("open database");
+            db::migrate(&pool).await.expect("migrate");
+            pool.into()
+        }
+        Backend::Postgres => {
+            let url = crate::harness::postgres::server().fresh_database().await;
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(12)
+                .connect(&url)
+                .await
+                .expect("connect to the test database");
+            db::migrate_postgres(&pool).await.expect("migrate");
+            pool.into()
+        }
+    };
     let clock = Arc::new(ManualClock::default());
     let queue = Queue::new(pool.clone(), clock.clone(), settings);
     TestQueue {
@@ -127,7 +198,7 @@ pub async fn snapshot(queue: &Queue, id: i64) -> (Job, Vec<JobEvent>) {
 }
 
 /// Rows in a table, to show nothing was written anywhere.
-pub async fn count(pool: &SqlitePool, table: &str) -> i64 {
+pub async fn count(pool: &Pool, table: &str) -> i64 {
     let sql = match table {
         "jobs" => "SELECT COUNT(*) FROM jobs",
         "job_events" => "SELECT COUNT(*) FROM job_events",
@@ -135,10 +206,11 @@ pub async fn count(pool: &SqlitePool, table: &str) -> i64 {
         "deliveries" => "SELECT COUNT(*) FROM deliveries",
         other => panic!("no count for table {other}"),
     };
-    sqlx::query_scalar(sql)
-        .fetch_one(pool)
-        .await
-        .expect("count")
+    match pool {
+        Pool::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+        Pool::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+    }
+    .expect("count")
 }
 
 pub fn event_names(events: &[JobEvent]) -> Vec<&str> {

@@ -5,9 +5,10 @@ use teammem::queue::{Completion, JobFilter, JobState, QueueError};
 
 use super::*;
 
+queue_test! {
 #[tokio::test]
-async fn list_pages_newest_first_with_filters() {
-    let t = test_queue().await;
+async fn list_pages_newest_first_with_filters(backend) {
+    let t = queue_on(backend).await;
     let mut ids = Vec::new();
     for n in 0..7u64 {
         let source = if n % 2 == 0 { "octo/app" } else { "octo/lib" };
@@ -81,10 +82,12 @@ async fn list_pages_newest_first_with_filters() {
         .unwrap();
     assert!(nothing.jobs.is_empty());
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn list_refuses_bad_limits_and_cursors() {
-    let t = test_queue().await;
+async fn list_refuses_bad_limits_and_cursors(backend) {
+    let t = queue_on(backend).await;
     for (filter, expected) in [
         (
             JobFilter {
@@ -122,10 +125,12 @@ async fn list_refuses_bad_limits_and_cursors() {
             .is_ok()
     );
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn every_transition_appends_one_event_in_order() {
-    let t = test_queue().await;
+async fn every_transition_appends_one_event_in_order(backend) {
+    let t = queue_on(backend).await;
     let job = t
         .queue
         .enqueue(range("octo/app", 1, 2), None)
@@ -170,15 +175,20 @@ async fn every_transition_appends_one_event_in_order() {
     assert!(events[3].detail.as_deref().unwrap().contains("GitHub 502"));
 
     // The trail cannot be rewritten.
-    let rewrite = sqlx::query("UPDATE job_events SET actor = 'someone else'")
-        .execute(&t.pool)
-        .await;
+    let rewrite = on_pool!(&t.pool, |pool| {
+        sqlx::query("UPDATE job_events SET actor = 'someone else'")
+            .execute(pool)
+            .await
+            .map(|done| done.rows_affected())
+    });
     assert!(rewrite.is_err(), "job_events must be append-only");
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn cursor_advances_when_a_range_job_reconciles_its_range() {
-    let t = test_queue().await;
+async fn cursor_advances_when_a_range_job_reconciles_its_range(backend) {
+    let t = queue_on(backend).await;
     assert_eq!(t.queue.cursor("octo/app").await.unwrap(), None);
 
     // A rejected range does not advance the cursor.
@@ -255,10 +265,12 @@ async fn cursor_advances_when_a_range_job_reconciles_its_range() {
     let manual = t.queue.cursor("octo/lib").await.unwrap().unwrap();
     assert_eq!((manual.sha, manual.job_id), (sha(40), None));
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn counts_by_state_cover_every_state() {
-    let t = test_queue().await;
+async fn counts_by_state_cover_every_state(backend) {
+    let t = queue_on(backend).await;
     for n in 1..=3 {
         t.queue
             .enqueue(pull_request("octo/app", &format!("wiki-{n}"), n), None)
@@ -275,10 +287,12 @@ async fn counts_by_state_cover_every_state() {
     assert_eq!(counts[&JobState::Succeeded], 1);
     assert_eq!(counts[&JobState::Failed], 0);
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn job_serializes_with_the_documented_fields() {
-    let t = test_queue().await;
+async fn job_serializes_with_the_documented_fields(backend) {
+    let t = queue_on(backend).await;
     let job = t
         .queue
         .enqueue(dispatched("octo/app", 1, 2, 3, 1), None)
@@ -320,4 +334,5 @@ async fn job_serializes_with_the_documented_fields() {
         value.get("lease_token").is_none(),
         "the fence token never leaves the queue"
     );
+}
 }

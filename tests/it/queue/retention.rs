@@ -6,16 +6,19 @@ use teammem::queue::{Disposition, JobState};
 use super::*;
 
 async fn events_rows(t: &TestQueue, job_id: i64) -> i64 {
-    sqlx::query_scalar("SELECT COUNT(*) FROM job_events WHERE job_id = ?1")
-        .bind(job_id)
-        .fetch_one(&t.pool)
-        .await
-        .unwrap()
+    on_pool!(&t.pool, |pool| {
+        sqlx::query_scalar("SELECT COUNT(*) FROM job_events WHERE job_id = $1")
+            .bind(job_id)
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    })
 }
 
+queue_test! {
 #[tokio::test]
-async fn prune_removes_old_terminal_jobs_and_keeps_the_rest() {
-    let t = test_queue().await; // retention 7 days, deliveries 3 days
+async fn prune_removes_old_terminal_jobs_and_keeps_the_rest(backend) {
+    let t = queue_on(backend).await; // retention 7 days, deliveries 3 days
     let day = Duration::from_secs(24 * 3600);
 
     // Day 0: one job succeeds, one fails, one is cancelled, one stays queued
@@ -119,10 +122,12 @@ async fn prune_removes_old_terminal_jobs_and_keeps_the_rest() {
     assert_eq!(dup.disposition, Disposition::Duplicate);
     assert_eq!(t.queue.prune().await.unwrap(), 0, "idempotent");
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn delivery_ids_are_remembered_for_their_retention() {
-    let t = test_queue().await;
+async fn delivery_ids_are_remembered_for_their_retention(backend) {
+    let t = queue_on(backend).await;
     let job = t
         .queue
         .enqueue(range("octo/app", 1, 2), Some("d-1"))
@@ -148,10 +153,12 @@ async fn delivery_ids_are_remembered_for_their_retention() {
         "the queued job itself stays"
     );
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn delivery_retention_is_at_least_three_days() {
-    let t = test_queue_with(QueueSettings {
+async fn delivery_retention_is_at_least_three_days(backend) {
+    let t = queue_on_with(backend, QueueSettings {
         delivery_retention: Duration::from_secs(60),
         ..settings()
     })
@@ -160,4 +167,5 @@ async fn delivery_retention_is_at_least_three_days() {
         t.queue.settings().delivery_retention,
         Duration::from_secs(3 * 24 * 3600)
     );
+}
 }

@@ -87,9 +87,10 @@ async fn one_job_per_state(t: &TestQueue) -> Vec<(JobState, i64)> {
     ids
 }
 
+queue_test! {
 #[tokio::test]
-async fn cancel_accepts_queued_and_running_and_refuses_the_rest() {
-    let t = test_queue().await;
+async fn cancel_accepts_queued_and_running_and_refuses_the_rest(backend) {
+    let t = queue_on(backend).await;
     let ids = one_job_per_state(&t).await;
     for (state, id) in ids {
         let before = snapshot(&t.queue, id).await;
@@ -131,10 +132,12 @@ async fn cancel_accepts_queued_and_running_and_refuses_the_rest() {
         }
     }
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn cancelling_a_running_job_voids_its_lease() {
-    let t = test_queue().await;
+async fn cancelling_a_running_job_voids_its_lease(backend) {
+    let t = queue_on(backend).await;
     let job = t
         .queue
         .enqueue(range("octo/app", 1, 2), None)
@@ -164,10 +167,12 @@ async fn cancelling_a_running_job_voids_its_lease() {
         .unwrap();
     assert!(t.queue.claim("worker-b").await.unwrap().is_some());
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn retry_accepts_failed_cancelled_rejected_and_refuses_the_rest() {
-    let t = test_queue().await;
+async fn retry_accepts_failed_cancelled_rejected_and_refuses_the_rest(backend) {
+    let t = queue_on(backend).await;
     let ids = one_job_per_state(&t).await;
     for (state, id) in ids {
         let before = snapshot(&t.queue, id).await;
@@ -204,10 +209,12 @@ async fn retry_accepts_failed_cancelled_rejected_and_refuses_the_rest() {
     }
     assert_eq!(t.queue.stats().retried, 3);
 }
+}
 
+queue_test! {
 #[tokio::test]
-async fn unknown_ids_are_not_found_and_change_nothing() {
-    let t = test_queue().await;
+async fn unknown_ids_are_not_found_and_change_nothing(backend) {
+    let t = queue_on(backend).await;
     t.queue
         .enqueue(range("octo/app", 1, 2), None)
         .await
@@ -230,4 +237,5 @@ async fn unknown_ids_are_not_found_and_change_nothing() {
     }
     assert_eq!(count(&t.pool, "job_events").await, events_before);
     assert_eq!(count(&t.pool, "jobs").await, 1);
+}
 }
