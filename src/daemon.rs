@@ -95,10 +95,45 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     }
 }
 
-/// The key that signs dashboard sessions: 32 random bytes in
-/// `data_dir/session.key` (mode 0600), made on first start so sessions survive
-/// restarts. Deleting the file logs everybody out.
-fn session_key(data_dir: &std::path::Path) -> std::io::Result<[u8; 32]> {
+/// The key that signs dashboard sessions, made on first start so sessions
+/// survive restarts: on SQLite 32 random bytes in `data_dir/session.key` (mode
+/// 0600; deleting the file logs everybody out); on PostgreSQL one row of
+/// `cluster_keys` that every node reads, so a login on one node is valid on
+/// all (deleting the row and restarting the nodes logs everybody out).
+async fn session_key(
+    pool: &db::Pool,
+    data_dir: &std::path::Path,
+) -> Result<[u8; 32], Box<dyn std::error::Error + Send + Sync>> {
+    match pool {
+        db::Pool::Sqlite(_) => Ok(session_key_file(data_dir)?),
+        db::Pool::Postgres(pool) => {
+            use rand::RngCore;
+            let mut fresh = [0u8; 32];
+            rand::rng().fill_bytes(&mut fresh);
+            // The first node to start stores its key; every node then reads
+            // the one stored.
+            sqlx::query(
+                "INSERT INTO cluster_keys (name, value, created_at) VALUES ('session', $1, $2) \
+                 ON CONFLICT (name) DO NOTHING",
+            )
+            .bind(&fresh[..])
+            .bind(chrono::Utc::now().timestamp_millis())
+            .execute(pool)
+            .await?;
+            let stored: Vec<u8> =
+                sqlx::query_scalar("SELECT value FROM cluster_keys WHERE name = 'session'")
+                    .fetch_one(pool)
+                    .await?;
+            <[u8; 32]>::try_from(stored.as_slice()).map_err(|_| {
+                "cluster_keys holds a session key of the wrong size; delete its row \
+                 (DELETE FROM cluster_keys WHERE name = 'session') and restart the nodes"
+                    .into()
+            })
+        }
+    }
+}
+
+fn session_key_file(data_dir: &std::path::Path) -> std::io::Result<[u8; 32]> {
     use rand::RngCore;
     let path = data_dir.join("session.key");
     match std::fs::read(&path) {
@@ -174,20 +209,21 @@ pub async fn run_with_ingest(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), DaemonError> {
     let data_dir = &config.server.data_dir;
-    db::require_sqlite(&config.database).map_err(|e| DaemonError::Database {
-        dir: data_dir.display().to_string(),
-        source: e.into(),
-    })?;
-    let pool = db::open(data_dir)
-        .await
-        .map_err(|e| DaemonError::Database {
+    let database = || match &config.database {
+        crate::config::Database::Sqlite => data_dir.display().to_string(),
+        crate::config::Database::Postgres(pg) => pg.location(),
+    };
+    if matches!(config.database, crate::config::Database::Postgres(_)) {
+        // Mirrors and job work directories stay on each node.
+        db::prepare_data_dir(data_dir).map_err(|e| DaemonError::Database {
             dir: data_dir.display().to_string(),
             source: e.into(),
         })?;
-    db::migrate(&pool)
+    }
+    let pool = db::open_configured(&config)
         .await
         .map_err(|e| DaemonError::Database {
-            dir: data_dir.display().to_string(),
+            dir: database(),
             source: e.into(),
         })?;
     let queue = Queue::new(
@@ -260,10 +296,12 @@ pub async fn run_with_ingest(
 
     // Cancelled when shutdown begins: ends open /mcp sessions and streams.
     let mcp_sessions = tokio_util::sync::CancellationToken::new();
-    let session_key = session_key(data_dir).map_err(|e| DaemonError::Database {
-        dir: data_dir.display().to_string(),
-        source: e.into(),
-    })?;
+    let session_key = session_key(&pool, data_dir)
+        .await
+        .map_err(|e| DaemonError::Database {
+            dir: database(),
+            source: e,
+        })?;
     let state = AppState::new(
         config.clone(),
         pool.clone(),

@@ -239,6 +239,35 @@ impl Pool {
     pub async fn close(&self) {
         on_pool!(self, |pool| pool.close().await)
     }
+
+    /// Applies every embedded migration of this backend not yet applied.
+    pub async fn migrate(&self) -> Result<(), DbError> {
+        match self {
+            Pool::Sqlite(pool) => migrate(pool).await,
+            Pool::Postgres(pool) => migrate_postgres(pool).await,
+        }
+    }
+
+    /// True while some embedded migration has not been applied.
+    pub async fn migrations_pending(&self) -> Result<bool, DbError> {
+        match self {
+            Pool::Sqlite(pool) => migrations_pending(pool).await,
+            Pool::Postgres(pool) => postgres_migrations_pending(pool).await,
+        }
+    }
+}
+
+/// The database a configuration names, opened (SQLite) or connected
+/// (PostgreSQL, see [`connect_postgres`]) and migrated.
+pub async fn open_configured(config: &crate::config::Config) -> Result<Pool, DbError> {
+    let pool: Pool = match &config.database {
+        crate::config::Database::Sqlite => open(&config.server.data_dir).await?.into(),
+        crate::config::Database::Postgres(pg) => {
+            connect_postgres(pg, &config.server.node_id).await?.into()
+        }
+    };
+    pool.migrate().await?;
+    Ok(pool)
 }
 
 /// The database path for a data directory.

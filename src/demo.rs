@@ -377,7 +377,7 @@ async fn follow_demo(
     secret: &str,
     served: &tokio::task::JoinHandle<Result<(), daemon::DaemonError>>,
 ) -> Result<i64, DemoError> {
-    let pool = crate::db::open(&config.server.data_dir)
+    let pool = crate::db::open_configured(config)
         .await
         .map_err(|e| failed(format!("cannot open the demo database: {e}")))?;
     let queue = Queue::from_config(config, pool);

@@ -7,10 +7,10 @@
 
 use std::fmt;
 
+use crate::db::{Pool, on_pool};
 use base64::Engine;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
-use sqlx::SqlitePool;
 
 const PREFIX: &str = "tmm_";
 
@@ -79,9 +79,15 @@ fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
 }
 
+/// Now as RFC 3339 UTC to the second, the form `created_at` and `revoked_at`
+/// hold.
+fn now_utc() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
 /// Creates a token limited to `repositories` (empty = all sources).
 pub async fn create(
-    pool: &SqlitePool,
+    pool: &Pool,
     name: &str,
     repositories: &[String],
 ) -> Result<NewToken, TokenError> {
@@ -95,15 +101,19 @@ pub async fn create(
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
     );
     let repos = serde_json::to_string(repositories).expect("strings serialize");
-    let result = sqlx::query(
-        "INSERT INTO api_tokens (name, token_sha256, repositories, created_at) \
-         VALUES ($1, $2, $3, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
-    )
-    .bind(name)
-    .bind(hash(&token))
-    .bind(repos)
-    .execute(pool)
-    .await;
+    let result = on_pool!(pool, |pool| {
+        sqlx::query(
+            "INSERT INTO api_tokens (name, token_sha256, repositories, created_at) \
+             VALUES ($1, $2, $3, $4)",
+        )
+        .bind(name)
+        .bind(hash(&token))
+        .bind(&repos)
+        .bind(now_utc())
+        .execute(pool)
+        .await
+        .map(|_| ())
+    });
     match result {
         Ok(_) => Ok(NewToken(token)),
         Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
@@ -114,18 +124,20 @@ pub async fn create(
 }
 
 /// The principal of an active token, or `None` for anything else.
-pub async fn verify(pool: &SqlitePool, presented: &str) -> Result<Option<Principal>, sqlx::Error> {
+pub async fn verify(pool: &Pool, presented: &str) -> Result<Option<Principal>, sqlx::Error> {
     if !presented.starts_with(PREFIX) || presented.len() > 128 {
         return Ok(None);
     }
     // Looking up by hash compares hashes, not the secret, so timing reveals nothing
     // useful about the token.
-    let row: Option<(String, String)> = sqlx::query_as(
-        "SELECT name, repositories FROM api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL",
-    )
-    .bind(hash(presented))
-    .fetch_optional(pool)
-    .await?;
+    let row: Option<(String, String)> = on_pool!(pool, |pool| {
+        sqlx::query_as(
+            "SELECT name, repositories FROM api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL",
+        )
+        .bind(hash(presented))
+        .fetch_optional(pool)
+        .await?
+    });
     Ok(row.map(|(name, repos)| Principal {
         name,
         repositories: serde_json::from_str(&repos).unwrap_or_default(),
@@ -134,28 +146,29 @@ pub async fn verify(pool: &SqlitePool, presented: &str) -> Result<Option<Princip
 
 /// The principal of the active token called `name` (sessions name their token,
 /// so revoking it ends them).
-pub async fn active_principal(
-    pool: &SqlitePool,
-    name: &str,
-) -> Result<Option<Principal>, sqlx::Error> {
-    let row: Option<(String, String)> = sqlx::query_as(
-        "SELECT name, repositories FROM api_tokens WHERE name = $1 AND revoked_at IS NULL",
-    )
-    .bind(name)
-    .fetch_optional(pool)
-    .await?;
+pub async fn active_principal(pool: &Pool, name: &str) -> Result<Option<Principal>, sqlx::Error> {
+    let row: Option<(String, String)> = on_pool!(pool, |pool| {
+        sqlx::query_as(
+            "SELECT name, repositories FROM api_tokens WHERE name = $1 AND revoked_at IS NULL",
+        )
+        .bind(name)
+        .fetch_optional(pool)
+        .await?
+    });
     Ok(row.map(|(name, repos)| Principal {
         name,
         repositories: serde_json::from_str(&repos).unwrap_or_default(),
     }))
 }
 
-pub async fn list(pool: &SqlitePool) -> Result<Vec<TokenInfo>, sqlx::Error> {
-    let rows: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
-        "SELECT name, repositories, created_at, revoked_at FROM api_tokens ORDER BY name",
-    )
-    .fetch_all(pool)
-    .await?;
+pub async fn list(pool: &Pool) -> Result<Vec<TokenInfo>, sqlx::Error> {
+    let rows: Vec<(String, String, String, Option<String>)> = on_pool!(pool, |pool| {
+        sqlx::query_as(
+            "SELECT name, repositories, created_at, revoked_at FROM api_tokens ORDER BY name",
+        )
+        .fetch_all(pool)
+        .await?
+    });
     Ok(rows
         .into_iter()
         .map(|(name, repos, created_at, revoked_at)| TokenInfo {
@@ -167,15 +180,16 @@ pub async fn list(pool: &SqlitePool) -> Result<Vec<TokenInfo>, sqlx::Error> {
         .collect())
 }
 
-pub async fn revoke(pool: &SqlitePool, name: &str) -> Result<(), TokenError> {
-    let done = sqlx::query(
-        "UPDATE api_tokens SET revoked_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') \
-         WHERE name = $1 AND revoked_at IS NULL",
-    )
-    .bind(name)
-    .execute(pool)
-    .await?;
-    if done.rows_affected() == 1 {
+pub async fn revoke(pool: &Pool, name: &str) -> Result<(), TokenError> {
+    let revoked = on_pool!(pool, |pool| {
+        sqlx::query("UPDATE api_tokens SET revoked_at = $2 WHERE name = $1 AND revoked_at IS NULL")
+            .bind(name)
+            .bind(now_utc())
+            .execute(pool)
+            .await?
+            .rows_affected()
+    });
+    if revoked == 1 {
         Ok(())
     } else {
         Err(TokenError::UnknownName(name.to_string()))

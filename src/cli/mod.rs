@@ -238,15 +238,11 @@ fn load_config(path: &Path) -> Result<Config, Failure> {
 }
 
 /// Opens the database of a configuration, migrated, for the offline commands.
-async fn open_db(path: &Path) -> Result<(Config, sqlx::SqlitePool), Failure> {
+async fn open_db(path: &Path) -> Result<(Config, db::Pool), Failure> {
     let config = load_config(path)?;
-    db::require_sqlite(&config.database).map_err(|e| Failure::usage(e.to_string()))?;
-    let pool = db::open(&config.server.data_dir)
+    let pool = db::open_configured(&config)
         .await
-        .map_err(|e| Failure::runtime(e.to_string()))?;
-    db::migrate(&pool)
-        .await
-        .map_err(|e| Failure::runtime(e.to_string()))?;
+        .map_err(|e| Failure::usage(e.to_string()))?;
     Ok((config, pool))
 }
 

@@ -96,10 +96,9 @@ pub(super) async fn serve(path: &Path) -> Result<(), Failure> {
         .check_environment()
         .map_err(|e| Failure::usage(format!("invalid configuration\n{e}")))?;
     if let Database::Postgres(pg) = &config.database {
-        // Reachable and migrated (or exit 2 saying why), then refused: the
-        // queue itself runs on SQLite only in this build.
+        // Reachable and migrated, or exit 2 saying why (the daemon's own
+        // start would only say it as a runtime failure).
         migrated_postgres(pg, &config.server.node_id).await?;
-        db::require_sqlite(&config.database).map_err(|e| Failure::usage(e.to_string()))?;
     }
     let config = Arc::new(config);
     daemon::run(

@@ -10,7 +10,6 @@ use axum::{Json, Router};
 use serde_json::json;
 
 use super::AppState;
-use crate::db;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -29,7 +28,7 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<serde_json::
     if !state.ready.load(Ordering::SeqCst) {
         problems.push("shutting down".to_string());
     }
-    match db::migrations_pending(&state.pool).await {
+    match state.pool.migrations_pending().await {
         Ok(false) => {}
         Ok(true) => problems.push("database migrations are pending; run `teammem migrate`".into()),
         Err(_) => problems.push("database unreachable".into()),

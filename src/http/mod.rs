@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 use axum::Router;
-use sqlx::SqlitePool;
 use tokio::sync::Notify;
 
 use crate::config::Config;
@@ -33,7 +32,7 @@ pub use error::ApiError;
 #[derive(Clone)]
 pub struct AppState {
     pub config: Arc<Config>,
-    pub pool: SqlitePool,
+    pub pool: crate::db::Pool,
     pub queue: Queue,
     /// Wakes idle workers after an enqueue.
     pub wake_workers: Arc<Notify>,
@@ -58,7 +57,7 @@ pub struct AppState {
 impl AppState {
     pub fn new(
         config: Arc<Config>,
-        pool: SqlitePool,
+        pool: impl Into<crate::db::Pool>,
         queue: Queue,
         wake_workers: Arc<Notify>,
         workers_alive: Arc<AtomicUsize>,
@@ -66,7 +65,7 @@ impl AppState {
     ) -> AppState {
         AppState {
             config,
-            pool,
+            pool: pool.into(),
             queue,
             wake_workers,
             workers_alive,

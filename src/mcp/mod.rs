@@ -195,16 +195,9 @@ pub async fn coordinator(
     config: &std::sync::Arc<crate::config::Config>,
 ) -> Result<crate::requests::Requests, McpError> {
     let data_dir = &config.server.data_dir;
-    crate::db::require_sqlite(&config.database).map_err(|e| McpError::Binding(e.to_string()))?;
-    let pool = crate::db::open(data_dir).await.map_err(|e| {
+    let pool = crate::db::open_configured(config).await.map_err(|e| {
         McpError::Binding(format!(
-            "cannot open the job database in {}: {e}; check server.data_dir",
-            data_dir.display()
-        ))
-    })?;
-    crate::db::migrate(&pool).await.map_err(|e| {
-        McpError::Binding(format!(
-            "cannot migrate the job database in {}: {e}",
+            "cannot open the job database (server.data_dir {}, or [database]): {e}",
             data_dir.display()
         ))
     })?;

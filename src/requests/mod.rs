@@ -158,7 +158,7 @@ impl Requests {
     /// a GitHub token. 401 for anything else.
     pub async fn authenticate(
         &self,
-        pool: &sqlx::SqlitePool,
+        pool: &crate::db::Pool,
         authorization: Option<&str>,
     ) -> Result<Credential, RequestError> {
         let value = authorization.ok_or_else(|| {

@@ -60,7 +60,7 @@ async fn local_viewers_see_jobs_and_remote_ones_must_log_in() {
     let cfg = config(dir.path());
     let mut d = inproc::start(cfg.clone()).await;
     let pool = teammem::db::open(&cfg.server.data_dir).await.unwrap();
-    let app_token = teammem::tokens::create(&pool, "app", &["octo/app".into()])
+    let app_token = teammem::tokens::create(&pool.clone().into(), "app", &["octo/app".into()])
         .await
         .unwrap()
         .expose()
@@ -202,7 +202,7 @@ async fn local_viewers_see_jobs_and_remote_ones_must_log_in() {
     assert_eq!(r.status(), 303);
 
     // Revoking the token ends the session.
-    teammem::tokens::revoke(&pool, "app").await.unwrap();
+    teammem::tokens::revoke(&pool.clone().into(), "app").await.unwrap();
     let r = http
         .get(d.url("/"))
         .header("X-Forwarded-For", "203.0.113.7")
@@ -233,7 +233,7 @@ async fn job_actions_need_the_dashboards_own_origin_and_the_sessions_token() {
     let token = |name: &'static str| {
         let pool = pool.clone();
         async move {
-            teammem::tokens::create(&pool, name, &[])
+            teammem::tokens::create(&pool.clone().into(), name, &[])
                 .await
                 .unwrap()
                 .expose()

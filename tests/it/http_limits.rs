@@ -197,7 +197,7 @@ async fn bodies_are_read_only_after_authentication_and_only_so_much() {
     let cfg = config(dir.path(), "request_timeout_seconds = 1", "");
     let d = inproc::start(cfg.clone()).await;
     let pool = teammem::db::open(&cfg.server.data_dir).await.unwrap();
-    let token = teammem::tokens::create(&pool, "ops", &[])
+    let token = teammem::tokens::create(&pool.clone().into(), "ops", &[])
         .await
         .unwrap()
         .expose()

@@ -75,7 +75,7 @@ async fn post(url: &str, token: &str) -> (u16, Value) {
 
 async fn token(config: &Config, name: &str, repos: &[String]) -> String {
     let pool = teammem::db::open(&config.server.data_dir).await.unwrap();
-    teammem::tokens::create(&pool, name, repos)
+    teammem::tokens::create(&pool.clone().into(), name, repos)
         .await
         .unwrap()
         .expose()

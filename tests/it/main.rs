@@ -3,6 +3,7 @@
 //! loopback and temp directories.
 
 mod architecture; // the layering rule: no import cycle among the crate's top-level modules
+mod cluster; // several `teammem serve` nodes on one real PostgreSQL server: shared jobs, tokens, sessions
 mod config; // teammem.toml validation: good files, and a table of bad ones
 mod coordinator; // the coordinator MCP server via rmcp clients: /mcp in both eras, tasks across a restart, scope, Origin, stdio
 mod daemon; // the real `teammem serve` process and the offline commands

@@ -90,7 +90,7 @@ impl Local {
 pub async fn token(config: &Config, name: &str, repositories: &[&str]) -> String {
     let pool = teammem::db::open(&config.server.data_dir).await.unwrap();
     let repositories: Vec<String> = repositories.iter().map(|r| r.to_string()).collect();
-    teammem::tokens::create(&pool, name, &repositories)
+    teammem::tokens::create(&pool.clone().into(), name, &repositories)
         .await
         .unwrap()
         .expose()

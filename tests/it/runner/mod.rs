@@ -12,7 +12,7 @@ mod command;
 // The runner inside the real daemon: signed dispatch to a succeeded job and wiki pages.
 mod daemon;
 // Signed dispatches, following jobs, the daemon's hold point, the wiki read with git.
-mod daemon_client;
+pub(crate) mod daemon_client;
 // Issue #5's end-to-end scenarios, written once for both forges.
 mod e2e;
 // The scenarios on the GitHub forge (fake REST API, wiki over git http-backend).
