@@ -1,22 +1,27 @@
 //! How fresh each source's memory is: the commit its wiki is reconciled to
 //! (the cursor), how far the default branch has moved past it, the jobs in
-//! flight for its wiki, and its last job and failure, with the sources that
-//! need an operator first.
+//! flight for its wiki, its last job and failure, and the stale facts on its
+//! wiki, with the sources that need an operator first.
 //!
 //! Invariants: a page never waits on a forge longer than
 //! `dashboard.forge_timeout_seconds`: lag lookups run as their own tasks, an
 //! answer not back in time is shown as unknown (or as its last known value)
 //! and lands in the cache when it comes; one lookup per source is in flight
 //! at a time, and an answer is reused for [`LAG_TTL`] while the cursor stays.
+//! Stale facts are counted the same way, and never over the network: on this
+//! node's copy of the wiki (a local wiki, or the mirror jobs fetch into) at
+//! the tip that copy holds, one count per wiki in flight, recounted only when
+//! that tip moves.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::config::{Config, Source};
+use crate::config::{Config, Forge, Source};
 use crate::forge::{Forges, Lag, Refusal};
 use crate::ids::Sha;
 use crate::queue::{Job, JobState, Queue, QueueError, SourceCursor};
+use crate::runner::facts::{mirror_exists, mirror_of};
 
 /// How long a lag answer is reused (while the cursor has not moved).
 pub const LAG_TTL: Duration = Duration::from_secs(60);
@@ -29,6 +34,35 @@ pub enum LagAnswer {
     Unknown(String),
 }
 
+/// What is known of the stale facts on a source's wiki.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FactsAnswer {
+    /// Counted on this node's copy of the wiki at `commit` (`None`: the wiki
+    /// has no commits, so no facts); with `truncated` the pages were larger
+    /// than one scan reads and there are at least `stale`.
+    Counted {
+        commit: Option<String>,
+        stale: usize,
+        truncated: bool,
+    },
+    /// Not known, and why (no copy of the wiki here yet, still counting).
+    Unknown(String),
+}
+
+impl FactsAnswer {
+    /// The stale facts known to exist (none when unknown).
+    pub fn stale(&self) -> usize {
+        match self {
+            FactsAnswer::Counted { stale, .. } => *stale,
+            FactsAnswer::Unknown(_) => 0,
+        }
+    }
+}
+
+/// Why a GitHub wiki's stale facts cannot be counted yet.
+const NO_COPY: &str =
+    "teammem holds no copy of this wiki yet: the first job for this source fetches it";
+
 /// What needs an operator, most urgent first (the sources page's order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Attention {
@@ -40,6 +74,8 @@ pub enum Attention {
     Unknown,
     /// Behind, with jobs in flight.
     CatchingUp,
+    /// Up to date, but facts on the wiki cite source lines that changed.
+    StaleFacts,
     UpToDate,
 }
 
@@ -50,6 +86,7 @@ impl Attention {
             Attention::Stalled => "stalled",
             Attention::Unknown => "unknown",
             Attention::CatchingUp => "catching up",
+            Attention::StaleFacts => "stale facts",
             Attention::UpToDate => "up to date",
         }
     }
@@ -66,6 +103,7 @@ pub struct SourceRow {
     pub queued: u64,
     pub last_job: Option<Job>,
     pub last_failure: Option<Job>,
+    pub facts: FactsAnswer,
     pub attention: Attention,
 }
 
@@ -75,16 +113,20 @@ struct Cached {
     answer: LagAnswer,
 }
 
-/// The lag cache of one process.
+/// The lag and stale-fact caches of one process.
 #[derive(Default)]
 pub struct Freshness {
     cache: Mutex<HashMap<String, Cached>>,
     in_flight: Mutex<HashSet<String>>,
+    /// Wiki destination → its last count.
+    facts: Mutex<HashMap<String, FactsAnswer>>,
+    /// Wiki destinations being counted.
+    counting: Mutex<HashSet<String>>,
 }
 
 impl Freshness {
     /// Every configured source `visible` lets through, most urgent first
-    /// (then by name).
+    /// (then the most stale facts, then by name).
     pub async fn sources(
         self: &Arc<Self>,
         config: &Config,
@@ -120,6 +162,22 @@ impl Freshness {
                 }));
             }
         }
+        let mut shared_config: Option<Arc<Config>> = None;
+        for source in &sources {
+            let destination = source.destination();
+            if !self.start_count(&destination) {
+                continue;
+            }
+            let config = shared_config
+                .get_or_insert_with(|| Arc::new(config.clone()))
+                .clone();
+            let (this, source) = (self.clone(), (*source).clone());
+            lookups.push(tokio::spawn(async move {
+                let known = this.counted(&destination);
+                let answer = count_facts(&config, &source, known).await;
+                this.store_count(&destination, answer);
+            }));
+        }
         let timeout = config.dashboard.forge_timeout;
         let _ = tokio::time::timeout(timeout, async {
             for lookup in &mut lookups {
@@ -152,7 +210,12 @@ impl Freshness {
                     .unwrap_or_default();
                 let last_job = overview.last_job.remove(&repository);
                 let last_failure = overview.last_failure.remove(&repository);
-                let attention = attention(&lag, running + queued, last_job.as_ref());
+                let facts = self.counted(&destination).unwrap_or_else(|| {
+                    FactsAnswer::Unknown(
+                        "still counting; the count is shown once it is done".into(),
+                    )
+                });
+                let attention = attention(&lag, running + queued, last_job.as_ref(), facts.stale());
                 SourceRow {
                     repository,
                     destination,
@@ -162,13 +225,17 @@ impl Freshness {
                     queued,
                     last_job,
                     last_failure,
+                    facts,
                     attention,
                 }
             })
             .collect();
-        rows.sort_by(|a, b| {
-            (a.attention, &a.repository.to_ascii_lowercase())
-                .cmp(&(b.attention, &b.repository.to_ascii_lowercase()))
+        rows.sort_by_cached_key(|row| {
+            (
+                row.attention,
+                std::cmp::Reverse(row.facts.stale()),
+                row.repository.to_ascii_lowercase(),
+            )
         });
         Ok(rows)
     }
@@ -200,6 +267,34 @@ impl Freshness {
             .insert(repository.to_owned())
     }
 
+    /// Marks a count of `destination` in flight; `false` when one already is.
+    fn start_count(&self, destination: &str) -> bool {
+        self.counting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(destination.to_owned())
+    }
+
+    /// The last count of `destination`'s stale facts, whichever commit it was.
+    fn counted(&self, destination: &str) -> Option<FactsAnswer> {
+        self.facts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(destination)
+            .cloned()
+    }
+
+    fn store_count(&self, destination: &str, answer: FactsAnswer) {
+        self.facts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(destination.to_owned(), answer);
+        self.counting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(destination);
+    }
+
     fn store(&self, repository: &str, cursor: Sha, answer: LagAnswer) {
         self.lock_cache().insert(
             repository.to_owned(),
@@ -216,15 +311,54 @@ impl Freshness {
     }
 }
 
-fn attention(lag: &LagAnswer, in_flight: u64, last_job: Option<&Job>) -> Attention {
+fn attention(lag: &LagAnswer, in_flight: u64, last_job: Option<&Job>, stale: usize) -> Attention {
     if last_job.is_some_and(|job| matches!(job.state, JobState::Failed | JobState::Rejected)) {
         return Attention::Failing;
     }
     match lag {
+        LagAnswer::Known(Lag::UpToDate { .. }) if stale > 0 => Attention::StaleFacts,
         LagAnswer::Known(Lag::UpToDate { .. }) => Attention::UpToDate,
         LagAnswer::Known(Lag::Behind { .. }) if in_flight > 0 => Attention::CatchingUp,
         LagAnswer::Known(Lag::Behind { .. } | Lag::Diverged { .. }) => Attention::Stalled,
         LagAnswer::Unknown(_) => Attention::Unknown,
+    }
+}
+
+/// The stale facts on `source`'s wiki at the tip this node's copy holds;
+/// `known` (the last count) is kept when that tip has not moved. Reads only
+/// the local copy: never a fetch, never a mirror created.
+async fn count_facts(config: &Config, source: &Source, known: Option<FactsAnswer>) -> FactsAnswer {
+    if !mirror_exists(config, source) {
+        return FactsAnswer::Unknown(NO_COPY.into());
+    }
+    let wiki = match mirror_of(config, source, None, crate::wiki::DEFAULT_DEADLINE) {
+        Ok(wiki) => wiki,
+        Err(why) => return FactsAnswer::Unknown(why),
+    };
+    let tip = match wiki.local_tip().await {
+        Ok(Some(tip)) => tip,
+        Ok(None) if matches!(source.forge, Forge::Local { .. }) => {
+            return FactsAnswer::Counted {
+                commit: None,
+                stale: 0,
+                truncated: false,
+            };
+        }
+        Ok(None) => return FactsAnswer::Unknown(NO_COPY.into()),
+        Err(e) => return FactsAnswer::Unknown(e.to_string()),
+    };
+    if let Some(known) = known
+        && matches!(&known, FactsAnswer::Counted { commit: Some(at), .. } if *at == tip)
+    {
+        return known;
+    }
+    match wiki.stale_facts(&tip).await {
+        Ok(count) => FactsAnswer::Counted {
+            commit: Some(tip),
+            stale: count.stale,
+            truncated: count.truncated,
+        },
+        Err(e) => FactsAnswer::Unknown(e.to_string()),
     }
 }
 
@@ -245,15 +379,20 @@ mod tests {
             since: None,
         });
         let up = LagAnswer::Known(Lag::UpToDate { tip: sha('a') });
-        assert_eq!(attention(&behind, 0, None), Attention::Stalled);
-        assert_eq!(attention(&behind, 1, None), Attention::CatchingUp);
-        assert_eq!(attention(&up, 0, None), Attention::UpToDate);
+        assert_eq!(attention(&behind, 0, None, 0), Attention::Stalled);
+        assert_eq!(attention(&behind, 1, None, 0), Attention::CatchingUp);
+        assert_eq!(attention(&up, 0, None, 0), Attention::UpToDate);
         assert_eq!(
-            attention(&LagAnswer::Unknown("x".into()), 0, None),
+            attention(&LagAnswer::Unknown("x".into()), 0, None, 0),
             Attention::Unknown
         );
+        // Stale facts need attention once the lag needs none.
+        assert_eq!(attention(&up, 0, None, 2), Attention::StaleFacts);
+        assert_eq!(attention(&behind, 0, None, 2), Attention::Stalled);
+        assert_eq!(attention(&behind, 1, None, 2), Attention::CatchingUp);
         let mut order = [
             Attention::UpToDate,
+            Attention::StaleFacts,
             Attention::CatchingUp,
             Attention::Unknown,
             Attention::Stalled,
@@ -261,6 +400,8 @@ mod tests {
         ];
         order.sort();
         assert_eq!(order[0], Attention::Failing);
-        assert_eq!(order[4], Attention::UpToDate);
+        assert_eq!(order[3], Attention::CatchingUp);
+        assert_eq!(order[4], Attention::StaleFacts);
+        assert_eq!(order[5], Attention::UpToDate);
     }
 }

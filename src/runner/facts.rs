@@ -42,10 +42,28 @@ pub fn mirror_of(
         id: source.destination(),
         remote,
     };
-    WikiStore::new(config.server.data_dir.join("mirrors"))
+    mirrors(config)
         .with_deadline(deadline)
         .wiki(&destination)
         .map_err(|e| e.to_string())
+}
+
+/// Whether this node holds a copy of `source`'s wiki to read without asking
+/// the remote: a local wiki always does; a GitHub wiki once its mirror
+/// exists (the first job, or a read through the dashboard, creates it).
+/// Unlike [`mirror_of`], it never creates a mirror.
+pub fn mirror_exists(config: &Config, source: &Source) -> bool {
+    match &source.forge {
+        Forge::Local { .. } => true,
+        Forge::GitHub => mirrors(config)
+            .mirror_path(&source.destination())
+            .join("HEAD")
+            .exists(),
+    }
+}
+
+fn mirrors(config: &Config) -> WikiStore {
+    WikiStore::new(config.server.data_dir.join("mirrors"))
 }
 
 /// Every marker of the wiki's current pages judged against the source at

@@ -262,6 +262,36 @@ impl Wiki {
         .await
     }
 
+    /// The tip of the default branch as this node's copy holds it (the
+    /// mirror, or a local wiki itself), without asking the remote: no fetch,
+    /// no lock. `None` when the copy holds no commit yet.
+    pub async fn local_tip(&self) -> Result<Option<String>, WikiError> {
+        let state = self.state.clone();
+        self.with_deadline(blocking(move || {
+            Ok(WikiState::known_branch(&state.repo()).map(|(_, tip)| tip.to_string()))
+        }))
+        .await
+    }
+
+    /// The stale evidence markers across the pages of `commit`, a commit this
+    /// node's copy already holds (never fetched: one it lacks is not found),
+    /// counted over the pages a search would index.
+    pub async fn stale_facts(&self, commit: &str) -> Result<StaleCount, WikiError> {
+        let id = validate::parse_full_sha(commit, "commit")?;
+        let state = self.state.clone();
+        self.with_deadline(blocking(move || {
+            let repo = state.repo();
+            if !tree::has_commit(&repo, id) {
+                return Err(WikiError::not_found(format!(
+                    "this node's copy of the wiki does not hold the commit {id}"
+                )));
+            }
+            let (stale, truncated) = state.search.stale_facts(&repo, &state.cache, id)?;
+            Ok(StaleCount { stale, truncated })
+        }))
+        .await
+    }
+
     /// `list_wiki_pages` at `HEAD` or a full sha (at most 2,000 pages, sorted by path).
     pub async fn list_pages(&self, git_ref: &str) -> Result<PageList, WikiError> {
         let spec = validate::parse_ref(git_ref, "ref")?;

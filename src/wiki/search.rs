@@ -11,7 +11,9 @@
 //!   markers and HTML comments removed, so page text cannot pose as a marker
 //!   in a result;
 //! - the commit's stale-fact count is computed with the index, from the same
-//!   page texts (unreadable markers are not counted and break nothing).
+//!   page texts (unreadable markers are not counted and break nothing); a
+//!   count asked for alone (the dashboard's) reads the same pages within the
+//!   same budget and builds no index.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -108,12 +110,7 @@ impl SearchIndex {
             for (term, tf) in counts {
                 postings.entry(term).or_default().push((number as u32, tf));
             }
-            stale_facts += crate::facts::facts(&text)
-                .iter()
-                .filter(|found| {
-                    matches!(found, crate::facts::Found::Fact(fact) if fact.marker.is_stale())
-                })
-                .count();
+            stale_facts += stale_markers(&text);
             docs.push(Doc {
                 path,
                 sha,
@@ -196,6 +193,15 @@ impl SearchIndex {
             truncated: self.truncated,
         }
     }
+}
+
+/// Stale evidence markers in one page's text (unreadable markers are not
+/// counted).
+pub fn stale_markers(text: &str) -> usize {
+    crate::facts::facts(text)
+        .iter()
+        .filter(|found| matches!(found, crate::facts::Found::Fact(fact) if fact.marker.is_stale()))
+        .count()
 }
 
 /// A line without HTML comments (evidence markers) and Markdown heading
@@ -281,6 +287,54 @@ impl SearchCache {
         entries.truncate(SEARCH_CACHE_SIZE);
         Ok(built)
     }
+
+    /// The stale-fact count of `commit` and whether the scan budget ended
+    /// first: the cached index's when there is one, else counted over the
+    /// same pages an index would read, without building (or caching) one.
+    pub fn stale_facts(
+        &self,
+        repo: &gix::Repository,
+        trees: &IndexCache,
+        commit: ObjectId,
+    ) -> Result<(usize, bool), WikiError> {
+        {
+            let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((_, index)) = entries.iter().find(|(id, _)| *id == commit) {
+                return Ok((index.stale_facts, index.truncated));
+            }
+        }
+        let mut stale = 0;
+        let (_, truncated) = each_page(repo, trees, commit, |_, _, text| {
+            stale += stale_markers(&text);
+        })?;
+        Ok((stale, truncated))
+    }
+}
+
+/// Calls `visit(path, blob, text)` for the pages of `commit` in path order
+/// until [`MAX_SEARCH_SCAN_BYTES`] would be passed; returns the bytes read
+/// and whether the budget ended first.
+fn each_page(
+    repo: &gix::Repository,
+    trees: &IndexCache,
+    commit: ObjectId,
+    mut visit: impl FnMut(&str, ObjectId, String),
+) -> Result<(u64, bool), WikiError> {
+    let index = trees.get_or_build(repo, commit_tree(repo, commit)?)?;
+    let mut scanned_bytes = 0u64;
+    for (path, page) in &index.pages {
+        let size = repo
+            .find_header(page.blob)
+            .map_err(|err| WikiError::internal("reading a page header", err))?
+            .size();
+        if scanned_bytes + size > MAX_SEARCH_SCAN_BYTES {
+            return Ok((scanned_bytes, true));
+        }
+        scanned_bytes += size;
+        let text = String::from_utf8_lossy(&read_blob(repo, page.blob)?).into_owned();
+        visit(path, page.blob, text);
+    }
+    Ok((scanned_bytes, false))
 }
 
 fn build(
@@ -288,23 +342,10 @@ fn build(
     trees: &IndexCache,
     commit: ObjectId,
 ) -> Result<SearchIndex, WikiError> {
-    let index = trees.get_or_build(repo, commit_tree(repo, commit)?)?;
-    let mut pages = Vec::with_capacity(index.pages.len());
-    let mut scanned_bytes = 0u64;
-    let mut truncated = false;
-    for (path, page) in &index.pages {
-        let size = repo
-            .find_header(page.blob)
-            .map_err(|err| WikiError::internal("reading a page header", err))?
-            .size();
-        if scanned_bytes + size > MAX_SEARCH_SCAN_BYTES {
-            truncated = true;
-            break;
-        }
-        scanned_bytes += size;
-        let text = String::from_utf8_lossy(&read_blob(repo, page.blob)?).into_owned();
-        pages.push((path.clone(), page.blob.to_string(), text));
-    }
+    let mut pages = Vec::new();
+    let (scanned_bytes, truncated) = each_page(repo, trees, commit, |path, blob, text| {
+        pages.push((path.to_owned(), blob.to_string(), text));
+    })?;
     Ok(SearchIndex::build(pages, scanned_bytes, truncated))
 }
 

@@ -18,6 +18,15 @@ pub struct Snapshot {
     pub stale_facts: usize,
 }
 
+/// The stale evidence markers across the pages of one wiki commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaleCount {
+    pub stale: usize,
+    /// The pages are larger than one scan reads (the search budget): later
+    /// pages were not counted, so there are at least `stale`.
+    pub truncated: bool,
+}
+
 /// One page of a tree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PageInfo {

@@ -377,3 +377,174 @@ async fn job_actions_need_the_dashboards_own_origin_and_the_sessions_token() {
     d.permits.add_permits(10);
     d.shutdown().await.unwrap();
 }
+
+/// The `data-source` of each row of the sources page, in page order.
+fn source_order(home: &str) -> Vec<String> {
+    home.split("<tr data-source=\"")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().to_string())
+        .collect()
+}
+
+/// The opening `<tr …>` of `source`'s row.
+fn row_of<'a>(home: &'a str, source: &str) -> &'a str {
+    let start = home
+        .find(&format!("<tr data-source=\"{source}\""))
+        .unwrap_or_else(|| panic!("no row for {source}: {home}"));
+    let end = start + home[start..].find("</tr>").unwrap();
+    &home[start..end]
+}
+
+/// Commits `content` as `page` in the wiki clone `work` and pushes it; the
+/// wiki's new tip.
+fn edit_wiki(work: &std::path::Path, page: &str, content: &str) -> String {
+    use crate::harness::git::{git, git_trimmed};
+    crate::runner::fixture::write(work, page, content);
+    git(work, &["add", "-A"]);
+    git(work, &["commit", "-q", "-m", "A person edits the wiki"]);
+    git(work, &["push", "-q", "origin", "HEAD:master"]);
+    git_trimmed(work, &["rev-parse", "HEAD"])
+}
+
+/// The sources page counts each wiki's stale facts on teammem's own copy of
+/// it: a wiki with stale markers shows their number and sorts before the
+/// sources that are simply up to date, a clean wiki shows none, a wiki that
+/// cannot be read says why, and fixing the facts (a new wiki commit) is seen
+/// on the next load. The facts' own text never reaches the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sources_page_counts_stale_facts_and_lists_those_wikis_first() {
+    use crate::harness::fake_github::GitRepo;
+    let dir = tempfile::tempdir().unwrap();
+    let (app, lib) = (dir.path().join("app"), dir.path().join("lib"));
+    let app_src = GitRepo::init(&app.join("src"));
+    app_src.commits(1, "app");
+    let lib_src = GitRepo::init(&lib.join("src"));
+    lib_src.commits(1, "lib");
+    let app_wiki = crate::runner::fixture::wiki(&app);
+    let lib_wiki = crate::runner::fixture::wiki(&lib);
+    let head = lib_src.head();
+    let marker = |stale: &str| format!("<!-- teammem:evidence log.txt@{head}#L1-L1{stale} -->");
+    let stale = format!(" stale={head}");
+    let facts = |first: &str, second: &str| {
+        format!(
+            "# Facts\n\n\
+             - The log <script>alert(1)</script> has one line. {}\n\
+             - The log is plain text. {}\n\
+             - The log is small. {}\n\
+             - Broken <!-- teammem:evidence log.txt@nothex#L1 -->\n",
+            marker(first),
+            marker(second),
+            marker(""),
+        )
+    };
+    let stale_tip = edit_wiki(&lib.join("wiki-seed"), "Facts.md", &facts(&stale, &stale));
+    // A clean wiki: one fresh fact.
+    edit_wiki(&app.join("wiki-seed"), "Facts.md", &facts("", ""));
+
+    let cfg = Config::parse(&format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+data_dir = "{data}/data"
+
+[dashboard]
+forge_timeout_seconds = 30
+
+[[sources]]
+repository = "octo/app"
+local_path = "{app_src}"
+local_wiki_path = "{app_wiki}"
+webhook_secret_env = "S1"
+
+[[sources]]
+repository = "octo/lib"
+local_path = "{lib_src}"
+local_wiki_path = "{lib_wiki}"
+webhook_secret_env = "S2"
+
+[[sources]]
+repository = "octo/gone"
+local_path = "{data}/gone.git"
+local_wiki_path = "{data}/gone.wiki.git"
+webhook_secret_env = "S3"
+"#,
+        data = dir.path().display(),
+        app_src = app_src.dir.display(),
+        app_wiki = app_wiki.display(),
+        lib_src = lib_src.dir.display(),
+        lib_wiki = lib_wiki.display(),
+    ))
+    .unwrap();
+    let d = inproc::start(cfg).await;
+    for (source, repo) in [("octo/app", &app_src), ("octo/lib", &lib_src)] {
+        d.queue
+            .advance_cursor(source, &teammem::ids::Sha::parse(&repo.head()).unwrap())
+            .await
+            .unwrap();
+    }
+    let http = client();
+    let home = || async {
+        http.get(d.url("/"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+
+    let page = home().await;
+    // The unreadable source needs attention first; then stale facts; then
+    // the source that is simply up to date, although its name sorts first.
+    assert_eq!(source_order(&page), ["octo/gone", "octo/lib", "octo/app"]);
+    let lib_row = row_of(&page, "octo/lib");
+    assert!(
+        lib_row.contains("data-attention=\"stale facts\" data-stale-facts=\"2\""),
+        "{lib_row}"
+    );
+    assert!(
+        lib_row.contains(&format!(
+            "<span class=stale-count title=\"counted at wiki commit {stale_tip}\">2 stale facts</span>"
+        )),
+        "{lib_row}"
+    );
+    let app_row = row_of(&page, "octo/app");
+    assert!(
+        app_row.contains("data-attention=\"up to date\" data-stale-facts=\"0\"")
+            && !app_row.contains("stale-count"),
+        "{app_row}"
+    );
+    let gone_row = row_of(&page, "octo/gone");
+    assert!(
+        gone_row.contains(
+            "<td><span class=unknown>unknown: configuration_error: the local wiki repository could not be opened; check local_wiki_path</span></td>"
+        ) && !gone_row.contains("data-stale-facts"),
+        "{gone_row}"
+    );
+    assert!(
+        !page.contains("<script>") && !page.contains("has one line"),
+        "{page}"
+    );
+
+    // One fact fixed: the count follows the wiki's new commit.
+    let one_left = edit_wiki(&lib.join("wiki-seed"), "Facts.md", &facts("", &stale));
+    let page = home().await;
+    assert!(
+        row_of(&page, "octo/lib").contains(&format!(
+            "title=\"counted at wiki commit {one_left}\">1 stale fact</span>"
+        )),
+        "{page}"
+    );
+    assert_eq!(source_order(&page), ["octo/gone", "octo/lib", "octo/app"]);
+
+    // All fixed: octo/lib is up to date and sorts by name again.
+    edit_wiki(&lib.join("wiki-seed"), "Facts.md", &facts("", ""));
+    let page = home().await;
+    assert!(
+        row_of(&page, "octo/lib").contains("data-attention=\"up to date\" data-stale-facts=\"0\""),
+        "{page}"
+    );
+    assert_eq!(source_order(&page), ["octo/gone", "octo/app", "octo/lib"]);
+
+    d.shutdown().await.unwrap();
+}

@@ -1,11 +1,13 @@
 //! The sources page (the dashboard's home): one row per configured source
 //! the viewer may see, with the commit its memory is reconciled to, how far
-//! the default branch has moved past it, the jobs in flight for its wiki and
-//! its last job and failure; the sources that need an operator come first.
+//! the default branch has moved past it, the stale facts on its wiki, the
+//! jobs in flight for its wiki and its last job and failure; the sources that
+//! need an operator come first.
 //!
-//! Invariant: every value from the configuration, the queue or a forge is
-//! escaped; the page waits on forges at most `dashboard.forge_timeout_seconds`
-//! (see `freshness.rs`).
+//! Invariant: every value from the configuration, the queue, a forge or a
+//! wiki is escaped; the page waits on forges (and stale-fact counts) at most
+//! `dashboard.forge_timeout_seconds` and never on a git fetch (see
+//! `freshness.rs`).
 
 use std::fmt::Write;
 use std::net::SocketAddr;
@@ -16,7 +18,7 @@ use axum::response::{Html, IntoResponse, Response};
 
 use super::{age, escape, internal, layout, viewer};
 use crate::forge::{Forges, Lag};
-use crate::freshness::{LagAnswer, SourceRow};
+use crate::freshness::{FactsAnswer, LagAnswer, SourceRow};
 use crate::http::AppState;
 use crate::queue::{readable_utc, short_sha};
 
@@ -62,7 +64,7 @@ pub fn render(rows: &[SourceRow], now: i64) -> String {
         return "<p class=empty>No sources you may see. Sources are configured in teammem.toml ([[sources]]).</p>".into();
     }
     let mut body = String::from(
-        "<table class=sources><thead><tr><th>Source</th><th>Status</th><th>Reconciled to</th><th>Behind</th><th>In flight</th><th>Last job</th><th>Last failure</th></tr></thead><tbody>",
+        "<table class=sources><thead><tr><th>Source</th><th>Status</th><th>Reconciled to</th><th>Behind</th><th>Stale facts</th><th>In flight</th><th>Last job</th><th>Last failure</th></tr></thead><tbody>",
     );
     for row in rows {
         let reconciled = match &row.cursor {
@@ -98,6 +100,31 @@ pub fn render(rows: &[SourceRow], now: i64) -> String {
                 format!("<span class=unknown>unknown: {}</span>", escape(why))
             }
         };
+        let (stale, stale_attribute) = match &row.facts {
+            FactsAnswer::Counted { stale: 0, .. } => {
+                ("—".to_string(), " data-stale-facts=\"0\"".to_string())
+            }
+            FactsAnswer::Counted {
+                commit,
+                stale,
+                truncated,
+            } => {
+                let plus = if *truncated { "+" } else { "" };
+                let noun = if *stale == 1 { "fact" } else { "facts" };
+                let at = commit
+                    .as_deref()
+                    .map(|c| format!(" title=\"counted at wiki commit {}\"", escape(c)))
+                    .unwrap_or_default();
+                (
+                    format!("<span class=stale-count{at}>{stale}{plus} stale {noun}</span>"),
+                    format!(" data-stale-facts=\"{stale}\""),
+                )
+            }
+            FactsAnswer::Unknown(why) => (
+                format!("<span class=unknown>unknown: {}</span>", escape(why)),
+                String::new(),
+            ),
+        };
         let last_job = match &row.last_job {
             Some(job) => format!(
                 "<a href=\"/jobs/{id}\">#{id}</a> <span class=\"state {st}\">{st}</span> <span title=\"{at}\">{age} ago</span>",
@@ -118,7 +145,7 @@ pub fn render(rows: &[SourceRow], now: i64) -> String {
         };
         let _ = write!(
             body,
-            "<tr data-source=\"{src}\" data-attention=\"{attn}\"><td><a href=\"/jobs?repository={src}\">{src}</a><br><small>{dest}</small></td><td><span class=\"attention {attn_class}\">{attn}</span></td><td>{reconciled}</td><td>{behind}</td><td>{running} running, {queued} queued</td><td>{last_job}</td><td>{last_failure}</td></tr>",
+            "<tr data-source=\"{src}\" data-attention=\"{attn}\"{stale_attribute}><td><a href=\"/jobs?repository={src}\">{src}</a><br><small>{dest}</small></td><td><span class=\"attention {attn_class}\">{attn}</span></td><td>{reconciled}</td><td>{behind}</td><td>{stale}</td><td>{running} running, {queued} queued</td><td>{last_job}</td><td>{last_failure}</td></tr>",
             src = escape(&row.repository),
             dest = escape(&row.destination),
             attn = row.attention.as_str(),
@@ -185,10 +212,23 @@ mod tests {
             queued: 1,
             last_job: Some(job.clone()),
             last_failure: Some(job),
+            facts: FactsAnswer::Unknown("the wiki said <u>no</u>".into()),
             attention: Attention::Failing,
         };
         let html = render(&[row], 61_000);
-        assert!(!html.contains("<script>") && !html.contains("<img") && !html.contains("<b>"));
+        assert!(
+            !html.contains("<script>")
+                && !html.contains("<img")
+                && !html.contains("<b>")
+                && !html.contains("<u>")
+        );
+        assert!(
+            html.contains(
+                "<span class=unknown>unknown: the wiki said &lt;u&gt;no&lt;/u&gt;</span>"
+            ),
+            "{html}"
+        );
+        assert!(!html.contains("data-stale-facts"), "{html}");
         assert!(
             html.contains("&lt;script&gt;alert(&#39;reason&#39;)&lt;/script&gt;"),
             "{html}"
@@ -213,6 +253,7 @@ mod tests {
             queued: 0,
             last_job: None,
             last_failure: None,
+            facts: FactsAnswer::Unknown("x".into()),
             attention: Attention::Stalled,
         };
         let now = 10 * 3_600_000;
@@ -237,5 +278,59 @@ mod tests {
         );
         assert!(many.contains("10000+ commits<"), "{many}");
         assert!(render(&[row(Lag::Diverged { tip })], now).contains("diverged"));
+    }
+
+    #[test]
+    fn stale_facts_show_their_count_and_a_clean_wiki_none() {
+        let row = |facts| SourceRow {
+            repository: "octo/app".into(),
+            destination: "d".into(),
+            cursor: None,
+            lag: LagAnswer::Known(Lag::UpToDate {
+                tip: Sha::parse(&"b".repeat(40)).unwrap(),
+            }),
+            running: 0,
+            queued: 0,
+            last_job: None,
+            last_failure: None,
+            facts,
+            attention: Attention::StaleFacts,
+        };
+        let counted = |stale, truncated| FactsAnswer::Counted {
+            commit: Some("c".repeat(40)),
+            stale,
+            truncated,
+        };
+        let three = render(&[row(counted(3, false))], 0);
+        assert!(
+            three.contains(&format!(
+                "<td><span class=stale-count title=\"counted at wiki commit {}\">3 stale facts</span></td>",
+                "c".repeat(40)
+            )),
+            "{three}"
+        );
+        assert!(three.contains("data-stale-facts=\"3\""), "{three}");
+        assert!(three.contains("data-attention=\"stale facts\""), "{three}");
+        assert!(three.contains("class=\"attention stale-facts\""), "{three}");
+        assert!(render(&[row(counted(1, false))], 0).contains(">1 stale fact<"));
+        assert!(render(&[row(counted(150, true))], 0).contains(">150+ stale facts<"));
+        let clean = render(&[row(counted(0, false))], 0);
+        assert!(
+            !clean.contains("stale-count") && clean.contains("<td>up to date</td><td>—</td>"),
+            "{clean}"
+        );
+        assert!(clean.contains("data-stale-facts=\"0\""), "{clean}");
+        let empty = render(
+            &[row(FactsAnswer::Counted {
+                commit: None,
+                stale: 0,
+                truncated: false,
+            })],
+            0,
+        );
+        assert!(
+            !empty.contains("stale-count") && empty.contains("<td>up to date</td><td>—</td>"),
+            "{empty}"
+        );
     }
 }

@@ -6,7 +6,9 @@
 //! the wiki (read back with the git CLI); a force-pushed source enqueues
 //! nothing until `teammem sweep reset`. In process, against a real queue: no
 //! duplicate while the range is queued or running, a range tried before is
-//! not tried again, forge faults change nothing and are retried.
+//! not tried again, forge faults change nothing and are retried. The sources
+//! page's GitHub questions live here too, on the same hub: the lag, and the
+//! stale facts counted on teammem's mirror without a fetch.
 //!
 //! The GitHub forge's setup is the runner tests' shared `github::Hub` with
 //! `sweep = true` in the source table.
@@ -575,4 +577,116 @@ async fn a_hung_forge_leaves_the_lag_unknown_within_the_timeout() {
     };
     assert!(why.contains("did not answer within 1 s"), "{why}");
     assert_eq!(rows[0].attention, Attention::Unknown);
+}
+
+/// A GitHub wiki's stale facts are counted on teammem's mirror alone: before
+/// any fetch the count is unknown, saying why, and the page creates no
+/// mirror; once a fetch (as a job's) brought the wiki, the mirror's tip is
+/// counted; a wiki that moved on since is not fetched by the page, so the
+/// count stays at what the mirror holds until the next fetch.
+#[tokio::test]
+async fn github_stale_facts_are_counted_on_the_mirror_without_fetching() {
+    use teammem::forge::github::Permissions;
+    use teammem::freshness::{Attention, FactsAnswer, Freshness};
+    let hub = github_hub("").await;
+    let config = hub.config();
+    let source = &config.sources[0];
+    let forges = teammem::forge::Forges::with_github(Some(hub.forge()));
+    let test = crate::queue::test_queue().await;
+    test.queue
+        .advance_cursor("octo/app", &sha(&hub.source.head))
+        .await
+        .unwrap();
+    let freshness = Arc::new(Freshness::default());
+    let rows = freshness
+        .sources(&config, &test.queue, &forges, |_| true)
+        .await
+        .unwrap();
+    let FactsAnswer::Unknown(why) = &rows[0].facts else {
+        panic!("expected an unknown count, got {:?}", rows[0].facts);
+    };
+    assert!(why.contains("no copy of this wiki yet"), "{why}");
+    let mirror = teammem::wiki::WikiStore::new(config.server.data_dir.join("mirrors"))
+        .mirror_path(&source.destination());
+    assert!(!mirror.exists(), "the page must not create {mirror:?}");
+
+    // A person records a stale fact on the wiki; a fetch brings it here.
+    let seed = hub.wiki.parent().unwrap().join("wiki-seed");
+    let head = &hub.source.head;
+    let page = |stale: &str| {
+        format!(
+            "# Facts\n\n- The readme is short. <!-- teammem:evidence README.md@{head}#L1-L1{stale} -->\n"
+        )
+    };
+    let edit = |content: &str| {
+        fixture::write(&seed, "Facts.md", content);
+        git(&seed, &["add", "-A"]);
+        git(&seed, &["commit", "-q", "-m", "A person edits the wiki"]);
+        git(&seed, &["push", "-q", "origin", "HEAD:master"]);
+        git_trimmed(&seed, &["rev-parse", "HEAD"])
+    };
+    let stale_tip = edit(&page(&format!(" stale={head}")));
+    let token = hub
+        .forge()
+        .installation_token(&source.wiki_repository, &Permissions::contents_read())
+        .await
+        .unwrap();
+    let token = teammem::wiki::Secret::new(token.expose_str().unwrap());
+    let fetched = teammem::runner::facts::mirror_of(&config, source, Some(token), DEADLINE)
+        .unwrap()
+        .snapshot()
+        .await
+        .unwrap();
+    assert_eq!(fetched.sha.as_deref(), Some(stale_tip.as_str()));
+    let rows = freshness
+        .sources(&config, &test.queue, &forges, |_| true)
+        .await
+        .unwrap();
+    assert_eq!(
+        rows[0].facts,
+        FactsAnswer::Counted {
+            commit: Some(stale_tip.clone()),
+            stale: 1,
+            truncated: false
+        }
+    );
+    assert_eq!(rows[0].attention, Attention::StaleFacts);
+
+    // The fact is fixed on GitHub; the page does not fetch, the mirror
+    // still holds the stale commit.
+    let fixed = edit(&page(""));
+    let rows = freshness
+        .sources(&config, &test.queue, &forges, |_| true)
+        .await
+        .unwrap();
+    let FactsAnswer::Counted { commit, stale, .. } = &rows[0].facts else {
+        panic!("{:?}", rows[0].facts);
+    };
+    assert_eq!((commit.as_deref(), *stale), (Some(stale_tip.as_str()), 1));
+
+    // The next fetch brings the fix, and the new tip is counted.
+    let token = hub
+        .forge()
+        .installation_token(&source.wiki_repository, &Permissions::contents_read())
+        .await
+        .unwrap();
+    let token = teammem::wiki::Secret::new(token.expose_str().unwrap());
+    teammem::runner::facts::mirror_of(&config, source, Some(token), DEADLINE)
+        .unwrap()
+        .snapshot()
+        .await
+        .unwrap();
+    let rows = freshness
+        .sources(&config, &test.queue, &forges, |_| true)
+        .await
+        .unwrap();
+    assert_eq!(
+        rows[0].facts,
+        FactsAnswer::Counted {
+            commit: Some(fixed),
+            stale: 0,
+            truncated: false
+        }
+    );
+    assert_eq!(rows[0].attention, Attention::UpToDate);
 }
