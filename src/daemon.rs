@@ -248,15 +248,40 @@ pub async fn run_with_ingest(
             shutdown_grace: config.queue.shutdown_grace,
             idle_poll: Duration::from_secs(1),
             job_nice: Some(config.queue.job_nice),
+            node: config.server.node_id.clone(),
         },
     );
+
+    // On PostgreSQL: job notifications from every node wake this node's
+    // workers, and the cluster's duties run on the leader only.
+    let cluster = tokio_util::sync::CancellationToken::new();
+    let leader = match &pool {
+        db::Pool::Postgres(postgres) => {
+            crate::cluster::wake_on_notifications(
+                postgres.clone(),
+                workers.wake.clone(),
+                cluster.clone(),
+            );
+            crate::cluster::Leader::campaign(
+                postgres.clone(),
+                config.server.node_id.clone(),
+                cluster.clone(),
+            )
+        }
+        db::Pool::Sqlite(_) => crate::cluster::Leader::sole(),
+    };
 
     let mut scheduler = Scheduler::new();
     {
         let queue = queue.clone();
+        let leader = leader.clone();
         scheduler.every("rescue", config.schedule.rescue.clone(), move || {
             let queue = queue.clone();
+            let leading = leader.is_leader();
             async move {
+                if !leading {
+                    return;
+                }
                 match queue.rescue_expired().await {
                     Ok(0) => {}
                     Ok(n) => tracing::warn!(jobs = n, "rescued jobs whose lease expired"),
@@ -267,9 +292,14 @@ pub async fn run_with_ingest(
     }
     {
         let queue = queue.clone();
+        let leader = leader.clone();
         scheduler.every("retention", config.schedule.retention.clone(), move || {
             let queue = queue.clone();
+            let leading = leader.is_leader();
             async move {
+                if !leading {
+                    return;
+                }
                 match queue.prune().await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(jobs = n, "pruned finished jobs past retention"),
@@ -285,10 +315,16 @@ pub async fn run_with_ingest(
             "sweep",
             SWEEP_AFTER_START,
             config.schedule.sweep.clone(),
-            move || {
-                let sweep = sweep.clone();
-                async move {
-                    sweep.run().await;
+            {
+                let leader = leader.clone();
+                move || {
+                    let sweep = sweep.clone();
+                    let leading = leader.is_leader();
+                    async move {
+                        if leading {
+                            sweep.run().await;
+                        }
+                    }
                 }
             },
         );
@@ -314,6 +350,7 @@ pub async fn run_with_ingest(
     .with_shutdown(mcp_sessions.clone());
     let state = AppState {
         job_problems: Arc::new(job_problems),
+        leader,
         ..state
     };
     let listener = TcpListener::bind(config.server.listen)
@@ -340,6 +377,8 @@ pub async fn run_with_ingest(
     tracing::info!("HTTP stopped; waiting for running jobs");
     workers.shutdown().await;
     scheduler.shutdown().await;
+    // Gives up the leader lock, so another node takes over at once.
+    cluster.cancel();
     pool.close().await;
     tracing::info!("teammem stopped");
     served.map_err(DaemonError::Http)

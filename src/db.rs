@@ -270,6 +270,29 @@ pub async fn open_configured(config: &crate::config::Config) -> Result<Pool, DbE
     Ok(pool)
 }
 
+/// Seconds a client is asked to wait (`Retry-After`) when the database cannot
+/// be reached.
+pub const UNAVAILABLE_RETRY_AFTER: u64 = 5;
+
+/// True when `error` says the database could not be reached or went away
+/// (no connection, the server shutting down or refusing connections), as
+/// opposed to a statement it refused: the same request may succeed later.
+pub fn is_unavailable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed => true,
+        // PostgreSQL: connection exceptions (class 08), the server shutting
+        // down or starting (57P01-57P03), too many connections.
+        sqlx::Error::Database(refusal) => refusal.code().is_some_and(|code| {
+            code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300")
+        }),
+        _ => false,
+    }
+}
+
 /// The database path for a data directory.
 pub fn database_path(data_dir: &Path) -> PathBuf {
     data_dir.join(DATABASE_FILE)

@@ -15,6 +15,7 @@ pub mod ingest; // signed dispatches: HMAC, OIDC, parsing, verification, one err
 pub mod forge; // where sources live: GitHub's REST API (App auth, verification) and local git
 pub mod requests; // the PR-request service: authenticate, authorize, verify, enqueue; its own error type
 pub mod secrets; // the GitHub App key (Key Vault or a 0600 file), secrets that never print
+pub mod cluster; // several nodes on one PostgreSQL: the leader lock for the cluster's duties, job notifications
 pub mod queue; // the durable job queue: the only SQL about jobs
 pub mod worker; // the worker pool: claims jobs and runs them through a JobHandler
 pub mod sandbox; // the kernel sandbox of the command agent: Landlock policy, the sandbox-exec trampoline, tree kill

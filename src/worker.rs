@@ -92,6 +92,10 @@ pub struct PoolSettings {
     /// `Some(n)`: run jobs on their own runtime, its threads `n` steps nicer
     /// than the daemon (`[queue] job_nice`); `None`: on the caller's runtime.
     pub job_nice: Option<i32>,
+    /// The node the workers run on (`server.node_id`): each worker's name,
+    /// recorded as the lease owner and on every event it writes, is
+    /// `<node>/worker-<n>`, so each attempt says which node ran it.
+    pub node: String,
 }
 
 /// The runtime jobs run on when they are kept apart from the front door. It is
@@ -175,7 +179,7 @@ impl Pool {
         });
         for n in 0..settings.workers {
             let worker = Worker {
-                name: format!("worker-{n}"),
+                name: format!("{}/worker-{n}", settings.node),
                 queue: queue.clone(),
                 handler: handler.clone(),
                 settings: settings.clone(),
@@ -388,6 +392,7 @@ mod tests {
             shutdown_grace: Duration::from_secs(1),
             idle_poll: Duration::from_millis(50),
             job_nice,
+            node: "test-node".into(),
         }
     }
 

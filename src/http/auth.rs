@@ -36,6 +36,7 @@ impl FromRequestParts<AppState> for Caller {
             Ok(None) => Err(ApiError::unauthorized(
                 "the token is not valid or was revoked",
             )),
+            Err(e) if crate::db::is_unavailable(&e) => Err(ApiError::database_unavailable(&e)),
             Err(e) => Err(ApiError::internal("token lookup failed", &e)),
         }
     }

@@ -51,6 +51,21 @@ impl ApiError {
         )
     }
 
+    /// The database could not be reached: logged here, answered `503` with
+    /// `Retry-After`, so dispatchers and clients retry (nothing half-done
+    /// stays behind: every write is one transaction).
+    pub fn database_unavailable(error: &dyn std::fmt::Display) -> ApiError {
+        tracing::error!(%error, "database unavailable");
+        ApiError {
+            retry_after: Some(crate::db::UNAVAILABLE_RETRY_AFTER),
+            ..ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "database_unavailable",
+                "the database cannot be reached right now; retry after the Retry-After seconds",
+            )
+        }
+    }
+
     pub fn job_not_found(id: i64) -> ApiError {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -70,6 +85,7 @@ impl From<QueueError> for ApiError {
             QueueError::LeaseLost { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "lease_lost", e.to_string())
             }
+            other if other.is_unavailable() => ApiError::database_unavailable(&other),
             other => ApiError::internal("queue operation failed", &other),
         }
     }

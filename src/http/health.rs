@@ -22,7 +22,9 @@ async fn healthz() -> Json<serde_json::Value> {
 }
 
 /// Ready = the database answers, every migration is applied, every worker is
-/// running and shutdown has not begun.
+/// running and shutdown has not begun. The answer also names the node, its
+/// database backend and whether it holds the leader role (runs rescue,
+/// retention and the sweep for the cluster); a follower is ready too.
 async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<serde_json::Value>) {
     let mut problems = Vec::new();
     if !state.ready.load(Ordering::SeqCst) {
@@ -39,15 +41,31 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<serde_json::
     if alive < wanted {
         problems.push(format!("{alive} of {wanted} workers running"));
     }
+    let node = &state.config.server.node_id;
+    let database = match state.pool.dialect() {
+        crate::db::Dialect::Sqlite => "sqlite",
+        crate::db::Dialect::Postgres => "postgres",
+    };
+    let role = if state.leader.is_leader() {
+        "leader"
+    } else {
+        "follower"
+    };
     if problems.is_empty() {
         (
             StatusCode::OK,
-            Json(json!({"status": "ready", "workers": alive})),
+            Json(json!({
+                "status": "ready", "workers": alive,
+                "node": node, "database": database, "role": role,
+            })),
         )
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "not_ready", "problems": problems})),
+            Json(json!({
+                "status": "not_ready", "problems": problems,
+                "node": node, "database": database, "role": role,
+            })),
         )
     }
 }

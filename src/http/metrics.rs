@@ -20,6 +20,32 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/metrics", get(metrics))
 }
 
+/// Every sample of `text` with a `node` label first, so that series from
+/// several nodes behind one scrape target never merge. The node id is
+/// `[A-Za-z0-9._-]` (checked by the config), so it needs no escaping.
+fn with_node_label(text: &str, node: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 4);
+    for line in text.lines() {
+        if line.is_empty() || line.starts_with('#') {
+            out.push_str(line);
+        } else {
+            let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+            let (name, rest) = line.split_at(name_end);
+            out.push_str(name);
+            match rest.strip_prefix('{') {
+                Some(labels) => {
+                    let _ = write!(out, "{{node=\"{node}\",{labels}");
+                }
+                None => {
+                    let _ = write!(out, "{{node=\"{node}\"}}{rest}");
+                }
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
 async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     let counts = state
         .queue
@@ -68,6 +94,18 @@ async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, Api
         );
     }
     crate::metrics::render(&mut out);
+    let _ = writeln!(
+        out,
+        "# HELP teammem_node_info This node: its database backend and whether it runs the cluster's duties.\n\
+         # TYPE teammem_node_info gauge\n\
+         teammem_node_info{{database=\"{}\",leader=\"{}\"}} 1",
+        match state.pool.dialect() {
+            crate::db::Dialect::Sqlite => "sqlite",
+            crate::db::Dialect::Postgres => "postgres",
+        },
+        state.leader.is_leader(),
+    );
+    let out = with_node_label(&out, &state.config.server.node_id);
     Ok((
         [(
             header::CONTENT_TYPE,

@@ -52,6 +52,8 @@ pub struct AppState {
     pub job_problems: Arc<Vec<String>>,
     /// The sources page's lag cache.
     pub freshness: Arc<crate::freshness::Freshness>,
+    /// Whether this node runs the cluster's duties (`/readyz`, `/metrics`).
+    pub leader: crate::cluster::Leader,
 }
 
 impl AppState {
@@ -75,6 +77,7 @@ impl AppState {
             shutdown: tokio_util::sync::CancellationToken::new(),
             job_problems: Arc::new(Vec::new()),
             freshness: Arc::default(),
+            leader: crate::cluster::Leader::sole(),
         }
     }
 

@@ -534,7 +534,10 @@ async fn store_postgres(
     .await?;
     let disposition = match coalesced_into {
         Some(into) => Disposition::Coalesced { into },
-        None => Disposition::Created,
+        None => {
+            super::rows::notify_claimable(&mut Conn::Postgres(conn)).await?;
+            Disposition::Created
+        }
     };
     answer_with(conn, target, disposition).await
 }

@@ -267,7 +267,8 @@ sqlx::query_scalar(
                     "released",
                     Some("given back on shutdown; the attempt does not count"),
                 )
-                .await
+                .await?;
+                super::rows::notify_claimable(&mut conn).await
             })
         })
         .await?;

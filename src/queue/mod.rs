@@ -61,6 +61,12 @@ pub use retry_policy::{BACKOFF_BASE, BACKOFF_CAP, backoff, nominal_backoff};
 pub use steer::Steering;
 pub use summary::{readable_utc, rfc3339_utc, short_sha};
 
+/// The PostgreSQL notification channel on which a write that makes a job
+/// claimable now (a new job, a retry, a release) announces it, in its own
+/// transaction (so it is sent at commit); every node's workers listen (see
+/// `cluster.rs`).
+pub const JOBS_CHANNEL: &str = "teammem_jobs";
+
 /// The shortest time a delivery id is remembered (replays within it are
 /// answered with the original job).
 pub const MIN_DELIVERY_RETENTION: Duration = Duration::from_secs(3 * 24 * 60 * 60);
@@ -122,6 +128,20 @@ fn violates(error: &QueueError, constraint: &str) -> bool {
             refusal.is_unique_violation() && refusal.constraint() == Some(constraint)
         }
         _ => false,
+    }
+}
+
+impl QueueError {
+    /// True when the database could not be reached (see
+    /// [`crate::db::is_unavailable`]) or a write's commit did not complete:
+    /// retrying the same call later is safe (enqueues are idempotent) and may
+    /// succeed.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            QueueError::Database(error) => crate::db::is_unavailable(error),
+            QueueError::CommitFailed(_) => true,
+            _ => false,
+        }
     }
 }
 

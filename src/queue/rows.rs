@@ -162,6 +162,19 @@ pub(crate) async fn fetch_job(conn: &mut Conn<'_>, id: i64) -> Result<Option<Job
     row.map(JobRow::into_job).transpose()
 }
 
+/// Announces on [`super::JOBS_CHANNEL`] that a job became claimable, sent
+/// when the caller's transaction commits (PostgreSQL; on SQLite the only
+/// node's workers are woken in process).
+pub(crate) async fn notify_claimable(conn: &mut Conn<'_>) -> Result<(), QueueError> {
+    if let Conn::Postgres(conn) = conn {
+        sqlx::query("SELECT pg_notify($1, '')")
+            .bind(super::JOBS_CHANNEL)
+            .execute(&mut **conn)
+            .await?;
+    }
+    Ok(())
+}
+
 /// Appends one audit event. Callers run it in the transaction of the change
 /// it records, so the trail and the state never disagree.
 pub(crate) async fn insert_event(

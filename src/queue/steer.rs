@@ -138,6 +138,9 @@ async fn steer_in(
     let job = row.into_job()?;
     let (event, detail) = steering.event(from, owner.as_deref());
     insert_event(conn, id, now, &actor, event, Some(&detail)).await?;
+    if steering == Steering::Retry {
+        super::rows::notify_claimable(conn).await?;
+    }
     Ok(job)
 }
 

@@ -76,6 +76,18 @@ impl RequestError {
         self
     }
 
+    /// The database could not be reached: logged here, answered as
+    /// unavailable with a `Retry-After`.
+    pub fn database_unavailable(error: &dyn std::fmt::Display) -> RequestError {
+        tracing::error!(%error, "database unavailable");
+        RequestError::new(
+            Kind::Unavailable,
+            "database_unavailable",
+            "the database cannot be reached right now; retry after the Retry-After seconds",
+        )
+        .retry_in(crate::db::UNAVAILABLE_RETRY_AFTER)
+    }
+
     /// An internal failure: logged here, answered without detail.
     pub fn internal(context: &str, error: &dyn std::fmt::Display) -> RequestError {
         tracing::error!(%error, "{context}");
@@ -101,6 +113,7 @@ impl From<QueueError> for RequestError {
             QueueError::LeaseLost { .. } => {
                 RequestError::new(Kind::Conflict, "lease_lost", e.to_string())
             }
+            other if other.is_unavailable() => RequestError::database_unavailable(&other),
             other => RequestError::internal("queue operation failed", &other),
         }
     }
@@ -176,6 +189,9 @@ impl Requests {
         match tokens::verify(pool, token).await {
             Ok(Some(principal)) => return Ok(Credential::Api(principal)),
             Ok(None) => {}
+            Err(e) if crate::db::is_unavailable(&e) => {
+                return Err(RequestError::database_unavailable(&e));
+            }
             Err(e) => return Err(RequestError::internal("token lookup failed", &e)),
         }
         if !self.config.api.allow_github_tokens {

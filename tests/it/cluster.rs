@@ -2,7 +2,8 @@
 //! own data directory: any node takes a dispatch and any node runs it; a
 //! token made with one node's configuration authenticates on the others; a
 //! dashboard login on one node is valid on another; a replay sent to another
-//! node answers with the same job; the wiki gets the job's one commit.
+//! node answers with the same job; the wiki gets the job's one commit; one
+//! node at a time holds the leader role, and it moves when that node stops.
 
 use serde_json::json;
 
@@ -104,4 +105,65 @@ async fn nodes_on_one_postgres_share_jobs_tokens_and_dashboard_sessions() {
         .unwrap();
     assert_eq!(refused.status(), 401);
     assert_eq!(page(&node_a, Some(&session)).await.unwrap().status(), 303);
+
+    // One leader; when it stops, the other node takes over.
+    let (leader, follower) = loop_until(|| async {
+        match (role(&node_a).await.as_str(), role(&node_b).await.as_str()) {
+            ("leader", "follower") => Some(("node-a", "node-b")),
+            ("follower", "leader") => Some(("node-b", "node-a")),
+            _ => None,
+        }
+    })
+    .await;
+    assert_eq!(lock_holders(&url).await, [format!("teammem {leader}")]);
+    let (stopping, staying) = if leader == "node-a" {
+        (node_a, node_b)
+    } else {
+        (node_b, node_a)
+    };
+    assert!(stopping.terminate().success());
+    loop_until(|| async { (role(&staying).await == "leader").then_some(()) }).await;
+    assert_eq!(lock_holders(&url).await, [format!("teammem {follower}")]);
+}
+
+/// The role `/readyz` reports.
+async fn role(node: &crate::harness::daemon::Daemon) -> String {
+    let body: serde_json::Value = reqwest::get(node.url("/readyz"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    body["role"].as_str().unwrap_or_default().to_string()
+}
+
+/// The application names of the connections holding the leader lock.
+async fn lock_holders(url: &str) -> Vec<String> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::query_scalar(
+        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+         WHERE l.locktype = 'advisory' AND l.granted \
+           AND ((l.classid::bigint << 32) | l.objid::bigint) = $1",
+    )
+    .bind(teammem::cluster::LEADER_LOCK)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap()
+}
+
+/// Polls `check` until it answers (bounded by a deadline).
+async fn loop_until<T, F, Fut>(check: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(answer) = check().await {
+            return answer;
+        }
+        assert!(std::time::Instant::now() < deadline, "never got there");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }

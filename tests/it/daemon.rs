@@ -6,7 +6,7 @@ use crate::harness::daemon::Setup;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_is_ready_exposes_metrics_guards_jobs_and_exits_0_on_sigterm() {
-    let setup = Setup::new("[queue]\nworkers = 3\n");
+    let setup = Setup::new("node_id = \"node-x\"\n[queue]\nworkers = 3\n");
     let daemon = setup.serve(&[]);
     let http = reqwest::Client::new();
 
@@ -18,6 +18,10 @@ async fn serve_is_ready_exposes_metrics_guards_jobs_and_exits_0_on_sigterm() {
     let body: serde_json::Value = ready.json().await.unwrap();
     assert_eq!(body["status"], "ready");
     assert_eq!(body["workers"], 3);
+    // The one SQLite node runs the cluster's duties.
+    assert_eq!(body["node"], "node-x");
+    assert_eq!(body["database"], "sqlite");
+    assert_eq!(body["role"], "leader");
 
     let metrics = http.get(daemon.url("/metrics")).send().await.unwrap();
     assert_eq!(metrics.status(), 200);
@@ -27,7 +31,22 @@ async fn serve_is_ready_exposes_metrics_guards_jobs_and_exits_0_on_sigterm() {
             .unwrap()
             .starts_with("text/plain; version=0.0.4")
     );
-    let text = metrics.text().await.unwrap();
+    let raw = metrics.text().await.unwrap();
+    assert!(
+        raw.lines().any(
+            |l| l == "teammem_node_info{node=\"node-x\",database=\"sqlite\",leader=\"true\"} 1"
+        ),
+        "{raw}"
+    );
+    assert!(
+        raw.contains("teammem_jobs{node=\"node-x\",state=\"queued\"} 0"),
+        "{raw}"
+    );
+    assert!(
+        raw.contains("teammem_queue_rescues_total{node=\"node-x\"} 0"),
+        "{raw}"
+    );
+    let text = crate::harness::without_node_label(&raw);
     for line in [
         "# TYPE teammem_jobs gauge",
         "teammem_jobs{state=\"queued\"} 0",

@@ -202,7 +202,9 @@ async fn local_viewers_see_jobs_and_remote_ones_must_log_in() {
     assert_eq!(r.status(), 303);
 
     // Revoking the token ends the session.
-    teammem::tokens::revoke(&pool.clone().into(), "app").await.unwrap();
+    teammem::tokens::revoke(&pool.clone().into(), "app")
+        .await
+        .unwrap();
     let r = http
         .get(d.url("/"))
         .header("X-Forwarded-For", "203.0.113.7")

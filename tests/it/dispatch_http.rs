@@ -163,6 +163,7 @@ async fn accepted_replayed_and_coalesced_dispatches() {
         .text()
         .await
         .unwrap();
+    let metrics = crate::harness::without_node_label(&metrics);
     let count = |code: &str| {
         let prefix =
             format!("teammem_ingest_requests_total{{route=\"dispatch\",code=\"{code}\"}} ");

@@ -286,6 +286,7 @@ async fn post_merge_step_sends_a_dispatch_the_daemon_accepts() {
         .text()
         .await
         .unwrap();
+    let metrics = crate::harness::without_node_label(&metrics);
     let updated = metrics
         .lines()
         .find_map(|l| l.strip_prefix("teammem_wiki_publishes_total{outcome=\"updated\"} "))

@@ -6,3 +6,30 @@ pub mod git; // the git CLI as oracle: one helper, no user config, fixed identit
 pub mod git_http; // smart-HTTP git server (git http-backend) with Basic auth, request log, faults
 pub mod inproc; // the daemon in-process, with a job handler the test gates
 pub mod postgres; // one real PostgreSQL server per test process (initdb + pg_ctl as an unprivileged user), a fresh database per test
+
+/// A `/metrics` answer with each sample's leading `node` label removed, so
+/// that tests can name series as the code records them. Panics when a
+/// sample carries no `node` label: every sample must.
+pub fn without_node_label(metrics: &str) -> String {
+    let mut out = String::new();
+    for line in metrics.lines() {
+        if line.is_empty() || line.starts_with('#') {
+            out.push_str(line);
+        } else {
+            let start = line
+                .find("{node=\"")
+                .unwrap_or_else(|| panic!("no node label: {line}"));
+            let end = start + 7 + line[start + 7..].find('"').expect("closed label");
+            out.push_str(&line[..start]);
+            match &line[end + 1..] {
+                rest if rest.starts_with(',') => {
+                    out.push('{');
+                    out.push_str(&rest[1..]);
+                }
+                rest => out.push_str(rest.strip_prefix('}').expect("label set closed")),
+            }
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -161,6 +161,7 @@ async fn the_openai_agent_in_the_daemon_survives_bad_tool_calls_and_is_checked()
         .text()
         .await
         .unwrap();
+    let metrics = crate::harness::without_node_label(&metrics);
     assert!(
         metrics.contains("teammem_agent_steps_total{agent=\"openai\"}"),
         "{metrics}"

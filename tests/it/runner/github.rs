@@ -329,6 +329,7 @@ async fn a_github_dispatch_becomes_wiki_pages_through_a_wiki_only_write_token() 
         .text()
         .await
         .unwrap();
+    let metrics = crate::harness::without_node_label(&metrics);
     assert!(
         metrics.contains("teammem_github_api_calls_total{status=\"2xx\"}"),
         "{metrics}"

@@ -83,6 +83,7 @@ async fn sweep_checks(daemon: &Daemon, outcome: &str) -> u64 {
         .text()
         .await
         .unwrap();
+    let text = crate::harness::without_node_label(&text);
     let series = format!("teammem_sweep_checks_total{{outcome=\"{outcome}\"}} ");
     text.lines()
         .find_map(|line| line.strip_prefix(&series))

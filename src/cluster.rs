@@ -1,0 +1,168 @@
+//! Several nodes on one PostgreSQL database: which node runs the cluster's
+//! duties (rescue, retention, the sweep), and waking idle workers on every
+//! node when a job is enqueued on any of them.
+//!
+//! Invariants:
+//! - at most one node at a time holds the leader lock: a PostgreSQL session
+//!   advisory lock on a connection of the leader's own; the server releases it
+//!   when that connection ends (the node died, or lost the database), and
+//!   another node takes it at its next campaign, within [`CAMPAIGN_EVERY`];
+//! - a node that cannot confirm it still holds the lock (its connection
+//!   failed) stops calling itself leader before it campaigns again. Between
+//!   the server releasing the lock and the old leader noticing (at most one
+//!   campaign period) both may run a duty; every duty is safe to run twice
+//!   (rescue and retention are guarded statements, the sweep's enqueues are
+//!   idempotent);
+//! - on SQLite the one node is always the leader;
+//! - a lost notification connection never stops work: idle workers poll the
+//!   queue anyway (`PoolSettings::idle_poll`); the listener reconnects and
+//!   says so in the log once per outage.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sqlx::Connection;
+use sqlx::postgres::{PgConnection, PgListener, PgPool};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// How often a follower tries to become leader, and a leader checks that its
+/// lock connection is still alive.
+pub const CAMPAIGN_EVERY: Duration = Duration::from_secs(2);
+
+/// The advisory lock key of the leader role (`teammem` in ASCII, so that it
+/// is recognisable in `pg_locks`: classid 0x7465616d, objid 0x6d656d00).
+pub const LEADER_LOCK: i64 = 0x7465_616d_6d65_6d00;
+
+/// Whether this node runs the cluster's duties. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Leader {
+    leading: Arc<AtomicBool>,
+}
+
+impl Leader {
+    /// The leader of a one-node deployment (SQLite): always this node.
+    pub fn sole() -> Leader {
+        Leader {
+            leading: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    /// Campaigns for the leader lock on `pool` until `stop` is cancelled,
+    /// and gives it up then.
+    pub fn campaign(pool: PgPool, node: String, stop: CancellationToken) -> Leader {
+        let leader = Leader {
+            leading: Arc::new(AtomicBool::new(false)),
+        };
+        tokio::spawn(campaign(pool, node, leader.leading.clone(), stop));
+        leader
+    }
+
+    /// True while this node holds the leader role.
+    pub fn is_leader(&self) -> bool {
+        self.leading.load(Ordering::SeqCst)
+    }
+}
+
+async fn campaign(pool: PgPool, node: String, leading: Arc<AtomicBool>, stop: CancellationToken) {
+    let mut conn: Option<PgConnection> = None;
+    let mut complained = false;
+    loop {
+        let step = async {
+            let held = match conn.as_mut() {
+                Some(held) => held,
+                // A connection of its own, outside the pool: the lock lives
+                // exactly as long as it.
+                None => conn.insert(pool.acquire().await?.detach()),
+            };
+            if leading.load(Ordering::SeqCst) {
+                sqlx::query("SELECT 1").execute(&mut *held).await?;
+                Ok::<bool, sqlx::Error>(true)
+            } else {
+                sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+                    .bind(LEADER_LOCK)
+                    .fetch_one(&mut *held)
+                    .await
+            }
+        };
+        match step.await {
+            Ok(now_leading) => {
+                complained = false;
+                if now_leading && !leading.swap(true, Ordering::SeqCst) {
+                    tracing::info!(%node, "this node now runs the cluster's duties (leader)");
+                }
+            }
+            Err(error) => {
+                if leading.swap(false, Ordering::SeqCst) {
+                    tracing::warn!(%node, %error, "lost the leader lock's connection; no longer leader");
+                } else if !complained {
+                    tracing::warn!(%node, %error, "cannot campaign for the leader role; retrying");
+                }
+                complained = true;
+                if let Some(lost) = conn.take() {
+                    let _ = lost.close().await;
+                }
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(CAMPAIGN_EVERY) => {}
+        }
+    }
+    leading.store(false, Ordering::SeqCst);
+    if let Some(held) = conn {
+        // Closing the connection releases the lock at once, so another node
+        // takes over at its next campaign instead of after a timeout.
+        let _ = held.close().await;
+    }
+}
+
+/// Wakes one idle worker of this node for every job enqueued (or put back
+/// in the queue) on any node, from PostgreSQL notifications on
+/// [`crate::queue::JOBS_CHANNEL`], until `stop` is cancelled.
+pub fn wake_on_notifications(pool: PgPool, wake: Arc<Notify>, stop: CancellationToken) {
+    tokio::spawn(async move {
+        let outage = AtomicBool::new(false);
+        loop {
+            let listened = listen(&pool, &wake, &outage);
+            tokio::select! {
+                () = stop.cancelled() => return,
+                Err(error) = listened => {
+                    if !outage.swap(true, Ordering::SeqCst) {
+                        tracing::warn!(%error, "job notifications lost; idle workers poll the queue until they are back");
+                    }
+                }
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(CAMPAIGN_EVERY) => {}
+            }
+        }
+    });
+}
+
+/// Listens until the connection drops (the only way it ends).
+async fn listen(
+    pool: &PgPool,
+    wake: &Notify,
+    outage: &AtomicBool,
+) -> Result<std::convert::Infallible, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen(crate::queue::JOBS_CHANNEL).await?;
+    if outage.swap(false, Ordering::SeqCst) {
+        tracing::info!("job notifications are back");
+    }
+    loop {
+        match listener.try_recv().await? {
+            Some(_) => wake.notify_one(),
+            // The connection dropped: notifications sent meanwhile are lost;
+            // whatever they announced is found by the workers' polling (and
+            // the idle ones look now).
+            None => {
+                wake.notify_waiters();
+                return Err(sqlx::Error::PoolClosed);
+            }
+        }
+    }
+}
