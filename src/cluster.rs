@@ -129,6 +129,10 @@ pub fn wake_on_notifications(pool: PgPool, wake: Arc<Notify>, stop: Cancellation
             tokio::select! {
                 () = stop.cancelled() => return,
                 Err(error) = listened => {
+                    // Shutting down closes the pool under the listener.
+                    if stop.is_cancelled() {
+                        return;
+                    }
                     if !outage.swap(true, Ordering::SeqCst) {
                         tracing::warn!(%error, "job notifications lost; idle workers poll the queue until they are back");
                     }

@@ -167,3 +167,202 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// One source of the three-node test: a repository with `PRS` squash-merged
+/// pull requests on `main` after `base`, and its bare wiki.
+struct ClusterSource {
+    name: String,
+    dir: std::path::PathBuf,
+    wiki: std::path::PathBuf,
+    /// `base`, then each PR's commit, in order.
+    commits: Vec<String>,
+}
+
+const SOURCES: usize = 30;
+const PRS: usize = 10;
+
+fn cluster_source(root: &std::path::Path, n: usize) -> ClusterSource {
+    use crate::harness::git::{git, git_trimmed};
+    let root = root.join(format!("s{n}"));
+    std::fs::create_dir_all(&root).unwrap();
+    let wiki = fixture::wiki(&root);
+    let dir = root.join("app");
+    std::fs::create_dir_all(&dir).unwrap();
+    git(&dir, &["init", "-q", "-b", "main"]);
+    fixture::write(&dir, "README.md", &format!("# app {n}\n"));
+    git(&dir, &["add", "-A"]);
+    git(&dir, &["commit", "-q", "-m", "Initial commit"]);
+    let mut commits = vec![git_trimmed(&dir, &["rev-parse", "HEAD"])];
+    for pr in 1..=PRS {
+        fixture::write(
+            &dir,
+            &format!("src/part{pr}.rs"),
+            &format!("// part {pr}\n"),
+        );
+        git(&dir, &["add", "-A"]);
+        git(
+            &dir,
+            &[
+                "commit",
+                "-q",
+                "-m",
+                &format!("Part {pr} of app {n} (#{pr})"),
+            ],
+        );
+        commits.push(git_trimmed(&dir, &["rev-parse", "HEAD"]));
+    }
+    ClusterSource {
+        name: format!("demo/app{n}"),
+        dir,
+        wiki,
+        commits,
+    }
+}
+
+/// Everything seen by the sampler: the most jobs running at once for one
+/// wiki, and the most connections holding the leader lock at once.
+#[derive(Debug, Default)]
+struct Sampled {
+    samples: u64,
+    most_running_per_wiki: i64,
+    most_leaders: usize,
+}
+
+/// Three nodes, one PostgreSQL, 30 sources: 300 dispatches sent round-robin
+/// (to the next node when one is down) while one node is SIGKILLed twice and
+/// restarted. Every accepted dispatch's job ends `succeeded` or `no_change`,
+/// every PR is cited exactly once on its wiki, `git fsck --strict` is clean on
+/// every wiki, and the database, sampled throughout, never shows two running
+/// jobs for one wiki or two holders of the leader lock (which runs the sweep).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_nodes_lose_nothing_when_one_is_killed_twice() {
+    use crate::harness::git::git;
+    use sqlx::Connection;
+    use std::sync::{Arc, Mutex};
+
+    let url = postgres::server().fresh_database().await;
+    let repos = tempfile::tempdir().unwrap();
+    let sources: Vec<ClusterSource> = (0..SOURCES)
+        .map(|n| cluster_source(repos.path(), n))
+        .collect();
+    let mut shared = format!(
+        "[database]\nurl = \"{url}\"\n\
+         [queue]\nlease_seconds = 5\n\
+         [schedule]\nrescue = \"* * * * * *\"\nsweep = \"*/2 * * * * *\"\n"
+    );
+    for source in &sources {
+        shared.push_str(&format!(
+            "[[sources]]\nrepository = \"{}\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\n\
+             webhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\nsweep = true\n",
+            source.name,
+            source.dir.display(),
+            source.wiki.display()
+        ));
+    }
+    let setups: Vec<Setup> = ["node-a", "node-b", "node-c"]
+        .iter()
+        .map(|node| Setup::new(&format!("node_id = \"{node}\"\n{shared}")))
+        .collect();
+    let token = setups[0].create_token("cluster", &[]);
+    let env = [("TEAMMEM_SECRET_DEMO", SECRET)];
+    let mut nodes: Vec<Option<crate::harness::daemon::Daemon>> =
+        setups.iter().map(|setup| Some(setup.serve(&env))).collect();
+
+    // The sampler: its own connection, as often as it can, until told to stop.
+    let sampled = Arc::new(Mutex::new(Sampled::default()));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let sampler = {
+        let (url, sampled, stop) = (url.clone(), sampled.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+            while !stop.is_cancelled() {
+                let running: i64 = sqlx::query_scalar(
+                    "SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM jobs \
+                     WHERE state = 'running' GROUP BY destination) AS per_wiki",
+                )
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+                let leaders: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+                     AND ((classid::bigint << 32) | objid::bigint) = $1",
+                )
+                .bind(teammem::cluster::LEADER_LOCK)
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+                let mut seen = sampled.lock().unwrap();
+                seen.samples += 1;
+                seen.most_running_per_wiki = seen.most_running_per_wiki.max(running);
+                seen.most_leaders = seen.most_leaders.max(leaders as usize);
+            }
+        })
+    };
+
+    // 300 dispatches: PR by PR, each source's next range in turn.
+    let mut accepted: Vec<i64> = Vec::new();
+    let mut sent = 0usize;
+    for pr in 1..=PRS {
+        for source in &sources {
+            let dispatch = json!({
+                "source_repository": source.name, "kind": "range",
+                "source_run_id": sent + 1, "source_run_attempt": 1,
+                "push_before": source.commits[pr - 1], "push_after": source.commits[pr],
+            });
+            let mut answered = None;
+            for offset in 0..nodes.len() {
+                if let Some(node) = &nodes[(sent + offset) % nodes.len()] {
+                    answered = Some(post_dispatch(node, SECRET, &dispatch).await);
+                    break;
+                }
+            }
+            let (status, answer) = answered.expect("a node is up");
+            assert!(status == 202 || status == 200, "{status} {answer}");
+            accepted.push(answer["job_id"].as_i64().unwrap());
+            sent += 1;
+            // Node C is killed (SIGKILL) after 100 and 200 dispatches, and
+            // restarted 30 dispatches later.
+            if sent == 100 || sent == 200 {
+                let mut killed = nodes[2].take().unwrap();
+                killed.child.kill().unwrap();
+                killed.child.wait().unwrap();
+            }
+            if sent == 130 || sent == 230 {
+                nodes[2] = Some(setups[2].serve(&env));
+            }
+        }
+    }
+
+    // Every accepted dispatch's job ends once, reconciled.
+    accepted.sort_unstable();
+    accepted.dedup();
+    let reader = nodes[0].as_ref().unwrap();
+    for id in &accepted {
+        let (job, events) = wait_for(reader, &token, *id, finished).await;
+        assert!(
+            job["state"] == "succeeded" || job["state"] == "no_change",
+            "{job} {events}"
+        );
+    }
+    stop.cancel();
+    sampler.await.unwrap();
+    let sampled = sampled.lock().unwrap();
+    assert!(sampled.samples > 10, "{sampled:?}");
+    assert!(sampled.most_running_per_wiki <= 1, "{sampled:?}");
+    assert_eq!(sampled.most_leaders, 1, "{sampled:?}");
+
+    for source in &sources {
+        for sha in &source.commits[1..] {
+            assert_eq!(
+                crate::runner::daemon_client::entries(&source.wiki, "Changelog.md", sha),
+                1,
+                "{} {sha} on Changelog.md",
+                source.name
+            );
+        }
+        git(&source.wiki, &["fsck", "--strict"]);
+    }
+    for node in nodes.into_iter().flatten() {
+        assert!(node.terminate().success());
+    }
+}
