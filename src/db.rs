@@ -39,8 +39,9 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
 pub static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
 
 /// How long connecting to PostgreSQL (or waiting for a pooled connection)
-/// may take before the attempt fails.
-pub const POSTGRES_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// may take before the attempt fails. While the database is unreachable a
+/// request waits this long, then answers `503` with `Retry-After`.
+pub const POSTGRES_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What went wrong while opening or migrating the database.
 #[derive(Debug, thiserror::Error)]

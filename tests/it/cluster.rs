@@ -3,7 +3,10 @@
 //! token made with one node's configuration authenticates on the others; a
 //! dashboard login on one node is valid on another; a replay sent to another
 //! node answers with the same job; the wiki gets the job's one commit; one
-//! node at a time holds the leader role, and it moves when that node stops.
+//! node at a time holds the leader role, and it moves when that node stops;
+//! three nodes lose nothing when one is SIGKILLed twice; an outage of the
+//! database under load (every connection cut through a proxy, then refused)
+//! answers `503` + `Retry-After` and loses nothing.
 
 use serde_json::json;
 
@@ -365,4 +368,145 @@ async fn three_nodes_lose_nothing_when_one_is_killed_twice() {
     for node in nodes.into_iter().flatten() {
         assert!(node.terminate().success());
     }
+}
+
+/// Posts one dispatch under `delivery` until a node accepts it, as the
+/// shipped workflow does: a `503` must carry `Retry-After`, and the same
+/// delivery is sent again (to the other node) after a short pause. Returns
+/// the job id and how many `503`s it met.
+async fn dispatch_until_accepted(
+    nodes: &[&crate::harness::daemon::Daemon],
+    first: usize,
+    body: &serde_json::Value,
+    delivery: &str,
+) -> (i64, usize) {
+    let body = serde_json::to_vec(body).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut unavailable = 0;
+    for attempt in 0.. {
+        let node = nodes[(first + attempt) % nodes.len()];
+        let answer = reqwest::Client::new()
+            .post(node.url("/v1/dispatch"))
+            .header("Content-Type", "application/json")
+            .header(
+                "X-Hub-Signature-256",
+                crate::runner::daemon_client::signature(SECRET, &body),
+            )
+            .header("X-TeamMem-Delivery", delivery)
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        let status = answer.status().as_u16();
+        if status == 503 {
+            assert!(
+                answer.headers().contains_key("retry-after"),
+                "{:?}",
+                answer.headers()
+            );
+            unavailable += 1;
+            assert!(std::time::Instant::now() < deadline, "never accepted");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            continue;
+        }
+        let answer: serde_json::Value = answer.json().await.unwrap();
+        assert!(status == 202 || status == 200, "{status} {answer}");
+        return (answer["job_id"].as_i64().unwrap(), unavailable);
+    }
+    unreachable!()
+}
+
+/// The database goes away under load (every connection cut, new ones
+/// refused, for six seconds) and comes back: dispatches meanwhile answer
+/// `503` with `Retry-After` and are accepted when sent again; no
+/// acknowledged dispatch is lost; both nodes carry on without a restart;
+/// every PR is cited once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_database_outage_under_load_loses_nothing_and_the_nodes_recover() {
+    use crate::harness::cut_proxy::CutProxy;
+    use crate::harness::git::git;
+
+    let direct = postgres::server().fresh_database().await;
+    let name = direct.rsplit('/').next().unwrap().to_string();
+    let proxy = std::sync::Arc::new(CutProxy::start(postgres::server().port()).await);
+    let url = format!("postgres://teammem_test@127.0.0.1:{}/{name}", proxy.port);
+    let repos = tempfile::tempdir().unwrap();
+    let sources: Vec<ClusterSource> = (0..4).map(|n| cluster_source(repos.path(), n)).collect();
+    let mut shared = format!(
+        "[database]\nurl = \"{url}\"\n[queue]\nlease_seconds = 5\n\
+         [schedule]\nrescue = \"* * * * * *\"\n"
+    );
+    for source in &sources {
+        shared.push_str(&format!(
+            "[[sources]]\nrepository = \"{}\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\n\
+             webhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
+            source.name,
+            source.dir.display(),
+            source.wiki.display()
+        ));
+    }
+    let a = Setup::new(&format!("node_id = \"node-a\"\n{shared}"));
+    let b = Setup::new(&format!("node_id = \"node-b\"\n{shared}"));
+    let token = a.create_token("outage", &[]);
+    let env = [("TEAMMEM_SECRET_DEMO", SECRET)];
+    let (node_a, node_b) = (a.serve(&env), b.serve(&env));
+    let nodes = [&node_a, &node_b];
+
+    let mut accepted = Vec::new();
+    let mut unavailable = 0;
+    let mut outage = None;
+    let mut sent = 0usize;
+    for pr in 1..=PRS {
+        for source in &sources {
+            if sent == 12 {
+                // The outage starts while dispatches keep coming.
+                proxy.cut();
+                let proxy = proxy.clone();
+                outage = Some(tokio::spawn(async move {
+                    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+                    proxy.restore();
+                }));
+            }
+            let body = json!({
+                "source_repository": source.name, "kind": "range",
+                "source_run_id": sent + 1, "source_run_attempt": 1,
+                "push_before": source.commits[pr - 1], "push_after": source.commits[pr],
+            });
+            let delivery = uuid::Uuid::new_v4().to_string();
+            let (id, refused) = dispatch_until_accepted(&nodes, sent, &body, &delivery).await;
+            accepted.push(id);
+            unavailable += refused;
+            sent += 1;
+        }
+    }
+    outage.expect("the outage ran").await.unwrap();
+    assert!(unavailable > 0, "no dispatch met the outage");
+
+    accepted.sort_unstable();
+    accepted.dedup();
+    for id in &accepted {
+        let (job, events) = wait_for(&node_b, &token, *id, finished).await;
+        assert!(
+            job["state"] == "succeeded" || job["state"] == "no_change",
+            "{job} {events}"
+        );
+    }
+    for node in nodes {
+        let ready = reqwest::get(node.url("/readyz")).await.unwrap();
+        assert_eq!(ready.status(), 200, "{}", ready.text().await.unwrap());
+    }
+    for source in &sources {
+        for sha in &source.commits[1..] {
+            assert_eq!(
+                crate::runner::daemon_client::entries(&source.wiki, "Changelog.md", sha),
+                1,
+                "{} {sha}",
+                source.name
+            );
+        }
+        git(&source.wiki, &["fsck", "--strict"]);
+    }
+    drop(nodes);
+    assert!(node_a.terminate().success());
+    assert!(node_b.terminate().success());
 }

@@ -5,6 +5,7 @@ pub mod fake_github; // stateful fake of GitHub's REST API + OIDC issuer, backed
 pub mod git; // the git CLI as oracle: one helper, no user config, fixed identity
 pub mod git_http; // smart-HTTP git server (git http-backend) with Basic auth, request log, faults
 pub mod inproc; // the daemon in-process, with a job handler the test gates
+pub mod cut_proxy; // a TCP proxy to a real server whose every connection can be cut and refused for a while (a database outage)
 pub mod postgres; // one real PostgreSQL server per test process (initdb + pg_ctl as an unprivileged user), a fresh database per test
 
 /// A `/metrics` answer with each sample's leading `node` label removed, so

@@ -95,6 +95,11 @@ pub struct PgServer {
 }
 
 impl PgServer {
+    /// The loopback TCP port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// The URL of database `name` on this server.
     pub fn url(&self, name: &str) -> String {
         format!("postgres://{ROLE}@127.0.0.1:{}/{name}", self.port)
