@@ -506,7 +506,6 @@ async fn a_database_outage_under_load_loses_nothing_and_the_nodes_recover() {
         }
         git(&source.wiki, &["fsck", "--strict"]);
     }
-    drop(nodes);
     assert!(node_a.terminate().success());
     assert!(node_b.terminate().success());
 }
