@@ -91,7 +91,15 @@ async fn nodes_on_one_postgres_share_jobs_tokens_and_dashboard_sessions() {
     assert_eq!(page(&node_b, None).await.unwrap().status(), 303);
     let on_b = page(&node_b, Some(&session)).await.unwrap();
     assert_eq!(on_b.status(), 200);
-    assert!(on_b.text().await.unwrap().contains("succeeded"));
+    let html = on_b.text().await.unwrap();
+    assert!(html.contains("succeeded"), "{html}");
+    // The attempts table names the node that ran the attempt.
+    let ran_on = job_worker(&job);
+    assert!(
+        ran_on.starts_with("node-a/worker-") || ran_on.starts_with("node-b/worker-"),
+        "{job}"
+    );
+    assert!(html.contains(&format!("<td>{ran_on}</td>")), "{html}");
 
     // Revoked through node B's configuration: refused by node A at once.
     let out = b.run(&["tokens", "revoke", "cluster"]);
@@ -147,6 +155,7 @@ async fn lock_holders(url: &str) -> Vec<String> {
     sqlx::query_scalar(
         "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
          WHERE l.locktype = 'advisory' AND l.granted \
+           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
            AND ((l.classid::bigint << 32) | l.objid::bigint) = $1",
     )
     .bind(teammem::cluster::LEADER_LOCK)
@@ -288,6 +297,7 @@ async fn three_nodes_lose_nothing_when_one_is_killed_twice() {
                 .unwrap();
                 let leaders: i64 = sqlx::query_scalar(
                     "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+                     AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
                      AND ((classid::bigint << 32) | objid::bigint) = $1",
                 )
                 .bind(teammem::cluster::LEADER_LOCK)
@@ -508,4 +518,9 @@ async fn a_database_outage_under_load_loses_nothing_and_the_nodes_recover() {
     }
     assert!(node_a.terminate().success());
     assert!(node_b.terminate().success());
+}
+
+/// The worker that held the job's lease last (`<node>/worker-<n>`).
+fn job_worker(job: &serde_json::Value) -> String {
+    job["lease_owner"].as_str().unwrap_or_default().to_string()
 }
