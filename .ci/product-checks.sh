@@ -61,7 +61,7 @@ echo "daemon at $url"
 echo "== promtool check metrics"
 curl -fsS "$url/metrics" >"$artifacts/metrics.txt"
 promtool check metrics <"$artifacts/metrics.txt"
-grep -q '^teammem_jobs{state="succeeded"} 2$' "$artifacts/metrics.txt" ||
+grep -qE '^teammem_jobs\{node="[^"]+",state="succeeded"\} 2$' "$artifacts/metrics.txt" ||
   { echo "the scrape does not count the demo's two succeeded jobs" >&2; exit 1; }
 echo "metrics: ok"
 
