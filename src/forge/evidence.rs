@@ -10,6 +10,11 @@
 //!   [`MAX_BODY_BYTES`], [`MAX_TITLE_BYTES`]); a list cut at its bound says so
 //!   with a `*_truncated` flag, so nobody mistakes a cut list for a whole one;
 //! - merge-commit SHAs are full 40-hex ids.
+//!
+//! It also holds what both forges' bounded source reads return: a directory
+//! listing at a commit ([`TreeListing`], cut at [`MAX_TREE_ENTRIES`] and
+//! [`MAX_TREE_BYTES`]) and a file's first bytes ([`FileHead`]), with the one
+//! path check they share ([`clean_source_path`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -239,6 +244,117 @@ pub struct FilePatch {
     pub patch_truncated: bool,
 }
 
+/// A directory listing is cut at this many entries.
+pub const MAX_TREE_ENTRIES: usize = 1000;
+/// A directory listing is cut when its paths reach this many bytes.
+pub const MAX_TREE_BYTES: usize = 128 * 1024;
+/// Directories named in a listing request are at most this deep.
+pub const MAX_TREE_DEPTH: usize = 32;
+
+/// What a listed path is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    /// A blob (a file, executable or not, or a symbolic link).
+    File,
+    Directory,
+}
+
+/// One listed path, repository-relative.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeEntry {
+    pub path: String,
+    #[serde(rename = "type")]
+    pub kind: EntryKind,
+}
+
+/// The files (and, when not recursive, the subdirectories) of one directory
+/// at a commit, sorted by path, bounded by [`MAX_TREE_ENTRIES`] and
+/// [`MAX_TREE_BYTES`]; `truncated` when cut.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeListing {
+    pub entries: Vec<TreeEntry>,
+    pub truncated: bool,
+}
+
+impl TreeListing {
+    /// Adds `entry` unless the bounds are reached (then marks the listing
+    /// cut); `false` once it is full.
+    pub fn push(&mut self, entry: TreeEntry, bytes: &mut usize) -> bool {
+        if self.entries.len() >= MAX_TREE_ENTRIES || *bytes + entry.path.len() > MAX_TREE_BYTES {
+            self.truncated = true;
+            return false;
+        }
+        *bytes += entry.path.len();
+        self.entries.push(entry);
+        true
+    }
+
+    /// Sorts the entries by path.
+    pub fn sorted(mut self) -> TreeListing {
+        self.entries.sort_by(|a, b| a.path.cmp(&b.path));
+        self
+    }
+}
+
+/// A repository-relative directory (`""` for the root) or file path, checked:
+/// no `.` or `..` segment, no empty segment, no control character, at most
+/// 1024 bytes; leading and trailing `/` are dropped. `Err` says why.
+pub fn clean_source_path(path: &str, directory: bool) -> Result<String, String> {
+    let clean = path.trim_matches('/');
+    let bad = (clean.is_empty() && !directory)
+        || clean.len() > 1024
+        || clean.chars().any(char::is_control)
+        || (!clean.is_empty()
+            && clean
+                .split('/')
+                .any(|s| s.is_empty() || s == "." || s == ".."));
+    if bad {
+        let what = if directory {
+            "a repository-relative directory (empty for the root); use a/b"
+        } else {
+            "a repository-relative file path; use a/b/c.ext"
+        };
+        return Err(format!("path {:?} is not {what}", bound(path, 240).0));
+    }
+    if directory && clean.split('/').count() > MAX_TREE_DEPTH {
+        return Err(format!(
+            "directory {:?} is more than {MAX_TREE_DEPTH} levels deep",
+            bound(path, 240).0
+        ));
+    }
+    Ok(clean.to_owned())
+}
+
+/// The first bytes of a file as UTF-8 text: at most the `max` asked for, cut
+/// back to a character boundary; `truncated` when the file is longer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileHead {
+    pub content: String,
+    pub truncated: bool,
+}
+
+impl FileHead {
+    /// The head of `bytes`: `None` when what is kept is not UTF-8 (a
+    /// character cut at the end is dropped, not a reason).
+    pub fn of(bytes: &[u8], max: usize) -> Option<FileHead> {
+        let truncated = bytes.len() > max;
+        let head = &bytes[..bytes.len().min(max)];
+        let content = match std::str::from_utf8(head) {
+            Ok(text) => text,
+            // An incomplete character at the cut (at most 3 bytes) is dropped.
+            Err(e) if truncated && e.error_len().is_none() => {
+                std::str::from_utf8(&head[..e.valid_up_to()]).ok()?
+            }
+            Err(_) => return None,
+        };
+        Some(FileHead {
+            content: content.to_owned(),
+            truncated,
+        })
+    }
+}
+
 /// Writes `patches.json` into `dir` (write + rename, like the bundle).
 pub fn write_patches(dir: &Path, patches: &PatchSet) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
@@ -355,6 +471,40 @@ mod tests {
         let mut bundle = sample();
         bundle.pull_requests = vec![bundle.pull_requests[0].clone(); MAX_PULLS + 1];
         assert!(bundle.validate().is_err());
+    }
+
+    #[test]
+    fn source_paths_are_checked_and_heads_cut_at_characters() {
+        assert_eq!(clean_source_path("/src/", true).unwrap(), "src");
+        assert_eq!(clean_source_path("", true).unwrap(), "");
+        assert!(clean_source_path("", false).is_err());
+        assert!(clean_source_path("a/../b", true).is_err());
+        assert!(clean_source_path("a//b", false).is_err());
+        assert!(clean_source_path("a\nb", false).is_err());
+        assert!(clean_source_path(&"a/".repeat(40), true).is_err());
+        assert_eq!(
+            FileHead::of("héllo".as_bytes(), 2).unwrap(),
+            FileHead {
+                content: "h".into(),
+                truncated: true
+            }
+        );
+        assert!(!FileHead::of(b"abc", 3).unwrap().truncated);
+        assert!(FileHead::of(&[b'a', 0xff, b'b'], 3).is_none());
+        assert!(FileHead::of(&[b'a', 0xff, b'b', b'c'], 3).is_none());
+        let mut listing = TreeListing::default();
+        let mut bytes = 0;
+        for i in 0..=MAX_TREE_ENTRIES {
+            let kept = listing.push(
+                TreeEntry {
+                    path: format!("f{i}"),
+                    kind: EntryKind::File,
+                },
+                &mut bytes,
+            );
+            assert_eq!(kept, i < MAX_TREE_ENTRIES);
+        }
+        assert!(listing.truncated);
     }
 
     #[test]

@@ -1,9 +1,16 @@
 //! What every agent backend gets and gives back, and the builtin agent's
-//! driver: it reads the wiki through the writer child, plans with
-//! [`super::builtin::plan`], and writes through the child's
+//! driver: it reads the wiki through the writer child, reads the files of
+//! the areas it records entries in through the child's evidence tools
+//! (`list_source_files`, and `get_source_file` with `max_bytes` for each
+//! file's first [`HEAD_BYTES`], whose purpose [`crate::purpose`] finds), plans
+//! with [`super::builtin::plan_with`], and writes through the child's
 //! `patch_wiki_pages` / `write_wiki_pages`, never through the engine.
 //!
 //! Invariants:
+//! - source files are read only at the job's tip and only through the
+//!   writer's evidence tools; at most [`WHAT_IS_HERE_FILES`] per area and
+//!   [`HEADS_PER_JOB`] per job are read (an area past that keeps its section
+//!   as it is);
 //! - every write names the snapshot it was planned on (`expected_base`) and the
 //!   destination the snapshot reported (`expected_wiki_repository`);
 //! - on `conflict` (or `outcome_unknown`) the builtin agent re-reads a fresh
@@ -15,15 +22,19 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use super::builtin::{self, CurrentPage, Plan};
+use super::builtin::{self, AreaFile, AreaFiles, CurrentPage, Listings, Plan, WHAT_IS_HERE_FILES};
 use super::receipt::{PullResult, PullStatus, Receipt, ReceiptStatus};
 use super::writer::{CallError, WriterClient};
 use crate::forge::evidence::EvidenceBundle;
+use crate::purpose::{HEAD_BYTES, purpose};
 
 /// At most this many pages per write call (DESIGN §7).
 const PAGES_PER_CALL: usize = 20;
 /// At most this many bytes of page content per write call (DESIGN §7), with margin.
 const BYTES_PER_CALL: usize = 240 * 1024;
+/// At most this many file heads are read for the "What is here" sections of
+/// one job.
+pub const HEADS_PER_JOB: usize = 600;
 
 /// What an agent backend is given.
 pub struct AgentTask<'a> {
@@ -124,6 +135,159 @@ async fn read_view(client: &WriterClient, task: &AgentTask<'_>) -> Result<View, 
         wiki_repository,
         pages,
     })
+}
+
+/// A listing call's entries: (path, is a directory), and whether it was cut.
+async fn list_files(
+    client: &WriterClient,
+    task: &AgentTask<'_>,
+    directory: &str,
+    recursive: bool,
+) -> Result<(Vec<(String, bool)>, bool), CallError> {
+    let listed = client
+        .result(
+            "list_source_files",
+            json!({
+                "repository": task.repository,
+                "commit": task.bundle.job.tip().as_str(),
+                "directory": directory,
+                "recursive": recursive,
+            }),
+        )
+        .await?;
+    let entries = listed["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e["path"].as_str()?.to_owned(), e["type"] == "directory")))
+        .collect();
+    Ok((entries, listed["truncated"] == true))
+}
+
+/// The purpose of `path` at the job's tip: `Ok(None)` when the file states
+/// none or cannot be read as text (too large, binary, gone).
+async fn file_purpose(
+    client: &WriterClient,
+    task: &AgentTask<'_>,
+    path: &str,
+) -> Result<Option<(String, crate::facts::Lines)>, CallError> {
+    let file = client
+        .result(
+            "get_source_file",
+            json!({
+                "repository": task.repository,
+                "commit": task.bundle.job.tip().as_str(),
+                "path": path,
+                "max_bytes": HEAD_BYTES,
+            }),
+        )
+        .await;
+    let file = match file {
+        Ok(file) => file,
+        Err(CallError::Tool(f)) if matches!(f.kind.as_str(), "not_found" | "limit_exceeded") => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let content = file["content"].as_str().unwrap_or_default();
+    // A head cut inside a line ends at the last whole line.
+    let content = if file["truncated"] == true {
+        content.rfind('\n').map_or(content, |end| &content[..=end])
+    } else {
+        content
+    };
+    Ok(purpose(path, content.as_bytes()))
+}
+
+/// Reads the files of the areas `slugs` (not yet in `listings`) at the job's
+/// tip, each with its purpose, into `listings`, spending at most `heads` file
+/// reads. An area that cannot be read (other than for a transient cause,
+/// which ends the run) or that would overspend is left out, so its page
+/// keeps its section as it is.
+async fn read_listings(
+    client: &WriterClient,
+    task: &AgentTask<'_>,
+    slugs: &BTreeSet<String>,
+    listings: &mut Listings,
+    heads: &mut usize,
+) -> Result<(), CallError> {
+    let transient = |e: &CallError| matches!(e, CallError::Tool(f) if f.is_transient());
+    let (root, root_cut) = match list_files(client, task, "", false).await {
+        Ok(found) => found,
+        Err(e) if !transient(&e) => {
+            tracing::warn!(reason = %e, "the source tree could not be listed; the area pages keep their \"What is here\" sections");
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    for slug in slugs {
+        if listings.contains_key(slug) {
+            continue;
+        }
+        let mut paths: Vec<String> = Vec::new();
+        let mut cut = root_cut;
+        let mut readable = true;
+        for (path, directory) in &root {
+            let area = if *directory {
+                path.clone()
+            } else {
+                builtin::ROOT_AREA.to_owned()
+            };
+            if builtin::area_slug(&area) != *slug {
+                continue;
+            }
+            if !directory {
+                paths.push(path.clone());
+                continue;
+            }
+            match list_files(client, task, path, true).await {
+                Ok((files, truncated)) => {
+                    cut |= truncated;
+                    paths.extend(files.into_iter().filter(|(_, d)| !d).map(|(p, _)| p));
+                }
+                Err(e) if !transient(&e) => {
+                    tracing::warn!(reason = %e, area = %slug, "an area's files could not be listed; its page keeps its \"What is here\" section");
+                    readable = false;
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        paths.sort();
+        paths.dedup();
+        let shown = paths.len().min(WHAT_IS_HERE_FILES);
+        if !readable || shown > *heads {
+            continue;
+        }
+        *heads -= shown;
+        let mut files = Vec::with_capacity(shown);
+        for path in paths.iter().take(shown) {
+            match file_purpose(client, task, path).await {
+                Ok(purpose) => files.push(AreaFile {
+                    path: path.clone(),
+                    purpose,
+                }),
+                Err(e) if !transient(&e) => {
+                    tracing::warn!(reason = %e, area = %slug, "an area's files could not be read; its page keeps its \"What is here\" section");
+                    readable = false;
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if readable {
+            listings.insert(
+                slug.clone(),
+                AreaFiles {
+                    commit: task.bundle.job.tip().clone(),
+                    files,
+                    omitted: paths.len() - shown,
+                    listing_cut: cut,
+                },
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Splits items into calls of at most [`PAGES_PER_CALL`] items and
@@ -272,6 +436,8 @@ pub async fn run_builtin(
     let mut written: BTreeSet<u64> = BTreeSet::new();
     let mut first_base: Option<String> = None;
     let mut last_tip: Option<String> = None;
+    let mut listings = Listings::new();
+    let mut heads = HEADS_PER_JOB;
     for attempt in 0..2 {
         let view = read_view(client, task).await.map_err(|e| AgentError {
             retryable: matches!(&e, CallError::Tool(f) if f.is_transient()),
@@ -279,7 +445,17 @@ pub async fn run_builtin(
         })?;
         first_base.get_or_insert_with(|| view.base.clone());
         let wiki_repository = view.wiki_repository.clone();
-        let plan = builtin::plan(task.bundle, &view.pages);
+        // The areas that get entries have their files read (once per run).
+        let areas = builtin::plan(task.bundle, &view.pages).area_slugs();
+        if areas.iter().any(|slug| !listings.contains_key(slug)) {
+            read_listings(client, task, &areas, &mut listings, &mut heads)
+                .await
+                .map_err(|e| AgentError {
+                    retryable: matches!(&e, CallError::Tool(f) if f.is_transient()),
+                    reason: format!("the builtin agent could not read the source's files: {e}"),
+                })?;
+        }
+        let plan = builtin::plan_with(task.bundle, &view.pages, &listings);
         if plan.is_empty() {
             let any_written = !written.is_empty();
             return Ok(AgentOutcome {

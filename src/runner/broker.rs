@@ -16,9 +16,10 @@
 //!   environment or a directory yields no way to ask it for anything;
 //! - it is a value owned by the job's future: dropping it (job finished,
 //!   cancelled, timed out) ends the serving task and closes the daemon's end;
-//! - the daemon never hands out a source-read credential: file contents, not
-//!   tokens, cross the socket for `source_file`, and only for commits of the
-//!   job's evidence bundle (the daemon's own copy, not the file on disk);
+//! - the daemon never hands out a source-read credential: file contents and
+//!   directory listings, not tokens, cross the socket for `source_file` and
+//!   `source_tree`, and only for commits of the job's evidence bundle (the
+//!   daemon's own copy, not the file on disk), bounded in size;
 //! - requests are read bounded ([`MAX_REQUEST_BYTES`]); nothing here logs a
 //!   token.
 
@@ -35,7 +36,7 @@ use crate::forge::github::GitHubForge;
 use crate::wiki::Secret;
 use crate::writer_contract::MAX_SOURCE_FILE;
 use crate::writer_contract::broker::{
-    Answer, BrokerError, MAX_PATH_BYTES, MAX_REQUEST_BYTES, RedactedToken, Request, SourceFile,
+    Answer, BrokerError, MAX_REQUEST_BYTES, RedactedToken, Request, SourceFile, SourceTree,
     WriterDestination, WriterGrant, refused,
 };
 
@@ -155,7 +156,7 @@ async fn decide(job: &BrokerJob, request: Request) -> Answer {
             let (Some(commit), Some(path)) = (request.commit, request.path) else {
                 return refused("invalid_input", "source_file needs commit and path");
             };
-            match source_file(job, &commit, &path).await {
+            match source_file(job, &commit, &path, request.max_bytes).await {
                 Ok(file) => Answer {
                     ok: true,
                     file: Some(file),
@@ -167,19 +168,36 @@ async fn decide(job: &BrokerJob, request: Request) -> Answer {
                 },
             }
         }
+        "source_tree" => {
+            let Some(commit) = request.commit else {
+                return refused("invalid_input", "source_tree needs commit");
+            };
+            let directory = request.path.unwrap_or_default();
+            let recursive = request.recursive.unwrap_or(false);
+            match source_tree(job, &commit, &directory, recursive).await {
+                Ok(tree) => Answer {
+                    ok: true,
+                    tree: Some(tree),
+                    ..Answer::default()
+                },
+                Err(error) => Answer {
+                    error: Some(error),
+                    ..Answer::default()
+                },
+            }
+        }
         other => refused(
             "invalid_input",
             format!(
-                "unknown broker request {:?}; ask binding or source_file",
+                "unknown broker request {:?}; ask binding, source_file or source_tree",
                 evidence::bound(other, 64).0
             ),
         ),
     }
 }
 
-/// The rule of `get_source_file`: a commit of the evidence, a
-/// repository-relative path, a UTF-8 file of at most [`MAX_SOURCE_FILE`] bytes.
-async fn source_file(job: &BrokerJob, commit: &str, path: &str) -> Result<SourceFile, BrokerError> {
+/// The GitHub client, and `commit` checked to be one of the job's evidence.
+fn readable<'a>(job: &'a BrokerJob, commit: &str) -> Result<&'a GitHubForge, BrokerError> {
     let Some(forge) = &job.forge else {
         return Err(BrokerError::new(
             "invalid_input",
@@ -195,38 +213,85 @@ async fn source_file(job: &BrokerJob, commit: &str, path: &str) -> Result<Source
             ),
         ));
     }
-    let clean = path.trim_start_matches('/');
-    if clean.is_empty()
-        || clean.len() > MAX_PATH_BYTES
-        || clean.chars().any(char::is_control)
-        || clean
-            .split('/')
-            .any(|s| s.is_empty() || s == "." || s == "..")
-    {
+    Ok(forge)
+}
+
+fn source_failure(error: SourceError) -> BrokerError {
+    match error {
+        SourceError::Rejected(message) => BrokerError::new("not_found", message),
+        SourceError::Invalid(message) => BrokerError::new("limit_exceeded", message),
+        SourceError::Unavailable(message) => BrokerError::new("upstream_error", message),
+    }
+}
+
+/// The rule of `get_source_file`: a commit of the evidence, a
+/// repository-relative path, a UTF-8 file of at most [`MAX_SOURCE_FILE`]
+/// bytes, or with `max_bytes` (1 to [`MAX_SOURCE_FILE`]) its first bytes.
+async fn source_file(
+    job: &BrokerJob,
+    commit: &str,
+    path: &str,
+    max_bytes: Option<usize>,
+) -> Result<SourceFile, BrokerError> {
+    let forge = readable(job, commit)?;
+    let clean = evidence::clean_source_path(path, false)
+        .map_err(|message| BrokerError::new("invalid_input", message))?;
+    if max_bytes.is_some_and(|n| n == 0 || n > MAX_SOURCE_FILE) {
         return Err(BrokerError::new(
             "invalid_input",
-            format!(
-                "path {:?} is not a repository-relative file path; use a/b/c.ext",
-                evidence::bound(path, 240).0
-            ),
+            format!("max_bytes must be between 1 and {MAX_SOURCE_FILE}"),
         ));
     }
     let commit = commit.to_ascii_lowercase();
-    match forge
-        .read_file_at(&job.source, &commit, clean, MAX_SOURCE_FILE)
+    let not_a_file = || BrokerError::new("not_found", format!("{clean} is not a file at {commit}"));
+    let (content, truncated) = match max_bytes {
+        None => forge
+            .read_file_at(&job.source, &commit, &clean, MAX_SOURCE_FILE)
+            .await
+            .map_err(source_failure)?
+            .map(|content| (content, false))
+            .ok_or_else(not_a_file)?,
+        Some(max) => forge
+            .read_head_at(&job.source, &commit, &clean, max)
+            .await
+            .map_err(source_failure)?
+            .map(|head| (head.content, head.truncated))
+            .ok_or_else(not_a_file)?,
+    };
+    Ok(SourceFile {
+        path: clean,
+        commit,
+        content,
+        truncated,
+    })
+}
+
+/// The rule of `list_source_files`: a commit of the evidence, a
+/// repository-relative directory, a bounded listing.
+async fn source_tree(
+    job: &BrokerJob,
+    commit: &str,
+    directory: &str,
+    recursive: bool,
+) -> Result<SourceTree, BrokerError> {
+    let forge = readable(job, commit)?;
+    let clean = evidence::clean_source_path(directory, true)
+        .map_err(|message| BrokerError::new("invalid_input", message))?;
+    let commit = commit.to_ascii_lowercase();
+    let listing = forge
+        .list_tree_at(&job.source, &commit, &clean, recursive)
         .await
-    {
-        Ok(Some(content)) => Ok(SourceFile {
-            path: clean.to_owned(),
-            commit,
-            content,
-        }),
-        Ok(None) => Err(BrokerError::new(
-            "not_found",
-            format!("{clean} is not a file at {commit}"),
-        )),
-        Err(SourceError::Rejected(message)) => Err(BrokerError::new("not_found", message)),
-        Err(SourceError::Invalid(message)) => Err(BrokerError::new("limit_exceeded", message)),
-        Err(SourceError::Unavailable(message)) => Err(BrokerError::new("upstream_error", message)),
-    }
+        .map_err(source_failure)?
+        .ok_or_else(|| {
+            BrokerError::new(
+                "not_found",
+                format!("{clean} is not a directory at {commit}"),
+            )
+        })?;
+    Ok(SourceTree {
+        commit,
+        directory: clean,
+        entries: listing.entries,
+        truncated: listing.truncated,
+    })
 }

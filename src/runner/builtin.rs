@@ -1,7 +1,9 @@
 //! The builtin agent's edit planner: deterministic, no network, pure. From an
-//! evidence bundle and the current pages it computes the edits that keep
+//! evidence bundle, the current pages and the files of the areas touched (as
+//! the agent read them at the job's tip) it computes the edits that keep
 //! `Home.md` (topic index), `Areas/<area>.md` (one page per area touched, with
-//! a "Recent changes" list) and `Changelog.md` in step.
+//! a "What is here" list of the area's files and a "Recent changes" list) and
+//! `Changelog.md` in step.
 //!
 //! Invariants:
 //! - every entry cites the PR number, title, author and the full merge-commit
@@ -10,8 +12,17 @@
 //!   plans nothing;
 //! - existing pages are only patched at exact anchors (insert after a marker
 //!   line, or append at the end); new pages are written whole;
-//! - untrusted text (titles, authors, paths) is escaped so it renders as text:
-//!   it cannot open HTML, forge a marker, start a heading or break a line;
+//! - untrusted text (titles, authors, paths, a file's purpose) is escaped so
+//!   it renders as text: it cannot open HTML, forge or close a marker, start a
+//!   heading or break a line;
+//! - an area page's "What is here" section is re-derived whole, between its
+//!   two anchors, each time a job records an entry on the page: every file
+//!   line cites the line its purpose came from with an evidence marker at the
+//!   job's tip (so the runner's stale markers there are replaced); it lists at
+//!   most [`WHAT_IS_HERE_FILES`] files in [`WHAT_IS_HERE_BYTES`] and says how
+//!   many it left out; every one of its lines carries a teammem marker, and a
+//!   section whose anchors or lines a person changed is left as it is; all the
+//!   sections of one job change at most [`JOB_SECTION_BYTES`];
 //! - no planned page exceeds [`PAGE_BUDGET`] (the writer's 64 KiB page limit):
 //!   the oldest entry lines are dropped first and the page says so once, with
 //!   the `<!-- teammem:trimmed -->` note pointing at the page's history. (A
@@ -21,7 +32,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::facts::{Lines, Marker};
 use crate::forge::evidence::{EvidenceBundle, PullRequest};
+use crate::ids::Sha;
 
 pub const HOME: &str = "Home.md";
 pub const CHANGELOG: &str = "Changelog.md";
@@ -60,6 +73,44 @@ fn area_link_marker(slug: &str) -> String {
 }
 
 const CHANGELOG_LINK_MARKER: &str = "<!-- teammem:changelog-link -->";
+
+/// Ends the first line of an area page's "What is here" section.
+pub const WHAT_IS_HERE_ANCHOR: &str = "<!-- teammem:what-is-here -->";
+/// The last line of the section.
+pub const WHAT_IS_HERE_END: &str = "<!-- teammem:what-is-here-end -->";
+/// Ends the line of a file that states no purpose.
+const FILE_MARKER: &str = "<!-- teammem:file -->";
+const WHAT_IS_HERE_HEADING: &str = "## What is here\n\n";
+/// At most this many files are listed in one area's section.
+pub const WHAT_IS_HERE_FILES: usize = 200;
+/// One area's section holds at most this many bytes.
+pub const WHAT_IS_HERE_BYTES: usize = 12 * 1024;
+/// The sections one job rewrites change at most this many bytes in all (old
+/// and new text), so they leave room in the job's change budget.
+pub const JOB_SECTION_BYTES: usize = 128 * 1024;
+
+/// One file of an area at the job's tip, with its purpose (the plain text
+/// and the line it came from) if it states one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AreaFile {
+    pub path: String,
+    pub purpose: Option<(String, Lines)>,
+}
+
+/// An area's files at one commit, as the agent read them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AreaFiles {
+    pub commit: Sha,
+    /// Sorted by path.
+    pub files: Vec<AreaFile>,
+    /// Files of the area that are not in `files`.
+    pub omitted: usize,
+    /// The area's listing was cut, so `omitted` is a lower bound.
+    pub listing_cut: bool,
+}
+
+/// Area slug → its files; an area without an entry keeps its section as it is.
+pub type Listings = BTreeMap<String, AreaFiles>;
 
 /// A page as it is at the snapshot the plan starts from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,6 +163,18 @@ pub struct Plan {
 impl Plan {
     pub fn is_empty(&self) -> bool {
         self.writes.is_empty() && self.patches.is_empty()
+    }
+
+    /// The slugs of the area pages the plan writes or patches.
+    pub fn area_slugs(&self) -> BTreeSet<String> {
+        let prefix = format!("{AREAS_DIR}/");
+        self.writes
+            .iter()
+            .map(|w| w.path.as_str())
+            .chain(self.patches.keys().map(String::as_str))
+            .filter_map(|p| p.strip_prefix(&prefix)?.strip_suffix(".md"))
+            .map(str::to_owned)
+            .collect()
     }
 }
 
@@ -367,12 +430,132 @@ fn area_title(area: &str) -> String {
     }
 }
 
-fn new_area_page(area: &str, slug: &str, entries: &str) -> String {
+fn new_area_page(area: &str, slug: &str, section: Option<&str>, entries: &str) -> String {
+    let what = section
+        .map(|s| format!("{WHAT_IS_HERE_HEADING}{s}\n"))
+        .unwrap_or_default();
     format!(
-        "# Area: {}\n\nPull requests that changed {} (kept by teammem).\n\n## Recent changes\n\n{RECENT_ANCHOR}{entries}",
+        "# Area: {}\n\nPull requests that changed {} (kept by teammem).\n\n{what}## Recent changes\n\n{RECENT_ANCHOR}{entries}",
         escape_markdown(slug),
         area_title(area)
     )
+}
+
+/// A file's purpose as Markdown: escaped like a title, and with no `-->` (or
+/// `--!>`) that could close a comment.
+pub fn escape_purpose(text: &str) -> String {
+    escape_markdown(text)
+        .replace("-->", "--&gt;")
+        .replace("--!>", "--!&gt;")
+}
+
+/// One file's line: its path, its purpose and the marker citing where the
+/// purpose came from, or its path alone.
+fn file_line(file: &AreaFile, commit: &Sha) -> String {
+    let path = escape_markdown(&file.path);
+    match &file.purpose {
+        Some((text, lines)) => format!(
+            "- {path} — {} {}\n",
+            escape_purpose(text),
+            Marker::source(&file.path, commit.clone(), *lines)
+        ),
+        None => format!("- {path} {FILE_MARKER}\n"),
+    }
+}
+
+/// The room the first and last lines of a section take at most.
+const SECTION_FRAME: usize = 512;
+
+/// An area's "What is here" section (without its heading): a summary line
+/// ending with [`WHAT_IS_HERE_ANCHOR`], one line per file while they fit in
+/// `cap` bytes, and [`WHAT_IS_HERE_END`].
+pub fn what_is_here(area: &str, files: &AreaFiles, cap: usize) -> String {
+    let mut lines = String::new();
+    let mut listed = 0;
+    for file in files.files.iter().take(WHAT_IS_HERE_FILES) {
+        let line = file_line(file, &files.commit);
+        if SECTION_FRAME + lines.len() + line.len() > cap {
+            break;
+        }
+        lines.push_str(&line);
+        listed += 1;
+    }
+    let omitted = files.omitted + (files.files.len() - listed);
+    let place = area_title(area);
+    let mut summary = if listed == 0 && omitted == 0 && !files.listing_cut {
+        format!("No {place} at commit `{}` (kept by teammem).", files.commit)
+    } else {
+        format!(
+            "The {place} at commit `{}`, each with the purpose its first lines state (kept by teammem).",
+            files.commit
+        )
+    };
+    if omitted > 0 || files.listing_cut {
+        let at_least = if files.listing_cut { "At least " } else { "" };
+        let noun = if omitted == 1 && !files.listing_cut {
+            "file is"
+        } else {
+            "files are"
+        };
+        summary.push_str(&format!(
+            " {at_least}{omitted} more {noun} not listed (the list holds at most {WHAT_IS_HERE_FILES} files in {} KiB).",
+            cap / 1024
+        ));
+    }
+    format!("{summary} {WHAT_IS_HERE_ANCHOR}\n{lines}{WHAT_IS_HERE_END}\n")
+}
+
+/// Where the "What is here" section is on `page`: from the start of its
+/// anchor's line to the end of its end line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Section {
+    /// The page has none.
+    Absent,
+    /// The section's byte range.
+    At(std::ops::Range<usize>),
+    /// A person changed it (an anchor missing, doubled or out of order, a
+    /// line without a teammem marker in it, or the recent-changes anchor
+    /// inside it), so it is left alone.
+    Edited,
+}
+
+impl Section {
+    fn len(&self) -> usize {
+        match self {
+            Section::At(range) => range.len(),
+            _ => 0,
+        }
+    }
+}
+
+/// Finds the "What is here" section of `page`.
+pub fn section_span(page: &str) -> Section {
+    match (
+        page.matches(WHAT_IS_HERE_ANCHOR).count(),
+        page.matches(WHAT_IS_HERE_END).count(),
+    ) {
+        (0, 0) => return Section::Absent,
+        (1, 1) => {}
+        _ => return Section::Edited,
+    }
+    let (Some(anchor), Some(end)) = (page.find(WHAT_IS_HERE_ANCHOR), page.find(WHAT_IS_HERE_END))
+    else {
+        return Section::Edited;
+    };
+    if end < anchor {
+        return Section::Edited;
+    }
+    let start = page[..anchor].rfind('\n').map_or(0, |i| i + 1);
+    let stop = page[end..].find('\n').map_or(page.len(), |i| end + i + 1);
+    let span = &page[start..stop];
+    let edited = span
+        .split_inclusive('\n')
+        .any(|line| !line.contains(crate::wiki::confine::MARKER))
+        || span.contains(RECENT_ANCHOR.trim_end());
+    if edited {
+        return Section::Edited;
+    }
+    Section::At(start..stop)
 }
 
 fn new_changelog(entries: &str) -> String {
@@ -450,17 +633,18 @@ fn entry_lines(text: &str) -> Vec<std::ops::Range<usize>> {
     out
 }
 
-/// Applies replacements to a text the way the writer does.
-fn apply_replacements(text: &str, replacements: &[Replacement]) -> String {
-    let mut result = text.to_owned();
-    for r in replacements {
-        if r.old.is_empty() {
-            result.push_str(&r.new);
-        } else {
-            result = result.replacen(&r.old, &r.new, 1);
-        }
-    }
-    result
+/// Applies replacements to a text with the writer's own patch engine (all
+/// on the original text, each `old` once); `Err` says why the writer would
+/// refuse them.
+fn apply_replacements(text: &str, replacements: &[Replacement]) -> Result<String, String> {
+    let engine: Vec<crate::wiki::patch::Replacement> = replacements
+        .iter()
+        .map(|r| crate::wiki::patch::Replacement {
+            old: r.old.clone(),
+            new: r.new.clone(),
+        })
+        .collect();
+    crate::wiki::patch::apply_replacements(text, &engine).map_err(|v| v.to_string())
 }
 
 /// Adds replacements to `patch` that drop the oldest entry lines of `page`
@@ -468,17 +652,34 @@ fn apply_replacements(text: &str, replacements: &[Replacement]) -> String {
 /// [`PAGE_BUDGET`], leaving the trimmed note once. One replacement per run
 /// of adjacent dropped lines, so a page trimmed from the bottom costs one.
 fn trim_patch(page: &CurrentPage, patch: &mut PagePatch) {
-    let after = apply_replacements(&page.content, &patch.replacements).len();
+    let Ok(after) = apply_replacements(&page.content, &patch.replacements) else {
+        return;
+    };
+    let after = after.len();
     if after <= PAGE_BUDGET {
         return;
     }
+    // Lines the patch already replaces are not dropped again.
+    let taken: Vec<std::ops::Range<usize>> = patch
+        .replacements
+        .iter()
+        .filter(|r| !r.old.is_empty())
+        .filter_map(|r| page.content.find(&r.old).map(|at| at..at + r.old.len()))
+        .collect();
     let note = if page.content.contains(TRIMMED_MARKER) {
         String::new()
     } else {
         trimmed_note()
     };
     let need = after + note.len() - PAGE_BUDGET;
-    let lines = entry_lines(&page.content);
+    let lines: Vec<std::ops::Range<usize>> = entry_lines(&page.content)
+        .into_iter()
+        .filter(|line| {
+            !taken
+                .iter()
+                .any(|t| line.start < t.end && t.start < line.end)
+        })
+        .collect();
     let mut dropped: Vec<std::ops::Range<usize>> = Vec::new();
     let mut freed = 0;
     for range in lines.iter().rev() {
@@ -528,8 +729,19 @@ fn trim_new_page(content: String) -> String {
 }
 
 /// Plans the edits for `bundle` against `pages` (the current contents of the
-/// pages it may touch; absent = the page does not exist).
+/// pages it may touch; absent = the page does not exist), leaving every
+/// "What is here" section as it is.
 pub fn plan(bundle: &EvidenceBundle, pages: &BTreeMap<String, CurrentPage>) -> Plan {
+    plan_with(bundle, pages, &Listings::new())
+}
+
+/// [`plan`], with the "What is here" section of each area page that gets an
+/// entry re-derived from `listings` (areas it does not name keep theirs).
+pub fn plan_with(
+    bundle: &EvidenceBundle,
+    pages: &BTreeMap<String, CurrentPage>,
+    listings: &Listings,
+) -> Plan {
     let recorded = |path: &str, sha: &str| {
         pages
             .get(path)
@@ -613,23 +825,69 @@ pub fn plan(bundle: &EvidenceBundle, pages: &BTreeMap<String, CurrentPage>) -> P
         }
     }
 
+    let mut section_room = JOB_SECTION_BYTES;
     for (slug, (area, entries)) in &areas {
         if entries.is_empty() {
             continue;
         }
         let path = area_page(slug);
-        match pages.get(&path) {
+        let current = pages.get(&path);
+        let span = current.map_or(Section::Absent, |page| section_span(&page.content));
+        // The section, when the agent derived it, the page's own is intact,
+        // and the job's section budget has room for the swap.
+        let section = match (listings.get(slug), &span) {
+            (Some(files), Section::Absent | Section::At(_)) => {
+                let text = what_is_here(area, files, WHAT_IS_HERE_BYTES);
+                let cost = span.len() + text.len();
+                (cost <= section_room).then(|| {
+                    section_room -= cost;
+                    text
+                })
+            }
+            _ => None,
+        };
+        match current {
             None => out.writes.push(NewPage {
-                content: trim_new_page(new_area_page(area, slug, entries)),
+                content: trim_new_page(new_area_page(area, slug, section.as_deref(), entries)),
                 path,
             }),
             Some(page) => {
-                let r = insert_after_anchor(page, RECENT_ANCHOR, entries, |b| {
-                    format!("\n## Recent changes\n\n{RECENT_ANCHOR}{b}")
-                });
+                let mut replacements = Vec::new();
+                let mut append = String::new();
+                if occurrences(&page.content, RECENT_ANCHOR) == 1 {
+                    replacements.push(Replacement {
+                        old: RECENT_ANCHOR.to_owned(),
+                        new: format!("{RECENT_ANCHOR}{entries}"),
+                    });
+                } else {
+                    append.push_str(&format!("\n## Recent changes\n\n{RECENT_ANCHOR}{entries}"));
+                }
+                match (section, span) {
+                    (Some(section), Section::At(old)) if page.content[old.clone()] != section => {
+                        replacements.push(Replacement {
+                            old: page.content[old].to_owned(),
+                            new: section,
+                        });
+                    }
+                    (Some(section), Section::Absent) => {
+                        append.push_str(&format!("\n{WHAT_IS_HERE_HEADING}{section}"));
+                    }
+                    _ => {}
+                }
+                if !append.is_empty() {
+                    let sep = if page.content.is_empty() || page.content.ends_with('\n') {
+                        ""
+                    } else {
+                        "\n"
+                    };
+                    replacements.push(Replacement {
+                        old: String::new(),
+                        new: format!("{sep}{append}"),
+                    });
+                }
                 let mut patch = PagePatch {
                     expected_sha: page.sha.clone(),
-                    replacements: vec![r],
+                    replacements,
                 };
                 trim_patch(page, &mut patch);
                 out.patches.insert(path, patch);
@@ -696,15 +954,8 @@ pub fn apply(pages: &BTreeMap<String, CurrentPage>, plan: &Plan) -> BTreeMap<Str
     }
     for (path, patch) in &plan.patches {
         let text = out.get(path).cloned().unwrap_or_default();
-        let mut result = text.clone();
-        for r in &patch.replacements {
-            if r.old.is_empty() {
-                result.push_str(&r.new);
-            } else {
-                assert_eq!(occurrences(&text, &r.old), 1, "anchor must be unique");
-                result = result.replacen(&r.old, &r.new, 1);
-            }
-        }
+        let result = apply_replacements(&text, &patch.replacements)
+            .unwrap_or_else(|why| panic!("the writer would refuse the patch of {path}: {why}"));
         out.insert(path.clone(), result);
     }
     out
@@ -1213,6 +1464,300 @@ mod tests {
     #[test]
     fn a_range_without_pull_requests_plans_nothing() {
         assert!(plan(&bundle(vec![]), &home()).is_empty());
+    }
+
+    fn tip() -> Sha {
+        Sha::parse(&"f".repeat(40)).unwrap()
+    }
+
+    fn listing(files: &[(&str, Option<(&str, u32)>)]) -> AreaFiles {
+        AreaFiles {
+            commit: tip(),
+            files: files
+                .iter()
+                .map(|(path, purpose)| AreaFile {
+                    path: (*path).into(),
+                    purpose: purpose.map(|(t, l)| (t.to_owned(), Lines::new(l, l).unwrap())),
+                })
+                .collect(),
+            omitted: 0,
+            listing_cut: false,
+        }
+    }
+
+    fn source_facts(page: &str) -> Vec<crate::facts::Fact> {
+        crate::facts::facts(page)
+            .into_iter()
+            .map(|f| match f {
+                crate::facts::Found::Fact(fact) => fact,
+                other => panic!("unreadable marker {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_new_area_page_says_what_is_here_with_cited_purposes() {
+        let b = bundle(vec![pull(12, "Faster search", 'a', &["src/search.rs"])]);
+        let listings: Listings = [(
+            "src".to_owned(),
+            listing(&[
+                ("src/lib.rs", Some(("The crate.", 1))),
+                ("src/search.rs", Some(("Search: BM25 over pages.", 3))),
+                ("src/data.bin", None),
+            ]),
+        )]
+        .into();
+        let p = plan_with(&b, &home(), &listings);
+        assert_eq!(p.area_slugs(), BTreeSet::from(["src".to_owned()]));
+        let pages = apply(&home(), &p);
+        let page = &pages["Areas/src.md"];
+        let what = page
+            .find("## What is here\n\nThe files under `src/` at commit")
+            .unwrap();
+        assert!(what < page.find("## Recent changes").unwrap(), "{page}");
+        assert!(
+            page.contains("- src/lib.rs — The crate. <!-- teammem:evidence src/lib.rs@"),
+            "{page}"
+        );
+        assert!(
+            page.contains(&format!("- src/data.bin {FILE_MARKER}\n")),
+            "{page}"
+        );
+        let facts = source_facts(page);
+        assert_eq!(facts.len(), 2);
+        assert!(
+            facts[1].text.ends_with("Search: BM25 over pages."),
+            "{:?}",
+            facts[1]
+        );
+        assert_eq!(
+            facts[1].marker.citation,
+            crate::facts::Citation::Source {
+                path: "src/search.rs".into(),
+                commit: tip(),
+                lines: Lines::new(3, 3).unwrap()
+            }
+        );
+        // Every line of the section carries a marker (guarded pages may
+        // replace only such lines), and the page renders the list as items.
+        let Section::At(span) = section_span(page) else {
+            panic!("no section: {page}")
+        };
+        assert!(
+            page[span]
+                .lines()
+                .all(|l| l.contains(crate::wiki::confine::MARKER))
+        );
+        let (items, html) = rendered_items(page);
+        assert!(
+            items
+                .iter()
+                .any(|i| i.trim_end() == "src/search.rs — Search: BM25 over pages."),
+            "{items:?}"
+        );
+        assert!(
+            html.iter().all(|h| h.starts_with("<!-- teammem:")),
+            "{html:?}"
+        );
+        // No listing for an area: its page has no section.
+        assert!(
+            !pages.contains_key("Areas/root.md")
+                || !pages["Areas/root.md"].contains("What is here")
+        );
+        // Replaying the range plans nothing, section included.
+        assert!(plan_with(&b, &as_current(pages), &listings).is_empty());
+    }
+
+    #[test]
+    fn a_later_entry_re_derives_the_section_and_drops_its_stale_markers() {
+        let first = bundle(vec![pull(12, "One", 'a', &["src/a.rs"])]);
+        let mut old = listing(&[("src/a.rs", Some(("Old purpose.", 1)))]);
+        old.commit = Sha::parse(&"a".repeat(40)).unwrap();
+        let listings: Listings = [("src".to_owned(), old)].into();
+        let mut pages = as_current(apply(&home(), &plan_with(&first, &home(), &listings)));
+        // The runner marked the cited line stale since.
+        let page = pages.get_mut("Areas/src.md").unwrap();
+        let marker = format!("src/a.rs@{}#L1 -->", "a".repeat(40));
+        assert!(page.content.contains(&marker), "{}", page.content);
+        page.content = page.content.replace(
+            &marker,
+            &format!(
+                "src/a.rs@{}#L1 stale={} -->",
+                "a".repeat(40),
+                "c".repeat(40)
+            ),
+        );
+        page.content.push_str("\nA person's note.\n");
+        let second = bundle(vec![pull(14, "Two", 'c', &["src/b.rs"])]);
+        let now: Listings = [(
+            "src".to_owned(),
+            listing(&[("src/a.rs", Some(("New purpose.", 2))), ("src/b.rs", None)]),
+        )]
+        .into();
+        let p = plan_with(&second, &pages, &now);
+        assert!(p.writes.is_empty());
+        assert_eq!(p.patches["Areas/src.md"].replacements.len(), 2);
+        let after = apply(&pages, &p);
+        let page = &after["Areas/src.md"];
+        assert!(!page.contains("stale="), "{page}");
+        assert!(!page.contains("Old purpose"), "{page}");
+        assert!(
+            page.contains(&format!(
+                "New purpose. <!-- teammem:evidence src/a.rs@{}#L2 -->",
+                "f".repeat(40)
+            )),
+            "{page}"
+        );
+        assert_eq!(page.matches("## What is here").count(), 1);
+        assert!(page.ends_with("A person's note.\n"));
+        assert!(page.contains("#14 Two") && page.contains("#12 One"));
+        // A section a person edited inside is left as it is; the entry still lands.
+        let mut edited = as_current(after);
+        let page = edited.get_mut("Areas/src.md").unwrap();
+        page.content = page
+            .content
+            .replace("- src/b.rs", "My own line\n- src/b.rs");
+        let third = bundle(vec![pull(15, "Three", 'd', &["src/c.rs"])]);
+        let p = plan_with(&third, &edited, &now);
+        assert_eq!(p.patches["Areas/src.md"].replacements.len(), 1);
+        let after = apply(&edited, &p);
+        assert!(after["Areas/src.md"].contains("My own line\n"));
+        assert!(after["Areas/src.md"].contains("#15 Three"));
+    }
+
+    #[test]
+    fn a_page_from_before_gets_the_section_appended_once() {
+        let mut pages = home();
+        pages.insert(
+            "Areas/src.md".into(),
+            CurrentPage {
+                sha: "c".repeat(40),
+                content: "# Area: src\nhand-written".into(),
+            },
+        );
+        let b = bundle(vec![pull(1, "X", 'd', &["src/a.rs"])]);
+        let listings: Listings = [("src".to_owned(), listing(&[("src/a.rs", None)]))].into();
+        let p = plan_with(&b, &pages, &listings);
+        let replacements = &p.patches["Areas/src.md"].replacements;
+        assert_eq!(replacements.len(), 1, "one append: {replacements:?}");
+        let after = apply(&pages, &p);
+        let page = &after["Areas/src.md"];
+        assert!(
+            page.starts_with("# Area: src\nhand-written\n\n## Recent changes"),
+            "{page}"
+        );
+        assert!(page.find("## What is here").unwrap() > page.find("#1 X").unwrap());
+        assert!(plan_with(&b, &as_current(after), &listings).is_empty());
+    }
+
+    #[test]
+    fn a_section_is_bounded_and_says_what_it_left_out() {
+        let files: Vec<(String, Option<(&str, u32)>)> = (0..250)
+            .map(|i| {
+                (
+                    format!("src/f{i:03}.rs"),
+                    Some(("A purpose of a reasonable length for one file.", 1)),
+                )
+            })
+            .collect();
+        let refs: Vec<(&str, Option<(&str, u32)>)> =
+            files.iter().map(|(p, x)| (p.as_str(), *x)).collect();
+        let mut many = listing(&refs);
+        many.omitted = 7;
+        let text = what_is_here("src", &many, WHAT_IS_HERE_BYTES);
+        assert!(text.len() <= WHAT_IS_HERE_BYTES, "{}", text.len());
+        let listed = text.lines().filter(|l| l.starts_with("- ")).count();
+        assert!(listed > 10 && listed < WHAT_IS_HERE_FILES, "{listed}");
+        assert!(
+            text.contains(&format!(
+                " {} more files are not listed (the list holds at most 200 files in 12 KiB).",
+                250 - listed + 7
+            )),
+            "{}",
+            text.lines().next().unwrap()
+        );
+        // Without the byte cap the file cap holds.
+        let text = what_is_here("src", &many, usize::MAX / 2);
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("- ")).count(),
+            WHAT_IS_HERE_FILES
+        );
+        assert!(
+            text.contains(" 57 more files are not listed"),
+            "{}",
+            text.lines().next().unwrap()
+        );
+        many.listing_cut = true;
+        assert!(what_is_here("src", &many, usize::MAX / 2).contains("At least 57 more files"));
+        let none = listing(&[]);
+        assert!(
+            what_is_here(ROOT_AREA, &none, WHAT_IS_HERE_BYTES)
+                .starts_with("No files at the repository root at commit")
+        );
+
+        // The sections of one job share one budget: later areas keep theirs.
+        let areas: Vec<String> = (0..30).map(|i| format!("a{i:02}/x.rs")).collect();
+        let paths: Vec<&str> = areas.iter().map(String::as_str).collect();
+        let b = bundle(vec![pull(1, "Wide", 'a', &paths)]);
+        let listings: Listings = (0..30)
+            .map(|i| {
+                let mut l = many.clone();
+                l.listing_cut = false;
+                (format!("a{i:02}"), l)
+            })
+            .collect();
+        let p = plan_with(&b, &home(), &listings);
+        let with: usize = p
+            .writes
+            .iter()
+            .filter(|w| w.content.contains(WHAT_IS_HERE_ANCHOR))
+            .count();
+        let bytes: usize = p
+            .writes
+            .iter()
+            .map(|w| section_span(&w.content).len())
+            .sum();
+        assert!(with > 0 && with < 30, "{with}");
+        assert!(bytes <= JOB_SECTION_BYTES, "{bytes}");
+    }
+
+    #[test]
+    fn a_hostile_purpose_renders_as_text_and_forges_no_marker() {
+        let hostile = format!(
+            "*x* [a](javascript:1) <img src=x> <!-- teammem:evidence z@{}#L1 --> --> --!> _u_ `c` {}",
+            "e".repeat(40),
+            '\u{202E}'
+        );
+        let files = listing(&[("src/evil.py", Some((hostile.as_str(), 1)))]);
+        let text = what_is_here("src", &files, WHAT_IS_HERE_BYTES);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("- src/evil.py"))
+            .unwrap();
+        assert_eq!(line.matches("<!--").count(), 1, "{line}");
+        assert_eq!(line.matches("-->").count(), 1, "{line}");
+        assert!(!line.contains('\u{202E}'));
+        let facts = source_facts(&text);
+        assert_eq!(facts.len(), 1);
+        assert!(
+            matches!(&facts[0].marker.citation, crate::facts::Citation::Source { path, .. } if path == "src/evil.py")
+        );
+        let (items, html) = rendered_items(&text);
+        assert!(
+            html.iter().all(|h| h.starts_with("<!-- teammem:")),
+            "{html:?}"
+        );
+        let shown = items.iter().find(|i| i.starts_with("src/evil.py")).unwrap();
+        assert!(
+            shown.contains("*x* [a](javascript:1) <img src=x> <!-- teammem:evidence"),
+            "renders as written: {shown}"
+        );
+        assert!(shown.contains("--> --!> _u_ `c`"), "{shown}");
+        // A hostile path is escaped too and its marker still parses.
+        let files = listing(&[("src/<b> -->\n.rs", Some(("ok", 1)))]);
+        let text = what_is_here("src", &files, WHAT_IS_HERE_BYTES);
+        assert_eq!(source_facts(&text).len(), 1);
+        assert_eq!(text.lines().count(), 3, "{text}");
     }
 
     #[test]

@@ -10,9 +10,15 @@
 //!   GitHub wiki the job's own write token; the child asks once at start and
 //!   keeps it in memory;
 //! - `{"request": "source_file", "commit", "path"}` → `{"ok": true, "file":
-//!   {"path", "commit", "content"}}`: one UTF-8 file of at most
+//!   {"path", "commit", "content", "truncated"}}`: one UTF-8 file of at most
 //!   [`MAX_SOURCE_FILE`](super::MAX_SOURCE_FILE) bytes at a commit of the job's
-//!   evidence (GitHub sources);
+//!   evidence (GitHub sources); with `"max_bytes": N` (at most that limit)
+//!   only its first N bytes, whatever its size, `truncated` when cut;
+//! - `{"request": "source_tree", "commit", "path", "recursive"}` → `{"ok":
+//!   true, "tree": {"commit", "directory", "entries": [{"path", "type"}],
+//!   "truncated"}}`: one directory's listing at a commit of the job's
+//!   evidence (`path` empty or absent: the root), bounded like
+//!   [`TreeListing`];
 //! - anything refused → `{"ok": false, "error": {"kind", "message"}}`, `kind`
 //!   being an envelope error type (`permission_denied`, `not_found`,
 //!   `limit_exceeded`, `invalid_input`, `upstream_error`).
@@ -33,6 +39,7 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::config::{Forge, Source};
+use crate::forge::evidence::{TreeEntry, TreeListing};
 use crate::ids::RepoName;
 
 /// A request line is read up to this size.
@@ -123,6 +130,24 @@ pub struct Request {
     pub commit: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// `source_file`: read only this many first bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<usize>,
+    /// `source_tree`: list every file below the directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recursive: Option<bool>,
+}
+
+impl Request {
+    fn new(request: &str) -> Request {
+        Request {
+            request: request.to_owned(),
+            commit: None,
+            path: None,
+            max_bytes: None,
+            recursive: None,
+        }
+    }
 }
 
 /// One answer line.
@@ -134,6 +159,8 @@ pub struct Answer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<SourceFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<SourceTree>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<BrokerError>,
 }
 
@@ -143,6 +170,28 @@ pub struct SourceFile {
     pub path: String,
     pub commit: String,
     pub content: String,
+    /// Only the first `max_bytes` of a longer file.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// A directory listing the broker read for the writer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceTree {
+    pub commit: String,
+    /// `""` for the root.
+    pub directory: String,
+    pub entries: Vec<TreeEntry>,
+    pub truncated: bool,
+}
+
+impl SourceTree {
+    pub fn listing(self) -> TreeListing {
+        TreeListing {
+            entries: self.entries,
+            truncated: self.truncated,
+        }
+    }
 }
 
 /// A refusal: `kind` is an envelope error type, `message` says what to do.
@@ -223,7 +272,7 @@ impl BrokerClient {
 
     /// The destination and token (asked once, at the writer's start).
     pub async fn binding(&self) -> Result<WriterGrant, BrokerError> {
-        let answer = self.ask("binding", None, None).await?;
+        let answer = self.ask(Request::new("binding")).await?;
         answer.binding.ok_or_else(|| {
             BrokerError::new(
                 "internal_error",
@@ -232,9 +281,22 @@ impl BrokerClient {
         })
     }
 
-    /// One source file at a commit of the evidence.
-    pub async fn source_file(&self, commit: &str, path: &str) -> Result<SourceFile, BrokerError> {
-        let answer = self.ask("source_file", Some(commit), Some(path)).await?;
+    /// One source file at a commit of the evidence; with `max_bytes`, only
+    /// its first bytes.
+    pub async fn source_file(
+        &self,
+        commit: &str,
+        path: &str,
+        max_bytes: Option<usize>,
+    ) -> Result<SourceFile, BrokerError> {
+        let answer = self
+            .ask(Request {
+                commit: Some(commit.to_owned()),
+                path: Some(path.to_owned()),
+                max_bytes,
+                ..Request::new("source_file")
+            })
+            .await?;
         answer.file.ok_or_else(|| {
             BrokerError::new(
                 "internal_error",
@@ -243,12 +305,30 @@ impl BrokerClient {
         })
     }
 
-    async fn ask(
+    /// One directory's listing at a commit of the evidence.
+    pub async fn source_tree(
         &self,
-        request: &str,
-        commit: Option<&str>,
-        path: Option<&str>,
-    ) -> Result<Answer, BrokerError> {
+        commit: &str,
+        directory: &str,
+        recursive: bool,
+    ) -> Result<SourceTree, BrokerError> {
+        let answer = self
+            .ask(Request {
+                commit: Some(commit.to_owned()),
+                path: Some(directory.to_owned()),
+                recursive: Some(recursive),
+                ..Request::new("source_tree")
+            })
+            .await?;
+        answer.tree.ok_or_else(|| {
+            BrokerError::new(
+                "internal_error",
+                "the job's broker answered without the listing",
+            )
+        })
+    }
+
+    async fn ask(&self, request: Request) -> Result<Answer, BrokerError> {
         let gone = |e: std::io::Error| {
             BrokerError::new(
                 "upstream_error",
@@ -257,12 +337,9 @@ impl BrokerClient {
                 ),
             )
         };
-        let mut line = serde_json::to_vec(&Request {
-            request: request.to_owned(),
-            commit: commit.map(str::to_owned),
-            path: path.map(str::to_owned),
-        })
-        .map_err(|e| BrokerError::new("internal_error", e.to_string()))?;
+        let mut line = serde_json::to_vec(&request)
+            .map_err(|e| BrokerError::new("internal_error", e.to_string()))?;
+        let request = request.request;
         line.push(b'\n');
         // One exchange at a time: answers come back in request order.
         let mut link = self.link.lock().await;

@@ -1,7 +1,8 @@
 //! `teammem demo` as the real process: `--once` builds the sample repositories,
 //! runs both jobs and exits 0, the git CLI (the oracle) finds every merged
 //! pull request of the sample cited in the wiki, and the pages equal the
-//! reviewed golden copies in `snapshots/demo_wiki/`; without `--once` it serves the
+//! reviewed golden copies in `snapshots/demo_wiki/`, each area page listing
+//! its area's files with purposes whose markers cite lines that hold them; without `--once` it serves the
 //! dashboard until Ctrl-C; a busy port or a data directory that cannot be made
 //! fails with one sentence and writes nothing. The sample itself is checked
 //! against the local forge and the git CLI.
@@ -65,6 +66,95 @@ fn assert_pages_match_the_golden_wiki(wiki: &Path) {
             "{page} differs from {GOLDEN_WIKI}/{page}; if intended, regenerate with TEAMMEM_UPDATE_SNAPSHOTS=1"
         );
     }
+}
+
+/// Text as a CommonMark renderer shows it (escapes and entities resolved).
+fn rendered(markdown: &str) -> String {
+    use pulldown_cmark::{Event, Parser};
+    let mut out = String::new();
+    for event in Parser::new(markdown) {
+        if let Event::Text(text) | Event::Code(text) = event {
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+/// Every area page's "What is here" section lists exactly the files of its
+/// area at the commit it names (the git CLI's `ls-tree`), and each purpose's
+/// marker cites a line that holds the purpose as the page renders it
+/// (`git show`), at that commit.
+fn assert_area_pages_say_what_is_here(source: &Path, wiki: &Path) {
+    let pages = git(wiki, &["ls-tree", "-r", "--name-only", "master"]);
+    let mut purposes = 0;
+    for page in pages.lines().filter(|p| p.starts_with("Areas/")) {
+        let text = git(wiki, &["show", &format!("master:{page}")]);
+        let area = page.trim_start_matches("Areas/").trim_end_matches(".md");
+        let summary = text
+            .lines()
+            .find(|l| l.ends_with("<!-- teammem:what-is-here -->"))
+            .unwrap_or_else(|| panic!("{page} says what is here:\n{text}"));
+        let commit = summary
+            .split_once("at commit `")
+            .and_then(|(_, rest)| rest.get(..40))
+            .unwrap_or_else(|| panic!("{summary}"));
+        assert_eq!(commit.len(), 40, "{summary}");
+        let listed: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.ends_with("<!-- teammem:what-is-here -->"))
+            .skip(1)
+            .take_while(|l| *l != "<!-- teammem:what-is-here-end -->")
+            .collect();
+        let tree = if area == "root" {
+            git(source, &["ls-tree", "--name-only", commit])
+                .lines()
+                .filter(|p| !p.contains('/'))
+                .filter(|p| {
+                    git(source, &["cat-file", "-t", &format!("{commit}:{p}")]).trim() == "blob"
+                })
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        } else {
+            git(
+                source,
+                &["ls-tree", "-r", "--name-only", commit, &format!("{area}/")],
+            )
+            .lines()
+            .map(str::to_owned)
+            .collect()
+        };
+        let paths: Vec<String> = listed
+            .iter()
+            .map(|l| {
+                l.trim_start_matches("- ")
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(paths, tree, "{page} lists its area's files at {commit}");
+        for line in listed {
+            let Some((statement, marker)) = line.split_once(" <!-- teammem:evidence ") else {
+                assert!(line.ends_with(" <!-- teammem:file -->"), "{page}: {line}");
+                continue;
+            };
+            let cited = marker.strip_suffix(" -->").unwrap();
+            let (located, lines) = cited.rsplit_once('#').unwrap();
+            let (path, at) = located.rsplit_once('@').unwrap();
+            assert_eq!(at, commit, "{line}");
+            let n: usize = lines.trim_start_matches('L').parse().unwrap();
+            let file = git(source, &["show", &format!("{at}:{path}")]);
+            let cited_line = file.lines().nth(n - 1).unwrap();
+            let purpose = rendered(statement.split_once(" — ").unwrap().1);
+            assert!(
+                !purpose.is_empty() && cited_line.contains(&purpose),
+                "{page}: {path} line {n} {cited_line:?} holds {purpose:?}"
+            );
+            purposes += 1;
+        }
+    }
+    assert!(purposes >= 6, "the sample states purposes: {purposes}");
 }
 
 fn demo(args: &[&str]) -> Output {
@@ -166,6 +256,7 @@ fn demo_once_runs_both_jobs_and_the_wiki_cites_every_merged_pull_request() {
     git(&source, &["fsck", "--strict", "--no-progress"]);
     git(&wiki, &["fsck", "--strict", "--no-progress"]);
     assert_pages_match_the_golden_wiki(&wiki);
+    assert_area_pages_say_what_is_here(&source, &wiki);
 
     // A second run in the same directory replaces the earlier demo.
     let again = demo(&[

@@ -760,6 +760,44 @@ impl GitHubForge {
         path: &str,
         max: usize,
     ) -> Result<Option<String>, SourceError> {
+        let Some(bytes) = self.contents_at(source, sha, path, max as u64).await? else {
+            return Ok(None);
+        };
+        String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| SourceError::Invalid(format!("{path} at {sha} is not UTF-8 text")))
+    }
+
+    /// The first `max` bytes of one file at commit `sha`, like
+    /// [`GitHubForge::read_file_at`] but for a file of any size the contents
+    /// API serves (up to 1 MiB; larger ones are [`SourceError::Invalid`]).
+    pub async fn read_head_at(
+        &self,
+        source: &Source,
+        sha: &str,
+        path: &str,
+        max: usize,
+    ) -> Result<Option<evidence::FileHead>, SourceError> {
+        let Some(bytes) = self
+            .contents_at(source, sha, path, CONTENTS_API_LIMIT)
+            .await?
+        else {
+            return Ok(None);
+        };
+        evidence::FileHead::of(&bytes, max)
+            .map(Some)
+            .ok_or_else(|| SourceError::Invalid(format!("{path} at {sha} is not UTF-8 text")))
+    }
+
+    /// The bytes of one file at `sha` through the contents API, refused when
+    /// larger than `max`.
+    async fn contents_at(
+        &self,
+        source: &Source,
+        sha: &str,
+        path: &str,
+        max: u64,
+    ) -> Result<Option<Vec<u8>>, SourceError> {
         let r = &source.repository;
         let url = format!(
             "/repos/{r}/contents/{}?ref={sha}",
@@ -785,11 +823,13 @@ impl GitHubForge {
         if contents.kind != "file" {
             return Ok(None);
         }
-        if contents.size > max as u64 {
-            return Err(SourceError::Invalid(format!(
-                "{path} at {sha} is {} bytes, more than the {max}-byte limit",
-                contents.size
-            )));
+        let too_large = |size: u64| {
+            SourceError::Invalid(format!(
+                "{path} at {sha} is {size} bytes, more than the {max}-byte limit"
+            ))
+        };
+        if contents.size > max {
+            return Err(too_large(contents.size));
         }
         let encoded: String = contents
             .content
@@ -807,16 +847,109 @@ impl GitHubForge {
             .map_err(|_| {
                 SourceError::Invalid(format!("GitHub's copy of {path} is not valid base64"))
             })?;
-        if bytes.len() > max {
-            return Err(SourceError::Invalid(format!(
-                "{path} at {sha} is {} bytes, more than the {max}-byte limit",
-                bytes.len()
-            )));
+        if bytes.len() as u64 > max {
+            return Err(too_large(bytes.len() as u64));
         }
-        String::from_utf8(bytes)
-            .map(Some)
-            .map_err(|_| SourceError::Invalid(format!("{path} at {sha} is not UTF-8 text")))
+        Ok(Some(bytes))
     }
+
+    /// The files under `directory` (`""`: the root) at commit `sha`, as
+    /// [`crate::forge::local::evidence::list_tree_at`] lists them, through the
+    /// Git trees API (one call per directory level, `recursive=1` on the
+    /// last): `Ok(None)` when `directory` is not a directory there. The
+    /// caller decides which commits may be read.
+    pub async fn list_tree_at(
+        &self,
+        source: &Source,
+        sha: &str,
+        directory: &str,
+        recursive: bool,
+    ) -> Result<Option<evidence::TreeListing>, SourceError> {
+        use evidence::{EntryKind, TreeEntry, TreeListing};
+        let r = &source.repository;
+        let directory =
+            evidence::clean_source_path(directory, true).map_err(SourceError::Invalid)?;
+        let perms = Permissions::contents_read();
+        let unknown = || unknown_commit(r.as_str(), "commit", sha);
+        let mut tree = sha.to_owned();
+        let segments: Vec<&str> = if directory.is_empty() {
+            Vec::new()
+        } else {
+            directory.split('/').collect()
+        };
+        for segment in &segments {
+            let url = format!("/repos/{r}/git/trees/{tree}");
+            let level: GitTree = self
+                .get_patiently(r, &perms, &url)
+                .await
+                .map_err(|e| failure(e, unknown))?;
+            match level
+                .tree
+                .into_iter()
+                .find(|e| e.path == *segment && e.kind == "tree")
+            {
+                Some(entry) if evidence::is_full_sha(&entry.sha) => tree = entry.sha,
+                _ => return Ok(None),
+            }
+        }
+        let url = format!(
+            "/repos/{r}/git/trees/{tree}{}",
+            if recursive { "?recursive=1" } else { "" }
+        );
+        let answer: GitTree = match self.get_patiently(r, &perms, &url).await {
+            Ok(answer) => answer,
+            Err(GitHubError::NotFound(_)) if !segments.is_empty() => return Ok(None),
+            Err(e) => return Err(failure(e, unknown)),
+        };
+        let mut entries: Vec<TreeEntry> = answer
+            .tree
+            .into_iter()
+            .filter_map(|e| {
+                let kind = match e.kind.as_str() {
+                    "blob" => EntryKind::File,
+                    "tree" if !recursive => EntryKind::Directory,
+                    _ => return None,
+                };
+                let path = if directory.is_empty() {
+                    e.path
+                } else {
+                    format!("{directory}/{}", e.path)
+                };
+                Some(TreeEntry { path, kind })
+            })
+            .collect();
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut listing = TreeListing {
+            entries: Vec::new(),
+            truncated: answer.truncated,
+        };
+        let mut bytes = 0;
+        for entry in entries {
+            if !listing.push(entry, &mut bytes) {
+                break;
+            }
+        }
+        Ok(Some(listing))
+    }
+}
+
+/// The largest file the contents API serves with its content.
+const CONTENTS_API_LIMIT: u64 = 1024 * 1024;
+
+/// One level of the Git trees API's answer.
+#[derive(Deserialize)]
+struct GitTree {
+    tree: Vec<GitTreeEntry>,
+    #[serde(default)]
+    truncated: bool,
+}
+
+#[derive(Deserialize)]
+struct GitTreeEntry {
+    path: String,
+    #[serde(rename = "type")]
+    kind: String,
+    sha: String,
 }
 
 /// The pull requests a range's evidence found, with their patches.

@@ -1,6 +1,7 @@
 //! Evidence from a local-forge source (a plain git repository read with gix):
 //! the job-start ancestry re-check, the commits and "pull requests" of a range,
-//! changed-file manifests from tree diffs, and bounded file reads at a commit.
+//! changed-file manifests from tree diffs, and bounded file reads and
+//! directory listings at a commit.
 //!
 //! Invariants:
 //! - only commits of the authorized range are read: `before..after` (hidden
@@ -572,6 +573,137 @@ pub fn read_file_at(
     String::from_utf8(object.data.clone())
         .map(Some)
         .map_err(|_| SourceError::Invalid(format!("{file} at {commit} is not UTF-8 text")))
+}
+
+/// A blob larger than this is not read even for its head.
+const MAX_HEAD_BLOB: u64 = 16 << 20;
+/// A recursive listing visits at most this many tree entries.
+const MAX_TREE_VISITS: usize = 200_000;
+
+/// The files under `directory` (`""`: the root) at `commit` (which the caller
+/// has checked is inside the job's range): with `recursive`, every file below
+/// it; without, its files and subdirectories. Sorted by path and bounded
+/// ([`TreeListing`]); `Ok(None)` when `directory` is not a directory there.
+/// Submodules are not listed.
+pub fn list_tree_at(
+    path: &Path,
+    commit: &str,
+    directory: &str,
+    recursive: bool,
+) -> Result<Option<evidence::TreeListing>, SourceError> {
+    use evidence::{EntryKind, TreeEntry, TreeListing};
+    let repo = open(path)?;
+    let id = commit_id(&repo, "commit", commit)?;
+    let directory = evidence::clean_source_path(directory, true).map_err(SourceError::Invalid)?;
+    let root = tree_of(&repo, Some(id))?;
+    let start = if directory.is_empty() {
+        root
+    } else {
+        match root
+            .lookup_entry_by_path(&directory)
+            .map_err(|e| unavailable("looking up a path", e))?
+        {
+            Some(entry) if entry.mode().is_tree() => repo
+                .find_tree(entry.object_id())
+                .map_err(|e| unavailable("reading a tree", e))?,
+            _ => return Ok(None),
+        }
+    };
+    let prefix = |name: &str| {
+        if directory.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{directory}/{name}")
+        }
+    };
+    let mut listing = TreeListing::default();
+    let mut bytes = 0;
+    let mut visits = 0;
+    // Depth first, each tree's entries in git's order; sorted at the end.
+    let mut pending: Vec<(String, gix::Tree<'_>)> = vec![(String::new(), start)];
+    'walk: while let Some((below, tree)) = pending.pop() {
+        let mut subtrees = Vec::new();
+        for entry in tree.iter() {
+            let entry = entry.map_err(|e| unavailable("reading a tree", e))?;
+            visits += 1;
+            if visits > MAX_TREE_VISITS {
+                listing.truncated = true;
+                break 'walk;
+            }
+            let name = entry.filename().to_str_lossy();
+            let relative = if below.is_empty() {
+                name.into_owned()
+            } else {
+                format!("{below}/{name}")
+            };
+            let mode = entry.mode();
+            let kind = if mode.is_tree() {
+                if recursive {
+                    subtrees.push((relative, entry.object_id()));
+                    continue;
+                }
+                EntryKind::Directory
+            } else if mode.is_blob_or_symlink() {
+                EntryKind::File
+            } else {
+                continue;
+            };
+            let entry = TreeEntry {
+                path: prefix(&relative),
+                kind,
+            };
+            if !listing.push(entry, &mut bytes) {
+                break 'walk;
+            }
+        }
+        for (relative, id) in subtrees.into_iter().rev() {
+            let tree = repo
+                .find_tree(id)
+                .map_err(|e| unavailable("reading a tree", e))?;
+            pending.push((relative, tree));
+        }
+    }
+    Ok(Some(listing.sorted()))
+}
+
+/// The first `max` bytes of `file` at `commit` (which the caller has checked
+/// is inside the job's range) as UTF-8 text: `Ok(None)` when the path is not
+/// a file there, [`SourceError::Invalid`] when those bytes are not UTF-8 or
+/// the blob is too large to read at all.
+pub fn read_head_at(
+    path: &Path,
+    commit: &str,
+    file: &str,
+    max: usize,
+) -> Result<Option<evidence::FileHead>, SourceError> {
+    let repo = open(path)?;
+    let id = commit_id(&repo, "commit", commit)?;
+    let clean = evidence::clean_source_path(file, false).map_err(SourceError::Invalid)?;
+    let tree = tree_of(&repo, Some(id))?;
+    let Some(entry) = tree
+        .lookup_entry_by_path(&clean)
+        .map_err(|e| unavailable("looking up a path", e))?
+    else {
+        return Ok(None);
+    };
+    if !entry.mode().is_blob() {
+        return Ok(None);
+    }
+    let size = repo
+        .find_header(entry.object_id())
+        .map_err(|e| unavailable("reading a blob", e))?
+        .size();
+    if size > MAX_HEAD_BLOB {
+        return Err(SourceError::Invalid(format!(
+            "{clean} at {commit} is {size} bytes, more than the {MAX_HEAD_BLOB}-byte limit for reading its head"
+        )));
+    }
+    let object = repo
+        .find_object(entry.object_id())
+        .map_err(|e| unavailable("reading a blob", e))?;
+    evidence::FileHead::of(&object.data, max)
+        .map(Some)
+        .ok_or_else(|| SourceError::Invalid(format!("{clean} at {commit} is not UTF-8 text")))
 }
 
 #[cfg(test)]

@@ -1,16 +1,19 @@
-//! The writer's evidence toolset: `get_job_evidence`, `list_pull_request_files`
-//! and `get_source_file`, answered only from the bound job's evidence bundle
-//! (`TEAMMEM_WRITER_EVIDENCE`) and the source repository at commits inside it.
+//! The writer's evidence toolset: `get_job_evidence`, `list_pull_request_files`,
+//! `list_source_files` and `get_source_file`, answered only from the bound
+//! job's evidence bundle (`TEAMMEM_WRITER_EVIDENCE`) and the source
+//! repository at commits inside it.
 //!
 //! Invariants:
 //! - served by the job-bound writer only, read-only and closed-world;
 //! - nothing outside the bundle is reachable: a PR number that is not in the
 //!   bundle is `not_found`, a commit that is not one of the bundle's commits is
-//!   `permission_denied`, a path is read only as a blob of that commit's tree;
-//! - results stay within the envelope limit: manifests are paged, patches and
-//!   files are bounded, and an oversized bundle is answered without manifests;
+//!   `permission_denied`, a path is read only as a blob or a directory of
+//!   that commit's tree (repository-relative, no `..`);
+//! - results stay within the envelope limit: manifests are paged, patches,
+//!   files and directory listings are bounded, and an oversized bundle is
+//!   answered without manifests;
 //! - GitHub sources' patches come from `patches.json`, stored next to the bundle
-//!   when the runner collected it, and their files from the job's broker
+//!   when the runner collected it, and their files and listings from the job's broker
 //!   (`runner/broker.rs`), which reads them in the daemon after checking the
 //!   commit against its own copy of the bundle: the writer never calls GitHub
 //!   itself and holds no source credential.
@@ -23,7 +26,7 @@ use serde_json::{Value, json};
 
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
 use crate::config::Forge;
-use crate::forge::evidence::{self, EvidenceBundle, SourceError};
+use crate::forge::evidence::{self, EvidenceBundle, FileHead, SourceError, TreeListing};
 use crate::forge::local::evidence as local_source;
 use crate::mcp::context::{Context, Resolved};
 use crate::mcp::envelope::{ToolError, ToolOutcome};
@@ -59,9 +62,17 @@ pub const TOOLSET: Toolset = Toolset {
             handler: list_pull_request_files,
         },
         ToolDef {
+            name: "list_source_files",
+            title: "Source files",
+            description: "The files of one directory of the source repository (default: the root) at a commit of this job's evidence (default: the newest commit of the range), sorted by path: with recursive, every file below it; without, its files and subdirectories (type file or directory). At most 1,000 entries and 128 KiB of paths; truncated says when the listing was cut. A directory that does not exist there is not_found.",
+            hints: Hints::READ,
+            input_schema: tree_schema,
+            handler: list_source_files,
+        },
+        ToolDef {
             name: "get_source_file",
             title: "Source file",
-            description: "One UTF-8 file (at most 64 KiB) of the source repository at a commit of this job's evidence (default: the newest commit of the range).",
+            description: "One UTF-8 file (at most 64 KiB) of the source repository at a commit of this job's evidence (default: the newest commit of the range). With max_bytes (1-65536), only its first max_bytes bytes, whatever its size (cut back to a character boundary; truncated says it was cut).",
             hints: Hints::READ,
             input_schema: file_schema,
             handler: get_source_file,
@@ -94,8 +105,21 @@ fn file_schema() -> Value {
             "repository": super::repository_schema(),
             "path": {"type": "string", "description": "Repository-relative file path, e.g. src/lib.rs"},
             "commit": {"type": "string", "description": "A full 40-character sha of one of the evidence's commits; default the newest of the range"},
+            "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_SOURCE_FILE, "description": "Read only the file's first bytes, up to this many"},
         }),
         &["repository", "path"],
+    )
+}
+
+fn tree_schema() -> Value {
+    super::object_schema(
+        json!({
+            "repository": super::repository_schema(),
+            "directory": {"type": "string", "description": "Repository-relative directory, e.g. src; empty or absent for the root", "default": ""},
+            "recursive": {"type": "boolean", "default": false, "description": "List every file below the directory instead of its direct entries"},
+            "commit": {"type": "string", "description": "A full 40-character sha of one of the evidence's commits; default the newest of the range"},
+        }),
+        &["repository"],
     )
 }
 
@@ -129,6 +153,18 @@ fn twenty() -> i64 {
 struct FileArgs {
     repository: String,
     path: String,
+    commit: Option<String>,
+    max_bytes: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TreeArgs {
+    repository: String,
+    #[serde(default)]
+    directory: String,
+    #[serde(default)]
+    recursive: bool,
     commit: Option<String>,
 }
 
@@ -233,33 +269,98 @@ impl<'a> SourceFiles<'a> {
     }
 
     /// The text of `path` at `commit` (already checked to be an evidence
-    /// commit), `None` when it is not a file there.
-    async fn file(&self, commit: &str, path: &str) -> Result<Option<String>, ToolError> {
+    /// commit), whole or (with `head`) its first bytes; `None` when it is
+    /// not a file there.
+    async fn file(
+        &self,
+        commit: &str,
+        path: &str,
+        head: Option<usize>,
+    ) -> Result<Option<FileHead>, ToolError> {
         match self {
             SourceFiles::Local(repo) => {
                 let (repo, sha, path) = (repo.to_path_buf(), commit.to_owned(), path.to_owned());
-                blocking(move || local_source::read_file_at(&repo, &sha, &path, MAX_SOURCE_FILE))
-                    .await
+                blocking(move || match head {
+                    None => local_source::read_file_at(&repo, &sha, &path, MAX_SOURCE_FILE).map(
+                        |file| {
+                            file.map(|content| FileHead {
+                                content,
+                                truncated: false,
+                            })
+                        },
+                    ),
+                    Some(max) => local_source::read_head_at(&repo, &sha, &path, max),
+                })
+                .await
             }
             SourceFiles::Brokered(context) => {
-                let Some(broker) = context
-                    .binding
-                    .writer
-                    .as_ref()
-                    .and_then(|w| w.broker.as_ref())
-                else {
-                    return Err(ToolError::configuration(
-                        "source files of GitHub sources are read through the job's broker, and this writer has none (TEAMMEM_WRITER_BROKER is not set); only a writer started for a job serves them",
-                    ));
-                };
-                let file = broker
-                    .source_file(commit, path)
+                let file = broker_of(context)?
+                    .source_file(commit, path, head)
                     .await
                     .map_err(broker_error)?;
-                Ok(Some(file.content))
+                Ok(Some(FileHead {
+                    content: file.content,
+                    truncated: file.truncated,
+                }))
             }
         }
     }
+
+    /// The listing of `directory` at `commit` (already checked to be an
+    /// evidence commit); `None` when it is not a directory there.
+    async fn tree(
+        &self,
+        commit: &str,
+        directory: &str,
+        recursive: bool,
+    ) -> Result<Option<TreeListing>, ToolError> {
+        match self {
+            SourceFiles::Local(repo) => {
+                let (repo, sha, directory) =
+                    (repo.to_path_buf(), commit.to_owned(), directory.to_owned());
+                blocking(move || local_source::list_tree_at(&repo, &sha, &directory, recursive))
+                    .await
+            }
+            SourceFiles::Brokered(context) => {
+                let tree = broker_of(context)?
+                    .source_tree(commit, directory, recursive)
+                    .await
+                    .map_err(broker_error)?;
+                Ok(Some(tree.listing()))
+            }
+        }
+    }
+}
+
+/// The job's broker, through which a GitHub source's files are read.
+fn broker_of(
+    context: &Context,
+) -> Result<&crate::writer_contract::broker::BrokerClient, ToolError> {
+    context
+        .binding
+        .writer
+        .as_ref()
+        .and_then(|w| w.broker.as_ref())
+        .ok_or_else(|| {
+            ToolError::configuration(
+                "source files of GitHub sources are read through the job's broker, and this writer has none (TEAMMEM_WRITER_BROKER is not set); only a writer started for a job serves them",
+            )
+        })
+}
+
+/// The commit a source read names (default: the range's newest), refused
+/// unless it is one of the evidence's.
+fn evidence_commit(bundle: &EvidenceBundle, commit: Option<&str>) -> Result<String, ToolError> {
+    let commit = commit
+        .map(str::to_owned)
+        .unwrap_or_else(|| bundle.job.tip().to_string());
+    if !evidence::is_full_sha(&commit) || !bundle.contains_commit(&commit) {
+        return Err(ToolError::permission_denied(format!(
+            "commit {:?} is not one of this job's evidence commits; use a sha from get_job_evidence",
+            evidence::bound(&commit, 64).0
+        )));
+    }
+    Ok(commit)
 }
 
 /// A GitHub pull request's files with the patches stored next to the bundle
@@ -389,27 +490,68 @@ fn get_source_file(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
         };
         let identity = Some(resolved.identity.clone());
         let outcome = async {
-            let commit = args
-                .commit
-                .clone()
-                .unwrap_or_else(|| bundle.job.tip().to_string());
-            if !evidence::is_full_sha(&commit) || !bundle.contains_commit(&commit) {
-                return Err(ToolError::permission_denied(format!(
-                    "commit {:?} is not one of this job's evidence commits; use a sha from get_job_evidence",
-                    evidence::bound(&commit, 64).0
-                )));
-            }
+            let commit = evidence_commit(&bundle, args.commit.as_deref())?;
+            let head = match args.max_bytes {
+                None => None,
+                Some(n) => match usize::try_from(n) {
+                    Ok(n) if (1..=MAX_SOURCE_FILE).contains(&n) => Some(n),
+                    _ => {
+                        return Err(ToolError::invalid_input(format!(
+                            "max_bytes must be between 1 and {MAX_SOURCE_FILE}, got {n}"
+                        )));
+                    }
+                },
+            };
             let not_a_file = || {
                 ToolError::not_found(format!(
                     "{} is not a file at {commit}",
                     evidence::bound(&args.path, 240).0
                 ))
             };
-            let content = SourceFiles::of(context, &resolved)
-                .file(&commit, &args.path)
+            let file = SourceFiles::of(context, &resolved)
+                .file(&commit, &args.path, head)
                 .await?
                 .ok_or_else(not_a_file)?;
-            Ok(json!({"path": args.path, "commit": commit, "content": content}))
+            Ok(json!({
+                "path": args.path,
+                "commit": commit,
+                "content": file.content,
+                "truncated": file.truncated,
+            }))
+        }
+        .await;
+        Ok(Answer::new(identity, outcome))
+    })
+}
+
+fn list_source_files(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
+    Box::pin(async move {
+        let args: TreeArgs = parse_arguments("list_source_files", arguments)?;
+        let (resolved, bundle) = match bundle_of(context, &args.repository) {
+            Ok(found) => found,
+            Err(answer) => return Ok(*answer),
+        };
+        let identity = Some(resolved.identity.clone());
+        let outcome = async {
+            let commit = evidence_commit(&bundle, args.commit.as_deref())?;
+            let directory = evidence::clean_source_path(&args.directory, true)
+                .map_err(ToolError::invalid_input)?;
+            let listing = SourceFiles::of(context, &resolved)
+                .tree(&commit, &directory, args.recursive)
+                .await?
+                .ok_or_else(|| {
+                    ToolError::not_found(format!(
+                        "{} is not a directory at {commit}",
+                        evidence::bound(&directory, 240).0
+                    ))
+                })?;
+            Ok(json!({
+                "commit": commit,
+                "directory": directory,
+                "recursive": args.recursive,
+                "entries": listing.entries,
+                "truncated": listing.truncated,
+            }))
         }
         .await;
         Ok(Answer::new(identity, outcome))

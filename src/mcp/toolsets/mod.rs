@@ -265,6 +265,7 @@ mod tests {
         let evidence = [
             "get_job_evidence",
             "list_pull_request_files",
+            "list_source_files",
             "get_source_file",
         ];
         let mut with_writes = reads.to_vec();

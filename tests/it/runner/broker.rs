@@ -166,9 +166,14 @@ impl Setup {
     }
 }
 
-/// A tool call's success, result and `error.type: error.message`.
+/// A `get_source_file` call's success, result and `error.type: error.message`.
 async fn call(client: &WriterClient, args: Value) -> (bool, Value, String) {
-    let envelope = client.call("get_source_file", args).await.unwrap();
+    call_tool(client, "get_source_file", args).await
+}
+
+/// A tool call's success, result and `error.type: error.message`.
+async fn call_tool(client: &WriterClient, tool: &str, args: Value) -> (bool, Value, String) {
+    let envelope = client.call(tool, args).await.unwrap();
     (
         envelope.success,
         envelope.result,
@@ -245,6 +250,144 @@ async fn get_source_file_reads_github_sources_through_the_broker_within_the_rang
     assert!(!ok);
     assert!(error.starts_with("invalid_input: "), "{error}");
     client.close().await;
+}
+
+#[tokio::test]
+async fn github_listings_and_file_heads_come_through_the_broker_within_the_range() {
+    let s = Setup::new().await;
+    let client = s.writer().await;
+    let repo = "octo/app";
+    let paths = |listing: &Value| -> Vec<(String, String)> {
+        listing["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["path"].as_str().unwrap().to_owned(),
+                    e["type"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+
+    let (ok, root, error) =
+        call_tool(&client, "list_source_files", json!({"repository": repo})).await;
+    assert!(ok, "{error}");
+    assert_eq!(root["commit"], s.after.as_str());
+    assert_eq!(root["truncated"], false);
+    let listed = paths(&root);
+    for (path, kind) in [
+        ("CHANGES.md", "file"),
+        ("README.md", "file"),
+        ("big.txt", "file"),
+        ("src", "directory"),
+    ] {
+        assert!(
+            listed.contains(&(path.to_owned(), kind.to_owned())),
+            "{path} {kind} in {listed:?}"
+        );
+    }
+    let mut sorted = listed.clone();
+    sorted.sort();
+    assert_eq!(listed, sorted, "sorted by path");
+    let (ok, src, error) = call_tool(
+        &client,
+        "list_source_files",
+        json!({"repository": repo, "directory": "src", "recursive": true}),
+    )
+    .await;
+    assert!(ok, "{error}");
+    assert_eq!(
+        paths(&src),
+        vec![("src/lib.rs".to_owned(), "file".to_owned())]
+    );
+    // The git CLI agrees.
+    let git_root = root_files_by_git(&s, &s.after);
+    let files: Vec<&str> = listed
+        .iter()
+        .filter(|(_, k)| k == "file")
+        .map(|(p, _)| p.as_str())
+        .collect();
+    assert_eq!(files, git_root);
+
+    let (ok, _, error) = call_tool(
+        &client,
+        "list_source_files",
+        json!({"repository": repo, "directory": "nope"}),
+    )
+    .await;
+    assert!(!ok);
+    assert_eq!(
+        error,
+        format!("not_found: nope is not a directory at {}", s.after)
+    );
+    let (ok, _, error) = call_tool(
+        &client,
+        "list_source_files",
+        json!({"repository": repo, "commit": s.before}),
+    )
+    .await;
+    assert!(!ok);
+    assert!(error.starts_with("permission_denied: "), "{error}");
+    let (ok, _, error) = call_tool(
+        &client,
+        "list_source_files",
+        json!({"repository": repo, "directory": "../x"}),
+    )
+    .await;
+    assert!(!ok);
+    assert!(error.starts_with("invalid_input: "), "{error}");
+
+    // A head of a file larger than the whole-file limit.
+    let (ok, head, error) = call(
+        &client,
+        json!({"repository": repo, "path": "big.txt", "max_bytes": 10}),
+    )
+    .await;
+    assert!(ok, "{error}");
+    assert_eq!(head["content"], "x".repeat(10));
+    assert_eq!(head["truncated"], true);
+    let (ok, head, error) = call(
+        &client,
+        json!({"repository": repo, "path": "src/lib.rs", "max_bytes": 4096}),
+    )
+    .await;
+    assert!(ok, "{error}");
+    assert_eq!(head["content"], "pub fn answer() -> u32 { 42 }\n");
+    assert_eq!(head["truncated"], false);
+    let (ok, _, error) = call(
+        &client,
+        json!({"repository": repo, "path": "latin1.txt", "max_bytes": 100}),
+    )
+    .await;
+    assert!(!ok);
+    assert!(error.contains("not UTF-8 text"), "{error}");
+    let (ok, _, error) = call(
+        &client,
+        json!({"repository": repo, "path": "README.md", "max_bytes": 0}),
+    )
+    .await;
+    assert!(!ok);
+    assert!(error.starts_with("invalid_input: "), "{error}");
+    client.close().await;
+}
+
+/// The files at the root of `commit`, by the git CLI.
+fn root_files_by_git(s: &Setup, commit: &str) -> Vec<String> {
+    let out = std::process::Command::new("git")
+        .args(["ls-tree", commit])
+        .current_dir(s.dir.path().join("app"))
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let (meta, path) = l.split_once('\t')?;
+            meta.contains(" blob ").then(|| path.to_owned())
+        })
+        .collect()
 }
 
 #[tokio::test]

@@ -130,6 +130,108 @@ async fn evidence_tools_serve_only_the_bound_job() {
     .await;
     assert!(!ok);
     assert_eq!(kind, "permission_denied");
+
+    // Heads: the first bytes of a file, whatever its size.
+    let (ok, head, _) = call(
+        &client,
+        "get_source_file",
+        json!({"repository": "demo/app", "path": "docs/guide.md", "max_bytes": 7}),
+    )
+    .await;
+    assert!(ok, "{head}");
+    assert_eq!(head["content"], "# Guide");
+    assert_eq!(head["truncated"], true);
+    let (ok, _, kind) = call(
+        &client,
+        "get_source_file",
+        json!({"repository": "demo/app", "path": "README.md", "max_bytes": 70000}),
+    )
+    .await;
+    assert!(!ok);
+    assert_eq!(kind, "invalid_input");
+
+    // Listings at the range's newest commit, as the git CLI has them.
+    let entries = |listing: &Value| -> Vec<String> {
+        listing["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e["type"].as_str().unwrap(),
+                    e["path"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let (ok, root, _) = call(
+        &client,
+        "list_source_files",
+        json!({"repository": "demo/app"}),
+    )
+    .await;
+    assert!(ok, "{root}");
+    assert_eq!(root["commit"], s.source.head.as_str());
+    let by_git: Vec<String> = crate::harness::git::git(&s.source.dir, &["ls-tree", &s.source.head])
+        .lines()
+        .map(|line| {
+            let (meta, path) = line.split_once('\t').unwrap();
+            let kind = if meta.contains(" tree ") {
+                "directory"
+            } else {
+                "file"
+            };
+            format!("{kind} {path}")
+        })
+        .collect();
+    assert_eq!(entries(&root), by_git);
+    let (ok, all, _) = call(
+        &client,
+        "list_source_files",
+        json!({"repository": "demo/app", "directory": "/", "recursive": true}),
+    )
+    .await;
+    assert!(ok, "{all}");
+    let by_git: Vec<String> = crate::harness::git::git(
+        &s.source.dir,
+        &["ls-tree", "-r", "--name-only", &s.source.head],
+    )
+    .lines()
+    .map(|path| format!("file {path}"))
+    .collect();
+    assert_eq!(entries(&all), by_git);
+    assert_eq!(all["truncated"], false);
+    let (ok, docs, _) = call(
+        &client,
+        "list_source_files",
+        json!({"repository": "demo/app", "directory": "docs", "commit": s.source.squash_13}),
+    )
+    .await;
+    assert!(ok, "{docs}");
+    assert_eq!(entries(&docs), vec!["file docs/guide.md"]);
+    for (args, want) in [
+        (
+            json!({"repository": "demo/app", "directory": "nope"}),
+            "not_found",
+        ),
+        (
+            json!({"repository": "demo/app", "directory": "README.md"}),
+            "not_found",
+        ),
+        (
+            json!({"repository": "demo/app", "directory": "../.."}),
+            "invalid_input",
+        ),
+        (
+            json!({"repository": "demo/app", "commit": s.source.merge_12}),
+            "permission_denied",
+        ),
+    ] {
+        let (ok, _, kind) = call(&client, "list_source_files", args.clone()).await;
+        assert!(!ok, "{args}");
+        assert_eq!(kind, want, "{args}");
+    }
     client.close().await;
 }
 

@@ -432,6 +432,23 @@ async fn a_rebase_merged_pull_request_is_recorded_beside_a_squash_merged_one() {
     }
     let docs = git_trimmed(&hub.wiki, &["show", "master:Areas/docs.md"]);
     assert!(docs.contains("#21"), "{docs}");
+    // What is here, read at the tip through the broker (Git trees and
+    // contents APIs): every file of docs/, a purpose cited where it has one.
+    for line in [
+        "- docs/cache.md <!-- teammem:file -->".to_owned(),
+        format!("- docs/guide.md — Guide <!-- teammem:evidence docs/guide.md@{tip}#L1 -->"),
+    ] {
+        assert!(docs.contains(&line), "{line} in:\n{docs}");
+    }
+    let listed = git_trimmed(
+        &hub.source.dir,
+        &["ls-tree", "-r", "--name-only", tip, "docs/"],
+    );
+    assert_eq!(
+        docs.lines().filter(|l| l.starts_with("- docs/")).count(),
+        listed.lines().count(),
+        "{docs}"
+    );
     assert!(daemon.terminate().success());
 }
 

@@ -4,7 +4,7 @@
 
 // The audience rule past dispatch: a visibility change while queued, a retry, the sweep.
 mod audience;
-// The per-job broker: GitHub source files for get_source_file, reachable only
+// The per-job broker: GitHub source files and listings for get_source_file and list_source_files, reachable only
 // by the writer it was given to, and its end with the job.
 mod broker;
 // The command backend with a small test agent that drives the job's writer through the relay.
@@ -21,7 +21,7 @@ mod e2e_github;
 mod e2e_local;
 // Commits, merge and squash "pull requests", manifests, bounds.
 mod evidence;
-// get_job_evidence, list_pull_request_files, get_source_file through the writer child.
+// get_job_evidence, list_pull_request_files, list_source_files, get_source_file through the writer child.
 mod evidence_tools;
 // Source and wiki repositories built with the git CLI (shared helpers; not
 // every test module uses each one).

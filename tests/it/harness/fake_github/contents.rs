@@ -1,5 +1,7 @@
 //! File contents: `GET .../contents/{path}` reads the blob at a ref from the
 //! backing [`GitRepo`]; a directory answers with its entries, as GitHub does.
+//! `GET .../git/trees/{sha}` lists a tree (a commit's, or a tree's by its
+//! sha), with `recursive=1` every entry below it, as GitHub's Git trees API.
 
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -63,4 +65,46 @@ pub(super) async fn contents(
         "sha": "0000000000000000000000000000000000000000",
     }))
     .into_response()
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct TreeQuery {
+    recursive: Option<String>,
+}
+
+pub(super) async fn tree(
+    State(s): State<AppState>,
+    UrlPath((owner, name, sha)): UrlPath<(String, String, String)>,
+    Query(q): Query<TreeQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let full = format!("{owner}/{name}");
+    let r = match check_token(&s, &headers, &full, Some("contents")) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let mut args = vec!["ls-tree", "-z"];
+    if q.recursive.is_some() {
+        args.extend(["-r", "-t"]);
+    }
+    let object = format!("{sha}^{{tree}}");
+    args.push(&object);
+    let out = git_output(&r.git.dir, &args);
+    if !out.status.success() {
+        return error(StatusCode::NOT_FOUND, "Not Found");
+    }
+    // `<mode> <type> <sha>\t<path>` per NUL-terminated entry.
+    let entries: Vec<Value> = out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|e| !e.is_empty())
+        .filter_map(|e| {
+            let text = String::from_utf8_lossy(e);
+            let (meta, path) = text.split_once('\t')?;
+            let mut meta = meta.split(' ');
+            let (mode, kind, sha) = (meta.next()?, meta.next()?, meta.next()?);
+            Some(json!({"path": path, "mode": mode, "type": kind, "sha": sha}))
+        })
+        .collect();
+    axum::Json(json!({"sha": sha, "tree": entries, "truncated": false})).into_response()
 }

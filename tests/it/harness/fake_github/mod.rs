@@ -17,7 +17,7 @@
 //! - `auth`: the App's installations, token minting and revocation, token checks;
 //! - `repos`: repositories, compare, single commits, branch refs;
 //! - `pulls`: pull requests, their files, a commit's pull requests;
-//! - `contents`: file contents and directory listings;
+//! - `contents`: file contents, directory listings and Git trees;
 //! - `actions`: workflow runs;
 //! - `users`: `GET /user` and collaborator permissions;
 //! - `oidc`: the Actions OIDC issuer (JWKS, signed tokens);
@@ -237,6 +237,7 @@ impl FakeGitHub {
                 "/repos/{owner}/{repo}/contents/{*path}",
                 get(contents::contents),
             )
+            .route("/repos/{owner}/{repo}/git/trees/{sha}", get(contents::tree))
             .route(
                 "/repos/{owner}/{repo}/commits/{sha}/pulls",
                 get(pulls::commit_pulls),
