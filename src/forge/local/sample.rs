@@ -112,7 +112,7 @@ const PULLS: &[PullSpec] = &[
             ),
             (
                 "api/errors.py",
-                "\"\"\"Every error is {\\\"error\\\": {\\\"code\\\", \\\"message\\\"}}.\"\"\"\n",
+                "\"\"\"Every error is {\"error\": {\"code\", \"message\"}}.\"\"\"\n",
             ),
             (
                 "pyproject.toml",
