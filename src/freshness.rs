@@ -21,7 +21,8 @@ use crate::config::{Config, Forge, Source};
 use crate::forge::{Forges, Lag, Refusal};
 use crate::ids::Sha;
 use crate::queue::{Job, JobState, Queue, QueueError, SourceCursor};
-use crate::runner::facts::{mirror_exists, mirror_of};
+use crate::runner::facts::{mirror_exists, mirror_in, mirrors};
+use crate::wiki::WikiStore;
 
 /// How long a lag answer is reused (while the cursor has not moved).
 pub const LAG_TTL: Duration = Duration::from_secs(60);
@@ -122,6 +123,9 @@ pub struct Freshness {
     facts: Mutex<HashMap<String, FactsAnswer>>,
     /// Wiki destinations being counted.
     counting: Mutex<HashSet<String>>,
+    /// The wiki handles the counts read through, kept open between requests
+    /// (a tip check is then one ref read, and each wiki's caches survive).
+    wikis: std::sync::OnceLock<Arc<WikiStore>>,
 }
 
 impl Freshness {
@@ -172,9 +176,13 @@ impl Freshness {
                 .get_or_insert_with(|| Arc::new(config.clone()))
                 .clone();
             let (this, source) = (self.clone(), (*source).clone());
+            let wikis = self
+                .wikis
+                .get_or_init(|| Arc::new(mirrors(&config)))
+                .clone();
             lookups.push(tokio::spawn(async move {
                 let known = this.counted(&destination);
-                let answer = count_facts(&config, &source, known).await;
+                let answer = count_facts(&wikis, &config, &source, known).await;
                 this.store_count(&destination, answer);
             }));
         }
@@ -327,11 +335,16 @@ fn attention(lag: &LagAnswer, in_flight: u64, last_job: Option<&Job>, stale: usi
 /// The stale facts on `source`'s wiki at the tip this node's copy holds;
 /// `known` (the last count) is kept when that tip has not moved. Reads only
 /// the local copy: never a fetch, never a mirror created.
-async fn count_facts(config: &Config, source: &Source, known: Option<FactsAnswer>) -> FactsAnswer {
+async fn count_facts(
+    wikis: &WikiStore,
+    config: &Config,
+    source: &Source,
+    known: Option<FactsAnswer>,
+) -> FactsAnswer {
     if !mirror_exists(config, source) {
         return FactsAnswer::Unknown(NO_COPY.into());
     }
-    let wiki = match mirror_of(config, source, None, crate::wiki::DEFAULT_DEADLINE) {
+    let wiki = match mirror_in(wikis, config, source, None) {
         Ok(wiki) => wiki,
         Err(why) => return FactsAnswer::Unknown(why),
     };

@@ -25,6 +25,17 @@ pub fn mirror_of(
     token: Option<Secret>,
     deadline: Duration,
 ) -> Result<Wiki, String> {
+    mirror_in(&mirrors(config).with_deadline(deadline), config, source, token)
+}
+
+/// [`mirror_of`] through `store` (made by [`mirrors`]), whose handles (open
+/// repositories, search and stale-fact caches) outlive the call.
+pub fn mirror_in(
+    store: &WikiStore,
+    config: &Config,
+    source: &Source,
+    token: Option<Secret>,
+) -> Result<Wiki, String> {
     let remote = match &source.forge {
         Forge::Local { wiki, .. } => Remote::LocalBare { path: wiki.clone() },
         Forge::GitHub => {
@@ -42,10 +53,7 @@ pub fn mirror_of(
         id: source.destination(),
         remote,
     };
-    mirrors(config)
-        .with_deadline(deadline)
-        .wiki(&destination)
-        .map_err(|e| e.to_string())
+    store.wiki(&destination).map_err(|e| e.to_string())
 }
 
 /// Whether this node holds a copy of `source`'s wiki to read without asking
@@ -62,7 +70,8 @@ pub fn mirror_exists(config: &Config, source: &Source) -> bool {
     }
 }
 
-fn mirrors(config: &Config) -> WikiStore {
+/// The store of this node's wiki mirrors, under `data_dir`.
+pub fn mirrors(config: &Config) -> WikiStore {
     WikiStore::new(config.server.data_dir.join("mirrors"))
 }
 
