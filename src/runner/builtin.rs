@@ -2,7 +2,8 @@
 //! evidence bundle, the current pages and the files of the areas touched (as
 //! the agent read them at the job's tip) it computes the edits that keep
 //! `Home.md` (topic index), `Areas/<area>.md` (one page per area touched, with
-//! a "What is here" list of the area's files and a "Recent changes" list) and
+//! a "What is here" list of the area's files, a "Who knows this area" list of
+//! its authors and a "Recent changes" list) and
 //! `Changelog.md` in step.
 //!
 //! Invariants:
@@ -23,6 +24,13 @@
 //!   many it left out; every one of its lines carries a teammem marker, and a
 //!   section whose anchors or lines a person changed is left as it is; all the
 //!   sections of one job change at most [`JOB_SECTION_BYTES`];
+//! - an area page's "Who knows this area" section ranks the authors of the
+//!   pull requests recorded on it, most first: each job adds its own new
+//!   entries' authors to the counts the section keeps in its author markers
+//!   (names hex-encoded there, so no name can forge one), so a replay counts
+//!   nothing twice and trimmed entries still count; at most
+//!   [`WHO_KNOWS_AUTHORS`] are listed, and a section a person edited is left
+//!   as it is;
 //! - no planned page exceeds [`PAGE_BUDGET`] (the writer's 64 KiB page limit):
 //!   the oldest entry lines are dropped first and the page says so once, with
 //!   the `<!-- teammem:trimmed -->` note pointing at the page's history. (A
@@ -88,6 +96,17 @@ pub const WHAT_IS_HERE_BYTES: usize = 12 * 1024;
 /// The sections one job rewrites change at most this many bytes in all (old
 /// and new text), so they leave room in the job's change budget.
 pub const JOB_SECTION_BYTES: usize = 128 * 1024;
+
+/// Ends the first line of an area page's "Who knows this area" section.
+pub const WHO_KNOWS_ANCHOR: &str = "<!-- teammem:who-knows -->";
+/// The last line of the section.
+pub const WHO_KNOWS_END: &str = "<!-- teammem:who-knows-end -->";
+const WHO_KNOWS_HEADING: &str = "## Who knows this area\n\n";
+/// Starts the marker that ends an author's line: the count, then the name
+/// in lowercase hex (so no name can end or forge the marker).
+const AUTHOR_MARKER: &str = "<!-- teammem:author ";
+/// At most this many authors are kept (the most frequent; ties by name).
+pub const WHO_KNOWS_AUTHORS: usize = 20;
 
 /// One file of an area at the job's tip, with its purpose (the plain text
 /// and the line it came from) if it states one.
@@ -430,12 +449,18 @@ fn area_title(area: &str) -> String {
     }
 }
 
-fn new_area_page(area: &str, slug: &str, section: Option<&str>, entries: &str) -> String {
+fn new_area_page(
+    area: &str,
+    slug: &str,
+    section: Option<&str>,
+    who: &str,
+    entries: &str,
+) -> String {
     let what = section
         .map(|s| format!("{WHAT_IS_HERE_HEADING}{s}\n"))
         .unwrap_or_default();
     format!(
-        "# Area: {}\n\nPull requests that changed {} (kept by teammem).\n\n{what}## Recent changes\n\n{RECENT_ANCHOR}{entries}",
+        "# Area: {}\n\nPull requests that changed {} (kept by teammem).\n\n{what}{WHO_KNOWS_HEADING}{who}\n## Recent changes\n\n{RECENT_ANCHOR}{entries}",
         escape_markdown(slug),
         area_title(area)
     )
@@ -530,16 +555,22 @@ impl Section {
 
 /// Finds the "What is here" section of `page`.
 pub fn section_span(page: &str) -> Section {
+    span_between(page, WHAT_IS_HERE_ANCHOR, WHAT_IS_HERE_END)
+}
+
+/// Finds the section of `page` from the line ending with `anchor` to the line
+/// `end`, every line of it carrying a teammem marker.
+fn span_between(page: &str, anchor: &str, end: &str) -> Section {
+    let (anchor_text, end_text) = (anchor, end);
     match (
-        page.matches(WHAT_IS_HERE_ANCHOR).count(),
-        page.matches(WHAT_IS_HERE_END).count(),
+        page.matches(anchor_text).count(),
+        page.matches(end_text).count(),
     ) {
         (0, 0) => return Section::Absent,
         (1, 1) => {}
         _ => return Section::Edited,
     }
-    let (Some(anchor), Some(end)) = (page.find(WHAT_IS_HERE_ANCHOR), page.find(WHAT_IS_HERE_END))
-    else {
+    let (Some(anchor), Some(end)) = (page.find(anchor_text), page.find(end_text)) else {
         return Section::Edited;
     };
     if end < anchor {
@@ -556,6 +587,76 @@ pub fn section_span(page: &str) -> Section {
         return Section::Edited;
     }
     Section::At(start..stop)
+}
+
+/// The authors and their counts in a "Who knows this area" section, read
+/// back from the author markers (lines without one are ignored).
+fn who_knows_counts(section: &str) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for line in section.lines() {
+        let Some(at) = line.rfind(AUTHOR_MARKER) else {
+            continue;
+        };
+        let Some(rest) = line[at + AUTHOR_MARKER.len()..].strip_suffix(" -->") else {
+            continue;
+        };
+        let Some((count, hex)) = rest.split_once(' ') else {
+            continue;
+        };
+        let (Ok(count), Some(name)) = (count.parse::<u64>(), unhex(hex)) else {
+            continue;
+        };
+        *counts.entry(name).or_insert(0) += count;
+    }
+    counts
+}
+
+fn hex(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<String> {
+    if text.len() % 2 != 0 || text.is_empty() {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+/// An area's "Who knows this area" section (without its heading): the
+/// authors of the pull requests recorded on the page, most first, each with
+/// its count, at most [`WHO_KNOWS_AUTHORS`].
+pub fn who_knows(counts: &BTreeMap<String, u64>) -> String {
+    let mut ranked: Vec<(&String, &u64)> = counts.iter().filter(|(_, n)| **n > 0).collect();
+    ranked.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    let left_out = ranked.len().saturating_sub(WHO_KNOWS_AUTHORS);
+    let mut text = String::from(
+        "The authors of the pull requests teammem recorded here, most first (kept by teammem).",
+    );
+    if left_out > 0 {
+        text.push_str(&format!(
+            " {left_out} more are not listed (the list keeps the {WHO_KNOWS_AUTHORS} most frequent)."
+        ));
+    }
+    text.push_str(&format!(" {WHO_KNOWS_ANCHOR}\n"));
+    for (name, count) in ranked.into_iter().take(WHO_KNOWS_AUTHORS) {
+        let noun = if *count == 1 {
+            "pull request"
+        } else {
+            "pull requests"
+        };
+        text.push_str(&format!(
+            "- {} — {count} {noun} {AUTHOR_MARKER}{count} {} -->\n",
+            escape_purpose(name),
+            hex(name)
+        ));
+    }
+    text.push_str(WHO_KNOWS_END);
+    text.push('\n');
+    text
 }
 
 fn new_changelog(entries: &str) -> String {
@@ -754,6 +855,8 @@ pub fn plan_with(
     let mut changelog = String::new();
     // slug -> (area name as seen first, entries)
     let mut areas: BTreeMap<String, (String, String)> = BTreeMap::new();
+    // slug -> the authors of the entries this plan adds there, with counts
+    let mut authors: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     let mut pulls = Vec::new();
     for pull in bundle.pull_requests.iter() {
         let mut by_area: BTreeMap<String, (String, Vec<&str>)> = BTreeMap::new();
@@ -793,6 +896,13 @@ pub fn plan_with(
         }
         for (slug, (area, paths)) in by_area {
             let page = area_page(&slug);
+            if !recorded(&page, &pull.merge_sha) {
+                *authors
+                    .entry(slug.clone())
+                    .or_default()
+                    .entry(pull.author.clone())
+                    .or_insert(0) += 1;
+            }
             let slot = areas.entry(slug).or_insert_with(|| (area, String::new()));
             if !recorded(&page, &pull.merge_sha) {
                 slot.1.push_str(&area_entry(pull, &paths));
@@ -846,9 +956,34 @@ pub fn plan_with(
             }
             _ => None,
         };
+        // Who knows: the counts the page keeps plus this plan's entries.
+        let who_span = current.map_or(Section::Absent, |page| {
+            span_between(&page.content, WHO_KNOWS_ANCHOR, WHO_KNOWS_END)
+        });
+        let who = match (&who_span, current) {
+            (Section::Edited, _) => None,
+            (span, page) => {
+                let mut counts = match (span, page) {
+                    (Section::At(range), Some(page)) => {
+                        who_knows_counts(&page.content[range.clone()])
+                    }
+                    _ => BTreeMap::new(),
+                };
+                for (name, n) in authors.get(slug).into_iter().flatten() {
+                    *counts.entry(name.clone()).or_insert(0) += n;
+                }
+                Some(who_knows(&counts))
+            }
+        };
         match current {
             None => out.writes.push(NewPage {
-                content: trim_new_page(new_area_page(area, slug, section.as_deref(), entries)),
+                content: trim_new_page(new_area_page(
+                    area,
+                    slug,
+                    section.as_deref(),
+                    who.as_deref().unwrap_or_default(),
+                    entries,
+                )),
                 path,
             }),
             Some(page) => {
@@ -871,6 +1006,18 @@ pub fn plan_with(
                     }
                     (Some(section), Section::Absent) => {
                         append.push_str(&format!("\n{WHAT_IS_HERE_HEADING}{section}"));
+                    }
+                    _ => {}
+                }
+                match (who, who_span) {
+                    (Some(who), Section::At(old)) if page.content[old.clone()] != who => {
+                        replacements.push(Replacement {
+                            old: page.content[old].to_owned(),
+                            new: who,
+                        });
+                    }
+                    (Some(who), Section::Absent) => {
+                        append.push_str(&format!("\n{WHO_KNOWS_HEADING}{who}"));
                     }
                     _ => {}
                 }
@@ -1203,9 +1350,12 @@ mod tests {
         assert!(p.writes.is_empty(), "{:?}", p.writes);
         let keys: Vec<&String> = p.patches.keys().collect();
         assert_eq!(keys, vec!["Areas/src.md", CHANGELOG]);
-        for patch in p.patches.values() {
-            assert_eq!(patch.replacements.len(), 1);
-            assert!(!patch.replacements[0].old.is_empty());
+        // The changelog gets its entries; the area page its entries and its
+        // author count (Zoë again), each at an exact anchor.
+        for (path, patch) in &p.patches {
+            let want = if path == CHANGELOG { 1 } else { 2 };
+            assert_eq!(patch.replacements.len(), want, "{path}");
+            assert!(patch.replacements.iter().all(|r| !r.old.is_empty()));
         }
         let after = apply(&pages, &p);
         let log = &after[CHANGELOG];
@@ -1596,7 +1746,8 @@ mod tests {
         .into();
         let p = plan_with(&second, &pages, &now);
         assert!(p.writes.is_empty());
-        assert_eq!(p.patches["Areas/src.md"].replacements.len(), 2);
+        // Entries, the section, the author count.
+        assert_eq!(p.patches["Areas/src.md"].replacements.len(), 3);
         let after = apply(&pages, &p);
         let page = &after["Areas/src.md"];
         assert!(!page.contains("stale="), "{page}");
@@ -1619,10 +1770,125 @@ mod tests {
             .replace("- src/b.rs", "My own line\n- src/b.rs");
         let third = bundle(vec![pull(15, "Three", 'd', &["src/c.rs"])]);
         let p = plan_with(&third, &edited, &now);
-        assert_eq!(p.patches["Areas/src.md"].replacements.len(), 1);
+        assert_eq!(p.patches["Areas/src.md"].replacements.len(), 2);
         let after = apply(&edited, &p);
         assert!(after["Areas/src.md"].contains("My own line\n"));
         assert!(after["Areas/src.md"].contains("#15 Three"));
+    }
+
+    fn by(author: &str, pull: PullRequest) -> PullRequest {
+        PullRequest {
+            author: author.into(),
+            ..pull
+        }
+    }
+
+    /// The author lines of an area page's "Who knows this area" section.
+    fn who_lines(page: &str) -> Vec<String> {
+        let Section::At(span) = span_between(page, WHO_KNOWS_ANCHOR, WHO_KNOWS_END) else {
+            panic!("no who-knows section: {page}")
+        };
+        page[span]
+            .lines()
+            .filter(|l| l.starts_with("- "))
+            .map(|l| l.split(" <!--").next().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn who_knows_an_area_counts_its_recorded_authors_most_first() {
+        let first = bundle(vec![
+            by("Bob", pull(1, "One", 'a', &["src/a.rs"])),
+            by("Alice", pull(2, "Two", 'b', &["src/b.rs", "docs/x.md"])),
+            by("Alice", pull(3, "Three", 'c', &["src/c.rs"])),
+        ]);
+        let pages = apply(&home(), &plan(&first, &home()));
+        let src = &pages["Areas/src.md"];
+        assert_eq!(
+            who_lines(src),
+            ["- Alice — 2 pull requests", "- Bob — 1 pull request"]
+        );
+        assert!(
+            src.find("## Who knows this area").unwrap() < src.find("## Recent changes").unwrap()
+        );
+        assert_eq!(
+            who_lines(&pages["Areas/docs.md"]),
+            ["- Alice — 1 pull request"]
+        );
+
+        // A replay counts nothing twice; a later job adds to the counts.
+        let current = as_current(pages);
+        assert!(plan(&first, &current).is_empty());
+        let second = bundle(vec![
+            by("Bob", pull(4, "Four", 'd', &["src/d.rs"])),
+            by("Bob", pull(5, "Five", 'e', &["src/e.rs"])),
+        ]);
+        let pages = apply(&current, &plan(&second, &current));
+        assert_eq!(
+            who_lines(&pages["Areas/src.md"]),
+            ["- Bob — 3 pull requests", "- Alice — 2 pull requests"]
+        );
+        assert_eq!(
+            who_lines(&pages["Areas/docs.md"]),
+            ["- Alice — 1 pull request"]
+        );
+        assert_eq!(pages["Areas/src.md"].matches("## Who knows").count(), 1);
+    }
+
+    #[test]
+    fn who_knows_is_bounded_hostile_names_forge_nothing_and_edits_are_kept() {
+        let hostile = "Eve <!-- teammem:author 99 416c696365 --> *x* -->";
+        let mut pulls: Vec<PullRequest> = (0..25u64)
+            .map(|i| by(&format!("dev{i:02}"), pull(i + 1, "P", 'a', &["src/a.rs"])))
+            .map(|mut p| {
+                p.merge_sha = format!("{:040x}", p.number);
+                p
+            })
+            .collect();
+        let mut evil = by(hostile, pull(99, "Evil", 'e', &["src/a.rs"]));
+        evil.merge_sha = format!("{:040x}", 99);
+        pulls.push(evil.clone());
+        pulls.push({
+            let mut again = evil.clone();
+            again.number = 100;
+            again.merge_sha = format!("{:040x}", 100);
+            again
+        });
+        let pages = apply(&home(), &plan(&bundle(pulls), &home()));
+        let page = &pages["Areas/src.md"];
+        let lines = who_lines(page);
+        assert_eq!(lines.len(), WHO_KNOWS_AUTHORS, "{lines:?}");
+        assert!(lines[0].starts_with("- Eve ") && lines[0].ends_with("— 2 pull requests"));
+        assert!(page.contains("6 more are not listed"), "{page}");
+        let Section::At(span) = span_between(page, WHO_KNOWS_ANCHOR, WHO_KNOWS_END) else {
+            panic!()
+        };
+        let counts = who_knows_counts(&page[span]);
+        assert_eq!(counts.get(hostile), Some(&2), "{counts:?}");
+        assert!(!counts.contains_key("Alice"), "{counts:?}");
+        let (items, html) = rendered_items(page);
+        assert!(
+            html.iter().all(|h| h.starts_with("<!-- teammem:")),
+            "{html:?}"
+        );
+        assert!(
+            items
+                .iter()
+                .any(|i| i.contains("Eve <!-- teammem:author 99")),
+            "{items:?}"
+        );
+
+        // A person's line inside the section: it is left as it is.
+        let mut current = as_current(pages);
+        let page = current.get_mut("Areas/src.md").unwrap();
+        page.content = page
+            .content
+            .replace("- dev00", "Ask Mallory first.\n- dev00");
+        let next = bundle(vec![by("Zed", pull(200, "Z", 'f', &["src/z.rs"]))]);
+        let after = apply(&current, &plan(&next, &current));
+        assert!(after["Areas/src.md"].contains("Ask Mallory first.\n"));
+        assert!(!after["Areas/src.md"].contains("- Zed"));
+        assert!(after["Areas/src.md"].contains("#200 Z"));
     }
 
     #[test]

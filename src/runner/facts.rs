@@ -25,7 +25,12 @@ pub fn mirror_of(
     token: Option<Secret>,
     deadline: Duration,
 ) -> Result<Wiki, String> {
-    mirror_in(&mirrors(config).with_deadline(deadline), config, source, token)
+    mirror_in(
+        &mirrors(config).with_deadline(deadline),
+        config,
+        source,
+        token,
+    )
 }
 
 /// [`mirror_of`] through `store` (made by [`mirrors`]), whose handles (open

@@ -31,7 +31,7 @@ fn node_config(url: &str, node: &str, source: &fixture::Source, wiki: &std::path
 }
 
 #[tokio::test]
-async fn nodes_on_one_postgres_share_jobs_tokens_and_dashboard_sessions() {
+async fn nodes_on_one_postgres_share_jobs_tasks_tokens_and_dashboard_sessions() {
     let url = postgres::server().fresh_database().await;
     let repos = tempfile::tempdir().unwrap();
     let source = fixture::Source::create(repos.path());
@@ -100,6 +100,23 @@ async fn nodes_on_one_postgres_share_jobs_tokens_and_dashboard_sessions() {
         "{job}"
     );
     assert!(html.contains(&format!("<td>{ran_on}</td>")), "{html}");
+
+    // An MCP task created through node A is followed to its end on node B.
+    use crate::coordinator::{Era, connect_to, task_id, until_settled};
+    let on_a = connect_to(node_a.url("/mcp"), &token, Era::Stateless, true).await;
+    let task = task_id(&on_a, "demo/app", 12).await;
+    on_a.cancel().await.unwrap();
+    let on_b = connect_to(node_b.url("/mcp"), &token, Era::Stateless, true).await;
+    let done = until_settled(&on_b, &task).await;
+    assert_eq!(done.task.task.status, rmcp::model::TaskStatus::Completed);
+    let rmcp::model::TaskPayload::Completed { result } = &done.task.payload else {
+        panic!("a completed task carries its result")
+    };
+    let envelope = &result["structuredContent"];
+    assert_eq!(envelope["success"], true, "{result:?}");
+    // PR #12 is on the wiki already (the range above recorded it).
+    assert_eq!(envelope["result"]["state"], "no_change", "{result:?}");
+    on_b.cancel().await.unwrap();
 
     // Revoked through node B's configuration: refused by node A at once.
     let out = b.run(&["tokens", "revoke", "cluster"]);

@@ -45,8 +45,13 @@ fn client_info(tasks: bool) -> ClientConfig {
 }
 
 pub(crate) async fn connect(daemon: &Running, token: &str, era: Era, tasks: bool) -> Client {
+    connect_to(daemon.url("/mcp"), token, era, tasks).await
+}
+
+/// [`connect`] to the MCP endpoint at `url` (a daemon of any kind).
+pub(crate) async fn connect_to(url: String, token: &str, era: Era, tasks: bool) -> Client {
     let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(daemon.url("/mcp")).auth_header(token),
+        StreamableHttpClientTransportConfig::with_uri(url).auth_header(token),
     );
     let lifecycle = match era {
         Era::Handshake => ClientLifecycleMode::Initialize,
@@ -101,7 +106,7 @@ pub(crate) async fn envelope(client: &Client, tool: &str, arguments: Value) -> V
     }
 }
 
-async fn task_id(client: &Client, repository: &str, pull: i64) -> String {
+pub(crate) async fn task_id(client: &Client, repository: &str, pull: i64) -> String {
     match call(
         client,
         "request_pr_reconciliation",
@@ -120,7 +125,7 @@ async fn task_id(client: &Client, repository: &str, pull: i64) -> String {
 
 /// Polls `tasks/get` (as a client honoring pollIntervalMs would, faster) until
 /// the task leaves `working`.
-async fn until_settled(client: &Client, id: &str) -> rmcp::model::GetTaskResult {
+pub(crate) async fn until_settled(client: &Client, id: &str) -> rmcp::model::GetTaskResult {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let got = client
