@@ -39,6 +39,10 @@
 //!   listing fails the attempt rather than leaving pull requests out); a 404
 //!   for a commit of the range rejects the job; any other refusal fails it with
 //!   GitHub's reason, because asking again will not change the answer.
+//! - a source file's head is read through the contents API at most once per
+//!   blob, head size and repository while the daemon remembers it
+//!   (`blob_cache.rs`): the Git trees listing and the contents answer name each
+//!   file's blob sha, so an unchanged file costs the next job no request.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
