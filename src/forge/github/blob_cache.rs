@@ -9,9 +9,10 @@
 //! - only answers GitHub gave are kept: a file's head, or the verdict that it
 //!   is not UTF-8 or larger than the contents API serves; errors (5xx, rate
 //!   limits, refusals) never are, so the next call asks again;
-//! - a path is remembered only for a regular file (mode `100644`/`100755`),
-//!   so a symlink whose target text equals some file's bytes never reads as
-//!   that file;
+//! - a path is remembered only at a full commit sha (a branch moves), and
+//!   from a listing only for a regular file (mode `100644`/`100755`), so a
+//!   symlink whose target text equals some file's bytes never reads as that
+//!   file;
 //! - both maps are bounded, the oldest insertion evicted first: at most
 //!   [`MAX_PATHS`] paths in [`MAX_PATH_BYTES`] and [`MAX_HEADS`] heads in
 //!   [`MAX_HEAD_BYTES`] (8 MiB in all, keys counted); an entry larger than its
@@ -21,7 +22,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::sync::Mutex;
 
-use crate::forge::evidence::FileHead;
+use crate::forge::evidence::{FileHead, is_full_sha};
 
 /// Paths remembered (repository, commit, path → blob sha).
 pub const MAX_PATHS: usize = 16 * 1024;
@@ -83,8 +84,12 @@ impl std::fmt::Debug for BlobCache {
 
 impl BlobCache {
     /// Remembers that `path` is the regular file `blob` at `commit` of
-    /// `repository` (`commit` and `blob` full shas; case is folded).
+    /// `repository` (case is folded). Only a full commit sha is remembered:
+    /// a branch name moves, so what it named is no lasting answer.
     pub fn remember_path(&self, repository: &str, commit: &str, path: &str, blob: &str) {
+        if !is_full_sha(commit) || !is_full_sha(blob) {
+            return;
+        }
         let key = PathKey {
             repository: repository.to_owned(),
             commit: commit.to_ascii_lowercase(),
@@ -208,6 +213,9 @@ mod tests {
         assert_eq!(c.blob_at("octo/app", C1, "src/a.rs").as_deref(), Some(B1));
         assert_eq!(c.blob_at("octo/other", C1, "src/a.rs"), None);
         assert_eq!(c.blob_at("octo/app", C1, "src/b.rs"), None);
+        // A branch name is not a lasting key.
+        c.remember_path("octo/app", "main", "src/a.rs", B1);
+        assert_eq!(c.blob_at("octo/app", "main", "src/a.rs"), None);
         c.remember_head("octo/app", B1, 4096, text("x"));
         assert_eq!(c.head("octo/app", B1, 4096), Some(text("x")));
         assert_eq!(c.head("octo/app", B1, 10), None);
