@@ -39,6 +39,10 @@
 //!   listing fails the attempt rather than leaving pull requests out); a 404
 //!   for a commit of the range rejects the job; any other refusal fails it with
 //!   GitHub's reason, because asking again will not change the answer.
+//! - a source file's head is read through the contents API at most once per
+//!   blob, head size and repository while the daemon remembers it
+//!   (`blob_cache.rs`): the Git trees listing and the contents answer name each
+//!   file's blob sha, so an unchanged file costs the next job no request.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -50,6 +54,7 @@ use serde::de::DeserializeOwned;
 
 use crate::ids::Scope;
 
+use super::blob_cache::Head;
 use super::{GitHubError, GitHubForge, Permissions};
 use crate::config::Source;
 use crate::forge::evidence::{
@@ -177,6 +182,9 @@ struct Contents {
     #[serde(rename = "type")]
     kind: String,
     size: u64,
+    /// The blob's sha (what [`GitHubForge::read_head_at`] remembers).
+    #[serde(default)]
+    sha: Option<String>,
     encoding: Option<String>,
     content: Option<String>,
 }
@@ -771,6 +779,9 @@ impl GitHubForge {
     /// The first `max` bytes of one file at commit `sha`, like
     /// [`GitHubForge::read_file_at`] but for a file of any size the contents
     /// API serves (up to 1 MiB; larger ones are [`SourceError::Invalid`]).
+    /// A path whose blob at `sha` is known (from [`GitHubForge::list_tree_at`]
+    /// or an earlier read) and whose head of `max` bytes was read before, in
+    /// this repository, is answered from memory without a request.
     pub async fn read_head_at(
         &self,
         source: &Source,
@@ -778,15 +789,26 @@ impl GitHubForge {
         path: &str,
         max: usize,
     ) -> Result<Option<evidence::FileHead>, SourceError> {
-        let Some(bytes) = self
-            .contents_at(source, sha, path, CONTENTS_API_LIMIT)
-            .await?
-        else {
+        let r = source.repository.as_str();
+        let key_path = path.trim_start_matches('/');
+        let known = self.blobs.blob_at(r, sha, key_path);
+        if let Some(head) = known.and_then(|blob| self.blobs.head(r, &blob, max)) {
+            return head_answer(head, path, sha).map(Some);
+        }
+        let Some(contents) = self.contents_entry(source, sha, path).await? else {
             return Ok(None);
         };
-        evidence::FileHead::of(&bytes, max)
-            .map(Some)
-            .ok_or_else(|| SourceError::Invalid(format!("{path} at {sha} is not UTF-8 text")))
+        let head = if contents.size > CONTENTS_API_LIMIT {
+            Head::TooLarge(contents.size)
+        } else {
+            let bytes = decode_contents(&contents, path, sha, CONTENTS_API_LIMIT)?;
+            evidence::FileHead::of(&bytes, max).map_or(Head::NotText, Head::Text)
+        };
+        if let Some(blob) = contents.sha.as_deref().filter(|b| evidence::is_full_sha(b)) {
+            self.blobs.remember_path(r, sha, key_path, blob);
+            self.blobs.remember_head(r, blob, max, head.clone());
+        }
+        head_answer(head, path, sha).map(Some)
     }
 
     /// The bytes of one file at `sha` through the contents API, refused when
@@ -798,6 +820,20 @@ impl GitHubForge {
         path: &str,
         max: u64,
     ) -> Result<Option<Vec<u8>>, SourceError> {
+        match self.contents_entry(source, sha, path).await? {
+            Some(contents) => decode_contents(&contents, path, sha, max).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The contents API's answer for `path` at `sha` when it is a file
+    /// (`None`: absent, a directory, a symlink or a submodule).
+    async fn contents_entry(
+        &self,
+        source: &Source,
+        sha: &str,
+        path: &str,
+    ) -> Result<Option<Contents>, SourceError> {
         let r = &source.repository;
         let url = format!(
             "/repos/{r}/contents/{}?ref={sha}",
@@ -820,37 +856,7 @@ impl GitHubForge {
                 "GitHub's answer for {path} at {sha} has an unexpected shape: {e}"
             ))
         })?;
-        if contents.kind != "file" {
-            return Ok(None);
-        }
-        let too_large = |size: u64| {
-            SourceError::Invalid(format!(
-                "{path} at {sha} is {size} bytes, more than the {max}-byte limit"
-            ))
-        };
-        if contents.size > max {
-            return Err(too_large(contents.size));
-        }
-        let encoded: String = contents
-            .content
-            .unwrap_or_default()
-            .chars()
-            .filter(|c| !c.is_ascii_whitespace())
-            .collect();
-        if contents.encoding.as_deref() != Some("base64") {
-            return Err(SourceError::Invalid(format!(
-                "GitHub gave {path} at {sha} in an encoding other than base64"
-            )));
-        }
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(encoded)
-            .map_err(|_| {
-                SourceError::Invalid(format!("GitHub's copy of {path} is not valid base64"))
-            })?;
-        if bytes.len() as u64 > max {
-            return Err(too_large(bytes.len() as u64));
-        }
-        Ok(Some(bytes))
+        Ok((contents.kind == "file").then_some(contents))
     }
 
     /// The files under `directory` (`""`: the root) at commit `sha`, as
@@ -901,7 +907,8 @@ impl GitHubForge {
             Err(GitHubError::NotFound(_)) if !segments.is_empty() => return Ok(None),
             Err(e) => return Err(failure(e, unknown)),
         };
-        let mut entries: Vec<TreeEntry> = answer
+        // Each regular file's blob sha rides along, for `read_head_at`.
+        let mut entries: Vec<(TreeEntry, Option<String>)> = answer
             .tree
             .into_iter()
             .filter_map(|e| {
@@ -910,23 +917,31 @@ impl GitHubForge {
                     "tree" if !recursive => EntryKind::Directory,
                     _ => return None,
                 };
+                let regular = matches!(e.mode.as_str(), "100644" | "100755");
+                let blob = (kind == EntryKind::File && regular && evidence::is_full_sha(&e.sha))
+                    .then_some(e.sha);
                 let path = if directory.is_empty() {
                     e.path
                 } else {
                     format!("{directory}/{}", e.path)
                 };
-                Some(TreeEntry { path, kind })
+                Some((TreeEntry { path, kind }, blob))
             })
             .collect();
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        entries.sort_by(|a, b| a.0.path.cmp(&b.0.path));
         let mut listing = TreeListing {
             entries: Vec::new(),
             truncated: answer.truncated,
         };
         let mut bytes = 0;
-        for entry in entries {
+        for (entry, blob) in entries {
+            // Only what the listing keeps is remembered (it is bounded).
+            let path = blob.as_ref().map(|_| entry.path.clone());
             if !listing.push(entry, &mut bytes) {
                 break;
+            }
+            if let (Some(path), Some(blob)) = (path, blob) {
+                self.blobs.remember_path(r, sha, &path, &blob);
             }
         }
         Ok(Some(listing))
@@ -935,6 +950,56 @@ impl GitHubForge {
 
 /// The largest file the contents API serves with its content.
 const CONTENTS_API_LIMIT: u64 = 1024 * 1024;
+
+fn too_large(path: &str, sha: &str, size: u64, max: u64) -> SourceError {
+    SourceError::Invalid(format!(
+        "{path} at {sha} is {size} bytes, more than the {max}-byte limit"
+    ))
+}
+
+/// The bytes of a contents-API file answer, refused when larger than `max`.
+fn decode_contents(
+    contents: &Contents,
+    path: &str,
+    sha: &str,
+    max: u64,
+) -> Result<Vec<u8>, SourceError> {
+    if contents.size > max {
+        return Err(too_large(path, sha, contents.size, max));
+    }
+    if contents.encoding.as_deref() != Some("base64") {
+        return Err(SourceError::Invalid(format!(
+            "GitHub gave {path} at {sha} in an encoding other than base64"
+        )));
+    }
+    let encoded: String = contents
+        .content
+        .as_deref()
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| !c.is_ascii_whitespace())
+        .collect();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .map_err(|_| {
+            SourceError::Invalid(format!("GitHub's copy of {path} is not valid base64"))
+        })?;
+    if bytes.len() as u64 > max {
+        return Err(too_large(path, sha, bytes.len() as u64, max));
+    }
+    Ok(bytes)
+}
+
+/// What [`GitHubForge::read_head_at`] answers for a head, read or remembered.
+fn head_answer(head: Head, path: &str, sha: &str) -> Result<evidence::FileHead, SourceError> {
+    match head {
+        Head::Text(head) => Ok(head),
+        Head::NotText => Err(SourceError::Invalid(format!(
+            "{path} at {sha} is not UTF-8 text"
+        ))),
+        Head::TooLarge(size) => Err(too_large(path, sha, size, CONTENTS_API_LIMIT)),
+    }
+}
 
 /// One level of the Git trees API's answer.
 #[derive(Deserialize)]
@@ -947,6 +1012,8 @@ struct GitTree {
 #[derive(Deserialize)]
 struct GitTreeEntry {
     path: String,
+    #[serde(default)]
+    mode: String,
     #[serde(rename = "type")]
     kind: String,
     sha: String,

@@ -13,6 +13,7 @@
 
 pub mod audience; // the audience rule for every path to a wiki write
 pub mod auth;
+mod blob_cache; // source-file heads already read, by blob sha, bounded (GitHub sources' "What is here")
 mod installations;
 pub mod evidence; // the evidence bundle of a job: compare paging, merged PRs, file manifests, policy file
 mod maintainers; // token owners and their role on a source (requests with GitHub tokens)
@@ -65,6 +66,8 @@ pub struct GitHubForge {
     api_url: String,
     signer: AppSigner,
     cache: Mutex<TokenCache>,
+    /// Source-file heads already read, so an unchanged blob is not asked again.
+    blobs: blob_cache::BlobCache,
     verify_timeout: Duration,
 }
 
@@ -124,6 +127,7 @@ impl GitHubForge {
             api_url: config.api_url.trim_end_matches('/').to_string(),
             signer,
             cache: Mutex::new(TokenCache::default()),
+            blobs: blob_cache::BlobCache::default(),
             verify_timeout: config.verify_timeout,
         })
     }

@@ -355,3 +355,201 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
     assert_eq!(kind, "configuration_error");
     client.close().await;
 }
+
+/// A broker for a GitHub job on `repository` over `before..after`, served
+/// with the daemon's one `forge`, and a client on the writer's end of it.
+fn github_job(
+    config: &teammem::config::Config,
+    forge: &std::sync::Arc<teammem::forge::github::GitHubForge>,
+    repository: &str,
+    (before, after): (&str, &str),
+    job_id: i64,
+) -> (
+    teammem::runner::broker::Broker,
+    teammem::writer_contract::broker::BrokerClient,
+) {
+    use std::os::fd::IntoRawFd;
+    use teammem::forge::evidence::{BUNDLE_VERSION, CommitInfo, EvidenceBundle, SourceInfo};
+    use teammem::runner::broker::{Broker, BrokerJob};
+    use teammem::writer_contract::broker::{BrokerClient, WriterDestination};
+    let source = config.source(repository).unwrap().clone();
+    let git_url = &config.github.as_ref().unwrap().git_url;
+    let bundle = EvidenceBundle {
+        version: BUNDLE_VERSION,
+        source: SourceInfo {
+            repository: repository.into(),
+            forge: "github".into(),
+            default_branch: "main".into(),
+        },
+        job: JobScope {
+            job_id,
+            scope: teammem::ids::Scope::Range {
+                before: teammem::ids::Sha::parse(before).unwrap(),
+                after: teammem::ids::Sha::parse(after).unwrap(),
+            },
+        },
+        commits: vec![CommitInfo {
+            sha: after.into(),
+            parents: vec![before.into()],
+            author: "Test".into(),
+            committed_at: "2026-11-30T00:00:00Z".into(),
+            subject: "work".into(),
+        }],
+        commits_truncated: false,
+        pull_requests: vec![],
+        pull_requests_truncated: false,
+        stale_facts: Vec::new(),
+        marker_rewrites: Default::default(),
+    };
+    let (broker, child_end) = Broker::start(BrokerJob {
+        destination: WriterDestination::of(&source, Some(git_url)).unwrap(),
+        source,
+        bundle,
+        forge: Some(forge.clone()),
+        wiki_token: None,
+    })
+    .unwrap();
+    let client = BrokerClient::from_inherited(child_end.into_raw_fd()).unwrap();
+    (broker, client)
+}
+
+/// The contents-API requests the fake GitHub saw for `path` of `repository`.
+fn contents_reads(
+    fake: &crate::harness::fake_github::FakeGitHub,
+    repository: &str,
+    path: &str,
+) -> usize {
+    let want = format!("GET /repos/{repository}/contents/{path}");
+    fake.requests().iter().filter(|r| **r == want).count()
+}
+
+#[tokio::test]
+async fn github_file_heads_are_read_once_per_blob_in_a_repository_and_failures_are_asked_again() {
+    use crate::dispatch::config_text;
+    use crate::harness::fake_github::{FakeGitHub, Fault, GitRepo};
+    let fake = FakeGitHub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let write = |git: &GitRepo, path: &str, text: &str| {
+        std::fs::create_dir_all(git.dir.join("src")).unwrap();
+        std::fs::write(git.dir.join(path), text).unwrap();
+    };
+    // octo/app: three files, then a commit that changes only src/b.rs.
+    let app = GitRepo::init(&dir.path().join("app"));
+    let root = app.commit("README.md", "root");
+    write(&app, "src/a.rs", "//! The answer.\n");
+    write(&app, "src/b.rs", "//! Version one.\n");
+    write(&app, "src/c.rs", "//! Third.\n");
+    let first = app.commit("CHANGES.md", "three files");
+    write(&app, "src/b.rs", "//! Version two.\n");
+    let second = app.commit("CHANGES.md", "b changes");
+    fake.add_repo("octo/app", &app, "private", true);
+    // octo/oidc holds the very same blobs under the same paths.
+    let other = GitRepo::init(&dir.path().join("other"));
+    let other_root = other.commit("README.md", "root");
+    write(&other, "src/a.rs", "//! The answer.\n");
+    write(&other, "src/b.rs", "//! Version one.\n");
+    let other_tip = other.commit("README.md", "copy");
+    fake.add_repo("octo/oidc", &other, "private", true);
+    assert_eq!(
+        app.git(&["rev-parse", &format!("{first}:src/a.rs")]),
+        other.git(&["rev-parse", "HEAD:src/a.rs"]),
+        "the same blob in both repositories"
+    );
+
+    let text = config_text(&fake, dir.path(), "");
+    let config = teammem::config::Config::parse(&text).unwrap();
+    let gh = config.github.as_ref().unwrap();
+    let key = teammem::secrets::read_key_file(match &gh.private_key {
+        teammem::config::PrivateKey::File { path } => path,
+        _ => unreachable!(),
+    })
+    .unwrap();
+    let forge = std::sync::Arc::new(teammem::forge::github::GitHubForge::new(gh, &key).unwrap());
+    let files = ["src/a.rs", "src/b.rs", "src/c.rs"];
+    let reads = |repository: &str| -> Vec<usize> {
+        files
+            .iter()
+            .map(|f| contents_reads(&fake, repository, f))
+            .collect()
+    };
+
+    // Job 1 lists src/ and reads each file's head: one read each.
+    let (broker, client) = github_job(&config, &forge, "octo/app", (&root, &first), 1);
+    let listing = client.source_tree(&first, "src", true).await.unwrap();
+    assert_eq!(listing.entries.len(), 3);
+    for f in files {
+        client.source_file(&first, f, Some(4096)).await.unwrap();
+    }
+    let again = client
+        .source_file(&first, "src/b.rs", Some(4096))
+        .await
+        .unwrap();
+    assert_eq!(again.content, "//! Version one.\n");
+    assert_eq!(reads("octo/app"), [1, 1, 1]);
+    // A path no listing named is read, then known from that answer's sha.
+    for _ in 0..2 {
+        let readme = client
+            .source_file(&first, "README.md", Some(4096))
+            .await
+            .unwrap();
+        assert_eq!(readme.content, "root\n");
+    }
+    assert_eq!(contents_reads(&fake, "octo/app", "README.md"), 1);
+    // A head of another size is another read.
+    let short = client
+        .source_file(&first, "src/a.rs", Some(4))
+        .await
+        .unwrap();
+    assert_eq!((short.content.as_str(), short.truncated), ("//! ", true));
+    assert_eq!(reads("octo/app"), [2, 1, 1]);
+    drop(broker);
+
+    // Job 2, at the next commit: only the changed file is read, and its
+    // answer is the new text.
+    let (broker, client) = github_job(&config, &forge, "octo/app", (&first, &second), 2);
+    client.source_tree(&second, "src", true).await.unwrap();
+    let mut heads = Vec::new();
+    for f in files {
+        heads.push(
+            client
+                .source_file(&second, f, Some(4096))
+                .await
+                .unwrap()
+                .content,
+        );
+    }
+    assert_eq!(
+        heads,
+        ["//! The answer.\n", "//! Version two.\n", "//! Third.\n"]
+    );
+    assert_eq!(reads("octo/app"), [2, 2, 1]);
+    drop(broker);
+
+    // Another repository with the same blobs is read from GitHub, not from
+    // what octo/app's jobs read; a 5xx is not remembered.
+    let (_broker, client) = github_job(&config, &forge, "octo/oidc", (&other_root, &other_tip), 3);
+    client.source_tree(&other_tip, "src", true).await.unwrap();
+    let a = client
+        .source_file(&other_tip, "src/a.rs", Some(4096))
+        .await
+        .unwrap();
+    assert_eq!(a.content, "//! The answer.\n");
+    fake.inject_exact("/repos/octo/oidc/contents/src/b.rs", Fault::Status(502));
+    let failed = client
+        .source_file(&other_tip, "src/b.rs", Some(4096))
+        .await
+        .unwrap_err();
+    assert_eq!(failed.kind, "upstream_error", "{failed:?}");
+    let b = client
+        .source_file(&other_tip, "src/b.rs", Some(4096))
+        .await
+        .unwrap();
+    assert_eq!(b.content, "//! Version one.\n");
+    let b = client
+        .source_file(&other_tip, "src/b.rs", Some(4096))
+        .await
+        .unwrap();
+    assert_eq!(b.content, "//! Version one.\n");
+    assert_eq!(reads("octo/oidc"), [1, 2, 0]);
+    assert_eq!(reads("octo/app"), [2, 2, 1]);
+}

@@ -1,5 +1,6 @@
 //! File contents: `GET .../contents/{path}` reads the blob at a ref from the
-//! backing [`GitRepo`]; a directory answers with its entries, as GitHub does.
+//! backing [`GitRepo`], with the blob's sha; a directory answers with its
+//! entries, as GitHub does.
 //! `GET .../git/trees/{sha}` lists a tree (a commit's, or a tree's by its
 //! sha), with `recursive=1` every entry below it, as GitHub's Git trees API.
 
@@ -48,6 +49,9 @@ pub(super) async fn contents(
     if !out.status.success() {
         return error(StatusCode::NOT_FOUND, "Not Found");
     }
+    // The blob's sha, as GitHub gives it (callers may key caches on it).
+    let blob = git_output(&r.git.dir, &["rev-parse", &object]);
+    let blob = String::from_utf8_lossy(&blob.stdout).trim().to_owned();
     let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &out.stdout);
     // GitHub wraps the base64 at 60 characters.
     let wrapped: Vec<&str> = encoded
@@ -62,7 +66,7 @@ pub(super) async fn contents(
         "name": path.rsplit('/').next().unwrap_or(&path),
         "path": path,
         "content": wrapped.join("\n") + "\n",
-        "sha": "0000000000000000000000000000000000000000",
+        "sha": blob,
     }))
     .into_response()
 }
