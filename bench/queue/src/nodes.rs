@@ -101,7 +101,7 @@ pub async fn run_phase(options: &Options, url: &str) {
 }
 
 async fn run_nodes(options: &Options, url: &str, count: usize) {
-    let url = fresh_database(url, "bench_nodes").await;
+    let (url, _) = fresh_database(url, "bench_nodes").await;
     let parent_pool = pool(&url, 2).await;
     teammem::db::migrate_postgres(&parent_pool)
         .await

@@ -39,8 +39,8 @@ pub fn with_database(url: &str, database: &str) -> String {
 }
 
 /// Creates a new, empty database named `<prefix>_<pid>_<n>` on the server of
-/// `url` and returns its URL.
-pub async fn fresh_database(url: &str, prefix: &str) -> String {
+/// `url` and returns its URL and name.
+pub async fn fresh_database(url: &str, prefix: &str) -> (String, String) {
     let n = DATABASES.fetch_add(1, Ordering::Relaxed) + 1;
     let name = format!("{prefix}_{}_{n}", std::process::id());
     let mut admin = sqlx::PgConnection::connect(url)
@@ -52,7 +52,7 @@ pub async fn fresh_database(url: &str, prefix: &str) -> String {
         .await
         .expect("CREATE DATABASE");
     admin.close().await.expect("close the admin connection");
-    with_database(url, &name)
+    (with_database(url, &name), name)
 }
 
 pub async fn pool(url: &str, connections: u32) -> PgPool {
@@ -95,15 +95,48 @@ async fn print_server(url: &str) {
 
 pub async fn run_phase(options: &Options, url: &str) {
     print_server(url).await;
-    let teammem = bench_teammem(options, url).await;
+    let before = wal_syncs(url).await;
+    let (teammem, database) = bench_teammem(options, url).await;
     report("teammem", options.jobs, &teammem);
-    let apalis = bench_apalis(options, url).await;
+    let after = wal_syncs(url).await;
+    print_costs(url, &database, options.jobs, after - before).await;
+    let (apalis, database) = bench_apalis(options, url).await;
     report("apalis-postgres", options.jobs, &apalis);
+    print_costs(url, &database, options.jobs, wal_syncs(url).await - after).await;
     print_ratio("apalis-postgres", &teammem, &apalis);
 }
 
-async fn bench_teammem(options: &Options, url: &str) -> Measured {
-    let url = fresh_database(url, "bench_teammem").await;
+/// The server's WAL flushes so far (`pg_stat_wal.wal_sync`, every database).
+async fn wal_syncs(url: &str) -> i64 {
+    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+    sqlx::query_scalar("SELECT wal_sync FROM pg_stat_wal")
+        .fetch_one(&mut conn)
+        .await
+        .expect("pg_stat_wal")
+}
+
+/// Where the time goes on a server whose every commit waits for a WAL flush:
+/// commits and flushes per job (the side's pool is closed by now, so its
+/// backends have reported their statistics).
+async fn print_costs(url: &str, database: &str, jobs: usize, syncs: i64) {
+    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+    let commits: i64 =
+        sqlx::query_scalar("SELECT xact_commit FROM pg_stat_database WHERE datname = $1")
+            .bind(database)
+            .fetch_one(&mut conn)
+            .await
+            .expect("pg_stat_database");
+    println!(
+        "{:<14} {:.2} commits per job (setup included), {:.2} WAL flushes per job",
+        "",
+        commits as f64 / jobs as f64,
+        syncs as f64 / jobs as f64,
+    );
+}
+
+/// The side's figures and the name of its database.
+async fn bench_teammem(options: &Options, url: &str) -> (Measured, String) {
+    let (url, database) = fresh_database(url, "bench_teammem").await;
     let pool = pool(&url, options.workers as u32 + 2).await;
     teammem::db::migrate_postgres(&pool).await.expect("migrate");
     let queue = Queue::new(pool, Arc::new(SystemClock), QueueSettings::default());
@@ -116,15 +149,23 @@ async fn bench_teammem(options: &Options, url: &str) -> Measured {
         "every job claimed once"
     );
     queue.pool().close().await;
-    Measured {
+    settle().await;
+    let measured = Measured {
         enqueue,
         process,
         claim_latencies,
-    }
+    };
+    (measured, database)
 }
 
-async fn bench_apalis(options: &Options, url: &str) -> Measured {
-    let url = fresh_database(url, "bench_apalis").await;
+/// Gives the backends of a closed pool a moment to exit (and so report their
+/// statistics) before anyone reads them.
+async fn settle() {
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+}
+
+async fn bench_apalis(options: &Options, url: &str) -> (Measured, String) {
+    let (url, database) = fresh_database(url, "bench_apalis").await;
     let pool = pool(&url, options.workers as u32 + 2).await;
     PostgresStorage::setup(&pool).await.expect("apalis setup");
     let mut backend: PostgresStorage<u64> = PostgresStorage::new(&pool);
@@ -157,9 +198,11 @@ async fn bench_apalis(options: &Options, url: &str) -> Measured {
         worker.abort();
     }
     pool.close().await;
-    Measured {
+    settle().await;
+    let measured = Measured {
         enqueue,
         process,
         claim_latencies: Vec::new(),
-    }
+    };
+    (measured, database)
 }
