@@ -30,7 +30,7 @@ done
 steal() { awk '/^cpu /{print $9}' /proc/stat; }
 ticks() { awk '/^cpu /{s=0; for(i=2;i<=NF;i++) s+=$i; print s}' /proc/stat; }
 
-pg_root= pg_pid=
+pg_root='' pg_pid=''
 stop_server() {
   if [ -n "$pg_pid" ]; then
     kill -INT "$pg_pid" 2>/dev/null || true # fast shutdown
@@ -45,7 +45,7 @@ trap 'exit 143' TERM
 
 url_args=()
 if [ "$backend" != sqlite ]; then
-  bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)"
+  bin="$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n 1)"
   if [ -z "$bin" ] || [ ! -x "$bin/initdb" ] || [ ! -x "$bin/postgres" ]; then
     echo "bench/queue.sh: PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin; install them with \`apt-get install postgresql\`" >&2
     exit 1
