@@ -1,9 +1,84 @@
 #!/usr/bin/env bash
-# Queue benchmark (DESIGN §11, issue 2 "Performance"): builds the bench crate
-# in bench/queue/ in release mode and runs teammem's queue and apalis-sqlite
-# on the same workload in one run, printing jobs/s, claim latency and ratios.
-# Extra arguments go to the bench: --jobs N --workers N --destinations N.
+# Queue benchmark (DESIGN §11, issue "Performance"): builds the bench crate in
+# bench/queue/ in release mode and runs, in one run, teammem's queue against
+# apalis-sqlite (one SQLite file each) and against apalis-postgres (one fresh
+# database each on the same PostgreSQL server), then 1 vs 2 vs 3 teammem node
+# processes on one database, printing jobs/s, claim latency, ratios and the
+# nodes' correctness check. Both sides of a comparison get the same workload
+# and settings (see bench/queue/src/main.rs).
+#
+# For the PostgreSQL phases it starts its own throwaway server: the Debian
+# binaries under /usr/lib/postgresql/*/bin, initdb into a temp directory (as
+# `postgres`, else `nobody`, when run as root), 127.0.0.1 on a free port,
+# trust authentication, default settings (fsync on); stopped and removed on
+# exit, failure or Ctrl-C. Prints the CPU stolen by the hypervisor during the
+# run.
+#
+# Usage: bench/queue.sh [--backend sqlite|postgres|all] [--jobs N]
+#        [--workers N] [--destinations N] [--normal-sync]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cargo build --release --quiet --manifest-path "$here/queue/Cargo.toml"
-exec "$here/queue/target/release/teammem-queue-bench" "$@"
+bench="$here/queue/target/release/teammem-queue-bench"
+
+backend=all
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  if [ "${args[i]}" = --backend ]; then backend="${args[i + 1]:-}"; fi
+done
+
+steal() { awk '/^cpu /{print $9}' /proc/stat; }
+ticks() { awk '/^cpu /{s=0; for(i=2;i<=NF;i++) s+=$i; print s}' /proc/stat; }
+
+pg_root='' pg_pid=''
+stop_server() {
+  if [ -n "$pg_pid" ]; then
+    kill -INT "$pg_pid" 2>/dev/null || true # fast shutdown
+    wait "$pg_pid" 2>/dev/null || true
+    pg_pid=
+  fi
+  if [ -n "$pg_root" ]; then rm -rf "$pg_root"; pg_root=; fi
+}
+trap stop_server EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+url_args=()
+if [ "$backend" != sqlite ]; then
+  bin="$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n 1)"
+  if [ -z "$bin" ] || [ ! -x "$bin/initdb" ] || [ ! -x "$bin/postgres" ]; then
+    echo "bench/queue.sh: PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin; install them with \`apt-get install postgresql\`" >&2
+    exit 1
+  fi
+  as=()
+  pg_root="$(mktemp -d /tmp/teammem-queue-pg.XXXXXX)"
+  if [ "$(id -u)" = 0 ]; then
+    user=postgres
+    id -u postgres >/dev/null 2>&1 || user=nobody
+    chown "$user" "$pg_root"
+    as=(setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups --)
+  fi
+  port="$("$here/listen-port.sh")"
+  role=bench
+  "${as[@]}" env -i PATH=/usr/bin:/bin "$bin/initdb" --auth=trust --username="$role" \
+    --no-locale --encoding=UTF8 --pgdata="$pg_root/data" >"$pg_root/initdb.log" 2>&1 ||
+    { cat "$pg_root/initdb.log" >&2; exit 1; }
+  "${as[@]}" env -i PATH=/usr/bin:/bin "$bin/postgres" -D "$pg_root/data" \
+    -h 127.0.0.1 -p "$port" -k "$pg_root/data" -c logging_collector=off -c lc_messages=C \
+    </dev/null >"$pg_root/server.log" 2>&1 &
+  pg_pid=$!
+  for _ in $(seq 1 300); do
+    if grep -q "database system is ready to accept connections" "$pg_root/server.log"; then break; fi
+    if ! kill -0 "$pg_pid" 2>/dev/null; then cat "$pg_root/server.log" >&2; exit 1; fi
+    sleep 0.1
+  done
+  grep -q "database system is ready to accept connections" "$pg_root/server.log" ||
+    { echo "bench/queue.sh: PostgreSQL did not start in 30 s:" >&2; cat "$pg_root/server.log" >&2; exit 1; }
+  url_args=(--postgres "postgres://$role@127.0.0.1:$port/postgres")
+fi
+
+s0=$(steal); t0=$(ticks)
+"$bench" "$@" "${url_args[@]}"
+s1=$(steal); t1=$(ticks)
+echo
+echo "conditions: $(nproc) cores, CPU steal $(( (s1 - s0) * 100 / (t1 - t0 + 1) ))% during the run, load average $(cut -d' ' -f1-3 /proc/loadavg)"
