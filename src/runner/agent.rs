@@ -2,15 +2,19 @@
 //! driver: it reads the wiki through the writer child, reads the files of
 //! the areas it records entries in through the child's evidence tools
 //! (`list_source_files`, and `get_source_file` with `max_bytes` for each
-//! file's first [`HEAD_BYTES`], whose purpose [`crate::purpose`] finds), plans
-//! with [`super::builtin::plan_with`], and writes through the child's
+//! file's first [`HEAD_BYTES`], whose purpose [`crate::purpose`] finds) and
+//! the manifests [`crate::manifests`] reads (at the tip for `Dependencies.md`,
+//! and at each PR's merge commit and first parent for its changes), plans
+//! with [`super::builtin::plan_full`], and writes through the child's
 //! `patch_wiki_pages` / `write_wiki_pages`, never through the engine.
 //!
 //! Invariants:
 //! - source files are read only at the job's tip and only through the
 //!   writer's evidence tools; at most [`WHAT_IS_HERE_FILES`] per area and
 //!   [`HEADS_PER_JOB`] per job are read (an area past that keeps its section
-//!   as it is);
+//!   as it is); manifests are read only at evidence commits, at most
+//!   [`builtin::MAX_MANIFESTS`] at the tip and [`CHANGE_READS_PER_JOB`] for
+//!   the PRs' changes;
 //! - every write names the snapshot it was planned on (`expected_base`) and the
 //!   destination the snapshot reported (`expected_wiki_repository`);
 //! - on `conflict` (or `outcome_unknown`) the builtin agent re-reads a fresh

@@ -3,7 +3,8 @@
 //! the agent read them at the job's tip) it computes the edits that keep
 //! `Home.md` (topic index), `Areas/<area>.md` (one page per area touched, with
 //! a "What is here" list of the area's files and a "Recent changes" list) and
-//! `Changelog.md` in step.
+//! `Changelog.md` in step, and `Dependencies.md` (the dependencies the
+//! manifests at the job's tip declare, see [`plan_full`]).
 //!
 //! Invariants:
 //! - every entry cites the PR number, title, author and the full merge-commit
@@ -23,6 +24,11 @@
 //!   many it left out; every one of its lines carries a teammem marker, and a
 //!   section whose anchors or lines a person changed is left as it is; all the
 //!   sections of one job change at most [`JOB_SECTION_BYTES`];
+//! - `Dependencies.md` is re-derived whole between its two anchors when the
+//!   agent read the tip's manifests; each dependency line cites its
+//!   declaring line at the tip, every line carries a teammem marker, and a
+//!   page a person edited there is left alone; an entry names at most
+//!   [`CHANGES_PER_ENTRY`] dependency changes;
 //! - no planned page exceeds [`PAGE_BUDGET`] (the writer's 64 KiB page limit):
 //!   the oldest entry lines are dropped first and the page says so once, with
 //!   the `<!-- teammem:trimmed -->` note pointing at the page's history. (A
@@ -2090,5 +2096,118 @@ mod tests {
             set,
             vec!["Areas/root.md", "Areas/x.md", CHANGELOG, DEPENDENCIES, HOME]
         );
+    }
+
+    fn tip_manifests(text: &str) -> TipManifests {
+        TipManifests {
+            commit: tip(),
+            manifests: vec![(
+                "Cargo.toml".into(),
+                crate::manifests::parse("Cargo.toml", text).unwrap(),
+            )],
+            omitted: 0,
+        }
+    }
+
+    #[test]
+    fn dependencies_page_cites_lines_notes_changes_and_replays_to_nothing() {
+        let old = crate::manifests::parse(
+            "Cargo.toml",
+            "[dependencies]\ntokio = \"1.38\"\nregex = \"1\"\n",
+        );
+        let new_text = "[dependencies]\ntokio = \"1.40\"\nserde = \"1.0\"\n[dev-dependencies]\n\"<b>evil\" = \"-->\"\n";
+        let new = crate::manifests::parse("Cargo.toml", new_text);
+        let b = bundle(vec![pull(7, "Bump", 'a', &["Cargo.toml"])]);
+        let deps = DependencyFacts {
+            tip: Some(tip_manifests(new_text)),
+            changes: [(
+                "a".repeat(40),
+                vec![(
+                    "Cargo.toml".to_owned(),
+                    crate::manifests::diff(old.as_ref(), new.as_ref()),
+                )],
+            )]
+            .into(),
+        };
+        let p = plan_full(&b, &home(), &Listings::new(), &deps);
+        let pages = apply(&home(), &p);
+        let page = &pages[DEPENDENCIES];
+        assert!(page.starts_with("# Dependencies\n\n"), "{page}");
+        assert!(
+            page.contains(&format!(
+                "- tokio — 1.40 <!-- teammem:evidence Cargo.toml@{}#L2 -->",
+                "f".repeat(40)
+            )),
+            "{page}"
+        );
+        assert!(
+            page.contains("(dev) <!-- teammem:evidence Cargo.toml@"),
+            "{page}"
+        );
+        assert!(!page.contains("<b>"), "{page}");
+        let facts = source_facts(page);
+        assert_eq!(facts.len(), 3, "{page}");
+        let (_, html) = rendered_items(page);
+        assert!(
+            html.iter().all(|h| h.starts_with("<!-- teammem:")),
+            "{html:?}"
+        );
+        assert!(pages[HOME].contains("[Dependencies](Dependencies)"));
+        let entry = " — dependencies: + dev &lt;b>evil --&gt;; − regex; + serde 1.0; tokio 1.38 → 1.40 (Cargo.toml) — ";
+        assert!(pages[CHANGELOG].contains(entry), "{}", pages[CHANGELOG]);
+        assert!(pages["Areas/root.md"].contains(entry));
+        // Replaying plans nothing.
+        assert!(plan_full(&b, &as_current(pages.clone()), &Listings::new(), &deps).is_empty());
+        // A later tip swaps the section; a page a person edited is left alone.
+        let mut later = deps.clone();
+        later.tip.as_mut().unwrap().commit = Sha::parse(&"9".repeat(40)).unwrap();
+        let current = as_current(pages);
+        let p = plan_full(
+            &bundle(vec![pull(8, "X", 'b', &["Cargo.toml"])]),
+            &current,
+            &Listings::new(),
+            &later,
+        );
+        let after = apply(&current, &p);
+        assert!(after[DEPENDENCIES].contains(&format!("Cargo.toml@{}#L2", "9".repeat(40))));
+        assert!(!after[DEPENDENCIES].contains(&"f".repeat(40)));
+        let mut edited = as_current(after);
+        let page = edited.get_mut(DEPENDENCIES).unwrap();
+        page.content = page.content.replace("- serde", "My note\n- serde");
+        let p = plan_full(
+            &bundle(vec![pull(9, "Y", 'c', &["Cargo.toml"])]),
+            &edited,
+            &Listings::new(),
+            &deps,
+        );
+        assert!(!p.patches.contains_key(DEPENDENCIES));
+        assert!(!p.writes.iter().any(|w| w.path == DEPENDENCIES));
+    }
+
+    #[test]
+    fn a_dependency_note_is_bounded() {
+        let many: String = (0..15).map(|i| format!("p{i:02}==1\n")).collect();
+        let new = crate::manifests::parse("requirements.txt", &many);
+        let deps = DependencyFacts {
+            tip: None,
+            changes: [(
+                "a".repeat(40),
+                vec![(
+                    "requirements.txt".to_owned(),
+                    crate::manifests::diff(None, new.as_ref()),
+                )],
+            )]
+            .into(),
+        };
+        let p = pull(1, "Many", 'a', &["requirements.txt"]);
+        let note = dependency_note(&deps, &p, None);
+        assert_eq!(note.matches("+ p").count(), CHANGES_PER_ENTRY, "{note}");
+        assert!(note.ends_with("(requirements.txt); and 5 more"), "{note}");
+        assert!(dependency_note(&deps, &p, Some(&["other.txt"])).is_empty());
+        // No tip manifests and no page: no Dependencies page.
+        let b = bundle(vec![p]);
+        let pages = apply(&home(), &plan_full(&b, &home(), &Listings::new(), &deps));
+        assert!(!pages.contains_key(DEPENDENCIES));
+        assert!(!pages[HOME].contains("Dependencies"));
     }
 }
