@@ -6,6 +6,7 @@ pub mod cli; // the command line: clap definitions and what each command does
 pub mod ids; // validated identifiers: Sha, PullNumber, RepoName, Scope (checked once, carried typed)
 pub mod facts; // evidence markers on wiki pages: a fact's citation and staleness, parsed and written (pure text)
 pub mod staleness; // whether a fact still holds: cited lines followed through diffs, marker rewrites, Stale.md (pure)
+pub mod manifests; // the dependencies a manifest (Cargo.toml, package.json, pyproject.toml, go.mod, requirements*.txt) declares, with lines, and the diff of two versions (pure)
 pub mod purpose; // a source file's one-line purpose from its first lines (doc comment, docstring, heading), with the line it came from (pure)
 pub mod config; // teammem.toml, validated once into typed config
 pub mod daemon; // starts HTTP, workers and scheduler; owns graceful shutdown

@@ -2,15 +2,19 @@
 //! driver: it reads the wiki through the writer child, reads the files of
 //! the areas it records entries in through the child's evidence tools
 //! (`list_source_files`, and `get_source_file` with `max_bytes` for each
-//! file's first [`HEAD_BYTES`], whose purpose [`crate::purpose`] finds), plans
-//! with [`super::builtin::plan_with`], and writes through the child's
+//! file's first [`HEAD_BYTES`], whose purpose [`crate::purpose`] finds) and
+//! the manifests [`crate::manifests`] reads (at the tip for `Dependencies.md`,
+//! and at each PR's merge commit and first parent for its changes), plans
+//! with [`super::builtin::plan_full`], and writes through the child's
 //! `patch_wiki_pages` / `write_wiki_pages`, never through the engine.
 //!
 //! Invariants:
 //! - source files are read only at the job's tip and only through the
 //!   writer's evidence tools; at most [`WHAT_IS_HERE_FILES`] per area and
 //!   [`HEADS_PER_JOB`] per job are read (an area past that keeps its section
-//!   as it is);
+//!   as it is); manifests are read only at evidence commits, at most
+//!   [`builtin::MAX_MANIFESTS`] at the tip and [`CHANGE_READS_PER_JOB`] for
+//!   the PRs' changes;
 //! - every write names the snapshot it was planned on (`expected_base`) and the
 //!   destination the snapshot reported (`expected_wiki_repository`);
 //! - on `conflict` (or `outcome_unknown`) the builtin agent re-reads a fresh
@@ -22,11 +26,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use super::builtin::{self, AreaFile, AreaFiles, CurrentPage, Listings, Plan, WHAT_IS_HERE_FILES};
+use super::builtin::{
+    self, AreaFile, AreaFiles, CurrentPage, DependencyFacts, Listings, Plan, TipManifests,
+    WHAT_IS_HERE_FILES,
+};
 use super::receipt::{PullResult, PullStatus, Receipt, ReceiptStatus};
 use super::writer::{CallError, WriterClient};
-use crate::forge::evidence::EvidenceBundle;
+use crate::forge::evidence::{EvidenceBundle, FileStatus};
+use crate::manifests::{self, Manifest};
 use crate::purpose::{HEAD_BYTES, purpose};
+use crate::writer_contract::MAX_SOURCE_FILE;
 
 /// At most this many pages per write call (DESIGN §7).
 const PAGES_PER_CALL: usize = 20;
@@ -290,6 +299,175 @@ async fn read_listings(
     Ok(())
 }
 
+/// At most this many manifest reads (both sides of each PR's manifests) per
+/// job for the entries' dependency changes.
+pub const CHANGE_READS_PER_JOB: usize = 40;
+/// At most this many top-level folders are listed to find manifests.
+const MANIFEST_FOLDERS: usize = 50;
+
+/// A manifest at `commit`, parsed: `Ok(None)` when it is not there or cannot
+/// be read as text. A file over the read limit is read in part (and `cut`).
+async fn read_manifest(
+    client: &WriterClient,
+    task: &AgentTask<'_>,
+    commit: &str,
+    path: &str,
+) -> Result<Option<Manifest>, CallError> {
+    let file = client
+        .result(
+            "get_source_file",
+            json!({
+                "repository": task.repository,
+                "commit": commit,
+                "path": path,
+                "max_bytes": MAX_SOURCE_FILE,
+            }),
+        )
+        .await;
+    let file = match file {
+        Ok(file) => file,
+        Err(CallError::Tool(f)) if matches!(f.kind.as_str(), "not_found" | "limit_exceeded") => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let content = file["content"].as_str().unwrap_or_default();
+    let truncated = file["truncated"] == true;
+    let content = if truncated {
+        content.rfind('\n').map_or("", |end| &content[..=end])
+    } else {
+        content
+    };
+    Ok(manifests::parse(path, content).map(|mut m| {
+        m.cut |= truncated;
+        m
+    }))
+}
+
+/// The manifest paths touched by the job's PRs.
+fn touched_manifests(task: &AgentTask<'_>) -> BTreeSet<String> {
+    task.bundle
+        .pull_requests
+        .iter()
+        .flat_map(|p| &p.files)
+        .filter(|f| manifests::ecosystem_of(&f.path).is_some())
+        .map(|f| f.path.clone())
+        .collect()
+}
+
+/// What the job's dependency facts are: the tip's manifests (when a PR
+/// touched one or the page does not exist yet) and each PR's changes to the
+/// manifests it touched, read at its merge commit and its first parent when
+/// both are evidence commits. Reads that fail for a lasting cause leave the
+/// part out (the page keeps its text, the entry names no changes).
+async fn read_dependencies(
+    client: &WriterClient,
+    task: &AgentTask<'_>,
+    page_exists: bool,
+) -> Result<DependencyFacts, CallError> {
+    let transient = |e: &CallError| matches!(e, CallError::Tool(f) if f.is_transient());
+    let touched = touched_manifests(task);
+    let mut facts = DependencyFacts::default();
+    if !touched.is_empty() || !page_exists {
+        let tip = task.bundle.job.tip().clone();
+        let mut found: BTreeSet<String> = touched.clone();
+        let listed = match list_files(client, task, "", false).await {
+            Ok((root, _)) => Some(root),
+            Err(e) if !transient(&e) => None,
+            Err(e) => return Err(e),
+        };
+        if let Some(root) = listed {
+            let mut folders = 0;
+            for (path, directory) in root {
+                if !directory {
+                    if manifests::ecosystem_of(&path).is_some() {
+                        found.insert(path);
+                    }
+                    continue;
+                }
+                if folders == MANIFEST_FOLDERS {
+                    continue;
+                }
+                folders += 1;
+                match list_files(client, task, &path, false).await {
+                    Ok((files, _)) => found.extend(
+                        files
+                            .into_iter()
+                            .filter(|(p, d)| !d && manifests::ecosystem_of(p).is_some())
+                            .map(|(p, _)| p),
+                    ),
+                    Err(e) if !transient(&e) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            let mut read = Vec::new();
+            let mut omitted = 0;
+            for path in &found {
+                if read.len() == builtin::MAX_MANIFESTS {
+                    omitted += 1;
+                    continue;
+                }
+                match read_manifest(client, task, tip.as_str(), path).await {
+                    Ok(Some(manifest)) => read.push((path.clone(), manifest)),
+                    Ok(None) => {}
+                    Err(e) if !transient(&e) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            facts.tip = Some(TipManifests {
+                commit: tip,
+                manifests: read,
+                omitted,
+            });
+        }
+    }
+    let mut reads = CHANGE_READS_PER_JOB;
+    for pull in &task.bundle.pull_requests {
+        let parent = task
+            .bundle
+            .commits
+            .iter()
+            .find(|c| c.sha.eq_ignore_ascii_case(&pull.merge_sha))
+            .and_then(|c| c.parents.first())
+            .filter(|p| task.bundle.contains_commit(p));
+        let Some(parent) = parent else {
+            continue;
+        };
+        let mut changes = Vec::new();
+        for file in &pull.files {
+            if manifests::ecosystem_of(&file.path).is_none() || reads < 2 {
+                continue;
+            }
+            reads -= 2;
+            let side = |commit: String, absent: bool| {
+                let path = file.path.clone();
+                async move {
+                    if absent {
+                        return Ok(None);
+                    }
+                    read_manifest(client, task, &commit, &path).await
+                }
+            };
+            let new = side(pull.merge_sha.clone(), file.status == FileStatus::Removed).await;
+            let old = side(parent.clone(), file.status == FileStatus::Added).await;
+            match (old, new) {
+                (Ok(old), Ok(new)) => changes.push((
+                    file.path.clone(),
+                    manifests::diff(old.as_ref(), new.as_ref()),
+                )),
+                (Err(e), _) | (_, Err(e)) if transient(&e) => return Err(e),
+                _ => {}
+            }
+        }
+        if !changes.is_empty() {
+            facts
+                .changes
+                .insert(pull.merge_sha.to_ascii_lowercase(), changes);
+        }
+    }
+    Ok(facts)
+}
+
 /// Splits items into calls of at most [`PAGES_PER_CALL`] items and
 /// [`BYTES_PER_CALL`] bytes.
 fn batches<T>(items: Vec<T>, size: impl Fn(&T) -> usize) -> Vec<Vec<T>> {
@@ -438,6 +616,7 @@ pub async fn run_builtin(
     let mut last_tip: Option<String> = None;
     let mut listings = Listings::new();
     let mut heads = HEADS_PER_JOB;
+    let mut deps: Option<DependencyFacts> = None;
     for attempt in 0..2 {
         let view = read_view(client, task).await.map_err(|e| AgentError {
             retryable: matches!(&e, CallError::Tool(f) if f.is_transient()),
@@ -455,7 +634,25 @@ pub async fn run_builtin(
                     reason: format!("the builtin agent could not read the source's files: {e}"),
                 })?;
         }
-        let plan = builtin::plan_with(task.bundle, &view.pages, &listings);
+        if deps.is_none() {
+            let page_exists = view.pages.contains_key(builtin::DEPENDENCIES);
+            deps = Some(
+                read_dependencies(client, task, page_exists)
+                    .await
+                    .map_err(|e| AgentError {
+                        retryable: matches!(&e, CallError::Tool(f) if f.is_transient()),
+                        reason: format!(
+                            "the builtin agent could not read the source's manifests: {e}"
+                        ),
+                    })?,
+            );
+        }
+        let plan = builtin::plan_full(
+            task.bundle,
+            &view.pages,
+            &listings,
+            deps.as_ref().unwrap_or(&DependencyFacts::default()),
+        );
         if plan.is_empty() {
             let any_written = !written.is_empty();
             return Ok(AgentOutcome {

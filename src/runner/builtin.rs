@@ -3,8 +3,9 @@
 //! the agent read them at the job's tip) it computes the edits that keep
 //! `Home.md` (topic index), `Areas/<area>.md` (one page per area touched, with
 //! a "What is here" list of the area's files, a "Who knows this area" list of
-//! its authors and a "Recent changes" list) and
-//! `Changelog.md` in step.
+//! its authors and a "Recent changes" list), `Changelog.md`, and
+//! `Dependencies.md` (the dependencies the manifests at the job's tip
+//! declare, see [`plan_full`]) in step.
 //!
 //! Invariants:
 //! - every entry cites the PR number, title, author and the full merge-commit
@@ -31,6 +32,11 @@
 //!   nothing twice and trimmed entries still count; at most
 //!   [`WHO_KNOWS_AUTHORS`] are listed, and a section a person edited is left
 //!   as it is;
+//! - `Dependencies.md` is re-derived whole between its two anchors when the
+//!   agent read the tip's manifests; each dependency line cites its
+//!   declaring line at the tip, every line carries a teammem marker, and a
+//!   page a person edited there is left alone; an entry names at most
+//!   [`CHANGES_PER_ENTRY`] dependency changes;
 //! - no planned page exceeds [`PAGE_BUDGET`] (the writer's 64 KiB page limit):
 //!   the oldest entry lines are dropped first and the page says so once, with
 //!   the `<!-- teammem:trimmed -->` note pointing at the page's history. (A
@@ -401,8 +407,14 @@ fn why(pull: &PullRequest) -> String {
 
 /// The Changelog line of a PR.
 pub fn changelog_entry(pull: &PullRequest) -> String {
+    changelog_entry_with(pull, "")
+}
+
+/// The Changelog line of a PR with `note` (e.g. its dependency changes,
+/// already escaped) after the why.
+pub fn changelog_entry_with(pull: &PullRequest, note: &str) -> String {
     format!(
-        "- {} — #{} {} (by {}){} — merge commit `{}` {}\n",
+        "- {} — #{} {} (by {}){}{note} — merge commit `{}` {}\n",
         escape_markdown(date_of(&pull.merged_at)),
         pull.number,
         escape_markdown(&pull.title),
@@ -415,6 +427,11 @@ pub fn changelog_entry(pull: &PullRequest) -> String {
 
 /// The "Recent changes" line of a PR on an area page, naming the area's paths.
 pub fn area_entry(pull: &PullRequest, paths: &[&str]) -> String {
+    area_entry_with(pull, paths, "")
+}
+
+/// [`area_entry`] with `note` (already escaped) after the why.
+pub fn area_entry_with(pull: &PullRequest, paths: &[&str], note: &str) -> String {
     let mut named: Vec<String> = paths
         .iter()
         .take(PATHS_PER_ENTRY)
@@ -429,7 +446,7 @@ pub fn area_entry(pull: &PullRequest, paths: &[&str]) -> String {
         format!(" — {}", named.join(", "))
     };
     format!(
-        "- #{} {} (by {}, {}){} — merge commit `{}`{} {}\n",
+        "- #{} {} (by {}, {}){}{note} — merge commit `{}`{} {}\n",
         pull.number,
         escape_markdown(&pull.title),
         escape_markdown(&pull.author),
@@ -843,6 +860,17 @@ pub fn plan_with(
     pages: &BTreeMap<String, CurrentPage>,
     listings: &Listings,
 ) -> Plan {
+    plan_full(bundle, pages, listings, &DependencyFacts::default())
+}
+
+/// [`plan_with`], with each entry naming its PR's dependency changes and
+/// `Dependencies.md` re-derived from `deps` (when it holds the tip's manifests).
+pub fn plan_full(
+    bundle: &EvidenceBundle,
+    pages: &BTreeMap<String, CurrentPage>,
+    listings: &Listings,
+    deps: &DependencyFacts,
+) -> Plan {
     let recorded = |path: &str, sha: &str| {
         pages
             .get(path)
@@ -883,7 +911,10 @@ pub fn plan_with(
     }
     for pull in newest_first {
         if !recorded(CHANGELOG, &pull.merge_sha) {
-            changelog.push_str(&changelog_entry(pull));
+            changelog.push_str(&changelog_entry_with(
+                pull,
+                &dependency_note(deps, pull, None),
+            ));
         }
         let mut by_area: BTreeMap<String, (String, Vec<&str>)> = BTreeMap::new();
         for file in &pull.files {
@@ -905,7 +936,8 @@ pub fn plan_with(
             }
             let slot = areas.entry(slug).or_insert_with(|| (area, String::new()));
             if !recorded(&page, &pull.merge_sha) {
-                slot.1.push_str(&area_entry(pull, &paths));
+                let note = dependency_note(deps, pull, Some(&paths));
+                slot.1.push_str(&area_entry_with(pull, &paths, &note));
             }
         }
     }
@@ -1042,12 +1074,17 @@ pub fn plan_with(
         }
     }
 
+    let dependencies_page = plan_dependencies(&mut out, pages, deps);
+
     // Home: a topic index linking the Changelog and every area page.
     let mut links = String::new();
     let home = pages.get(HOME);
     let home_has = |marker: &str| home.is_some_and(|p| p.content.contains(marker));
     if !bundle.pull_requests.is_empty() && !home_has(CHANGELOG_LINK_MARKER) {
         links.push_str(&changelog_link());
+    }
+    if dependencies_page && !home_has(DEPENDENCIES_LINK_MARKER) {
+        links.push_str(&dependencies_link());
     }
     let slugs: BTreeSet<&String> = areas.keys().collect();
     for slug in slugs {
@@ -1078,15 +1115,306 @@ pub fn plan_with(
     out
 }
 
-/// The pages a plan for `bundle` may read: Home, Changelog and the area pages.
+/// The pages a plan for `bundle` may read: Home, Changelog, Dependencies and
+/// the area pages.
 pub fn pages_of_interest(bundle: &EvidenceBundle) -> BTreeSet<String> {
-    let mut out: BTreeSet<String> = [HOME.to_owned(), CHANGELOG.to_owned()].into();
+    let mut out: BTreeSet<String> = [
+        HOME.to_owned(),
+        CHANGELOG.to_owned(),
+        DEPENDENCIES.to_owned(),
+    ]
+    .into();
     for pull in &bundle.pull_requests {
         for file in &pull.files {
             out.insert(area_page(&area_slug(&area_of(&file.path))));
         }
     }
     out
+}
+
+/// The page that lists the dependencies the manifests declare.
+pub const DEPENDENCIES: &str = "Dependencies.md";
+/// Ends the first line of the Dependencies page's section.
+pub const DEPENDENCIES_ANCHOR: &str = "<!-- teammem:dependencies -->";
+/// The last line of the section.
+pub const DEPENDENCIES_END: &str = "<!-- teammem:dependencies-end -->";
+/// Ends a line of the section that cites nothing (a manifest's heading).
+const MANIFEST_MARKER: &str = "<!-- teammem:manifest -->";
+const DEPENDENCIES_LINK_MARKER: &str = "<!-- teammem:dependencies-link -->";
+/// The section holds at most this many bytes (the page stays within its budget).
+pub const DEPENDENCIES_BYTES: usize = 48 * 1024;
+/// How many dependency changes an entry names before "and N more".
+pub const CHANGES_PER_ENTRY: usize = 10;
+
+/// The manifests at the job's tip, as the agent read them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TipManifests {
+    pub commit: Sha,
+    /// Sorted by path.
+    pub manifests: Vec<(String, crate::manifests::Manifest)>,
+    /// Manifests found but not read (past the per-job bound).
+    pub omitted: usize,
+}
+
+/// What the agent learned about dependencies for one job.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DependencyFacts {
+    /// The tip's manifests; `None` leaves `Dependencies.md` as it is.
+    pub tip: Option<TipManifests>,
+    /// Lowercase merge sha → (manifest path, its changes) for each manifest
+    /// the PR touched whose before and after the agent could read.
+    pub changes: BTreeMap<String, Vec<(String, Vec<crate::manifests::Change>)>>,
+}
+
+fn dependencies_link() -> String {
+    format!("- [Dependencies](Dependencies) {DEPENDENCIES_LINK_MARKER}\n")
+}
+
+fn requirement_text(requirement: &str) -> String {
+    if requirement.is_empty() {
+        "any version".to_owned()
+    } else {
+        escape_purpose(requirement)
+    }
+}
+
+fn kind_prefix(kind: crate::manifests::Kind) -> String {
+    kind.label().map(|k| format!("{k} ")).unwrap_or_default()
+}
+
+/// ` — dependencies: + a 1; − b; dev c 1 → 2 (Cargo.toml)`: a PR's
+/// dependency changes in the manifests among `paths` (all when `None`),
+/// at most [`CHANGES_PER_ENTRY`]; empty when there are none.
+pub fn dependency_note(
+    deps: &DependencyFacts,
+    pull: &PullRequest,
+    paths: Option<&[&str]>,
+) -> String {
+    use crate::manifests::Change;
+    let Some(changed) = deps.changes.get(&pull.merge_sha.to_ascii_lowercase()) else {
+        return String::new();
+    };
+    let mut groups = Vec::new();
+    let mut shown = 0;
+    let mut total = 0;
+    for (path, changes) in changed {
+        if paths.is_some_and(|p| !p.contains(&path.as_str())) || changes.is_empty() {
+            continue;
+        }
+        total += changes.len();
+        let mut items = Vec::new();
+        for change in changes {
+            if shown == CHANGES_PER_ENTRY {
+                break;
+            }
+            shown += 1;
+            items.push(match change {
+                Change::Added {
+                    name,
+                    kind,
+                    requirement,
+                } => format!(
+                    "+ {}{} {}",
+                    kind_prefix(*kind),
+                    escape_purpose(name),
+                    requirement_text(requirement)
+                ),
+                Change::Removed { name, kind, .. } => {
+                    format!("− {}{}", kind_prefix(*kind), escape_purpose(name))
+                }
+                Change::Changed {
+                    name,
+                    kind,
+                    old,
+                    new,
+                } => format!(
+                    "{}{} {} → {}",
+                    kind_prefix(*kind),
+                    escape_purpose(name),
+                    requirement_text(old),
+                    requirement_text(new)
+                ),
+            });
+        }
+        if !items.is_empty() {
+            groups.push(format!("{} ({})", items.join("; "), escape_markdown(path)));
+        }
+    }
+    if groups.is_empty() {
+        return String::new();
+    }
+    let more = if total > shown {
+        format!("; and {} more", total - shown)
+    } else {
+        String::new()
+    };
+    format!(" — dependencies: {}{more}", groups.join("; "))
+}
+
+/// The Dependencies page's section: a summary line ending with
+/// [`DEPENDENCIES_ANCHOR`], per manifest a heading and one line per
+/// dependency citing its declaring line at the tip, while they fit in `cap`
+/// bytes, and [`DEPENDENCIES_END`]. Every line carries a teammem marker.
+pub fn dependencies_section(tip: &TipManifests, cap: usize) -> String {
+    let mut body = String::new();
+    let mut left_out = 0;
+    for (path, manifest) in &tip.manifests {
+        let cut = if manifest.cut {
+            format!(
+                " — only its first {} KiB or {} entries are read",
+                crate::manifests::MAX_MANIFEST_BYTES / 1024,
+                crate::manifests::MAX_ENTRIES
+            )
+        } else {
+            String::new()
+        };
+        let heading = format!(
+            "### {} ({}){cut} {MANIFEST_MARKER}\n",
+            escape_markdown(path),
+            manifest.ecosystem.label()
+        );
+        if SECTION_FRAME + body.len() + heading.len() > cap {
+            left_out += manifest.dependencies.len();
+            continue;
+        }
+        body.push_str(&heading);
+        if manifest.dependencies.is_empty() {
+            body.push_str(&format!("- no dependencies declared {MANIFEST_MARKER}\n"));
+        }
+        for dep in &manifest.dependencies {
+            let Ok(lines) = Lines::new(dep.line, dep.line) else {
+                continue;
+            };
+            let kind = dep
+                .kind
+                .label()
+                .map(|k| format!(" ({k})"))
+                .unwrap_or_default();
+            let line = format!(
+                "- {} — {}{kind} {}\n",
+                escape_purpose(&dep.name),
+                requirement_text(&dep.requirement),
+                Marker::source(path, tip.commit.clone(), lines)
+            );
+            if SECTION_FRAME + body.len() + line.len() > cap {
+                left_out += 1;
+                continue;
+            }
+            body.push_str(&line);
+        }
+    }
+    let mut summary = if tip.manifests.is_empty() {
+        format!(
+            "No manifests (Cargo.toml, package.json, pyproject.toml, go.mod, requirements*.txt) at the repository root or in its top-level folders at commit `{}` (kept by teammem).",
+            tip.commit
+        )
+    } else {
+        format!(
+            "The dependencies the manifests declare at commit `{}`, each with the line that declares it (kept by teammem).",
+            tip.commit
+        )
+    };
+    if tip.omitted > 0 {
+        summary.push_str(&format!(
+            " {} more manifests are not read (at most {MAX_MANIFESTS} are).",
+            tip.omitted
+        ));
+    }
+    if left_out > 0 {
+        summary.push_str(&format!(
+            " {left_out} more dependencies are not listed (the list holds at most {} KiB).",
+            cap / 1024
+        ));
+    }
+    format!("{summary} {DEPENDENCIES_ANCHOR}\n{body}{DEPENDENCIES_END}\n")
+}
+
+/// The most manifests one job reads for the Dependencies page.
+pub const MAX_MANIFESTS: usize = 20;
+
+/// Where the section between `anchor` and `end` is on `page`, like
+/// [`section_span`]: edited when an anchor is missing, doubled or out of
+/// order, or a line in it has no teammem marker.
+fn marked_span(page: &str, anchor: &str, end: &str) -> Section {
+    match (page.matches(anchor).count(), page.matches(end).count()) {
+        (0, 0) => return Section::Absent,
+        (1, 1) => {}
+        _ => return Section::Edited,
+    }
+    let (Some(at), Some(stop_at)) = (page.find(anchor), page.find(end)) else {
+        return Section::Edited;
+    };
+    if stop_at < at {
+        return Section::Edited;
+    }
+    let start = page[..at].rfind('\n').map_or(0, |i| i + 1);
+    let stop = page[stop_at..]
+        .find('\n')
+        .map_or(page.len(), |i| stop_at + i + 1);
+    let edited = page[start..stop]
+        .split_inclusive('\n')
+        .any(|line| !line.contains(crate::wiki::confine::MARKER));
+    if edited {
+        Section::Edited
+    } else {
+        Section::At(start..stop)
+    }
+}
+
+/// Plans `Dependencies.md` from `deps.tip` (written whole when new, its
+/// section swapped when intact and different, left alone when a person
+/// edited it); true when the page exists or will.
+fn plan_dependencies(
+    out: &mut Plan,
+    pages: &BTreeMap<String, CurrentPage>,
+    deps: &DependencyFacts,
+) -> bool {
+    let current = pages.get(DEPENDENCIES);
+    let Some(tip) = &deps.tip else {
+        return current.is_some();
+    };
+    let section = dependencies_section(tip, DEPENDENCIES_BYTES);
+    match current {
+        None if tip.manifests.is_empty() => false,
+        None => {
+            out.writes.push(NewPage {
+                path: DEPENDENCIES.into(),
+                content: format!("# Dependencies\n\n{section}"),
+            });
+            true
+        }
+        Some(page) => {
+            let replacement =
+                match marked_span(&page.content, DEPENDENCIES_ANCHOR, DEPENDENCIES_END) {
+                    Section::At(old) if page.content[old.clone()] != section => Some(Replacement {
+                        old: page.content[old].to_owned(),
+                        new: section,
+                    }),
+                    Section::Absent => {
+                        let sep = if page.content.is_empty() || page.content.ends_with('\n') {
+                            ""
+                        } else {
+                            "\n"
+                        };
+                        Some(Replacement {
+                            old: String::new(),
+                            new: format!("{sep}\n{section}"),
+                        })
+                    }
+                    _ => None,
+                };
+            if let Some(r) = replacement {
+                out.patches.insert(
+                    DEPENDENCIES.into(),
+                    PagePatch {
+                        expected_sha: page.sha.clone(),
+                        replacements: vec![r],
+                    },
+                );
+            }
+            true
+        }
+    }
 }
 
 /// Applies a plan to the pages in memory, as the writer would (for tests and
@@ -2030,6 +2358,122 @@ mod tests {
     fn pages_of_interest_name_every_touched_area() {
         let b = bundle(vec![pull(1, "A", 'a', &["x/y", "z"])]);
         let set: Vec<String> = pages_of_interest(&b).into_iter().collect();
-        assert_eq!(set, vec!["Areas/root.md", "Areas/x.md", CHANGELOG, HOME]);
+        assert_eq!(
+            set,
+            vec!["Areas/root.md", "Areas/x.md", CHANGELOG, DEPENDENCIES, HOME]
+        );
+    }
+
+    fn tip_manifests(text: &str) -> TipManifests {
+        TipManifests {
+            commit: tip(),
+            manifests: vec![(
+                "Cargo.toml".into(),
+                crate::manifests::parse("Cargo.toml", text).unwrap(),
+            )],
+            omitted: 0,
+        }
+    }
+
+    #[test]
+    fn dependencies_page_cites_lines_notes_changes_and_replays_to_nothing() {
+        let old = crate::manifests::parse(
+            "Cargo.toml",
+            "[dependencies]\ntokio = \"1.38\"\nregex = \"1\"\n",
+        );
+        let new_text = "[dependencies]\ntokio = \"1.40\"\nserde = \"1.0\"\n[dev-dependencies]\n\"<b>evil\" = \"-->\"\n";
+        let new = crate::manifests::parse("Cargo.toml", new_text);
+        let b = bundle(vec![pull(7, "Bump", 'a', &["Cargo.toml"])]);
+        let deps = DependencyFacts {
+            tip: Some(tip_manifests(new_text)),
+            changes: [(
+                "a".repeat(40),
+                vec![(
+                    "Cargo.toml".to_owned(),
+                    crate::manifests::diff(old.as_ref(), new.as_ref()),
+                )],
+            )]
+            .into(),
+        };
+        let p = plan_full(&b, &home(), &Listings::new(), &deps);
+        let pages = apply(&home(), &p);
+        let page = &pages[DEPENDENCIES];
+        assert!(page.starts_with("# Dependencies\n\n"), "{page}");
+        assert!(
+            page.contains(&format!(
+                "- tokio — 1.40 <!-- teammem:evidence Cargo.toml@{}#L2 -->",
+                "f".repeat(40)
+            )),
+            "{page}"
+        );
+        assert!(
+            page.contains("(dev) <!-- teammem:evidence Cargo.toml@"),
+            "{page}"
+        );
+        assert!(!page.contains("<b>"), "{page}");
+        let facts = source_facts(page);
+        assert_eq!(facts.len(), 3, "{page}");
+        let (_, html) = rendered_items(page);
+        assert!(
+            html.iter().all(|h| h.starts_with("<!-- teammem:")),
+            "{html:?}"
+        );
+        assert!(pages[HOME].contains("[Dependencies](Dependencies)"));
+        let entry = " — dependencies: + dev &lt;b>evil --&gt;; − regex; + serde 1.0; tokio 1.38 → 1.40 (Cargo.toml) — ";
+        assert!(pages[CHANGELOG].contains(entry), "{}", pages[CHANGELOG]);
+        assert!(pages["Areas/root.md"].contains(entry));
+        // Replaying plans nothing.
+        assert!(plan_full(&b, &as_current(pages.clone()), &Listings::new(), &deps).is_empty());
+        // A later tip swaps the section; a page a person edited is left alone.
+        let mut later = deps.clone();
+        later.tip.as_mut().unwrap().commit = Sha::parse(&"9".repeat(40)).unwrap();
+        let current = as_current(pages);
+        let p = plan_full(
+            &bundle(vec![pull(8, "X", 'b', &["Cargo.toml"])]),
+            &current,
+            &Listings::new(),
+            &later,
+        );
+        let after = apply(&current, &p);
+        assert!(after[DEPENDENCIES].contains(&format!("Cargo.toml@{}#L2", "9".repeat(40))));
+        assert!(!after[DEPENDENCIES].contains(&"f".repeat(40)));
+        let mut edited = as_current(after);
+        let page = edited.get_mut(DEPENDENCIES).unwrap();
+        page.content = page.content.replace("- serde", "My note\n- serde");
+        let p = plan_full(
+            &bundle(vec![pull(9, "Y", 'c', &["Cargo.toml"])]),
+            &edited,
+            &Listings::new(),
+            &deps,
+        );
+        assert!(!p.patches.contains_key(DEPENDENCIES));
+        assert!(!p.writes.iter().any(|w| w.path == DEPENDENCIES));
+    }
+
+    #[test]
+    fn a_dependency_note_is_bounded() {
+        let many: String = (0..15).map(|i| format!("p{i:02}==1\n")).collect();
+        let new = crate::manifests::parse("requirements.txt", &many);
+        let deps = DependencyFacts {
+            tip: None,
+            changes: [(
+                "a".repeat(40),
+                vec![(
+                    "requirements.txt".to_owned(),
+                    crate::manifests::diff(None, new.as_ref()),
+                )],
+            )]
+            .into(),
+        };
+        let p = pull(1, "Many", 'a', &["requirements.txt"]);
+        let note = dependency_note(&deps, &p, None);
+        assert_eq!(note.matches("+ p").count(), CHANGES_PER_ENTRY, "{note}");
+        assert!(note.ends_with("(requirements.txt); and 5 more"), "{note}");
+        assert!(dependency_note(&deps, &p, Some(&["other.txt"])).is_empty());
+        // No tip manifests and no page: no Dependencies page.
+        let b = bundle(vec![p]);
+        let pages = apply(&home(), &plan_full(&b, &home(), &Listings::new(), &deps));
+        assert!(!pages.contains_key(DEPENDENCIES));
+        assert!(!pages[HOME].contains("Dependencies"));
     }
 }

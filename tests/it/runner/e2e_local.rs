@@ -244,3 +244,58 @@ async fn the_command_agent_in_the_daemon_drives_the_writer_from_its_mcp_config()
     );
     assert!(daemon.terminate().success());
 }
+
+/// A PR that bumps a dependency's version says "old → new" on its entry, and
+/// Dependencies.md lists the new version citing the line that declares it at
+/// the job's tip (the git CLI is the oracle for the line).
+#[tokio::test]
+async fn a_dependency_bump_is_named_on_its_entry_and_cited_on_the_dependencies_page() {
+    let f = Local::new("").await;
+    let (s, wiki) = (f.source(), f.wiki());
+    let token = f.setup().create_token("e2e", &[]);
+    let daemon = f.serve(&[]);
+    let manifest = |tokio: &str| {
+        format!(
+            "[package]\nname = \"app\"\n\n[dependencies]\nserde = \"1.0\"\ntokio = \"{tokio}\"\n"
+        )
+    };
+    let commit = |number: u64, title: &str, text: &str| {
+        super::fixture::write(&s.dir, "Cargo.toml", text);
+        crate::harness::git::git(&s.dir, &["add", "-A"]);
+        crate::harness::git::git(
+            &s.dir,
+            &["commit", "-q", "-m", &format!("{title} (#{number})")],
+        );
+        git_trimmed(&s.dir, &["rev-parse", "HEAD"])
+    };
+    commit(20, "Add a manifest", &manifest("1.38"));
+    let bump = commit(21, "Bump tokio", &manifest("1.40"));
+    let id = e2e::id_of(&f.dispatch(&daemon, &s.head, &bump).await);
+    let (job, _) = wait_for(&daemon, &token, id, finished).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let changelog = git_trimmed(wiki, &["show", "master:Changelog.md"]);
+    let entry = changelog
+        .lines()
+        .find(|l| l.contains("#21 Bump tokio"))
+        .unwrap_or_else(|| panic!("{changelog}"));
+    assert!(
+        entry.contains("— dependencies: tokio 1.38 → 1.40 (Cargo.toml) —"),
+        "{entry}"
+    );
+    let shown = git_trimmed(&s.dir, &["show", &format!("{bump}:Cargo.toml")]);
+    let line = shown
+        .lines()
+        .position(|l| l.starts_with("tokio = \"1.40\""))
+        .unwrap()
+        + 1;
+    let page = git_trimmed(wiki, &["show", "master:Dependencies.md"]);
+    assert!(
+        page.contains(&format!(
+            "- tokio — 1.40 <!-- teammem:evidence Cargo.toml@{bump}#L{line} -->"
+        )),
+        "{page}"
+    );
+    let home = git_trimmed(wiki, &["show", "master:Home.md"]);
+    assert!(home.contains("[Dependencies](Dependencies)"), "{home}");
+    assert!(daemon.terminate().success());
+}

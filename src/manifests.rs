@@ -1,0 +1,984 @@
+//! The dependencies a package manifest declares (`Cargo.toml`,
+//! `package.json`, `pyproject.toml`, `go.mod`, `requirements*.txt`), each
+//! with its version requirement as written, its kind and the line it is
+//! declared on, and the difference between two versions of one manifest.
+//! Pure text: the builtin agent reads the files and cites what this finds.
+//!
+//! Invariants:
+//! - only the first [`MAX_MANIFEST_BYTES`] of a manifest are read and at most
+//!   [`MAX_ENTRIES`] dependencies are kept; a manifest cut either way says so
+//!   (`cut`);
+//! - every dependency's line is the 1-based line its name is declared on in
+//!   the text given, so an evidence marker can cite it;
+//! - names and requirements are plain text bounded to [`MAX_TEXT_CHARS`]
+//!   characters, *not* escaped for Markdown (the caller does that: manifest
+//!   text is untrusted); text that is not one of the shapes read here is
+//!   skipped, never guessed at.
+
+use std::collections::BTreeMap;
+
+/// The most bytes of one manifest that are read.
+pub const MAX_MANIFEST_BYTES: usize = 256 * 1024;
+/// The most dependencies kept from one manifest.
+pub const MAX_ENTRIES: usize = 2000;
+/// The longest name or requirement kept, in characters.
+pub const MAX_TEXT_CHARS: usize = 200;
+
+/// The package ecosystem a manifest belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Ecosystem {
+    Cargo,
+    Npm,
+    Python,
+    Go,
+}
+
+impl Ecosystem {
+    pub fn label(self) -> &'static str {
+        match self {
+            Ecosystem::Cargo => "Rust, Cargo",
+            Ecosystem::Npm => "JavaScript, npm",
+            Ecosystem::Python => "Python",
+            Ecosystem::Go => "Go modules",
+        }
+    }
+}
+
+/// What a dependency is needed for, where the format says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Normal,
+    Dev,
+    Build,
+    Peer,
+    Optional,
+    /// A Go requirement marked `// indirect`.
+    Indirect,
+}
+
+impl Kind {
+    /// The word a page shows after the requirement (none for normal ones).
+    pub fn label(self) -> Option<&'static str> {
+        match self {
+            Kind::Normal => None,
+            Kind::Dev => Some("dev"),
+            Kind::Build => Some("build"),
+            Kind::Peer => Some("peer"),
+            Kind::Optional => Some("optional"),
+            Kind::Indirect => Some("indirect"),
+        }
+    }
+}
+
+/// One declared dependency.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dependency {
+    pub name: String,
+    /// As written (`^1.2`, `>=2,<3`, `v1.9.0`, `path ../core`); empty = any.
+    pub requirement: String,
+    pub kind: Kind,
+    /// 1-based line of the declaration.
+    pub line: u32,
+}
+
+/// A manifest's dependencies, in declaration order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    pub ecosystem: Ecosystem,
+    pub dependencies: Vec<Dependency>,
+    /// The text was over [`MAX_MANIFEST_BYTES`] or declared more than
+    /// [`MAX_ENTRIES`] dependencies: the list is a prefix.
+    pub cut: bool,
+}
+
+/// The ecosystem of a manifest path, `None` for a file that is not one.
+pub fn ecosystem_of(path: &str) -> Option<Ecosystem> {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    match name {
+        "Cargo.toml" => Some(Ecosystem::Cargo),
+        "package.json" => Some(Ecosystem::Npm),
+        "pyproject.toml" => Some(Ecosystem::Python),
+        "go.mod" => Some(Ecosystem::Go),
+        _ if name.starts_with("requirements") && name.ends_with(".txt") => Some(Ecosystem::Python),
+        _ => None,
+    }
+}
+
+/// The dependencies the manifest at `path` declares in `text`; `None` when
+/// `path` is not a manifest.
+pub fn parse(path: &str, text: &str) -> Option<Manifest> {
+    let ecosystem = ecosystem_of(path)?;
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let mut cut = false;
+    let text = if text.len() > MAX_MANIFEST_BYTES {
+        cut = true;
+        let mut end = MAX_MANIFEST_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        &text[..text[..end].rfind('\n').map_or(end, |i| i + 1)]
+    } else {
+        text
+    };
+    let mut dependencies = match name {
+        "Cargo.toml" => toml_dependencies(text, cargo_table),
+        "pyproject.toml" => pyproject(text),
+        "package.json" => package_json(text),
+        "go.mod" => go_mod(text),
+        _ => requirements(text),
+    };
+    if dependencies.len() > MAX_ENTRIES {
+        dependencies.truncate(MAX_ENTRIES);
+        cut = true;
+    }
+    for d in &mut dependencies {
+        d.name = bounded(&d.name);
+        d.requirement = bounded(&d.requirement);
+    }
+    Some(Manifest {
+        ecosystem,
+        dependencies,
+        cut,
+    })
+}
+
+/// One line of text, control characters dropped, at most [`MAX_TEXT_CHARS`].
+fn bounded(text: &str) -> String {
+    let clean: String = text
+        .chars()
+        .map(|c| if c.is_whitespace() { ' ' } else { c })
+        .filter(|c| !c.is_control())
+        .collect();
+    let clean = clean.trim();
+    if clean.chars().count() <= MAX_TEXT_CHARS {
+        return clean.to_owned();
+    }
+    let mut out: String = clean.chars().take(MAX_TEXT_CHARS - 1).collect();
+    out.push('…');
+    out
+}
+
+fn line_no(index: usize) -> u32 {
+    u32::try_from(index + 1).unwrap_or(u32::MAX)
+}
+
+/// A TOML string at the start of `text` (basic or literal), decoded enough
+/// for names and versions, and the rest after it.
+fn toml_string(text: &str) -> Option<(String, &str)> {
+    let quote = text.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    let mut out = String::new();
+    let mut chars = text[1..].char_indices();
+    while let Some((i, c)) = chars.next() {
+        if c == quote {
+            return Some((out, &text[1 + i + 1..]));
+        }
+        if c == '\\' && quote == '"' {
+            if let Some((_, next)) = chars.next() {
+                out.push(match next {
+                    'n' => '\n',
+                    't' => '\t',
+                    other => other,
+                });
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    None
+}
+
+/// A TOML key at the start of a line (bare or quoted) and the text after `=`.
+fn toml_key(line: &str) -> Option<(String, &str)> {
+    let line = line.trim_start();
+    let (key, rest) = if line.starts_with('"') || line.starts_with('\'') {
+        toml_string(line)?
+    } else {
+        let end = line.find(|c: char| !(c.is_alphanumeric() || "-_.".contains(c)))?;
+        (line[..end].to_owned(), &line[end..])
+    };
+    let rest = rest.trim_start().strip_prefix('=')?;
+    (!key.is_empty()).then(|| (key, rest.trim_start()))
+}
+
+/// The value of `key = "..."` inside an inline table's text.
+fn inline_field(table: &str, key: &str) -> Option<String> {
+    let mut rest = table;
+    while let Some(at) = rest.find(key) {
+        let before = rest[..at].chars().last();
+        let after = &rest[at + key.len()..];
+        rest = after;
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_') {
+            continue;
+        }
+        if let Some(value) = after.trim_start().strip_prefix('=')
+            && let Some((text, _)) = toml_string(value.trim_start())
+        {
+            return Some(text);
+        }
+    }
+    None
+}
+
+/// The requirement a Cargo/Poetry value states: a version string, or an
+/// inline table's version (else its path, git or workspace source).
+fn table_requirement(value: &str) -> Option<String> {
+    if let Some((text, _)) = toml_string(value) {
+        return Some(text);
+    }
+    if !value.starts_with('{') {
+        return None;
+    }
+    if let Some(version) = inline_field(value, "version") {
+        return Some(version);
+    }
+    if let Some(path) = inline_field(value, "path") {
+        return Some(format!("path {path}"));
+    }
+    if let Some(git) = inline_field(value, "git") {
+        return Some(format!("git {git}"));
+    }
+    if value.contains("workspace") {
+        return Some("workspace".into());
+    }
+    Some(String::new())
+}
+
+/// The kind of a dependency table's entries, and the one dependency a
+/// `[dependencies.NAME]` table declares.
+type TableMeaning = (Kind, Option<String>);
+
+/// What a Cargo table header means: the kind of the dependencies in it, and
+/// the one dependency a `[dependencies.NAME]` table declares.
+fn cargo_table(header: &str) -> Option<TableMeaning> {
+    let parts = header_parts(header);
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let kind_of = |word: &str| match word {
+        "dependencies" => Some(Kind::Normal),
+        "dev-dependencies" | "dev_dependencies" => Some(Kind::Dev),
+        "build-dependencies" | "build_dependencies" => Some(Kind::Build),
+        _ => None,
+    };
+    let tail = match parts.as_slice() {
+        ["target", _, rest @ ..] | ["workspace", rest @ ..] => rest,
+        rest => rest,
+    };
+    match tail {
+        [word] => kind_of(word).map(|k| (k, None)),
+        [word, name] => kind_of(word).map(|k| (k, Some((*name).to_owned()))),
+        _ => None,
+    }
+}
+
+/// The dotted parts of a table header, quotes removed.
+fn header_parts(header: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut rest = header.trim();
+    while !rest.is_empty() {
+        if let Some((text, after)) = toml_string(rest) {
+            parts.push(text);
+            rest = after.trim_start();
+        } else {
+            let end = rest.find('.').unwrap_or(rest.len());
+            parts.push(rest[..end].trim().to_owned());
+            rest = &rest[end..];
+        }
+        rest = rest
+            .trim_start()
+            .strip_prefix('.')
+            .unwrap_or(rest)
+            .trim_start();
+    }
+    parts
+}
+
+/// Line-based TOML reading of dependency tables: `table` says which headers
+/// hold dependencies (and of what kind).
+fn toml_dependencies(text: &str, table: fn(&str) -> Option<TableMeaning>) -> Vec<Dependency> {
+    let mut out = Vec::new();
+    let mut current: Option<TableMeaning> = None;
+    // A `[dependencies.NAME]` table's entry, filled by its `version` line.
+    let mut single: Option<usize> = None;
+    for (index, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if let Some(header) = trimmed.strip_prefix('[') {
+            single = None;
+            current = if header.starts_with('[') {
+                None
+            } else {
+                header.rfind(']').and_then(|end| table(&header[..end]))
+            };
+            if let Some((kind, Some(name))) = &current {
+                single = Some(out.len());
+                out.push(Dependency {
+                    name: name.clone(),
+                    requirement: String::new(),
+                    kind: *kind,
+                    line: line_no(index),
+                });
+            }
+            continue;
+        }
+        let Some((kind, name)) = &current else {
+            continue;
+        };
+        let Some((key, value)) = toml_key(trimmed) else {
+            continue;
+        };
+        if name.is_some() {
+            if let Some(at) = single {
+                let found = match key.as_str() {
+                    "version" => toml_string(value).map(|(v, _)| v),
+                    "path" if out[at].requirement.is_empty() => {
+                        toml_string(value).map(|(v, _)| format!("path {v}"))
+                    }
+                    "git" if out[at].requirement.is_empty() => {
+                        toml_string(value).map(|(v, _)| format!("git {v}"))
+                    }
+                    "workspace" if out[at].requirement.is_empty() => Some("workspace".into()),
+                    _ => None,
+                };
+                if let Some(found) = found {
+                    out[at].requirement = found;
+                }
+            }
+            continue;
+        }
+        if let Some(requirement) = table_requirement(value) {
+            out.push(Dependency {
+                name: key,
+                requirement,
+                kind: *kind,
+                line: line_no(index),
+            });
+        }
+    }
+    out
+}
+
+/// A PEP 508 requirement: its name, and the rest (extras, version
+/// specifiers, markers) as written.
+fn pep508(text: &str) -> Option<(String, String)> {
+    let text = text.trim();
+    let end = text
+        .find(|c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c)))
+        .unwrap_or(text.len());
+    let name = &text[..end];
+    if name.is_empty() || !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return None;
+    }
+    Some((name.to_owned(), text[end..].trim().to_owned()))
+}
+
+/// The strings of a TOML array that starts at `start` (just after `[`) on
+/// line `first`, with their line indexes.
+fn toml_array(lines: &[&str], first: usize, start: &str) -> (Vec<(String, usize)>, usize) {
+    let mut out = Vec::new();
+    let mut index = first;
+    let mut rest = start;
+    loop {
+        let trimmed = rest.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            index += 1;
+            match lines.get(index) {
+                Some(line) => rest = line,
+                None => return (out, index),
+            }
+            continue;
+        }
+        if trimmed.starts_with(']') {
+            return (out, index);
+        }
+        if let Some((text, after)) = toml_string(trimmed) {
+            out.push((text, index));
+            rest = after;
+        } else {
+            // A comma, or something this reader does not know: skip one char.
+            let mut chars = trimmed.chars();
+            chars.next();
+            rest = chars.as_str();
+        }
+    }
+}
+
+fn poetry_table(header: &str) -> Option<TableMeaning> {
+    let parts = header_parts(header);
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    match parts.as_slice() {
+        ["tool", "poetry", "dependencies"] => Some((Kind::Normal, None)),
+        ["tool", "poetry", "dev-dependencies"] => Some((Kind::Dev, None)),
+        ["tool", "poetry", "group", _, "dependencies"] => Some((Kind::Dev, None)),
+        _ => None,
+    }
+}
+
+fn pyproject(text: &str) -> Vec<Dependency> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut table = String::new();
+    let mut index = 0;
+    while index < lines.len() {
+        let trimmed = lines[index].trim();
+        if let Some(header) = trimmed.strip_prefix('[') {
+            table = header
+                .rfind(']')
+                .map(|end| header_parts(&header[..end]).join("."))
+                .unwrap_or_default();
+            index += 1;
+            continue;
+        }
+        let kind = match table.as_str() {
+            "project" => Some(Kind::Normal),
+            "project.optional-dependencies" => Some(Kind::Optional),
+            _ => None,
+        };
+        if let (Some(kind), Some((key, value))) = (kind, toml_key(trimmed))
+            && (kind == Kind::Optional || key == "dependencies")
+            && let Some(start) = value.strip_prefix('[')
+        {
+            let (strings, last) = toml_array(&lines, index, start);
+            for (text, at) in strings {
+                if let Some((name, requirement)) = pep508(&text) {
+                    out.push(Dependency {
+                        name,
+                        requirement,
+                        kind,
+                        line: line_no(at),
+                    });
+                }
+            }
+            index = last + 1;
+            continue;
+        }
+        index += 1;
+    }
+    // Poetry's tables, which name the interpreter as `python` (not a package).
+    out.extend(
+        toml_dependencies(text, poetry_table)
+            .into_iter()
+            .filter(|d| !d.name.eq_ignore_ascii_case("python")),
+    );
+    out.sort_by_key(|d| d.line);
+    out
+}
+
+fn requirements(text: &str) -> Vec<Dependency> {
+    let mut out = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        // pip: `#` at the start or after whitespace starts a comment.
+        let line = match line.find(" #").or_else(|| line.find("\t#")) {
+            Some(at) => &line[..at],
+            None => line,
+        };
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('-') {
+            continue;
+        }
+        let line = line.trim_end_matches('\\').trim_end();
+        if let Some((name, requirement)) = pep508(line)
+            && !requirement.starts_with("://")
+        {
+            out.push(Dependency {
+                name,
+                requirement,
+                kind: Kind::Normal,
+                line: line_no(index),
+            });
+        }
+    }
+    out
+}
+
+fn go_mod(text: &str) -> Vec<Dependency> {
+    let mut out = Vec::new();
+    let mut block = false;
+    for (index, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        let entry = if block {
+            if trimmed.starts_with(')') {
+                block = false;
+                continue;
+            }
+            trimmed
+        } else if let Some(rest) = trimmed.strip_prefix("require") {
+            let rest = rest.trim_start();
+            if rest.starts_with('(') {
+                block = true;
+                continue;
+            }
+            if rest.len() == trimmed.len() - "require".len() {
+                // `requirex ...` is not the directive.
+                continue;
+            }
+            rest
+        } else {
+            continue;
+        };
+        let (code, comment) = match entry.find("//") {
+            Some(at) => (&entry[..at], &entry[at + 2..]),
+            None => (entry, ""),
+        };
+        let mut words = code.split_whitespace();
+        let (Some(name), Some(version)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let indirect = comment.split([';', ' ']).any(|w| w.trim() == "indirect");
+        out.push(Dependency {
+            name: name.trim_matches('"').to_owned(),
+            requirement: version.to_owned(),
+            kind: if indirect {
+                Kind::Indirect
+            } else {
+                Kind::Normal
+            },
+            line: line_no(index),
+        });
+    }
+    out
+}
+
+/// A JSON string token at the start of `text`: decoded, and its byte length.
+fn json_string(text: &str) -> Option<(String, usize)> {
+    let bytes = text.as_bytes();
+    if bytes.first() != Some(&b'"') {
+        return None;
+    }
+    let mut i = 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'"' => {
+                let raw = &text[..=i];
+                let decoded = serde_json::from_str::<String>(raw).ok()?;
+                return Some((decoded, i + 1));
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// package.json's dependency objects, walked token by token so each name
+/// keeps its line (a cut or broken file yields what precedes the break).
+fn package_json(text: &str) -> Vec<Dependency> {
+    let kind_of = |key: &str| match key {
+        "dependencies" => Some(Kind::Normal),
+        "devDependencies" => Some(Kind::Dev),
+        "peerDependencies" => Some(Kind::Peer),
+        "optionalDependencies" => Some(Kind::Optional),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    // Per open container: is it an object, and the key whose value comes next.
+    let mut stack: Vec<(bool, Option<String>)> = Vec::new();
+    // The kind of the dependency object we are in, at depth 2.
+    let mut section: Option<Kind> = None;
+    let mut expect_key = false;
+    let mut line = 0usize;
+    let mut key_line = 0usize;
+    let mut i = 0;
+    let bytes = text.as_bytes();
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\n' => line += 1,
+            b'{' | b'[' => {
+                let object = bytes[i] == b'{';
+                if stack.len() == 1 && object {
+                    section = stack[0].1.as_deref().and_then(kind_of);
+                }
+                stack.push((object, None));
+                expect_key = object;
+            }
+            b'}' | b']' => {
+                stack.pop();
+                if stack.len() < 2 {
+                    section = None;
+                }
+                if let Some(top) = stack.last_mut() {
+                    top.1 = None;
+                }
+                expect_key = false;
+            }
+            b',' => {
+                expect_key = stack.last().is_some_and(|t| t.0);
+                if let Some(top) = stack.last_mut() {
+                    top.1 = None;
+                }
+            }
+            b':' => expect_key = false,
+            b'"' => {
+                let Some((value, len)) = json_string(&text[i..]) else {
+                    break;
+                };
+                if expect_key {
+                    key_line = line;
+                    if let Some(top) = stack.last_mut() {
+                        top.1 = Some(value);
+                    }
+                } else if stack.len() == 2
+                    && let Some(kind) = section
+                    && let Some(name) = stack[1].1.take()
+                {
+                    out.push(Dependency {
+                        name,
+                        requirement: value,
+                        kind,
+                        line: line_no(key_line),
+                    });
+                }
+                line += text[i..i + len].matches('\n').count();
+                i += len;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// How one dependency differs between two versions of a manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Added {
+        name: String,
+        kind: Kind,
+        requirement: String,
+    },
+    Removed {
+        name: String,
+        kind: Kind,
+        requirement: String,
+    },
+    Changed {
+        name: String,
+        kind: Kind,
+        old: String,
+        new: String,
+    },
+}
+
+/// What changed from `old` to `new` (either may be absent: the manifest was
+/// added or removed), by (name, kind), sorted by name then kind.
+pub fn diff(old: Option<&Manifest>, new: Option<&Manifest>) -> Vec<Change> {
+    let index = |m: Option<&Manifest>| -> BTreeMap<(String, Kind), String> {
+        m.into_iter()
+            .flat_map(|m| &m.dependencies)
+            .map(|d| ((d.name.clone(), d.kind), d.requirement.clone()))
+            .collect()
+    };
+    let (old, new) = (index(old), index(new));
+    let mut out = Vec::new();
+    for ((name, kind), requirement) in &new {
+        match old.get(&(name.clone(), *kind)) {
+            None => out.push(Change::Added {
+                name: name.clone(),
+                kind: *kind,
+                requirement: requirement.clone(),
+            }),
+            Some(before) if before != requirement => out.push(Change::Changed {
+                name: name.clone(),
+                kind: *kind,
+                old: before.clone(),
+                new: requirement.clone(),
+            }),
+            Some(_) => {}
+        }
+    }
+    for ((name, kind), requirement) in &old {
+        if !new.contains_key(&(name.clone(), *kind)) {
+            out.push(Change::Removed {
+                name: name.clone(),
+                kind: *kind,
+                requirement: requirement.clone(),
+            });
+        }
+    }
+    out.sort_by(|a, b| a.key().cmp(&b.key()));
+    out
+}
+
+impl Change {
+    fn key(&self) -> (&str, Kind) {
+        match self {
+            Change::Added { name, kind, .. }
+            | Change::Removed { name, kind, .. }
+            | Change::Changed { name, kind, .. } => (name, *kind),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deps(path: &str, text: &str) -> Vec<(String, String, Kind, u32)> {
+        parse(path, text)
+            .unwrap()
+            .dependencies
+            .into_iter()
+            .map(|d| (d.name, d.requirement, d.kind, d.line))
+            .collect()
+    }
+
+    fn d(name: &str, req: &str, kind: Kind, line: u32) -> (String, String, Kind, u32) {
+        (name.into(), req.into(), kind, line)
+    }
+
+    #[test]
+    fn manifests_are_known_by_name() {
+        assert_eq!(ecosystem_of("Cargo.toml"), Some(Ecosystem::Cargo));
+        assert_eq!(ecosystem_of("web/package.json"), Some(Ecosystem::Npm));
+        assert_eq!(
+            ecosystem_of("api/requirements-dev.txt"),
+            Some(Ecosystem::Python)
+        );
+        assert_eq!(ecosystem_of("go.mod"), Some(Ecosystem::Go));
+        assert_eq!(ecosystem_of("pyproject.toml"), Some(Ecosystem::Python));
+        assert_eq!(ecosystem_of("src/cargo.toml"), None);
+        assert_eq!(ecosystem_of("requirements.md"), None);
+        assert!(parse("README.md", "x").is_none());
+    }
+
+    #[test]
+    fn cargo_every_shape() {
+        let text = r#"[package]
+name = "app"
+version = "0.1.0"
+
+[dependencies]
+serde = "1.0" # comment
+tokio = { version = "1.38", features = ["rt"] }
+core = { path = "../core" }
+fork = { git = "https://example.com/fork.git", branch = "x" }
+"quoted-name" = '2'
+shared = { workspace = true }
+
+[dev-dependencies]
+proptest = "1"
+
+[build-dependencies]
+cc = "1.0.83"
+
+[target.'cfg(unix)'.dependencies]
+libc = "0.2"
+
+[dependencies.regex]
+version = "1.10"
+default-features = false
+
+[workspace.dependencies]
+anyhow = "1"
+
+[[bin]]
+name = "not-a-dep"
+[features]
+default = ["x"]
+"#;
+        assert_eq!(
+            deps("Cargo.toml", text),
+            vec![
+                d("serde", "1.0", Kind::Normal, 6),
+                d("tokio", "1.38", Kind::Normal, 7),
+                d("core", "path ../core", Kind::Normal, 8),
+                d("fork", "git https://example.com/fork.git", Kind::Normal, 9),
+                d("quoted-name", "2", Kind::Normal, 10),
+                d("shared", "workspace", Kind::Normal, 11),
+                d("proptest", "1", Kind::Dev, 14),
+                d("cc", "1.0.83", Kind::Build, 17),
+                d("libc", "0.2", Kind::Normal, 20),
+                d("regex", "1.10", Kind::Normal, 22),
+                d("anyhow", "1", Kind::Normal, 27),
+            ]
+        );
+    }
+
+    #[test]
+    fn package_json_every_section_with_lines() {
+        let text = r#"{
+  "name": "web",
+  "version": "1.0.0",
+  "scripts": { "dependencies": "not this" },
+  "dependencies": {
+    "react": "^18.2.0",
+    "@scope/pkg": "~1.0"
+  },
+  "devDependencies": { "vitest": "1.6.0" },
+  "peerDependencies": {
+    "react-dom": ">=18"
+  },
+  "optionalDependencies": {
+    "fsevents": "*"
+  },
+  "nested": { "dependencies": { "no": "1" } }
+}"#;
+        assert_eq!(
+            deps("package.json", text),
+            vec![
+                d("react", "^18.2.0", Kind::Normal, 6),
+                d("@scope/pkg", "~1.0", Kind::Normal, 7),
+                d("vitest", "1.6.0", Kind::Dev, 9),
+                d("react-dom", ">=18", Kind::Peer, 11),
+                d("fsevents", "*", Kind::Optional, 14),
+            ]
+        );
+        // A broken file yields what precedes the break; never a panic.
+        let broken = &text[..text.find("vitest").unwrap() + 3];
+        assert_eq!(deps("package.json", broken).len(), 2);
+        assert!(deps("package.json", "[1, {\"a\": }").is_empty());
+    }
+
+    #[test]
+    fn pyproject_every_shape() {
+        let text = r#"[project]
+name = "api"
+dependencies = [
+    "flask>=3.0",  # web
+    "requests[socks] ==2.31 ; python_version < '3.13'",
+    'pydantic',
+]
+
+[project.optional-dependencies]
+test = ["pytest>=8", "coverage"]
+
+[tool.poetry.dependencies]
+python = "^3.10"
+httpx = "^0.27"
+rich = { version = "13.7", optional = true }
+
+[tool.poetry.group.dev.dependencies]
+black = "24.1"
+"#;
+        assert_eq!(
+            deps("pyproject.toml", text),
+            vec![
+                d("flask", ">=3.0", Kind::Normal, 4),
+                d(
+                    "requests",
+                    "[socks] ==2.31 ; python_version < '3.13'",
+                    Kind::Normal,
+                    5
+                ),
+                d("pydantic", "", Kind::Normal, 6),
+                d("pytest", ">=8", Kind::Optional, 10),
+                d("coverage", "", Kind::Optional, 10),
+                d("httpx", "^0.27", Kind::Normal, 14),
+                d("rich", "13.7", Kind::Normal, 15),
+                d("black", "24.1", Kind::Dev, 18),
+            ]
+        );
+    }
+
+    #[test]
+    fn go_mod_lines_and_blocks() {
+        let text = "module example.com/app\n\ngo 1.22\n\nrequire github.com/pkg/errors v0.9.1\n\nrequire (\n\tgolang.org/x/sys v0.20.0 // indirect\n\tgithub.com/spf13/cobra v1.8.0\n)\n\nreplace github.com/x/y => ../y\n";
+        assert_eq!(
+            deps("go.mod", text),
+            vec![
+                d("github.com/pkg/errors", "v0.9.1", Kind::Normal, 5),
+                d("golang.org/x/sys", "v0.20.0", Kind::Indirect, 8),
+                d("github.com/spf13/cobra", "v1.8.0", Kind::Normal, 9),
+            ]
+        );
+    }
+
+    #[test]
+    fn requirements_txt_shapes() {
+        let text = "# pinned\nflask==3.0.2\nrequests>=2 # http\n-r base.txt\n--index-url https://x\n-e .\n\nuvicorn[standard]~=0.29; sys_platform != 'win32'\nhttps://example.com/x.whl\nlocal @ file:///tmp/x\n";
+        assert_eq!(
+            deps("requirements.txt", text),
+            vec![
+                d("flask", "==3.0.2", Kind::Normal, 2),
+                d("requests", ">=2", Kind::Normal, 3),
+                d(
+                    "uvicorn",
+                    "[standard]~=0.29; sys_platform != 'win32'",
+                    Kind::Normal,
+                    8
+                ),
+                d("local", "@ file:///tmp/x", Kind::Normal, 10),
+            ]
+        );
+    }
+
+    #[test]
+    fn hostile_text_is_bounded_plain_text() {
+        let long = "v".repeat(500);
+        let text = format!(
+            "[dependencies]\n\"evil\\n<!-- teammem:x -->\" = \"{long}\"\n\"\u{202E}x\" = \"1\u{0007}\"\n"
+        );
+        let found = parse("Cargo.toml", &text).unwrap().dependencies;
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0].name, "evil <!-- teammem:x -->");
+        assert_eq!(found[0].requirement.chars().count(), MAX_TEXT_CHARS);
+        assert!(found[0].requirement.ends_with('…'));
+        assert_eq!(found[1].requirement, "1");
+    }
+
+    #[test]
+    fn bounds_cut_and_say_so() {
+        let many: String = (0..2500).map(|i| format!("p{i}==1\n")).collect();
+        let m = parse("requirements.txt", &many).unwrap();
+        assert_eq!(m.dependencies.len(), MAX_ENTRIES);
+        assert!(m.cut);
+        let big = format!(
+            "flask==3\n{}",
+            "# pad\n".repeat(MAX_MANIFEST_BYTES / 6 + 10)
+        );
+        let big = format!("{big}late==1\n");
+        let m = parse("requirements.txt", &big).unwrap();
+        assert!(m.cut);
+        assert_eq!(m.dependencies.len(), 1);
+        assert!(!parse("requirements.txt", "a==1\n").unwrap().cut);
+    }
+
+    #[test]
+    fn diff_added_removed_changed() {
+        let old = parse(
+            "Cargo.toml",
+            "[dependencies]\nserde = \"1.0\"\nregex = \"1\"\ntokio = \"1.38\"\n[dev-dependencies]\nx = \"1\"\n",
+        )
+        .unwrap();
+        let new = parse(
+            "Cargo.toml",
+            "[dependencies]\ntokio = \"1.40\"\nserde = \"1.0\"\nanyhow = \"1\"\nx = \"1\"\n",
+        )
+        .unwrap();
+        let kinds = |c: &Change| c.key().1;
+        let changes = diff(Some(&old), Some(&new));
+        assert_eq!(
+            changes,
+            vec![
+                Change::Added {
+                    name: "anyhow".into(),
+                    kind: Kind::Normal,
+                    requirement: "1".into()
+                },
+                Change::Removed {
+                    name: "regex".into(),
+                    kind: Kind::Normal,
+                    requirement: "1".into()
+                },
+                Change::Changed {
+                    name: "tokio".into(),
+                    kind: Kind::Normal,
+                    old: "1.38".into(),
+                    new: "1.40".into()
+                },
+                Change::Added {
+                    name: "x".into(),
+                    kind: Kind::Normal,
+                    requirement: "1".into()
+                },
+                Change::Removed {
+                    name: "x".into(),
+                    kind: Kind::Dev,
+                    requirement: "1".into()
+                },
+            ]
+        );
+        assert_eq!(kinds(&changes[4]), Kind::Dev);
+        assert_eq!(diff(None, Some(&old)).len(), 4);
+        assert!(diff(Some(&old), Some(&old)).is_empty());
+        assert_eq!(diff(Some(&old), None).len(), 4);
+    }
+}
