@@ -15,6 +15,10 @@
 //!   as it is); manifests are read only at evidence commits, at most
 //!   [`builtin::MAX_MANIFESTS`] at the tip and [`CHANGE_READS_PER_JOB`] for
 //!   the PRs' changes;
+//! - a job for one merged PR (a maintainer's request, possibly for an old PR)
+//!   never re-derives the current-state sections ("What is here",
+//!   `Dependencies.md`): only range jobs, whose tip is the newest commit
+//!   reconciled, do;
 //! - every write names the snapshot it was planned on (`expected_base`) and the
 //!   destination the snapshot reported (`expected_wiki_repository`);
 //! - on `conflict` (or `outcome_unknown`) the builtin agent re-reads a fresh
@@ -364,11 +368,12 @@ async fn read_dependencies(
     client: &WriterClient,
     task: &AgentTask<'_>,
     page_exists: bool,
+    at_tip: bool,
 ) -> Result<DependencyFacts, CallError> {
     let transient = |e: &CallError| matches!(e, CallError::Tool(f) if f.is_transient());
     let touched = touched_manifests(task);
     let mut facts = DependencyFacts::default();
-    if !touched.is_empty() || !page_exists {
+    if at_tip && (!touched.is_empty() || !page_exists) {
         let tip = task.bundle.job.tip().clone();
         let mut found: BTreeSet<String> = touched.clone();
         let listed = match list_files(client, task, "", false).await {
@@ -617,6 +622,7 @@ pub async fn run_builtin(
     let mut listings = Listings::new();
     let mut heads = HEADS_PER_JOB;
     let mut deps: Option<DependencyFacts> = None;
+    let current_state = matches!(task.bundle.job.scope, crate::ids::Scope::Range { .. });
     for attempt in 0..2 {
         let view = read_view(client, task).await.map_err(|e| AgentError {
             retryable: matches!(&e, CallError::Tool(f) if f.is_transient()),
@@ -624,9 +630,12 @@ pub async fn run_builtin(
         })?;
         first_base.get_or_insert_with(|| view.base.clone());
         let wiki_repository = view.wiki_repository.clone();
-        // The areas that get entries have their files read (once per run).
+        // The areas that get entries have their files read (once per run),
+        // by range jobs only: their tip is the newest commit reconciled. A
+        // request for one (possibly old) merged PR must not set the pages'
+        // current state back to its merge commit.
         let areas = builtin::plan(task.bundle, &view.pages).area_slugs();
-        if areas.iter().any(|slug| !listings.contains_key(slug)) {
+        if current_state && areas.iter().any(|slug| !listings.contains_key(slug)) {
             read_listings(client, task, &areas, &mut listings, &mut heads)
                 .await
                 .map_err(|e| AgentError {
@@ -637,7 +646,7 @@ pub async fn run_builtin(
         if deps.is_none() {
             let page_exists = view.pages.contains_key(builtin::DEPENDENCIES);
             deps = Some(
-                read_dependencies(client, task, page_exists)
+                read_dependencies(client, task, page_exists, current_state)
                     .await
                     .map_err(|e| AgentError {
                         retryable: matches!(&e, CallError::Tool(f) if f.is_transient()),

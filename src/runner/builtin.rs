@@ -1074,7 +1074,13 @@ pub fn plan_full(
         }
     }
 
-    let dependencies_page = plan_dependencies(&mut out, pages, deps);
+    // Dependencies.md changes only with new entries: a job that records
+    // nothing (a replay) changes nothing.
+    let dependencies_page = if out.is_empty() {
+        pages.contains_key(DEPENDENCIES)
+    } else {
+        plan_dependencies(&mut out, pages, deps)
+    };
 
     // Home: a topic index linking the Changelog and every area page.
     let mut links = String::new();

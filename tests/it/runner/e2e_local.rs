@@ -297,5 +297,26 @@ async fn a_dependency_bump_is_named_on_its_entry_and_cited_on_the_dependencies_p
     );
     let home = git_trimmed(wiki, &["show", "master:Home.md"]);
     assert!(home.contains("[Dependencies](Dependencies)"), "{home}");
+
+    // A maintainer's request for the older PR #20 (already recorded, its
+    // merge commit behind the reconciled tip) changes nothing: it does not
+    // set Dependencies.md or "What is here" back to its own commit.
+    let tip = git_trimmed(wiki, &["rev-parse", "master"]);
+    let answer: Value = reqwest::Client::new()
+        .post(daemon.url("/v1/requests"))
+        .bearer_auth(&token)
+        .json(&json!({"repository": "demo/app", "pull_number": 20}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = answer["job_id"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{answer}"));
+    let (job, events) = wait_for(&daemon, &token, id, finished).await;
+    assert_eq!(job["state"], "no_change", "{job} {events}");
+    assert_eq!(git_trimmed(wiki, &["rev-parse", "master"]), tip);
     assert!(daemon.terminate().success());
 }
