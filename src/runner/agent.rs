@@ -177,21 +177,24 @@ async fn list_files(
     Ok((entries, listed["truncated"] == true))
 }
 
-/// The purpose of `path` at the job's tip: `Ok(None)` when the file states
-/// none or cannot be read as text (too large, binary, gone).
-async fn file_purpose(
+/// The first `max_bytes` of `path` at `commit` through `get_source_file`,
+/// and whether it was cut: `Ok(None)` when the file is not there or cannot be
+/// read as text.
+async fn read_head(
     client: &WriterClient,
     task: &AgentTask<'_>,
+    commit: &str,
     path: &str,
-) -> Result<Option<(String, crate::facts::Lines)>, CallError> {
+    max_bytes: usize,
+) -> Result<Option<(String, bool)>, CallError> {
     let file = client
         .result(
             "get_source_file",
             json!({
                 "repository": task.repository,
-                "commit": task.bundle.job.tip().as_str(),
+                "commit": commit,
                 "path": path,
-                "max_bytes": HEAD_BYTES,
+                "max_bytes": max_bytes,
             }),
         )
         .await;
@@ -202,9 +205,31 @@ async fn file_purpose(
         }
         Err(e) => return Err(e),
     };
-    let content = file["content"].as_str().unwrap_or_default();
+    let content = file["content"].as_str().unwrap_or_default().to_owned();
+    Ok(Some((content, file["truncated"] == true)))
+}
+
+/// The purpose of `path` at the job's tip: `Ok(None)` when the file states
+/// none or cannot be read as text (too large, binary, gone).
+async fn file_purpose(
+    client: &WriterClient,
+    task: &AgentTask<'_>,
+    path: &str,
+) -> Result<Option<(String, crate::facts::Lines)>, CallError> {
+    let Some((content, truncated)) = read_head(
+        client,
+        task,
+        task.bundle.job.tip().as_str(),
+        path,
+        HEAD_BYTES,
+    )
+    .await?
+    else {
+        return Ok(None);
+    };
+    let content = content.as_str();
     // A head cut inside a line ends at the last whole line.
-    let content = if file["truncated"] == true {
+    let content = if truncated {
         content.rfind('\n').map_or(content, |end| &content[..=end])
     } else {
         content
@@ -317,26 +342,11 @@ async fn read_manifest(
     commit: &str,
     path: &str,
 ) -> Result<Option<Manifest>, CallError> {
-    let file = client
-        .result(
-            "get_source_file",
-            json!({
-                "repository": task.repository,
-                "commit": commit,
-                "path": path,
-                "max_bytes": MAX_SOURCE_FILE,
-            }),
-        )
-        .await;
-    let file = match file {
-        Ok(file) => file,
-        Err(CallError::Tool(f)) if matches!(f.kind.as_str(), "not_found" | "limit_exceeded") => {
-            return Ok(None);
-        }
-        Err(e) => return Err(e),
+    let Some((content, truncated)) = read_head(client, task, commit, path, MAX_SOURCE_FILE).await?
+    else {
+        return Ok(None);
     };
-    let content = file["content"].as_str().unwrap_or_default();
-    let truncated = file["truncated"] == true;
+    let content = content.as_str();
     let content = if truncated {
         content.rfind('\n').map_or("", |end| &content[..=end])
     } else {
