@@ -38,9 +38,11 @@
 //!   page a person edited there is left alone; an entry names at most
 //!   [`CHANGES_PER_ENTRY`] dependency changes;
 //! - no planned page exceeds [`PAGE_BUDGET`] (the writer's 64 KiB page limit):
-//!   the oldest entry lines are dropped first and the page says so once, with
-//!   the `<!-- teammem:trimmed -->` note pointing at the page's history. (A
-//!   range replayed after its entries were trimmed would record them again.)
+//!   the oldest entry lines are dropped first and the page says so once, in
+//!   its `<!-- teammem:trimmed -->` note: a page that drops entries it held
+//!   points at its history; a new page that cannot hold all of its first
+//!   job's entries names the pull requests it left out. (A range replayed
+//!   after its entries were trimmed would record them again.)
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -829,21 +831,89 @@ fn trim_patch(page: &CurrentPage, patch: &mut PagePatch) {
     }
 }
 
-/// Cuts the oldest entry lines of a new page's content until it fits.
+/// Cuts the oldest entry lines of a new page's content until it fits. The
+/// entries cut were never on this page, so its history does not hold them:
+/// the note names their pull requests instead.
 fn trim_new_page(content: String) -> String {
     if content.len() <= PAGE_BUDGET {
         return content;
     }
-    let note = trimmed_note();
-    let mut kept = content.clone();
-    for range in entry_lines(&content).into_iter().rev() {
-        if kept.len() + note.len() <= PAGE_BUDGET {
-            break;
+    let lines = entry_lines(&content);
+    // Cut from the oldest until the page and a note naming the cut fit.
+    for keep in (0..lines.len()).rev() {
+        let cut = &lines[keep..];
+        let note = left_out_note(cut.iter().map(|line| &content[line.clone()]));
+        let size = content.len() - cut.iter().map(|line| line.len()).sum::<usize>() + note.len();
+        if size <= PAGE_BUDGET || keep == 0 {
+            let mut kept = content.clone();
+            for line in cut.iter().rev() {
+                kept.replace_range(line.clone(), "");
+            }
+            kept.push_str(&note);
+            return kept;
         }
-        kept.replace_range(range, "");
     }
-    kept.push_str(&note);
-    kept
+    content
+}
+
+/// How many pull-request numbers a left-out note spells out before "and N
+/// more".
+const LEFT_OUT_NAMED: usize = 12;
+
+/// The note of a new page that left out `cut` (entry lines, newest first):
+/// how many, and which pull requests, in runs of consecutive numbers.
+fn left_out_note<'a>(cut: impl Iterator<Item = &'a str>) -> String {
+    let mut numbers: Vec<u64> = Vec::new();
+    let mut count = 0;
+    for line in cut {
+        count += 1;
+        numbers.extend(pull_number_of_entry(line));
+    }
+    numbers.sort_unstable();
+    numbers.dedup();
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for n in numbers {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == n => *end = n,
+            _ => runs.push((n, n)),
+        }
+    }
+    let mut named: Vec<String> = runs
+        .iter()
+        .take(LEFT_OUT_NAMED)
+        .map(|&(start, end)| match end - start {
+            0 => format!("#{start}"),
+            1 => format!("#{start}, #{end}"),
+            _ => format!("#{start}–#{end}"),
+        })
+        .collect();
+    if runs.len() > LEFT_OUT_NAMED {
+        named.push(format!("and {} more", runs.len() - LEFT_OUT_NAMED));
+    }
+    let (noun, verb) = if count == 1 {
+        ("entry", "was")
+    } else {
+        ("entries", "were")
+    };
+    let which = if named.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", named.join(", "))
+    };
+    format!(
+        "\n_To keep this page within 64 KiB, its {count} oldest {noun}{which} {verb} left out; their merge commits are in the source's history._ {TRIMMED_MARKER}\n"
+    )
+}
+
+/// The pull-request number an entry line names: the first `#N` in it (entries
+/// start with the date or the number, and the title comes after it).
+fn pull_number_of_entry(line: &str) -> Option<u64> {
+    let at = line.find('#')?;
+    let digits: String = line[at + 1..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
 }
 
 /// Plans the edits for `bundle` against `pages` (the current contents of the
@@ -1623,6 +1693,40 @@ mod tests {
         assert!(text.contains(&entry_marker(&format!("{:040x}", 400))));
         assert!(!text.contains(&entry_marker(&format!("{:040x}", 1))));
         assert_eq!(text.matches(TRIMMED_MARKER).count(), 1);
+        // The note names exactly the entries it left out.
+        let oldest_kept = (1..=400u64)
+            .find(|i| text.contains(&entry_marker(&format!("{i:040x}"))))
+            .unwrap();
+        let left_out = oldest_kept - 1;
+        assert!(
+            text.contains(&format!(
+                "_To keep this page within 64 KiB, its {left_out} oldest entries (#1–#{left_out}) were left out;"
+            )),
+            "{}",
+            &text[text.len() - 300..]
+        );
+        assert!((oldest_kept..=400).all(|i| text.contains(&entry_marker(&format!("{i:040x}")))));
+    }
+
+    #[test]
+    fn a_left_out_note_names_runs_of_pull_requests_and_counts_the_rest() {
+        let line =
+            |n: u64| format!("- #{n} Title #999 (by A, 2026-01-05) <!-- teammem:{n:040x} -->\n");
+        let lines: Vec<String> = [9, 3, 4, 5, 7, 1].into_iter().map(line).collect();
+        let note = left_out_note(lines.iter().map(String::as_str));
+        assert!(
+            note.contains("its 6 oldest entries (#1, #3–#5, #7, #9) were left out;"),
+            "{note}"
+        );
+        let one = left_out_note(std::iter::once(line(2).as_str()));
+        assert!(
+            one.contains("its 1 oldest entry (#2) was left out;"),
+            "{one}"
+        );
+        let many: Vec<String> = (0..20).map(|i| line(i * 2)).collect();
+        let note = left_out_note(many.iter().map(String::as_str));
+        assert!(note.contains("#22, and 8 more) were left out"), "{note}");
+        assert!(note.trim_end().ends_with(TRIMMED_MARKER));
     }
 
     #[test]

@@ -320,3 +320,126 @@ async fn a_dependency_bump_is_named_on_its_entry_and_cited_on_the_dependencies_p
     assert_eq!(git_trimmed(wiki, &["rev-parse", "master"]), tip);
     assert!(daemon.terminate().success());
 }
+
+/// Issue #20's page limits, through the daemon: an area of 320 files and a
+/// history of 105 long-described pull requests on it. Every page stays within
+/// 64 KiB, the area's "What is here" says how many files it did not list,
+/// the pages that dropped entries say so once, and what they dropped is still
+/// in the wiki's history.
+#[tokio::test]
+async fn a_large_area_and_a_long_history_stay_within_64_kib_and_say_what_they_left_out() {
+    const PAGE_LIMIT: usize = 64 * 1024;
+    let f = Local::new("").await;
+    let (s, wiki) = (f.source(), f.wiki());
+    let token = f.setup().create_token("e2e", &[]);
+    let daemon = f.serve(&[]);
+    let commit = |number: u64, files: &[(String, String)]| {
+        for (path, text) in files {
+            super::fixture::write(&s.dir, path, text);
+        }
+        crate::harness::git::git(&s.dir, &["add", "-A"]);
+        let title = format!(
+            "Rework the *big* module number {number} so that `its` handling of [edge] cases <is> clearer | {}",
+            "and much longer than a title needs to be ".repeat(3)
+        );
+        let body = format!(
+            "This change {number} explains at length why the module needed a rework: {}\n\nFixes #{}",
+            "the old code read every record twice and nobody could tell why. ".repeat(6),
+            number + 1000
+        );
+        crate::harness::git::git(
+            &s.dir,
+            &[
+                "commit",
+                "-q",
+                "-m",
+                &format!("{title} (#{number})"),
+                "-m",
+                &body,
+            ],
+        );
+        git_trimmed(&s.dir, &["rev-parse", "HEAD"])
+    };
+    let module = |i: usize, version: u64| {
+        (
+            format!("big/module_with_a_rather_long_name_{i:03}.py"),
+            format!(
+                "\"\"\"Module {i}: reads the records of kind {i} and writes their summaries.\"\"\"\n\nVERSION = {version}\n"
+            ),
+        )
+    };
+    let everything: Vec<_> = (0..320).map(|i| module(i, 0)).collect();
+    let mut merged = vec![commit(100, &everything)];
+    for number in 101..195 {
+        merged.push(commit(number, &[module(number as usize % 320, number)]));
+    }
+    let first_tip = merged.last().unwrap().clone();
+    let id = e2e::id_of(&f.dispatch(&daemon, &s.head, &first_tip).await);
+    let (job, events) = wait_for(&daemon, &token, id, finished).await;
+    assert_eq!(job["state"], "succeeded", "{job} {events}");
+    for number in 195..205 {
+        merged.push(commit(number, &[module(number as usize % 320, number)]));
+    }
+    let id = e2e::id_of(
+        &f.dispatch(&daemon, &first_tip, merged.last().unwrap())
+            .await,
+    );
+    let (job, events) = wait_for(&daemon, &token, id, finished).await;
+    assert_eq!(job["state"], "succeeded", "{job} {events}");
+
+    let tree = git_trimmed(wiki, &["ls-tree", "-r", "-l", "master"]);
+    for line in tree.lines() {
+        let (meta, path) = line.split_once('\t').unwrap();
+        let size: usize = meta.split_whitespace().nth(3).unwrap().parse().unwrap();
+        assert!(size <= PAGE_LIMIT, "{path} holds {size} bytes");
+    }
+    for page in ["Changelog.md", "Areas/big.md"] {
+        let text = git_trimmed(wiki, &["show", &format!("master:{page}")]);
+        let notes: Vec<&str> = text
+            .lines()
+            .filter(|l| l.ends_with("<!-- teammem:trimmed -->"))
+            .collect();
+        assert_eq!(notes.len(), 1, "{page}:\n{text}");
+        assert!(text.contains(merged.last().unwrap()), "{page}");
+        assert!(!text.contains(&merged[0]), "{page}");
+        // Every PR is on the page, or in the page's history (dropped by a
+        // later job), or named by the note (never written here).
+        let named = left_out_numbers(notes[0]);
+        let history = git_trimmed(wiki, &["log", "-p", "master", "--", page]);
+        for (number, sha) in (100..).zip(&merged) {
+            assert!(
+                text.contains(sha) || history.contains(sha) || named.contains(&number),
+                "{page} lost #{number}: {}",
+                notes[0]
+            );
+        }
+    }
+    let area = git_trimmed(wiki, &["show", "master:Areas/big.md"]);
+    let listed = area
+        .lines()
+        .filter(|l| l.starts_with("- big/module_with_a_rather_long_name_"))
+        .count();
+    assert!(listed > 0 && listed < 320, "{listed} files listed:\n{area}");
+    assert!(
+        area.contains(&format!("{} more files are not listed", 320 - listed)),
+        "{area}"
+    );
+    assert!(daemon.terminate().success());
+}
+
+/// The pull-request numbers a page's "left out" note names (`#N` and runs
+/// `#A–#B`).
+fn left_out_numbers(note: &str) -> Vec<u64> {
+    let mut out = Vec::new();
+    for part in note.split(['(', ')', ',']) {
+        let part = part.trim();
+        let Some(run) = part.strip_prefix('#') else {
+            continue;
+        };
+        let (start, end) = run.split_once("–#").unwrap_or((run, run));
+        if let (Ok(start), Ok(end)) = (start.parse::<u64>(), end.parse::<u64>()) {
+            out.extend(start..=end);
+        }
+    }
+    out
+}
