@@ -45,6 +45,8 @@ use crate::writer_contract::MAX_SOURCE_FILE;
 const PAGES_PER_CALL: usize = 20;
 /// At most this many bytes of page content per write call (DESIGN §7), with margin.
 const BYTES_PER_CALL: usize = 240 * 1024;
+/// At most this many replacements per call (DESIGN §7).
+const REPLACEMENTS_PER_CALL: usize = crate::wiki::validate::MAX_REPLACEMENTS;
 /// At most this many file heads are read for the "What is here" sections of
 /// one job.
 pub const HEADS_PER_JOB: usize = 600;
@@ -483,20 +485,26 @@ async fn read_dependencies(
     Ok(facts)
 }
 
-/// Splits items into calls of at most [`PAGES_PER_CALL`] items and
-/// [`BYTES_PER_CALL`] bytes.
-fn batches<T>(items: Vec<T>, size: impl Fn(&T) -> usize) -> Vec<Vec<T>> {
+/// Splits items into calls of at most [`PAGES_PER_CALL`] items,
+/// [`BYTES_PER_CALL`] bytes and [`REPLACEMENTS_PER_CALL`] replacements;
+/// `weigh` gives an item's bytes and replacements.
+fn batches<T>(items: Vec<T>, weigh: impl Fn(&T) -> (usize, usize)) -> Vec<Vec<T>> {
     let mut out: Vec<Vec<T>> = Vec::new();
-    let mut bytes = 0;
+    let (mut bytes, mut replacements) = (0, 0);
     for item in items {
-        let n = size(&item);
+        let (n, r) = weigh(&item);
         match out.last_mut() {
-            Some(last) if last.len() < PAGES_PER_CALL && bytes + n <= BYTES_PER_CALL => {
+            Some(last)
+                if last.len() < PAGES_PER_CALL
+                    && bytes + n <= BYTES_PER_CALL
+                    && replacements + r <= REPLACEMENTS_PER_CALL =>
+            {
                 bytes += n;
+                replacements += r;
                 last.push(item);
             }
             _ => {
-                bytes = n;
+                (bytes, replacements) = (n, r);
                 out.push(vec![item]);
             }
         }
@@ -533,14 +541,17 @@ enum Step {
 }
 
 impl Step {
-    fn bytes(&self) -> usize {
+    /// The bytes and replacements the step adds to a call.
+    fn weight(&self) -> (usize, usize) {
         match self {
-            Step::Patch(_, p) => p
-                .replacements
-                .iter()
-                .map(|r| r.old.len() + r.new.len())
-                .sum(),
-            Step::Write(w) => w.content.len(),
+            Step::Patch(_, p) => (
+                p.replacements
+                    .iter()
+                    .map(|r| r.old.len() + r.new.len())
+                    .sum(),
+                p.replacements.len(),
+            ),
+            Step::Write(w) => (w.content.len(), 0),
         }
     }
 }
@@ -565,7 +576,7 @@ async fn apply_plan(
         .map(|(path, patch)| Step::Patch(path, patch))
         .chain(plan.writes.into_iter().map(Step::Write))
         .collect();
-    for batch in batches(steps, Step::bytes) {
+    for batch in batches(steps, Step::weight) {
         let mut patches = serde_json::Map::new();
         let mut pages = Vec::new();
         for step in batch {
@@ -773,11 +784,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn batches_respect_count_and_size() {
+    fn batches_respect_count_size_and_replacements() {
         let items: Vec<usize> = vec![1; 45];
-        let b = batches(items, |n| *n);
+        let b = batches(items, |n| (*n, 0));
         assert_eq!(b.iter().map(Vec::len).collect::<Vec<_>>(), vec![20, 20, 5]);
         let big = vec![BYTES_PER_CALL / 2 + 1; 3];
-        assert_eq!(batches(big, |n| *n).len(), 3);
+        assert_eq!(batches(big, |n| (*n, 0)).len(), 3);
+        // 20 area pages of 3 replacements each: 13 fit in 40.
+        let patches: Vec<usize> = vec![3; 20];
+        let b = batches(patches, |r| (1, *r));
+        assert_eq!(b.iter().map(Vec::len).collect::<Vec<_>>(), vec![13, 7]);
+        assert!(
+            b.iter()
+                .all(|call| call.iter().sum::<usize>() <= REPLACEMENTS_PER_CALL)
+        );
     }
 }

@@ -443,3 +443,50 @@ fn left_out_numbers(note: &str) -> Vec<u64> {
     }
     out
 }
+
+/// A job that changes 20 existing area pages needs more replacements than
+/// one writer call takes (40): the builtin agent splits its patches into
+/// calls within the writer's limits, and the job succeeds.
+#[tokio::test]
+async fn a_job_touching_twenty_existing_areas_stays_within_the_writers_call_limits() {
+    let f = Local::new("").await;
+    let (s, wiki) = (f.source(), f.wiki());
+    let token = f.setup().create_token("e2e", &[]);
+    let daemon = f.serve(&[]);
+    let change_every_area = |number: u64| {
+        for area in 0..20 {
+            super::fixture::write(
+                &s.dir,
+                &format!("area{area:02}/lib.py"),
+                &format!("\"\"\"Area {area}.\"\"\"\nVERSION = {number}\n"),
+            );
+        }
+        crate::harness::git::git(&s.dir, &["add", "-A"]);
+        crate::harness::git::git(
+            &s.dir,
+            &[
+                "commit",
+                "-q",
+                "-m",
+                &format!("Change every area (#{number})"),
+            ],
+        );
+        git_trimmed(&s.dir, &["rev-parse", "HEAD"])
+    };
+    let mut before = s.head.clone();
+    for number in [40, 41] {
+        let after = change_every_area(number);
+        let id = e2e::id_of(&f.dispatch(&daemon, &before, &after).await);
+        let (job, events) = wait_for(&daemon, &token, id, finished).await;
+        assert_eq!(job["state"], "succeeded", "#{number}: {job} {events}");
+        for area in 0..20 {
+            let page = git_trimmed(wiki, &["show", &format!("master:Areas/area{area:02}.md")]);
+            assert!(
+                page.contains(&after),
+                "#{number} is not on area{area:02}:\n{page}"
+            );
+        }
+        before = after;
+    }
+    assert!(daemon.terminate().success());
+}
