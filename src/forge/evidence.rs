@@ -171,6 +171,17 @@ impl EvidenceBundle {
                 .any(|p| p.merge_sha.eq_ignore_ascii_case(sha))
     }
 
+    /// True when the job may read the source's files at `sha`: one of the
+    /// bundle's commits, or a parent of one (the range's base, a merge
+    /// commit's first parent), so a change can be read from both of its sides.
+    pub fn readable_commit(&self, sha: &str) -> bool {
+        self.contains_commit(sha)
+            || self
+                .commits
+                .iter()
+                .any(|c| c.parents.iter().any(|p| p.eq_ignore_ascii_case(sha)))
+    }
+
     /// Checks the bounds and id shapes a bundle promises.
     pub fn validate(&self) -> Result<(), String> {
         if self.commits.len() > MAX_COMMITS {

@@ -12,7 +12,8 @@
 //! - source files are read only at the job's tip and only through the
 //!   writer's evidence tools; at most [`WHAT_IS_HERE_FILES`] per area and
 //!   [`HEADS_PER_JOB`] per job are read (an area past that keeps its section
-//!   as it is); manifests are read only at evidence commits, at most
+//!   as it is); manifests are read only at evidence commits and their
+//!   parents, at most
 //!   [`builtin::MAX_MANIFESTS`] at the tip and [`CHANGE_READS_PER_JOB`] for
 //!   the PRs' changes;
 //! - a job for one merged PR (a maintainer's request, possibly for an old PR)
@@ -373,8 +374,8 @@ fn touched_manifests(task: &AgentTask<'_>) -> BTreeSet<String> {
 
 /// What the job's dependency facts are: the tip's manifests (when a PR
 /// touched one or the page does not exist yet) and each PR's changes to the
-/// manifests it touched, read at its merge commit and its first parent when
-/// both are evidence commits. Reads that fail for a lasting cause leave the
+/// manifests it touched, read at its merge commit and its first parent (for
+/// the range's first PR, the range's base). Reads that fail for a lasting cause leave the
 /// part out (the page keeps its text, the entry names no changes).
 async fn read_dependencies(
     client: &WriterClient,
@@ -446,7 +447,7 @@ async fn read_dependencies(
             .iter()
             .find(|c| c.sha.eq_ignore_ascii_case(&pull.merge_sha))
             .and_then(|c| c.parents.first())
-            .filter(|p| task.bundle.contains_commit(p));
+            .filter(|p| task.bundle.readable_commit(p));
         let Some(parent) = parent else {
             continue;
         };

@@ -204,11 +204,11 @@ fn readable<'a>(job: &'a BrokerJob, commit: &str) -> Result<&'a GitHubForge, Bro
             "this job's source is not on GitHub; the writer reads its files itself",
         ));
     };
-    if !evidence::is_full_sha(commit) || !job.bundle.contains_commit(commit) {
+    if !evidence::is_full_sha(commit) || !job.bundle.readable_commit(commit) {
         return Err(BrokerError::new(
             "permission_denied",
             format!(
-                "commit {:?} is not one of this job's evidence commits; use a sha from get_job_evidence",
+                "commit {:?} is not one of this job's evidence commits or their parents; use a sha from get_job_evidence",
                 evidence::bound(commit, 64).0
             ),
         ));

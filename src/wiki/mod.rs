@@ -20,7 +20,7 @@ pub mod patch;
 pub mod paths;
 mod publish;
 mod read;
-mod search; // ranked search, one cached index per commit
+pub mod search; // ranked search, one cached index per commit (public for bench/rank)
 mod receive_pack;
 pub mod remote;
 mod smart_http;

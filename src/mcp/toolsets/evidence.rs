@@ -1,13 +1,13 @@
 //! The writer's evidence toolset: `get_job_evidence`, `list_pull_request_files`,
 //! `list_source_files` and `get_source_file`, answered only from the bound
 //! job's evidence bundle (`TEAMMEM_WRITER_EVIDENCE`) and the source
-//! repository at commits inside it.
+//! repository at commits inside it or their parents.
 //!
 //! Invariants:
 //! - served by the job-bound writer only, read-only and closed-world;
 //! - nothing outside the bundle is reachable: a PR number that is not in the
-//!   bundle is `not_found`, a commit that is not one of the bundle's commits is
-//!   `permission_denied`, a path is read only as a blob or a directory of
+//!   bundle is `not_found`, a commit that is neither one of the bundle's
+//!   commits nor a parent of one is `permission_denied`, a path is read only as a blob or a directory of
 //!   that commit's tree (repository-relative, no `..`);
 //! - results stay within the envelope limit: manifests are paged, patches,
 //!   files and directory listings are bounded, and an oversized bundle is
@@ -104,7 +104,7 @@ fn file_schema() -> Value {
         json!({
             "repository": super::repository_schema(),
             "path": {"type": "string", "description": "Repository-relative file path, e.g. src/lib.rs"},
-            "commit": {"type": "string", "description": "A full 40-character sha of one of the evidence's commits; default the newest of the range"},
+            "commit": {"type": "string", "description": "A full 40-character sha of one of the evidence's commits or of one of their parents (e.g. the range's base); default the newest of the range"},
             "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_SOURCE_FILE, "description": "Read only the file's first bytes, up to this many"},
         }),
         &["repository", "path"],
@@ -117,7 +117,7 @@ fn tree_schema() -> Value {
             "repository": super::repository_schema(),
             "directory": {"type": "string", "description": "Repository-relative directory, e.g. src; empty or absent for the root", "default": ""},
             "recursive": {"type": "boolean", "default": false, "description": "List every file below the directory instead of its direct entries"},
-            "commit": {"type": "string", "description": "A full 40-character sha of one of the evidence's commits; default the newest of the range"},
+            "commit": {"type": "string", "description": "A full 40-character sha of one of the evidence's commits or of one of their parents (e.g. the range's base); default the newest of the range"},
         }),
         &["repository"],
     )
@@ -354,9 +354,9 @@ fn evidence_commit(bundle: &EvidenceBundle, commit: Option<&str>) -> Result<Stri
     let commit = commit
         .map(str::to_owned)
         .unwrap_or_else(|| bundle.job.tip().to_string());
-    if !evidence::is_full_sha(&commit) || !bundle.contains_commit(&commit) {
+    if !evidence::is_full_sha(&commit) || !bundle.readable_commit(&commit) {
         return Err(ToolError::permission_denied(format!(
-            "commit {:?} is not one of this job's evidence commits; use a sha from get_job_evidence",
+            "commit {:?} is not one of this job's evidence commits or their parents; use a sha from get_job_evidence",
             evidence::bound(&commit, 64).0
         )));
     }

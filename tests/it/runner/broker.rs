@@ -29,12 +29,14 @@ use crate::harness::fake_github::{FakeGitHub, GitRepo};
 const WIKI_TOKEN: &str = "ghs_wiki_token_held_by_the_broker_for_this_test";
 const JOB: i64 = 41;
 
-/// `octo/app` on the fake GitHub: `before` (a README), then `after`, which adds
-/// a source file, a directory, a file over 64 KiB and one that is not UTF-8.
+/// `octo/app` on the fake GitHub: `origin`, `before` (a README), then
+/// `after`, which adds a source file, a directory, a file over 64 KiB and one
+/// that is not UTF-8.
 struct Setup {
     _fake: FakeGitHub,
     dir: tempfile::TempDir,
     config_path: PathBuf,
+    origin: String,
     before: String,
     after: String,
     broker: Option<Broker>,
@@ -48,6 +50,7 @@ impl Setup {
         let fake = FakeGitHub::start().await;
         let dir = tempfile::tempdir().unwrap();
         let git = GitRepo::init(&dir.path().join("app"));
+        let origin = git.commit("ORIGIN.md", "origin");
         let before = git.commit("README.md", "root");
         std::fs::create_dir_all(git.dir.join("src")).unwrap();
         std::fs::write(
@@ -114,6 +117,7 @@ impl Setup {
             _fake: fake,
             dir,
             config_path,
+            origin,
             before,
             after,
             broker: Some(broker),
@@ -200,16 +204,24 @@ async fn get_source_file_reads_github_sources_through_the_broker_within_the_rang
     assert!(ok, "{error}");
     assert_eq!(file["content"], "root\n");
 
-    // `before` is outside the range: it was reconciled by an earlier job.
-    let (ok, _, error) = call(
+    // `before`, the range's base, is readable (a change is read from both
+    // sides); `origin`, further back, is outside the job's evidence.
+    let (ok, file, error) = call(
         &client,
         json!({"repository": repo, "path": "README.md", "commit": s.before}),
+    )
+    .await;
+    assert!(ok, "{error}");
+    assert_eq!(file["commit"], s.before.as_str());
+    let (ok, _, error) = call(
+        &client,
+        json!({"repository": repo, "path": "ORIGIN.md", "commit": s.origin}),
     )
     .await;
     assert!(!ok);
     assert!(
         error.starts_with("permission_denied: ")
-            && error.contains("not one of this job's evidence commits"),
+            && error.contains("not one of this job's evidence commits or their parents"),
         "{error}"
     );
     let (ok, _, error) = call(&client, json!({"repository": repo, "path": "src"})).await;
@@ -325,7 +337,7 @@ async fn github_listings_and_file_heads_come_through_the_broker_within_the_range
     let (ok, _, error) = call_tool(
         &client,
         "list_source_files",
-        json!({"repository": repo, "commit": s.before}),
+        json!({"repository": repo, "commit": s.origin}),
     )
     .await;
     assert!(!ok);

@@ -282,6 +282,16 @@ async fn a_dependency_bump_is_named_on_its_entry_and_cited_on_the_dependencies_p
         entry.contains("— dependencies: tokio 1.38 → 1.40 (Cargo.toml) —"),
         "{entry}"
     );
+    // The range's first PR is read against the range's base: its manifest's
+    // dependencies are named as added.
+    let first = changelog
+        .lines()
+        .find(|l| l.contains("#20 Add a manifest"))
+        .unwrap_or_else(|| panic!("{changelog}"));
+    assert!(
+        first.contains("— dependencies: + serde 1.0; + tokio 1.38 (Cargo.toml) —"),
+        "{first}"
+    );
     let shown = git_trimmed(&s.dir, &["show", &format!("{bump}:Cargo.toml")]);
     let line = shown
         .lines()

@@ -105,11 +105,21 @@ async fn evidence_tools_serve_only_the_bound_job() {
     assert!(ok, "{file}");
     assert_eq!(file["commit"], s.source.head.as_str());
 
-    // A commit outside the range (PR #12's merge is its `before`) is refused.
-    let (ok, _, kind) = call(
+    // The range's base (PR #12's merge is its `before`, the first range
+    // commit's parent) is readable, so a change can be read from both sides;
+    // a commit further back is refused.
+    let (ok, file, _) = call(
         &client,
         "get_source_file",
         json!({"repository": "demo/app", "path": "src/search.rs", "commit": s.source.merge_12}),
+    )
+    .await;
+    assert!(ok, "{file}");
+    assert_eq!(file["content"], "fn search() {}\nfn index() {}\n");
+    let (ok, _, kind) = call(
+        &client,
+        "get_source_file",
+        json!({"repository": "demo/app", "path": "README.md", "commit": s.source.base}),
     )
     .await;
     assert!(!ok);
@@ -224,7 +234,7 @@ async fn evidence_tools_serve_only_the_bound_job() {
             "invalid_input",
         ),
         (
-            json!({"repository": "demo/app", "commit": s.source.merge_12}),
+            json!({"repository": "demo/app", "commit": s.source.base}),
             "permission_denied",
         ),
     ] {
