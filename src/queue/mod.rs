@@ -31,6 +31,7 @@ mod group_commit;
 mod lease;
 mod model;
 mod overview;
+mod pg_group_commit;
 mod read;
 mod rescue;
 mod retention;
@@ -45,8 +46,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
-use sqlx::postgres::PgPool;
-
 use crate::db::{Conn, Pool, on_pool};
 
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -256,13 +255,14 @@ enum Writes {
     /// polling with a FIFO and pays one fsync per batch, not per write.
     /// Other processes (the CLI) still meet the busy timeout.
     Grouped(Arc<group_commit::GroupCommit>),
-    /// Each write is a transaction of its own on a pooled connection, run
-    /// on a task of its own (a caller that goes away does not cut it short).
-    /// Concurrent writers, on this node or another, are kept apart by row
-    /// locks and the guards of each statement, by `FOR UPDATE SKIP LOCKED`
-    /// in the claim, and by advisory locks where a write must first look
-    /// something up (enqueue); see each operation.
-    Postgres(PgPool),
+    /// Every write of this process goes through one writer task that runs
+    /// waiting writes in one transaction, a savepoint each, and commits them
+    /// together (see `pg_group_commit.rs`): one WAL flush per batch. Writers
+    /// on other nodes are kept apart by row locks and the guards of each
+    /// statement, by `FOR UPDATE SKIP LOCKED` in the claim, and by advisory
+    /// locks where a write must first look something up (enqueue); a write
+    /// that loses to their locks runs again alone.
+    Postgres(Arc<pg_group_commit::PgGroupCommit>),
 }
 
 impl QueueSettings {
@@ -291,7 +291,9 @@ impl Queue {
             Pool::Sqlite(sqlite) => {
                 Writes::Grouped(Arc::new(group_commit::GroupCommit::new(sqlite.clone())))
             }
-            Pool::Postgres(postgres) => Writes::Postgres(postgres.clone()),
+            Pool::Postgres(postgres) => Writes::Postgres(Arc::new(
+                pg_group_commit::PgGroupCommit::new(postgres.clone()),
+            )),
         };
         Self {
             writes,
@@ -327,7 +329,7 @@ impl Queue {
     pub fn stats(&self) -> QueueStats {
         let (commits, writes) = match &self.writes {
             Writes::Grouped(group) => group.committed(),
-            Writes::Postgres(_) => (0, 0),
+            Writes::Postgres(group) => group.committed(),
         };
         QueueStats {
             commits,
@@ -359,7 +361,7 @@ impl Queue {
     async fn write<T, F>(&self, write: F) -> Result<T, QueueError>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, T> + Send + 'static,
+        F: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, T> + Clone + Send + 'static,
     {
         self.write_with(group_commit::Undo::Alone, write).await
     }
@@ -371,7 +373,7 @@ impl Queue {
     async fn write_undone_with_batch<T, F>(&self, write: F) -> Result<T, QueueError>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, T> + Send + 'static,
+        F: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, T> + Clone + Send + 'static,
     {
         self.write_with(group_commit::Undo::WithBatch, write).await
     }
@@ -379,7 +381,7 @@ impl Queue {
     async fn write_with<T, F>(&self, undo: group_commit::Undo, write: F) -> Result<T, QueueError>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, T> + Send + 'static,
+        F: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, T> + Clone + Send + 'static,
     {
         match &self.writes {
             Writes::Grouped(group) => {
@@ -389,28 +391,10 @@ impl Queue {
                     })
                     .await
             }
-            Writes::Postgres(pool) => {
-                let pool = pool.clone();
-                tokio::spawn(async move {
-                    let mut tx = pool.begin().await?;
-                    let answer = write(Conn::Postgres(&mut tx)).await;
-                    match answer {
-                        Ok(answer) => {
-                            tx.commit()
-                                .await
-                                .map_err(|e| QueueError::CommitFailed(e.to_string()))?;
-                            Ok(answer)
-                        }
-                        Err(refused) => {
-                            // Dropping the transaction would roll back too;
-                            // waiting for it keeps the connection reusable.
-                            let _ = tx.rollback().await;
-                            Err(refused)
-                        }
-                    }
-                })
-                .await
-                .map_err(|e| QueueError::CommitFailed(format!("the write's task ended: {e}")))?
+            Writes::Postgres(group) => {
+                group
+                    .run(move |conn: &mut sqlx::PgConnection| write(Conn::Postgres(conn)))
+                    .await
             }
         }
     }
