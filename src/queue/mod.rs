@@ -45,8 +45,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde::Serialize;
 use crate::db::{Conn, Pool, on_pool};
+use serde::Serialize;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use enqueue::identity_key;

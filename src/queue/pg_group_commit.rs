@@ -297,7 +297,12 @@ async fn run_batch(pool: &PgPool, tally: &Arc<Tally>, mut writes: Vec<Box<dyn Pe
                 let statement = if index == 0 {
                     concat!("SAVEPOINT ", savepoint!())
                 } else {
-                    concat!("RELEASE SAVEPOINT ", savepoint!(), "; SAVEPOINT ", savepoint!())
+                    concat!(
+                        "RELEASE SAVEPOINT ",
+                        savepoint!(),
+                        "; SAVEPOINT ",
+                        savepoint!()
+                    )
                 };
                 if let Err(error) = sqlx::raw_sql(statement).execute(&mut *tx).await {
                     return Ended::NothingCommitted(error.to_string());
@@ -319,7 +324,9 @@ async fn run_batch(pool: &PgPool, tally: &Arc<Tally>, mut writes: Vec<Box<dyn Pe
         match tx.commit().await {
             Ok(()) => {
                 tally.commits.fetch_add(1, Ordering::Relaxed);
-                tally.writes.fetch_add(writes.len() as u64, Ordering::Relaxed);
+                tally
+                    .writes
+                    .fetch_add(writes.len() as u64, Ordering::Relaxed);
                 Ended::Answered
             }
             // The server answered the COMMIT with an error: it rolled back.

@@ -95,9 +95,18 @@ async fn a_refused_write_in_a_batch_is_undone_alone_and_the_others_commit() {
         before,
         "the refused write changed nothing"
     );
-    assert_eq!(state_of(&t.queue, claimed[0].job.id).await, JobState::Succeeded);
-    assert_eq!(state_of(&t.queue, claimed[2].job.id).await, JobState::Succeeded);
-    assert_eq!(state_of(&t.queue, claimed[3].job.id).await, JobState::Running);
+    assert_eq!(
+        state_of(&t.queue, claimed[0].job.id).await,
+        JobState::Succeeded
+    );
+    assert_eq!(
+        state_of(&t.queue, claimed[2].job.id).await,
+        JobState::Succeeded
+    );
+    assert_eq!(
+        state_of(&t.queue, claimed[3].job.id).await,
+        JobState::Running
+    );
     // Each: enqueued, claimed, and succeeded for the two completed.
     assert_eq!(count(&t.pool, "job_events").await, 4 * 2 + 2);
 }
