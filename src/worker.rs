@@ -2,11 +2,12 @@
 //!
 //! Invariants:
 //! - a worker runs at most one job at a time and heartbeats its lease while
-//!   the handler runs; it claims its next job together with the last one's
-//!   completion (`Queue::complete_and_claim`, usually one commit), and gives
-//!   that job back unstarted when shutdown has begun; a lost lease (the job was cancelled or rescued) drops the
-//!   handler's future at once, which kills anything it spawned with
+//!   the handler runs; a lost lease (the job was cancelled or rescued) drops
+//!   the handler's future at once, which kills anything it spawned with
 //!   `kill_on_drop`;
+//! - a worker claims its next job together with the last one's completion
+//!   (`Queue::complete_and_claim`, usually one commit), and gives that job
+//!   back unstarted when shutdown has begun;
 //! - every outcome goes back through the queue's fenced calls, so a stale worker
 //!   can never overwrite a newer attempt;
 //! - on shutdown no new job is claimed; a running job gets the grace period to

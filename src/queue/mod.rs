@@ -12,7 +12,8 @@
 //!   state = ... [AND lease_token = ?]`) whose `rows_affected` (or `RETURNING`
 //!   row) is checked, run in one transaction together with the `job_events`
 //!   row that records it (on SQLite a `BEGIN IMMEDIATE` batch of the writer
-//!   task, see `group_commit.rs`; on PostgreSQL a transaction of its own);
+//!   task, see `group_commit.rs`; on PostgreSQL a savepoint in a batch of
+//!   the node's writer task, see `pg_group_commit.rs`);
 //! - worker writes (heartbeat, complete, fail, release) are fenced by the
 //!   lease token handed out at claim, so a worker that lost its lease cannot
 //!   change the job;
@@ -356,8 +357,9 @@ impl Queue {
 
     /// Runs `write` in one transaction and answers once it is durable: on
     /// SQLite in the writer task's next batch, holding SQLite's write lock
-    /// (see `group_commit.rs`); on PostgreSQL in a transaction of its own. An
-    /// `Err` from `write` rolls back its changes only.
+    /// (see `group_commit.rs`); on PostgreSQL in the node's writer task's next
+    /// batch (see `pg_group_commit.rs`, which may run it again alone, hence
+    /// `Clone`). An `Err` from `write` rolls back its changes only.
     async fn write<T, F>(&self, write: F) -> Result<T, QueueError>
     where
         T: Send + 'static,
