@@ -1,10 +1,13 @@
 //! The worker pool: claims jobs from the queue and runs them through a [`JobHandler`].
 //!
 //! Invariants:
-//! - a worker holds at most one lease at a time and heartbeats it while the
-//!   handler runs; a lost lease (the job was cancelled or rescued) drops the
-//!   handler's future at once, which kills anything it spawned with
+//! - a worker runs at most one job at a time and heartbeats its lease while
+//!   the handler runs; a lost lease (the job was cancelled or rescued) drops
+//!   the handler's future at once, which kills anything it spawned with
 //!   `kill_on_drop`;
+//! - a worker claims its next job together with the last one's completion
+//!   (`Queue::complete_and_claim`, usually one commit), and gives that job
+//!   back unstarted when shutdown has begun;
 //! - every outcome goes back through the queue's fenced calls, so a stale worker
 //!   can never overwrite a newer attempt;
 //! - on shutdown no new job is claimed; a running job gets the grace period to
@@ -228,11 +231,26 @@ struct Worker {
 impl Worker {
     async fn run(mut self) {
         tracing::debug!(worker = %self.name, "worker started");
-        while !*self.stop.borrow() {
-            match self.queue.claim(&self.name).await {
+        // The job claimed together with the last one's completion.
+        let mut next: Option<Claimed> = None;
+        loop {
+            if *self.stop.borrow() {
+                if let Some(claimed) = next.take() {
+                    // Claimed as the stop came: it never started.
+                    if let Err(e) = self.queue.release(&claimed.lease).await {
+                        tracing::error!(worker = %self.name, error = %e, "releasing an unstarted job failed");
+                    }
+                }
+                break;
+            }
+            let claimed = match next.take() {
+                Some(claimed) => Ok(Some(claimed)),
+                None => self.queue.claim(&self.name).await,
+            };
+            match claimed {
                 Ok(Some(claimed)) => {
                     let span = tracing::info_span!("job", id = claimed.job.id, source = %claimed.job.source);
-                    self.run_job(claimed).instrument(span).await
+                    next = self.run_job(claimed).instrument(span).await;
                 }
                 Ok(None) => {
                     tokio::select! {
@@ -253,7 +271,9 @@ impl Worker {
         tracing::debug!(worker = %self.name, "worker stopped");
     }
 
-    async fn run_job(&mut self, claimed: Claimed) {
+    /// Runs one job and records its outcome; returns the next job when one
+    /// was claimed together with a successful completion.
+    async fn run_job(&mut self, claimed: Claimed) -> Option<Claimed> {
         let Claimed { job, lease } = claimed;
         let started = std::time::Instant::now();
         let kind = job.kind.as_str();
@@ -278,7 +298,7 @@ impl Worker {
                         Ok(_) => {}
                         Err(QueueError::LeaseLost { .. }) => {
                             tracing::warn!("lease lost (cancelled or rescued); abandoning the job");
-                            return;
+                            return None;
                         }
                         Err(e) => tracing::error!(error = %e, "heartbeat failed"),
                     }
@@ -302,6 +322,7 @@ impl Worker {
             }
         };
         drop(work);
+        let mut next = None;
         metrics::JOB_DURATION.observe(&[kind], started.elapsed());
 
         let result = match outcome {
@@ -309,6 +330,23 @@ impl Worker {
                 tracing::warn!("shutdown grace period over; releasing the job");
                 metrics::JOBS_FINISHED.inc(&[kind, "released"]);
                 self.queue.release(&lease).await.map(|_| ())
+            }
+            Some(Ok(completion)) if !*self.stop.borrow() => {
+                // The next claim shares the completion's commit.
+                let state = completion.state();
+                let (r, claimed) = self
+                    .queue
+                    .complete_and_claim(&lease, completion, &self.name)
+                    .await;
+                match claimed {
+                    Ok(claimed) => next = claimed,
+                    Err(e) => tracing::error!(worker = %self.name, error = %e, "claim failed"),
+                }
+                if r.is_ok() {
+                    metrics::JOBS_FINISHED.inc(&[kind, state.as_str()]);
+                    tracing::info!(state = state.as_str(), "job finished");
+                }
+                r.map(|_| ())
             }
             Some(Ok(completion)) => {
                 let state = completion.state();
@@ -343,6 +381,7 @@ impl Worker {
             }
             Err(e) => tracing::error!(error = %e, "recording the job's outcome failed"),
         }
+        next
     }
 }
 

@@ -112,6 +112,36 @@ impl Queue {
         if !claimable {
             return Ok(None);
         }
+        self.claim_now(now, worker).await
+    }
+
+    /// Completes a running job (as [`Queue::complete`]) and claims the next
+    /// claimable job for `worker` (as [`Queue::claim`], without its read-only
+    /// pre-check: a worker that just finished a job expects more), handing
+    /// both writes to the writer at once so that they usually share one
+    /// commit. The claim runs after the completion, so it may take the
+    /// destination the completion freed. Each answer is its own: a refused
+    /// completion does not stop the claim.
+    pub async fn complete_and_claim(
+        &self,
+        lease: &Lease,
+        completion: super::Completion,
+        worker: &str,
+    ) -> (
+        Result<super::Job, QueueError>,
+        Result<Option<Claimed>, QueueError>,
+    ) {
+        // `join!` polls the completion first: it is handed to the writer
+        // before the claim is.
+        tokio::join!(
+            self.complete(lease, completion),
+            self.claim_now(self.now_ms(), worker)
+        )
+    }
+
+    /// The claim statement (with its retries when another node's claim of
+    /// the same destination wins), at `now`.
+    async fn claim_now(&self, now: i64, worker: &str) -> Result<Option<Claimed>, QueueError> {
         let token = new_lease_token();
         let mut tries = 0;
         let job = loop {

@@ -12,7 +12,8 @@
 //!   state = ... [AND lease_token = ?]`) whose `rows_affected` (or `RETURNING`
 //!   row) is checked, run in one transaction together with the `job_events`
 //!   row that records it (on SQLite a `BEGIN IMMEDIATE` batch of the writer
-//!   task, see `group_commit.rs`; on PostgreSQL a transaction of its own);
+//!   task, see `group_commit.rs`; on PostgreSQL a savepoint in a batch of
+//!   the node's writer task, see `pg_group_commit.rs`);
 //! - worker writes (heartbeat, complete, fail, release) are fenced by the
 //!   lease token handed out at claim, so a worker that lost its lease cannot
 //!   change the job;
@@ -31,6 +32,7 @@ mod group_commit;
 mod lease;
 mod model;
 mod overview;
+mod pg_group_commit;
 mod read;
 mod rescue;
 mod retention;
@@ -44,10 +46,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde::Serialize;
-use sqlx::postgres::PgPool;
-
 use crate::db::{Conn, Pool, on_pool};
+use serde::Serialize;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use enqueue::identity_key;
@@ -256,13 +256,14 @@ enum Writes {
     /// polling with a FIFO and pays one fsync per batch, not per write.
     /// Other processes (the CLI) still meet the busy timeout.
     Grouped(Arc<group_commit::GroupCommit>),
-    /// Each write is a transaction of its own on a pooled connection, run
-    /// on a task of its own (a caller that goes away does not cut it short).
-    /// Concurrent writers, on this node or another, are kept apart by row
-    /// locks and the guards of each statement, by `FOR UPDATE SKIP LOCKED`
-    /// in the claim, and by advisory locks where a write must first look
-    /// something up (enqueue); see each operation.
-    Postgres(PgPool),
+    /// Every write of this process goes through one writer task that runs
+    /// waiting writes in one transaction, a savepoint each, and commits them
+    /// together (see `pg_group_commit.rs`): one WAL flush per batch. Writers
+    /// on other nodes are kept apart by row locks and the guards of each
+    /// statement, by `FOR UPDATE SKIP LOCKED` in the claim, and by advisory
+    /// locks where a write must first look something up (enqueue); a write
+    /// that loses to their locks runs again alone.
+    Postgres(Arc<pg_group_commit::PgGroupCommit>),
 }
 
 impl QueueSettings {
@@ -291,7 +292,9 @@ impl Queue {
             Pool::Sqlite(sqlite) => {
                 Writes::Grouped(Arc::new(group_commit::GroupCommit::new(sqlite.clone())))
             }
-            Pool::Postgres(postgres) => Writes::Postgres(postgres.clone()),
+            Pool::Postgres(postgres) => Writes::Postgres(Arc::new(
+                pg_group_commit::PgGroupCommit::new(postgres.clone()),
+            )),
         };
         Self {
             writes,
@@ -327,7 +330,7 @@ impl Queue {
     pub fn stats(&self) -> QueueStats {
         let (commits, writes) = match &self.writes {
             Writes::Grouped(group) => group.committed(),
-            Writes::Postgres(_) => (0, 0),
+            Writes::Postgres(group) => group.committed(),
         };
         QueueStats {
             commits,
@@ -354,12 +357,13 @@ impl Queue {
 
     /// Runs `write` in one transaction and answers once it is durable: on
     /// SQLite in the writer task's next batch, holding SQLite's write lock
-    /// (see `group_commit.rs`); on PostgreSQL in a transaction of its own. An
-    /// `Err` from `write` rolls back its changes only.
+    /// (see `group_commit.rs`); on PostgreSQL in the node's writer task's next
+    /// batch (see `pg_group_commit.rs`, which may run it again alone, hence
+    /// `Clone`). An `Err` from `write` rolls back its changes only.
     async fn write<T, F>(&self, write: F) -> Result<T, QueueError>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, T> + Send + 'static,
+        F: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, T> + Clone + Send + 'static,
     {
         self.write_with(group_commit::Undo::Alone, write).await
     }
@@ -371,7 +375,7 @@ impl Queue {
     async fn write_undone_with_batch<T, F>(&self, write: F) -> Result<T, QueueError>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, T> + Send + 'static,
+        F: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, T> + Clone + Send + 'static,
     {
         self.write_with(group_commit::Undo::WithBatch, write).await
     }
@@ -379,7 +383,7 @@ impl Queue {
     async fn write_with<T, F>(&self, undo: group_commit::Undo, write: F) -> Result<T, QueueError>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, T> + Send + 'static,
+        F: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, T> + Clone + Send + 'static,
     {
         match &self.writes {
             Writes::Grouped(group) => {
@@ -389,28 +393,10 @@ impl Queue {
                     })
                     .await
             }
-            Writes::Postgres(pool) => {
-                let pool = pool.clone();
-                tokio::spawn(async move {
-                    let mut tx = pool.begin().await?;
-                    let answer = write(Conn::Postgres(&mut tx)).await;
-                    match answer {
-                        Ok(answer) => {
-                            tx.commit()
-                                .await
-                                .map_err(|e| QueueError::CommitFailed(e.to_string()))?;
-                            Ok(answer)
-                        }
-                        Err(refused) => {
-                            // Dropping the transaction would roll back too;
-                            // waiting for it keeps the connection reusable.
-                            let _ = tx.rollback().await;
-                            Err(refused)
-                        }
-                    }
-                })
-                .await
-                .map_err(|e| QueueError::CommitFailed(format!("the write's task ended: {e}")))?
+            Writes::Postgres(group) => {
+                group
+                    .run(move |conn: &mut sqlx::PgConnection| write(Conn::Postgres(conn)))
+                    .await
             }
         }
     }

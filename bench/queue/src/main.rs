@@ -222,33 +222,49 @@ async fn process_jobs(
         let name = format!("{prefix}worker-{w}");
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
+            // The job claimed with the last completion, as the daemon's
+            // workers do (`Queue::complete_and_claim`).
+            let mut next = None;
             loop {
                 if let Finished::Counted(total) = finished
                     && done.load(Ordering::Relaxed) >= total
+                    && next.is_none()
                 {
                     break;
                 }
-                let asked = Instant::now();
-                let Some(claimed) = queue.claim(&name).await.expect("claim") else {
-                    if let Finished::InDatabase(total) = finished
-                        && terminal_jobs(queue.pool()).await >= total
-                    {
-                        break;
+                let claimed = match next.take() {
+                    Some(claimed) => claimed,
+                    None => {
+                        let asked = Instant::now();
+                        let Some(claimed) = queue.claim(&name).await.expect("claim") else {
+                            if let Finished::InDatabase(total) = finished
+                                && terminal_jobs(queue.pool()).await >= total
+                            {
+                                break;
+                            }
+                            // Nothing claimable (the last jobs belong to busy
+                            // destinations, or other nodes hold them): a short
+                            // idle poll; the daemon's idle worker waits for a
+                            // NOTIFY on PostgreSQL instead.
+                            tokio::time::sleep(IDLE_POLL).await;
+                            continue;
+                        };
+                        latencies.push(asked.elapsed());
+                        claimed
                     }
-                    // Nothing claimable (the last jobs belong to busy
-                    // destinations, or other nodes hold them): a short idle
-                    // poll; the daemon's idle worker waits for a NOTIFY on
-                    // PostgreSQL instead.
-                    tokio::time::sleep(IDLE_POLL).await;
-                    continue;
                 };
-                latencies.push(asked.elapsed());
                 let receipt = serde_json::json!({});
-                queue
-                    .complete(&claimed.lease, Completion::NoChange { receipt })
-                    .await
-                    .expect("complete");
+                let asked = Instant::now();
+                let (completed, claimed) = queue
+                    .complete_and_claim(&claimed.lease, Completion::NoChange { receipt }, &name)
+                    .await;
+                completed.expect("complete");
                 done.fetch_add(1, Ordering::Relaxed);
+                next = claimed.expect("claim");
+                if next.is_some() {
+                    // Its claim waited for the completion's commit.
+                    latencies.push(asked.elapsed());
+                }
             }
             latencies
         }));

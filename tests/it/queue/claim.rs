@@ -204,3 +204,43 @@ async fn claim_waits_for_run_after(backend) {
     assert_ne!(again.lease.token, claimed.lease.token, "fresh lease token");
 }
 }
+
+queue_test! {
+/// The completion and the next claim: the claim may take the destination
+/// the completion freed, and both are answered; with nothing left the claim
+/// answers `None`; a refused completion does not stop the claim.
+#[tokio::test]
+async fn complete_and_claim_frees_the_destination_for_the_next_claim(backend) {
+    let t = queue_on(backend).await;
+    for n in 1..=2 {
+        t.queue
+            .enqueue(pull_request("octo/app", "octo/wiki", n), None)
+            .await
+            .unwrap();
+    }
+    let first = claim_one(&t.queue, "w").await;
+    let commits = t.queue.stats().commits;
+    let (done, next) = t
+        .queue
+        .complete_and_claim(&first.lease, succeeded(), "w")
+        .await;
+    assert_eq!(done.expect("completed").state, JobState::Succeeded);
+    let next = next.expect("claim").expect("the destination's next job");
+    assert_ne!(next.job.id, first.job.id);
+    assert_eq!(next.job.state, JobState::Running);
+    assert!(t.queue.stats().commits - commits <= 2);
+    let (done, none) = t
+        .queue
+        .complete_and_claim(&first.lease, succeeded(), "w")
+        .await;
+    assert!(matches!(done, Err(teammem::queue::QueueError::LeaseLost { .. })), "{done:?}");
+    assert!(none.expect("claim").is_none(), "the running job blocks its destination");
+    let (done, none) = t
+        .queue
+        .complete_and_claim(&next.lease, succeeded(), "w")
+        .await;
+    done.expect("completed");
+    assert!(none.expect("claim").is_none(), "nothing left");
+    assert_eq!(t.queue.stats().claims, 2);
+}
+}

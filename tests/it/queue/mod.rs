@@ -7,6 +7,7 @@
 mod claim;
 mod enqueue;
 mod lease;
+mod pg_batch;
 mod read;
 mod retention;
 mod steer;

@@ -1,0 +1,362 @@
+//! Group commit on PostgreSQL: the queue's writes of one process run on one
+//! writer task, which takes the writes waiting for it, runs them one after
+//! another in ONE transaction on one pooled connection, and commits them
+//! with one COMMIT (one WAL flush for the batch instead of one per write).
+//!
+//! Why: on PostgreSQL every commit waits for a WAL flush, and a worker's
+//! claim and complete each paid their own; batching divides the flushes by
+//! the batch size. Unlike SQLite's writer (`group_commit.rs`) this one does
+//! not stand in for a database-wide write lock: other nodes write beside it,
+//! kept apart by row locks, `SKIP LOCKED` and advisory locks as before.
+//!
+//! Invariants:
+//! - a caller hears `Ok` only after the COMMIT of the transaction that
+//!   carried its write succeeded; when a COMMIT's outcome is unknown (the
+//!   connection broke during it), every caller of that batch hears the
+//!   failure, none hears `Ok`;
+//! - in a batch of several, each write runs inside its own savepoint, so a
+//!   write that answers `Err` (a refused transition, a lost lease, a
+//!   constraint, a lock error) is rolled back alone and changes nothing,
+//!   while the others of its batch still commit; a lone write needs none
+//!   (its transaction is rolled back instead);
+//! - a write that failed only because of another transaction's locks
+//!   (deadlock, serialization failure, lock not available: a batch holds its
+//!   row and advisory locks until its COMMIT, so two nodes' batches can wait
+//!   for each other) is run again after its batch, alone in a transaction of
+//!   its own, up to [`ALONE_TRIES`] times, as every write ran before this
+//!   writer existed; a batch whose transaction failed before its COMMIT
+//!   (nothing of it committed) runs every one of its writes again that way.
+//!   So no write is applied twice or half, and none is answered worse than
+//!   it would have been alone. Writes are therefore `Clone` (each run is a
+//!   fresh copy of the closure);
+//! - a batch never waits for more writes to arrive: it takes what is
+//!   waiting, runs it and commits, so its locks are held only as long as its
+//!   statements take;
+//! - the writes run on the writer task (or a task of their own when run
+//!   alone), not in the caller's future: a caller that goes away cannot cut
+//!   a write in half.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sqlx::postgres::{PgConnection, PgPool};
+use tokio::sync::{mpsc, oneshot};
+
+use super::QueueError;
+use super::group_commit::WriteFuture;
+
+/// The most writes one transaction carries; more wait for the next commit.
+/// Smaller than SQLite's: a PostgreSQL batch holds row locks other nodes may
+/// be waiting for until it commits.
+const MAX_BATCH: usize = 64;
+
+/// Writes waiting for the writer task before senders wait for room.
+const BACKLOG: usize = 1024;
+
+/// How often a write that lost to another transaction's locks is run alone
+/// before its caller hears the error.
+pub(super) const ALONE_TRIES: usize = 3;
+
+/// The savepoint each write of a batch runs in (one at a time, so one name).
+macro_rules! savepoint {
+    () => {
+        "queue_write"
+    };
+}
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// How a write ran inside its batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ran {
+    /// It answered `Ok`; its changes stay.
+    Kept,
+    /// It answered `Err`; its changes are rolled back and its caller hears
+    /// the error.
+    Refused,
+    /// It failed on another transaction's locks; rolled back, it runs again
+    /// alone after the batch.
+    LostToLocks,
+}
+
+/// A write waiting for the writer task, with its type erased.
+trait Pending: Send {
+    /// Runs a fresh copy of the write on the batch's connection and keeps
+    /// its answer.
+    fn run<'c>(&'c mut self, conn: &'c mut PgConnection) -> BoxFuture<'c, Ran>;
+    /// Sends the kept answer, given why the batch failed (`None`: it
+    /// committed).
+    fn answer(self: Box<Self>, failure: Option<&str>);
+    /// Runs the write again alone, in transactions of its own, and answers.
+    fn alone(self: Box<Self>, pool: PgPool, tally: Arc<Tally>) -> BoxFuture<'static, ()>;
+}
+
+struct Typed<T, F> {
+    write: F,
+    answer: Option<Result<T, QueueError>>,
+    reply: oneshot::Sender<Result<T, QueueError>>,
+}
+
+impl<T, F> Pending for Typed<T, F>
+where
+    T: Send + 'static,
+    F: for<'c> FnOnce(&'c mut PgConnection) -> WriteFuture<'c, T> + Clone + Send + 'static,
+{
+    fn run<'c>(&'c mut self, conn: &'c mut PgConnection) -> BoxFuture<'c, Ran> {
+        Box::pin(async move {
+            let answer = (self.write.clone())(conn).await;
+            let ran = match &answer {
+                Ok(_) => Ran::Kept,
+                Err(error) if lost_to_locks(error) => Ran::LostToLocks,
+                Err(_) => Ran::Refused,
+            };
+            self.answer = Some(answer);
+            ran
+        })
+    }
+
+    fn answer(self: Box<Self>, failure: Option<&str>) {
+        let Typed { answer, reply, .. } = *self;
+        let answer = match (answer, failure) {
+            (Some(Err(refused)), _) => Err(refused),
+            (_, Some(why)) => Err(QueueError::CommitFailed(why.to_string())),
+            (Some(Ok(answer)), None) => Ok(answer),
+            (None, None) => Err(QueueError::CommitFailed(
+                "the write was not run in its batch".into(),
+            )),
+        };
+        // The caller may have gone away; its write stands.
+        let _ = reply.send(answer);
+    }
+
+    fn alone(self: Box<Self>, pool: PgPool, tally: Arc<Tally>) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let Typed { write, reply, .. } = *self;
+            let mut tries = 0;
+            let answer = loop {
+                tries += 1;
+                match run_alone(&pool, write.clone()).await {
+                    Err(error) if tries < ALONE_TRIES && lost_to_locks(&error) => continue,
+                    answer => break answer,
+                }
+            };
+            if answer.is_ok() {
+                tally.commits.fetch_add(1, Ordering::Relaxed);
+                tally.writes.fetch_add(1, Ordering::Relaxed);
+            }
+            let _ = reply.send(answer);
+        })
+    }
+}
+
+/// One write in a transaction of its own.
+async fn run_alone<T, F>(pool: &PgPool, write: F) -> Result<T, QueueError>
+where
+    F: for<'c> FnOnce(&'c mut PgConnection) -> WriteFuture<'c, T>,
+{
+    let mut tx = pool.begin().await?;
+    match write(&mut tx).await {
+        Ok(answer) => {
+            tx.commit()
+                .await
+                .map_err(|e| QueueError::CommitFailed(e.to_string()))?;
+            Ok(answer)
+        }
+        Err(refused) => {
+            // Dropping the transaction would roll back too; waiting for it
+            // keeps the connection reusable.
+            let _ = tx.rollback().await;
+            Err(refused)
+        }
+    }
+}
+
+/// True when `error` is PostgreSQL giving up on a statement because of
+/// another transaction's locks: deadlock detected (40P01), serialization
+/// failure (40001), lock not available (55P03). Running it again later may
+/// succeed.
+pub(super) fn lost_to_locks(error: &QueueError) -> bool {
+    match error {
+        QueueError::Database(sqlx::Error::Database(refusal)) => {
+            matches!(refusal.code().as_deref(), Some("40P01" | "40001" | "55P03"))
+        }
+        _ => false,
+    }
+}
+
+/// What the writer has committed, for `/metrics` and the benchmark.
+#[derive(Debug, Default)]
+pub(super) struct Tally {
+    commits: AtomicU64,
+    writes: AtomicU64,
+}
+
+/// The sending side of the writer task, started on first use.
+pub(super) struct PgGroupCommit {
+    pool: PgPool,
+    sender: std::sync::OnceLock<mpsc::Sender<Box<dyn Pending>>>,
+    tally: Arc<Tally>,
+}
+
+impl std::fmt::Debug for PgGroupCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgGroupCommit")
+            .field("tally", &self.tally)
+            .finish_non_exhaustive()
+    }
+}
+
+fn writer_gone() -> QueueError {
+    QueueError::CommitFailed("the queue's writer task has stopped".into())
+}
+
+impl PgGroupCommit {
+    pub(super) fn new(pool: PgPool) -> Self {
+        Self {
+            pool,
+            sender: std::sync::OnceLock::new(),
+            tally: Arc::new(Tally::default()),
+        }
+    }
+
+    /// Transactions committed, and the writes they carried.
+    pub(super) fn committed(&self) -> (u64, u64) {
+        (
+            self.tally.commits.load(Ordering::Relaxed),
+            self.tally.writes.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Runs `write` in the next batch and returns its answer once the batch
+    /// has committed (or, after a lock conflict, once it committed alone).
+    pub(super) async fn run<T, F>(&self, write: F) -> Result<T, QueueError>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut PgConnection) -> WriteFuture<'c, T> + Clone + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let pending: Box<dyn Pending> = Box::new(Typed {
+            write,
+            answer: None,
+            reply,
+        });
+        let sender = self.sender.get_or_init(|| {
+            let (sender, receiver) = mpsc::channel(BACKLOG);
+            tokio::spawn(writer_task(self.pool.clone(), self.tally.clone(), receiver));
+            sender
+        });
+        sender.send(pending).await.map_err(|_| writer_gone())?;
+        answer.await.map_err(|_| writer_gone())?
+    }
+}
+
+/// Takes whatever writes are waiting (at least one), runs them as one
+/// batch, repeats; ends when every `Queue` handle is gone.
+async fn writer_task(
+    pool: PgPool,
+    tally: Arc<Tally>,
+    mut receiver: mpsc::Receiver<Box<dyn Pending>>,
+) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    loop {
+        if receiver.recv_many(&mut batch, MAX_BATCH).await == 0 {
+            break;
+        }
+        let writes = std::mem::take(&mut batch);
+        run_batch(&pool, &tally, writes).await;
+    }
+}
+
+/// How a batch's transaction ended.
+enum Ended {
+    /// Committed (or, for a lone refused write, rolled back): answer each
+    /// write from what it ran.
+    Answered,
+    /// Failed before COMMIT, or refused by the server at COMMIT: nothing of
+    /// it is committed, so every write runs again alone.
+    NothingCommitted(String),
+    /// The COMMIT's outcome is unknown: every caller hears the failure.
+    Unknown(String),
+}
+
+/// Runs and commits one batch, then answers its callers (and starts the
+/// writes to run again alone).
+async fn run_batch(pool: &PgPool, tally: &Arc<Tally>, mut writes: Vec<Box<dyn Pending>>) {
+    let alone = writes.len() == 1;
+    let mut ran = Vec::with_capacity(writes.len());
+    let started = std::time::Instant::now();
+    let ended = async {
+        let mut tx = match pool.begin().await {
+            Ok(tx) => tx,
+            Err(error) => return Ended::NothingCommitted(error.to_string()),
+        };
+        for (index, write) in writes.iter_mut().enumerate() {
+            if !alone {
+                let statement = if index == 0 {
+                    concat!("SAVEPOINT ", savepoint!())
+                } else {
+                    concat!(
+                        "RELEASE SAVEPOINT ",
+                        savepoint!(),
+                        "; SAVEPOINT ",
+                        savepoint!()
+                    )
+                };
+                if let Err(error) = sqlx::raw_sql(statement).execute(&mut *tx).await {
+                    return Ended::NothingCommitted(error.to_string());
+                }
+            }
+            let outcome = write.run(&mut tx).await;
+            ran.push(outcome);
+            if outcome != Ran::Kept {
+                if alone {
+                    let _ = tx.rollback().await;
+                    return Ended::Answered;
+                }
+                let undo = concat!("ROLLBACK TO SAVEPOINT ", savepoint!());
+                if let Err(error) = sqlx::raw_sql(undo).execute(&mut *tx).await {
+                    return Ended::NothingCommitted(error.to_string());
+                }
+            }
+        }
+        match tx.commit().await {
+            Ok(()) => {
+                tally.commits.fetch_add(1, Ordering::Relaxed);
+                tally
+                    .writes
+                    .fetch_add(writes.len() as u64, Ordering::Relaxed);
+                Ended::Answered
+            }
+            // The server answered the COMMIT with an error: it rolled back.
+            Err(error @ sqlx::Error::Database(_)) => Ended::NothingCommitted(error.to_string()),
+            Err(error) => Ended::Unknown(error.to_string()),
+        }
+    }
+    .await;
+    crate::metrics::QUEUE_COMMIT_DURATION.observe(&[], started.elapsed());
+    match ended {
+        Ended::Answered => {
+            for (write, ran) in writes.into_iter().zip(ran) {
+                if ran == Ran::LostToLocks {
+                    tokio::spawn(write.alone(pool.clone(), tally.clone()));
+                } else {
+                    write.answer(None);
+                }
+            }
+        }
+        Ended::NothingCommitted(why) => {
+            tracing::warn!(error = %why, writes = writes.len(), "queue batch not committed; running its writes one by one");
+            for write in writes {
+                tokio::spawn(write.alone(pool.clone(), tally.clone()));
+            }
+        }
+        Ended::Unknown(why) => {
+            tracing::error!(error = %why, "queue batch's commit did not complete");
+            for write in writes {
+                write.answer(Some(&why));
+            }
+        }
+    }
+}
