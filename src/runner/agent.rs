@@ -14,7 +14,10 @@
 //!   [`HEADS_PER_JOB`] per job are read (an area past that keeps its section
 //!   as it is); manifests are read only at evidence commits, at most
 //!   [`builtin::MAX_MANIFESTS`] at the tip and [`CHANGE_READS_PER_JOB`] for
-//!   the PRs' changes;
+//!   the PRs' changes; the root and folders are not listed again for
+//!   manifests when the range starts at a commit this process found
+//!   manifest-free and its first-parent path holds only PR merges that name
+//!   no manifest (the answer at the tip is then the same);
 //! - a job for one merged PR (a maintainer's request, possibly for an old PR)
 //!   never re-derives the current-state sections ("What is here",
 //!   `Dependencies.md`): only range jobs, whose tip is the newest commit
@@ -888,6 +891,111 @@ pub async fn run_builtin(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::forge::evidence::{
+        BUNDLE_VERSION, ChangedFile, CommitInfo, JobScope, PullRequest, SourceInfo,
+    };
+
+    fn sha(c: char) -> String {
+        c.to_string().repeat(40)
+    }
+
+    /// A range `0..b` of commits `a` (parent `0`) and `b` (parent `a`), each a
+    /// PR merge with the given files.
+    fn range(repository: &str, files: [&str; 2]) -> EvidenceBundle {
+        let commit = |s: char, parent: char| CommitInfo {
+            sha: sha(s),
+            parents: vec![sha(parent)],
+            author: "Zoë".into(),
+            committed_at: "2026-11-30T10:00:00Z".into(),
+            subject: "change".into(),
+        };
+        let pull = |number: u64, s: char, path: &str| PullRequest {
+            number,
+            title: "change".into(),
+            body: String::new(),
+            body_truncated: false,
+            author: "Zoë".into(),
+            labels: vec![],
+            merged_at: "2026-11-30T10:00:00Z".into(),
+            merge_sha: sha(s),
+            files: vec![ChangedFile {
+                path: path.into(),
+                status: FileStatus::Added,
+                additions: 1,
+                deletions: 0,
+            }],
+            files_truncated: false,
+        };
+        EvidenceBundle {
+            version: BUNDLE_VERSION,
+            source: SourceInfo {
+                repository: repository.into(),
+                forge: "local".into(),
+                default_branch: "main".into(),
+            },
+            job: JobScope {
+                job_id: 1,
+                scope: crate::ids::Scope::Range {
+                    before: crate::ids::Sha::parse(&sha('0')).unwrap(),
+                    after: crate::ids::Sha::parse(&sha('b')).unwrap(),
+                },
+            },
+            commits: vec![commit('a', '0'), commit('b', 'a')],
+            commits_truncated: false,
+            pull_requests: vec![pull(1, 'a', files[0]), pull(2, 'b', files[1])],
+            pull_requests_truncated: false,
+            stale_facts: Vec::new(),
+            marker_rewrites: Default::default(),
+        }
+    }
+
+    #[test]
+    fn manifests_are_known_absent_only_from_a_remembered_start_through_pull_merges() {
+        let repository = "unit/no-manifests";
+        let start = crate::ids::Sha::parse(&sha('0')).unwrap();
+        let plain = range(repository, ["a/x.txt", "b/y.txt"]);
+        // Nothing remembered yet: list.
+        assert!(!no_manifests_known(repository, &plain));
+        remember_manifests(repository, &start, true);
+        assert!(no_manifests_known(repository, &plain));
+        // Another repository's memory does not count.
+        assert!(!no_manifests_known(
+            "unit/other",
+            &range("unit/other", ["a", "b"])
+        ));
+        // A commit on the path that is no PR merge (a direct push): list.
+        let mut pushed = plain.clone();
+        pushed.pull_requests.remove(0);
+        assert!(!no_manifests_known(repository, &pushed));
+        // A PR whose file list was cut: list.
+        let mut cut = plain.clone();
+        cut.pull_requests[1].files_truncated = true;
+        assert!(!no_manifests_known(repository, &cut));
+        // A range that starts elsewhere: list.
+        let mut elsewhere = plain.clone();
+        elsewhere.job.scope = crate::ids::Scope::Range {
+            before: crate::ids::Sha::parse(&sha('a')).unwrap(),
+            after: crate::ids::Sha::parse(&sha('b')).unwrap(),
+        };
+        assert!(!no_manifests_known(repository, &elsewhere));
+        // Found manifests (or an incomplete search) forget the start.
+        remember_manifests(repository, &start, false);
+        assert!(!no_manifests_known(repository, &plain));
+        // (A PR that touches a manifest is the caller's check: touched_manifests.)
+        let touching = range(repository, ["a/x.txt", "b/Cargo.toml"]);
+        let task = AgentTask {
+            repository,
+            job_id: 1,
+            bundle: &touching,
+            policy: None,
+            before_write: None,
+        };
+        assert_eq!(
+            touched_manifests(&task),
+            BTreeSet::from(["b/Cargo.toml".to_owned()])
+        );
+    }
 
     #[test]
     fn batches_respect_count_and_size() {
