@@ -1,8 +1,8 @@
 //! What every agent backend gets and gives back, and the builtin agent's
 //! driver: it reads the wiki through the writer child, reads the files of
 //! the areas it records entries in through the child's evidence tools
-//! (`list_source_files`, and `get_source_file` with `max_bytes` for each
-//! file's first [`HEAD_BYTES`], whose purpose [`crate::purpose`] finds) and
+//! (`list_source_files`, and `get_source_file_heads` for many files' first
+//! [`HEAD_BYTES`] in one call, whose purpose [`crate::purpose`] finds) and
 //! the manifests [`crate::manifests`] reads (at the tip for `Dependencies.md`,
 //! and at each PR's merge commit and first parent for its changes), plans
 //! with [`super::builtin::plan_full`], and writes through the child's
@@ -15,7 +15,10 @@
 //!   as it is); manifests are read only at evidence commits and their
 //!   parents, at most
 //!   [`builtin::MAX_MANIFESTS`] at the tip and [`CHANGE_READS_PER_JOB`] for
-//!   the PRs' changes;
+//!   the PRs' changes; the root and folders are not listed again for
+//!   manifests when the range starts at a commit this process found
+//!   manifest-free and its first-parent path holds only PR merges that name
+//!   no manifest (the answer at the tip is then the same);
 //! - a job for one merged PR (a maintainer's request, possibly for an old PR)
 //!   never re-derives the current-state sections ("What is here",
 //!   `Dependencies.md`): only range jobs, whose tip is the newest commit
@@ -212,32 +215,65 @@ async fn read_head(
     Ok(Some((content, file["truncated"] == true)))
 }
 
-/// The purpose of `path` at the job's tip: `Ok(None)` when the file states
-/// none or cannot be read as text (too large, binary, gone).
-async fn file_purpose(
+/// How many file heads one `get_source_file_heads` call asks for (its limits
+/// are 50 paths and 128 KiB of paths × bytes).
+const HEADS_PER_CALL: usize = 32;
+
+/// The purpose of each of `paths` at the job's tip, read with one
+/// `get_source_file_heads` call per [`HEADS_PER_CALL`] paths: `None` for a
+/// file that states none or cannot be read as text (too large, binary, gone).
+/// Another per-path error ends the read like a failed call.
+async fn file_purposes(
     client: &WriterClient,
     task: &AgentTask<'_>,
-    path: &str,
-) -> Result<Option<(String, crate::facts::Lines)>, CallError> {
-    let Some((content, truncated)) = read_head(
-        client,
-        task,
-        task.bundle.job.tip().as_str(),
-        path,
-        HEAD_BYTES,
-    )
-    .await?
-    else {
-        return Ok(None);
-    };
-    let content = content.as_str();
-    // A head cut inside a line ends at the last whole line.
-    let content = if truncated {
-        content.rfind('\n').map_or(content, |end| &content[..=end])
-    } else {
-        content
-    };
-    Ok(purpose(path, content.as_bytes()))
+    paths: &[String],
+) -> Result<Vec<Option<(String, crate::facts::Lines)>>, CallError> {
+    let mut purposes = Vec::with_capacity(paths.len());
+    for chunk in paths.chunks(HEADS_PER_CALL) {
+        let heads = client
+            .result(
+                "get_source_file_heads",
+                json!({
+                    "repository": task.repository,
+                    "commit": task.bundle.job.tip().as_str(),
+                    "paths": chunk,
+                    "max_bytes": HEAD_BYTES,
+                }),
+            )
+            .await?;
+        let files = heads["files"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        if files.len() != chunk.len() {
+            return Err(CallError::Protocol(format!(
+                "get_source_file_heads answered {} files for {} paths",
+                files.len(),
+                chunk.len()
+            )));
+        }
+        for (path, file) in chunk.iter().zip(files) {
+            if let Some(error) = file.get("error") {
+                let kind = error["type"].as_str().unwrap_or_default();
+                if matches!(kind, "not_found" | "limit_exceeded") {
+                    purposes.push(None);
+                    continue;
+                }
+                return Err(CallError::Tool(super::writer::ToolFailure {
+                    tool: "get_source_file_heads".into(),
+                    kind: kind.to_owned(),
+                    outcome: "not_applied".into(),
+                    message: error["message"].as_str().unwrap_or_default().to_owned(),
+                }));
+            }
+            let content = file["content"].as_str().unwrap_or_default();
+            // A head cut inside a line ends at the last whole line.
+            let content = if file["truncated"] == true {
+                content.rfind('\n').map_or(content, |end| &content[..=end])
+            } else {
+                content
+            };
+            purposes.push(purpose(path, content.as_bytes()));
+        }
+    }
+    Ok(purposes)
 }
 
 /// Reads the files of the areas `slugs` (not yet in `listings`) at the job's
@@ -302,19 +338,18 @@ async fn read_listings(
         }
         *heads -= shown;
         let mut files = Vec::with_capacity(shown);
-        for path in paths.iter().take(shown) {
-            match file_purpose(client, task, path).await {
-                Ok(purpose) => files.push(AreaFile {
+        match file_purposes(client, task, &paths[..shown]).await {
+            Ok(purposes) => {
+                files.extend(paths.iter().zip(purposes).map(|(path, purpose)| AreaFile {
                     path: path.clone(),
                     purpose,
-                }),
-                Err(e) if !transient(&e) => {
-                    tracing::warn!(reason = %e, area = %slug, "an area's files could not be read; its page keeps its \"What is here\" section");
-                    readable = false;
-                    break;
-                }
-                Err(e) => return Err(e),
+                }))
             }
+            Err(e) if !transient(&e) => {
+                tracing::warn!(reason = %e, area = %slug, "an area's files could not be read; its page keeps its \"What is here\" section");
+                readable = false;
+            }
+            Err(e) => return Err(e),
         }
         if readable {
             listings.insert(
@@ -361,6 +396,81 @@ async fn read_manifest(
     }))
 }
 
+/// The source commits at which this process listed the root and top-level
+/// folders completely and found no manifest, per repository (the newest
+/// only). A commit names its tree, so the fact never goes out of date; it
+/// lets the next range, which starts there, skip the listing.
+static NO_MANIFESTS: std::sync::Mutex<BTreeMap<String, String>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+fn remember_manifests(repository: &str, tip: &crate::ids::Sha, none: bool) {
+    let mut known = NO_MANIFESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let key = repository.to_ascii_lowercase();
+    if none {
+        // Bounded by the configured sources: one entry per repository.
+        known.insert(key, tip.as_str().to_ascii_lowercase());
+    } else {
+        known.remove(&key);
+    }
+}
+
+/// Whether the job's tip is known to have no manifests: its range starts at a
+/// commit remembered to have none, and every commit on the first-parent path
+/// from the tip back to that start is a recorded PR's merge with its whole
+/// file list, none of which names a manifest (the caller checked that).
+/// Adding or removing a manifest anywhere the search looks is such a file
+/// change, so the answer at the tip is the start's.
+fn no_manifests_known(repository: &str, bundle: &EvidenceBundle) -> bool {
+    let crate::ids::Scope::Range { before, after } = &bundle.job.scope else {
+        return false;
+    };
+    let known = NO_MANIFESTS.lock().unwrap_or_else(|e| e.into_inner());
+    if known
+        .get(&repository.to_ascii_lowercase())
+        .map(String::as_str)
+        != Some(before.as_str().to_ascii_lowercase().as_str())
+    {
+        return false;
+    }
+    drop(known);
+    first_parent_path_is_pulls(bundle, before.as_str(), after.as_str())
+}
+
+/// Whether the first-parent path from `after` back to `before` runs only
+/// through the bundle's PR merges, each with its whole file list.
+fn first_parent_path_is_pulls(bundle: &EvidenceBundle, before: &str, after: &str) -> bool {
+    if bundle.commits_truncated || bundle.pull_requests_truncated {
+        return false;
+    }
+    let mut at = after.to_ascii_lowercase();
+    let before = before.to_ascii_lowercase();
+    // Each step moves to a distinct commit of the bundle, so this ends.
+    for _ in 0..=bundle.commits.len() {
+        if at == before {
+            return true;
+        }
+        let pulled = bundle
+            .pull_requests
+            .iter()
+            .any(|p| p.merge_sha.eq_ignore_ascii_case(&at) && !p.files_truncated);
+        let Some(commit) = bundle
+            .commits
+            .iter()
+            .find(|c| c.sha.eq_ignore_ascii_case(&at))
+        else {
+            return false;
+        };
+        let Some(parent) = commit.parents.first() else {
+            return false;
+        };
+        if !pulled {
+            return false;
+        }
+        at = parent.to_ascii_lowercase();
+    }
+    false
+}
+
 /// The manifest paths touched by the job's PRs.
 fn touched_manifests(task: &AgentTask<'_>) -> BTreeSet<String> {
     task.bundle
@@ -386,16 +496,21 @@ async fn read_dependencies(
     let transient = |e: &CallError| matches!(e, CallError::Tool(f) if f.is_transient());
     let touched = touched_manifests(task);
     let mut facts = DependencyFacts::default();
-    if at_tip && (!touched.is_empty() || !page_exists) {
+    let known_empty =
+        !page_exists && touched.is_empty() && no_manifests_known(task.repository, task.bundle);
+    if at_tip && (!touched.is_empty() || !page_exists) && !known_empty {
         let tip = task.bundle.job.tip().clone();
         let mut found: BTreeSet<String> = touched.clone();
         let listed = match list_files(client, task, "", false).await {
-            Ok((root, _)) => Some(root),
+            Ok(root) => Some(root),
             Err(e) if !transient(&e) => None,
             Err(e) => return Err(e),
         };
-        if let Some(root) = listed {
+        if let Some((root, root_cut)) = listed {
             let mut folders = 0;
+            // Whether the search saw everything it looks at: only then may
+            // "no manifests" be remembered for the next job.
+            let mut complete = !root_cut;
             for (path, directory) in root {
                 if !directory {
                     if manifests::ecosystem_of(&path).is_some() {
@@ -404,20 +519,25 @@ async fn read_dependencies(
                     continue;
                 }
                 if folders == MANIFEST_FOLDERS {
+                    complete = false;
                     continue;
                 }
                 folders += 1;
                 match list_files(client, task, &path, false).await {
-                    Ok((files, _)) => found.extend(
-                        files
-                            .into_iter()
-                            .filter(|(p, d)| !d && manifests::ecosystem_of(p).is_some())
-                            .map(|(p, _)| p),
-                    ),
-                    Err(e) if !transient(&e) => {}
+                    Ok((files, cut)) => {
+                        complete &= !cut;
+                        found.extend(
+                            files
+                                .into_iter()
+                                .filter(|(p, d)| !d && manifests::ecosystem_of(p).is_some())
+                                .map(|(p, _)| p),
+                        );
+                    }
+                    Err(e) if !transient(&e) => complete = false,
                     Err(e) => return Err(e),
                 }
             }
+            remember_manifests(task.repository, &tip, complete && found.is_empty());
             let mut read = Vec::new();
             let mut omitted = 0;
             for path in &found {
@@ -783,6 +903,111 @@ pub async fn run_builtin(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::forge::evidence::{
+        BUNDLE_VERSION, ChangedFile, CommitInfo, JobScope, PullRequest, SourceInfo,
+    };
+
+    fn sha(c: char) -> String {
+        c.to_string().repeat(40)
+    }
+
+    /// A range `0..b` of commits `a` (parent `0`) and `b` (parent `a`), each a
+    /// PR merge with the given files.
+    fn range(repository: &str, files: [&str; 2]) -> EvidenceBundle {
+        let commit = |s: char, parent: char| CommitInfo {
+            sha: sha(s),
+            parents: vec![sha(parent)],
+            author: "Zoë".into(),
+            committed_at: "2026-11-30T10:00:00Z".into(),
+            subject: "change".into(),
+        };
+        let pull = |number: u64, s: char, path: &str| PullRequest {
+            number,
+            title: "change".into(),
+            body: String::new(),
+            body_truncated: false,
+            author: "Zoë".into(),
+            labels: vec![],
+            merged_at: "2026-11-30T10:00:00Z".into(),
+            merge_sha: sha(s),
+            files: vec![ChangedFile {
+                path: path.into(),
+                status: FileStatus::Added,
+                additions: 1,
+                deletions: 0,
+            }],
+            files_truncated: false,
+        };
+        EvidenceBundle {
+            version: BUNDLE_VERSION,
+            source: SourceInfo {
+                repository: repository.into(),
+                forge: "local".into(),
+                default_branch: "main".into(),
+            },
+            job: JobScope {
+                job_id: 1,
+                scope: crate::ids::Scope::Range {
+                    before: crate::ids::Sha::parse(&sha('0')).unwrap(),
+                    after: crate::ids::Sha::parse(&sha('b')).unwrap(),
+                },
+            },
+            commits: vec![commit('a', '0'), commit('b', 'a')],
+            commits_truncated: false,
+            pull_requests: vec![pull(1, 'a', files[0]), pull(2, 'b', files[1])],
+            pull_requests_truncated: false,
+            stale_facts: Vec::new(),
+            marker_rewrites: Default::default(),
+        }
+    }
+
+    #[test]
+    fn manifests_are_known_absent_only_from_a_remembered_start_through_pull_merges() {
+        let repository = "unit/no-manifests";
+        let start = crate::ids::Sha::parse(&sha('0')).unwrap();
+        let plain = range(repository, ["a/x.txt", "b/y.txt"]);
+        // Nothing remembered yet: list.
+        assert!(!no_manifests_known(repository, &plain));
+        remember_manifests(repository, &start, true);
+        assert!(no_manifests_known(repository, &plain));
+        // Another repository's memory does not count.
+        assert!(!no_manifests_known(
+            "unit/other",
+            &range("unit/other", ["a", "b"])
+        ));
+        // A commit on the path that is no PR merge (a direct push): list.
+        let mut pushed = plain.clone();
+        pushed.pull_requests.remove(0);
+        assert!(!no_manifests_known(repository, &pushed));
+        // A PR whose file list was cut: list.
+        let mut cut = plain.clone();
+        cut.pull_requests[1].files_truncated = true;
+        assert!(!no_manifests_known(repository, &cut));
+        // A range that starts elsewhere: list.
+        let mut elsewhere = plain.clone();
+        elsewhere.job.scope = crate::ids::Scope::Range {
+            before: crate::ids::Sha::parse(&sha('a')).unwrap(),
+            after: crate::ids::Sha::parse(&sha('b')).unwrap(),
+        };
+        assert!(!no_manifests_known(repository, &elsewhere));
+        // Found manifests (or an incomplete search) forget the start.
+        remember_manifests(repository, &start, false);
+        assert!(!no_manifests_known(repository, &plain));
+        // (A PR that touches a manifest is the caller's check: touched_manifests.)
+        let touching = range(repository, ["a/x.txt", "b/Cargo.toml"]);
+        let task = AgentTask {
+            repository,
+            job_id: 1,
+            bundle: &touching,
+            policy: None,
+            before_write: None,
+        };
+        assert_eq!(
+            touched_manifests(&task),
+            BTreeSet::from(["b/Cargo.toml".to_owned()])
+        );
+    }
 
     #[test]
     fn batches_respect_count_size_and_replacements() {

@@ -678,8 +678,38 @@ pub fn read_head_at(
 ) -> Result<Option<evidence::FileHead>, SourceError> {
     let repo = open(path)?;
     let id = commit_id(&repo, "commit", commit)?;
-    let clean = evidence::clean_source_path(file, false).map_err(SourceError::Invalid)?;
     let tree = tree_of(&repo, Some(id))?;
+    head_in(&repo, &tree, commit, file, max)
+}
+
+/// The heads of `files` at `commit`, as [`read_head_at`] reads each, with the
+/// repository and tree opened once: the outer error is the commit's, each
+/// inner result one path's (a path that is not there is `Ok(None)` and does
+/// not stop the others).
+pub fn read_heads_at(
+    path: &Path,
+    commit: &str,
+    files: &[String],
+    max: usize,
+) -> Result<Vec<Result<Option<evidence::FileHead>, SourceError>>, SourceError> {
+    let repo = open(path)?;
+    let id = commit_id(&repo, "commit", commit)?;
+    let tree = tree_of(&repo, Some(id))?;
+    Ok(files
+        .iter()
+        .map(|file| head_in(&repo, &tree, commit, file, max))
+        .collect())
+}
+
+/// One file's head in `tree` (the tree of `commit`).
+fn head_in(
+    repo: &gix::Repository,
+    tree: &gix::Tree<'_>,
+    commit: &str,
+    file: &str,
+    max: usize,
+) -> Result<Option<evidence::FileHead>, SourceError> {
+    let clean = evidence::clean_source_path(file, false).map_err(SourceError::Invalid)?;
     let Some(entry) = tree
         .lookup_entry_by_path(&clean)
         .map_err(|e| unavailable("looking up a path", e))?

@@ -1,5 +1,6 @@
 //! The writer's evidence toolset: `get_job_evidence`, `list_pull_request_files`,
-//! `list_source_files` and `get_source_file`, answered only from the bound
+//! `list_source_files`, `get_source_file` and `get_source_file_heads` (the
+//! first bytes of many files in one call), answered only from the bound
 //! job's evidence bundle (`TEAMMEM_WRITER_EVIDENCE`) and the source
 //! repository at commits inside it or their parents.
 //!
@@ -10,8 +11,13 @@
 //!   commits nor a parent of one is `permission_denied`, a path is read only as a blob or a directory of
 //!   that commit's tree (repository-relative, no `..`);
 //! - results stay within the envelope limit: manifests are paged, patches,
-//!   files and directory listings are bounded, and an oversized bundle is
-//!   answered without manifests;
+//!   files and directory listings are bounded, a heads call at most
+//!   [`MAX_HEAD_PATHS`] paths of [`MAX_HEAD_BYTES`] each and
+//!   [`MAX_HEADS_BYTES`] in all (refused whole, naming the limit, beyond), and
+//!   an oversized bundle is answered without manifests;
+//! - a heads call answers every path on its own: one that is not a file, not
+//!   text or not a clean path is an error entry for that path, never a failure
+//!   of the others; only the commit is checked for the whole call;
 //! - GitHub sources' patches come from `patches.json`, stored next to the bundle
 //!   when the runner collected it, and their files and listings from the job's broker
 //!   (`runner/broker.rs`), which reads them in the daemon after checking the
@@ -40,6 +46,13 @@ pub const MAX_PATCH: usize = 32 * 1024;
 const MAX_BUNDLE_RESULT: usize = 300 * 1024;
 /// At most this many files per page of `list_pull_request_files`.
 const MAX_PER_PAGE: i64 = 50;
+/// At most this many paths per `get_source_file_heads` call.
+pub const MAX_HEAD_PATHS: usize = 50;
+/// At most this many bytes of one head in `get_source_file_heads`.
+pub const MAX_HEAD_BYTES: usize = 8 * 1024;
+/// At most this many head bytes (paths × `max_bytes`) per call, so that the
+/// answer stays within the envelope limit.
+pub const MAX_HEADS_BYTES: usize = 128 * 1024;
 
 pub const TOOLSET: Toolset = Toolset {
     name: "evidence",
@@ -77,6 +90,14 @@ pub const TOOLSET: Toolset = Toolset {
             input_schema: file_schema,
             handler: get_source_file,
         },
+        ToolDef {
+            name: "get_source_file_heads",
+            title: "Source file heads",
+            description: "The first max_bytes (1-8192) bytes of each of up to 50 UTF-8 files of the source repository at one commit of this job's evidence (default: the newest commit of the range), in one call; paths × max_bytes at most 131072. Each entry has path and either content and truncated, or error (type and message) for that path alone (not a file there, not text).",
+            hints: Hints::READ,
+            input_schema: heads_schema,
+            handler: get_source_file_heads,
+        },
     ],
 };
 
@@ -108,6 +129,18 @@ fn file_schema() -> Value {
             "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_SOURCE_FILE, "description": "Read only the file's first bytes, up to this many"},
         }),
         &["repository", "path"],
+    )
+}
+
+fn heads_schema() -> Value {
+    super::object_schema(
+        json!({
+            "repository": super::repository_schema(),
+            "paths": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_HEAD_PATHS, "description": "Repository-relative file paths, e.g. src/lib.rs"},
+            "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_HEAD_BYTES, "description": "How many of each file's first bytes to read"},
+            "commit": {"type": "string", "description": "A full 40-character sha of one of the evidence's commits; default the newest of the range"},
+        }),
+        &["repository", "paths", "max_bytes"],
     )
 }
 
@@ -155,6 +188,15 @@ struct FileArgs {
     path: String,
     commit: Option<String>,
     max_bytes: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeadsArgs {
+    repository: String,
+    paths: Vec<String>,
+    max_bytes: i64,
+    commit: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -302,6 +344,50 @@ impl<'a> SourceFiles<'a> {
                     content: file.content,
                     truncated: file.truncated,
                 }))
+            }
+        }
+    }
+
+    /// The heads of `paths` at `commit` (already checked to be an evidence
+    /// commit), one result per path: a local source reads them all from one
+    /// open repository, a GitHub source asks the broker for each (the daemon
+    /// answers unchanged blobs from its head cache).
+    async fn heads(
+        &self,
+        commit: &str,
+        paths: Vec<String>,
+        max: usize,
+    ) -> Result<Vec<Result<Option<FileHead>, ToolError>>, ToolError> {
+        match self {
+            SourceFiles::Local(repo) => {
+                let (repo, sha) = (repo.to_path_buf(), commit.to_owned());
+                let heads =
+                    blocking(move || local_source::read_heads_at(&repo, &sha, &paths, max)).await?;
+                Ok(heads
+                    .into_iter()
+                    .map(|head| head.map_err(source_error))
+                    .collect())
+            }
+            SourceFiles::Brokered(context) => {
+                let broker = broker_of(context)?;
+                let mut heads = Vec::with_capacity(paths.len());
+                for path in &paths {
+                    let head = match broker.source_file(commit, path, Some(max)).await {
+                        Ok(file) => Ok(Some(FileHead {
+                            content: file.content,
+                            truncated: file.truncated,
+                        })),
+                        Err(error) if error.kind == "not_found" => Ok(None),
+                        // The commit was checked here; a broker that refuses
+                        // it anyway refuses the whole call.
+                        Err(error) if error.kind == "permission_denied" => {
+                            return Err(broker_error(error));
+                        }
+                        Err(error) => Err(broker_error(error)),
+                    };
+                    heads.push(head);
+                }
+                Ok(heads)
             }
         }
     }
@@ -518,6 +604,90 @@ fn get_source_file(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
                 "content": file.content,
                 "truncated": file.truncated,
             }))
+        }
+        .await;
+        Ok(Answer::new(identity, outcome))
+    })
+}
+
+fn get_source_file_heads(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
+    Box::pin(async move {
+        let args: HeadsArgs = parse_arguments("get_source_file_heads", arguments)?;
+        let (resolved, bundle) = match bundle_of(context, &args.repository) {
+            Ok(found) => found,
+            Err(answer) => return Ok(*answer),
+        };
+        let identity = Some(resolved.identity.clone());
+        let outcome = async {
+            let max = usize::try_from(args.max_bytes)
+                .ok()
+                .filter(|n| (1..=MAX_HEAD_BYTES).contains(n))
+                .ok_or_else(|| {
+                    ToolError::invalid_input(format!(
+                        "max_bytes must be between 1 and {MAX_HEAD_BYTES}, got {}",
+                        args.max_bytes
+                    ))
+                })?;
+            if args.paths.is_empty() || args.paths.len() > MAX_HEAD_PATHS {
+                return Err(ToolError::new(
+                    ErrorKind::LimitExceeded,
+                    format!(
+                        "paths must name 1 to {MAX_HEAD_PATHS} files, got {}; split the paths over several calls",
+                        args.paths.len()
+                    ),
+                ));
+            }
+            if args.paths.len() * max > MAX_HEADS_BYTES {
+                return Err(ToolError::new(
+                    ErrorKind::LimitExceeded,
+                    format!(
+                        "{} paths of {max} bytes is more than the {MAX_HEADS_BYTES}-byte limit of one call (paths × max_bytes); ask for fewer paths or fewer bytes",
+                        args.paths.len()
+                    ),
+                ));
+            }
+            let commit = evidence_commit(&bundle, args.commit.as_deref())?;
+            // A path that is not clean is answered for itself, never read.
+            let cleaned: Vec<Result<String, ToolError>> = args
+                .paths
+                .iter()
+                .map(|p| evidence::clean_source_path(p, false).map_err(ToolError::invalid_input))
+                .collect();
+            let readable: Vec<String> = cleaned.iter().filter_map(|c| c.clone().ok()).collect();
+            let mut read = SourceFiles::of(context, &resolved)
+                .heads(&commit, readable, max)
+                .await?
+                .into_iter();
+            let files: Vec<Value> = args
+                .paths
+                .iter()
+                .zip(cleaned)
+                .map(|(path, clean)| {
+                    let head = clean.and_then(|_| {
+                        read.next()
+                            .unwrap_or_else(|| Err(ToolError::internal("reading heads", "a head is missing")))
+                    });
+                    match head {
+                        Ok(Some(file)) => json!({
+                            "path": path,
+                            "content": file.content,
+                            "truncated": file.truncated,
+                        }),
+                        Ok(None) => json!({
+                            "path": path,
+                            "error": {
+                                "type": ErrorKind::NotFound.as_str(),
+                                "message": format!("{} is not a file at {commit}", evidence::bound(path, 240).0),
+                            },
+                        }),
+                        Err(error) => json!({
+                            "path": path,
+                            "error": {"type": error.kind.as_str(), "message": error.message},
+                        }),
+                    }
+                })
+                .collect();
+            Ok(json!({"commit": commit, "files": files}))
         }
         .await;
         Ok(Answer::new(identity, outcome))

@@ -267,6 +267,7 @@ mod tests {
             "list_pull_request_files",
             "list_source_files",
             "get_source_file",
+            "get_source_file_heads",
         ];
         let mut with_writes = reads.to_vec();
         with_writes.extend(["write_wiki_pages", "patch_wiki_pages"]);

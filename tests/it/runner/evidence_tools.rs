@@ -246,6 +246,90 @@ async fn evidence_tools_serve_only_the_bound_job() {
 }
 
 #[tokio::test]
+async fn file_heads_are_read_many_per_call_each_path_on_its_own() {
+    let s = Setup::new();
+    let client = writer(&s).await;
+    let show = |path: &str| {
+        crate::harness::git::git(
+            &s.source.dir,
+            &["show", &format!("{}:{path}", s.source.head)],
+        )
+    };
+
+    // Every path answered in order: heads as git has them, a missing file
+    // and an unclean path each an error of their own.
+    let (ok, heads, _) = call(
+        &client,
+        "get_source_file_heads",
+        json!({"repository": "demo/app", "paths": ["docs/guide.md", "nope.txt", "Makefile", "../x"], "max_bytes": 7}),
+    )
+    .await;
+    assert!(ok, "{heads}");
+    assert_eq!(heads["commit"], s.source.head.as_str());
+    let files = heads["files"].as_array().unwrap();
+    assert_eq!(files.len(), 4);
+    assert_eq!(files[0]["path"], "docs/guide.md");
+    assert_eq!(files[0]["content"], &show("docs/guide.md")[..7]);
+    assert_eq!(files[0]["truncated"], true);
+    assert_eq!(files[1]["path"], "nope.txt");
+    assert_eq!(files[1]["error"]["type"], "not_found");
+    assert!(files[1].get("content").is_none());
+    let makefile = show("Makefile");
+    assert_eq!(files[2]["content"], &makefile[..makefile.len().min(7)]);
+    assert_eq!(files[3]["error"]["type"], "invalid_input");
+    let (ok, whole, _) = call(
+        &client,
+        "get_source_file_heads",
+        json!({"repository": "demo/app", "paths": ["docs/guide.md"], "max_bytes": 8192, "commit": s.source.squash_13}),
+    )
+    .await;
+    assert!(ok, "{whole}");
+    assert_eq!(whole["files"][0]["content"], "# Guide\n\nStep one.\n");
+    assert_eq!(whole["files"][0]["truncated"], false);
+
+    // Bounds and authorization refuse the whole call, naming what was wrong.
+    let many: Vec<String> = (0..51).map(|i| format!("f{i}.txt")).collect();
+    let seventeen = vec!["README.md"; 17];
+    for (args, want, says) in [
+        (
+            json!({"repository": "demo/app", "paths": many, "max_bytes": 10}),
+            "limit_exceeded",
+            "1 to 50",
+        ),
+        (
+            json!({"repository": "demo/app", "paths": [], "max_bytes": 10}),
+            "limit_exceeded",
+            "1 to 50",
+        ),
+        (
+            json!({"repository": "demo/app", "paths": seventeen, "max_bytes": 8192}),
+            "limit_exceeded",
+            "131072-byte limit",
+        ),
+        (
+            json!({"repository": "demo/app", "paths": ["README.md"], "max_bytes": 8193}),
+            "invalid_input",
+            "between 1 and 8192",
+        ),
+        (
+            json!({"repository": "demo/app", "paths": ["README.md"], "max_bytes": 10, "commit": s.source.base}),
+            "permission_denied",
+            "not one of this job's evidence commits or their parents",
+        ),
+    ] {
+        let envelope = client
+            .call("get_source_file_heads", args.clone())
+            .await
+            .unwrap();
+        assert!(!envelope.success, "{args}");
+        assert_eq!(envelope.error_type, want, "{args}");
+        let text = &envelope.error_message;
+        assert!(text.contains(says), "{args}: {text}");
+    }
+    client.close().await;
+}
+
+#[tokio::test]
 async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_broker() {
     use teammem::forge::evidence::{
         BUNDLE_VERSION, ChangedFile, EvidenceBundle, FilePatch, FileStatus, PatchSet, PullRequest,
