@@ -25,11 +25,12 @@ const READS: [&str; 6] = [
 ];
 const WRITES: [&str; 2] = ["write_wiki_pages", "patch_wiki_pages"];
 /// The writer's evidence tools (read-only, served only in writer mode).
-const EVIDENCE: [&str; 4] = [
+const EVIDENCE: [&str; 5] = [
     "get_job_evidence",
     "list_pull_request_files",
     "list_source_files",
     "get_source_file",
+    "get_source_file_heads",
 ];
 /// The coordinator tools the agent server adds (tests/it/coordinator.rs covers them).
 const COORDINATOR: [&str; 3] = ["request_pr_reconciliation", "get_job", "list_jobs"];
