@@ -66,6 +66,86 @@ pub fn map_lines(lines: Lines, hunks: &[Hunk]) -> Mapped {
     }
 }
 
+/// The exact hunks of a unified diff of one file, as GitHub gives a file's
+/// `patch` (hunk headers `@@ -a,b +c,d @@` and their lines, no file
+/// headers): each run of removed and added lines is one [`Hunk`], context
+/// lines are not part of any, so a change three lines away from a cited
+/// range does not touch it. `None` when the text is not such a diff (a
+/// header that does not parse, a line that is neither context, removal,
+/// addition nor `\ No newline at end of file`, or counts that disagree
+/// with the lines).
+pub fn patch_hunks(patch: &str) -> Option<Vec<Hunk>> {
+    let mut hunks = Vec::new();
+    let mut lines = patch.lines().peekable();
+    while let Some(header) = lines.next() {
+        let (old_start, old_count, new_start, new_count) = hunk_header(header)?;
+        // 0-based positions; a count of 0 puts the hunk after line `start`.
+        let mut old = if old_count == 0 {
+            old_start
+        } else {
+            old_start.checked_sub(1)?
+        };
+        let mut new = if new_count == 0 {
+            new_start
+        } else {
+            new_start.checked_sub(1)?
+        };
+        let (old_end, new_end) = (old.checked_add(old_count)?, new.checked_add(new_count)?);
+        let mut run: Option<(u32, u32)> = None;
+        let close = |run: &mut Option<(u32, u32)>, old: u32, new: u32, hunks: &mut Vec<Hunk>| {
+            if let Some((before, after)) = run.take() {
+                hunks.push(Hunk {
+                    before: before..old,
+                    after: after..new,
+                });
+            }
+        };
+        while old < old_end || new < new_end {
+            let line = lines.next()?;
+            match line.as_bytes().first() {
+                Some(b' ') | None => {
+                    close(&mut run, old, new, &mut hunks);
+                    old += 1;
+                    new += 1;
+                }
+                Some(b'-') => {
+                    run.get_or_insert((old, new));
+                    old += 1;
+                }
+                Some(b'+') => {
+                    run.get_or_insert((old, new));
+                    new += 1;
+                }
+                Some(b'\\') => {}
+                Some(_) => return None,
+            }
+            if old > old_end || new > new_end {
+                return None;
+            }
+        }
+        close(&mut run, old, new, &mut hunks);
+        while lines.peek().is_some_and(|l| l.starts_with('\\')) {
+            lines.next();
+        }
+    }
+    Some(hunks)
+}
+
+/// `@@ -a[,b] +c[,d] @@ ...` → (a, b, c, d), a missing count being 1.
+fn hunk_header(line: &str) -> Option<(u32, u32, u32, u32)> {
+    let rest = line.strip_prefix("@@ -")?;
+    let (ranges, _) = rest.split_once(" @@")?;
+    let (old, new) = ranges.split_once(" +")?;
+    let range = |text: &str| -> Option<(u32, u32)> {
+        match text.split_once(',') {
+            Some((start, count)) => Some((start.parse().ok()?, count.parse().ok()?)),
+            None => Some((text.parse().ok()?, 1)),
+        }
+    };
+    let ((a, b), (c, d)) = (range(old)?, range(new)?);
+    Some((a, b, c, d))
+}
+
 /// What the forge found out about one cited range between its commit and the
 /// job's tip.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -417,6 +497,61 @@ mod tests {
 
     fn hunk(before: Range<u32>, after: Range<u32>) -> Hunk {
         Hunk { before, after }
+    }
+
+    #[test]
+    fn a_patch_splits_into_its_exact_changes_without_context() {
+        // Old lines 1-8; line 3 rewritten, a line inserted after old line 6.
+        let patch = "@@ -1,8 +1,9 @@\n one\n two\n-three\n+THREE\n four\n five\n six\n+six and a half\n seven\n eight\n";
+        assert_eq!(
+            patch_hunks(patch),
+            Some(vec![hunk(2..3, 2..3), hunk(6..6, 6..7)])
+        );
+        // Two hunks; the second deletes old lines 20-21 at the end of a file
+        // without a final newline.
+        let patch = "@@ -2,3 +2,4 @@ fn main() {\n a\n+b\n c\n d\n@@ -18,4 +19,2 @@\n r\n s\n-t\n-u\n\\ No newline at end of file\n";
+        assert_eq!(
+            patch_hunks(patch),
+            Some(vec![hunk(2..2, 2..3), hunk(19..21, 20..20)])
+        );
+        // A new file, and a file emptied: a count of 0 names the line before.
+        assert_eq!(
+            patch_hunks("@@ -0,0 +1,2 @@\n+x\n+y\n"),
+            Some(vec![hunk(0..0, 0..2)])
+        );
+        assert_eq!(
+            patch_hunks("@@ -1,2 +0,0 @@\n-x\n-y\n"),
+            Some(vec![hunk(0..2, 0..0)])
+        );
+        // Counts of 1 may be left out.
+        assert_eq!(
+            patch_hunks("@@ -5 +5 @@\n-old\n+new\n"),
+            Some(vec![hunk(4..5, 4..5)])
+        );
+        assert_eq!(patch_hunks(""), Some(vec![]));
+        // The cited lines follow the exact hunks: a rewrite three lines
+        // below L1-L2 leaves them alone, a rewrite of line 3 touches L2-L3.
+        let hunks = patch_hunks("@@ -1,8 +1,9 @@\n one\n two\n-three\n+THREE\n four\n five\n six\n+six and a half\n seven\n eight\n").unwrap();
+        assert_eq!(map_lines(lines(1, 2), &hunks), Mapped::At(lines(1, 2)));
+        assert_eq!(map_lines(lines(4, 5), &hunks), Mapped::At(lines(4, 5)));
+        assert_eq!(map_lines(lines(2, 3), &hunks), Mapped::Changed);
+        assert_eq!(map_lines(lines(7, 8), &hunks), Mapped::At(lines(8, 9)));
+    }
+
+    #[test]
+    fn text_that_is_not_a_patch_is_refused() {
+        for bad in [
+            "diff --git a/x b/x\n",
+            "@@ -1,2 +1,2 @@\n one\n",           // fewer lines than counted
+            "@@ -1,1 +1,1 @@\n one\n two\n-x\n", // more: "two" is no header
+            "@@ -1,1 +1,1 @@\n*one\n",
+            "@@ -x,1 +1,1 @@\n one\n",
+            "@@ -1,1 +1,1\n one\n",
+            "@@ -0,1 +1,1 @@\n one\n",       // line 0 does not exist
+            "@@ -1,1 +1,1 @@\n-a\n-b\n+c\n", // more removals than counted
+        ] {
+            assert_eq!(patch_hunks(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

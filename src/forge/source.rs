@@ -284,8 +284,7 @@ impl<'a> SourceForge<'a> {
 }
 
 impl SourceForge<'_> {
-    /// Each cited range followed from its commit to `tip`. A GitHub source
-    /// answers every citation `Unchecked` for now (see docs/decisions.md).
+    /// Each cited range followed from its commit to `tip`.
     pub async fn follow_citations(
         &self,
         cited: Vec<crate::staleness::Cited>,
@@ -299,17 +298,10 @@ impl SourceForge<'_> {
                 let (repo, tip) = (repo.clone(), tip.clone());
                 blocking_source(move || local::citations::follow(&repo, &cited, &tip)).await
             }
-            On::GitHub(_) => Ok(cited
-                .into_iter()
-                .map(|c| {
-                    (
-                        c,
-                        crate::staleness::CitationState::Unchecked {
-                            reason: "staleness checks on GitHub sources are not built yet".into(),
-                        },
-                    )
-                })
-                .collect()),
+            On::GitHub(client) => {
+                let client = client.ok_or_else(|| SourceError::Unavailable(NO_GITHUB.into()))?;
+                client.follow_citations(self.source, cited, tip).await
+            }
         }
     }
 }

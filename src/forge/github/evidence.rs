@@ -178,13 +178,13 @@ struct ApiFile {
 
 /// `GET /repos/{o}/{r}/contents/{path}?ref=` for a file.
 #[derive(Deserialize)]
-struct Contents {
+pub(super) struct Contents {
     #[serde(rename = "type")]
     kind: String,
     size: u64,
     /// The blob's sha (what [`GitHubForge::read_head_at`] remembers).
     #[serde(default)]
-    sha: Option<String>,
+    pub(super) sha: Option<String>,
     encoding: Option<String>,
     content: Option<String>,
 }
@@ -203,7 +203,7 @@ impl Page {
     }
 }
 
-fn failure(error: GitHubError, not_found: impl FnOnce() -> SourceError) -> SourceError {
+pub(super) fn failure(error: GitHubError, not_found: impl FnOnce() -> SourceError) -> SourceError {
     match error {
         GitHubError::NotFound(_) => not_found(),
         GitHubError::Unavailable { message, .. } => SourceError::Unavailable(message),
@@ -229,7 +229,7 @@ fn status_of(github: &str) -> FileStatus {
 }
 
 /// Percent-encodes a repository path for a URL, keeping `/` between segments.
-fn encode_path(path: &str) -> String {
+pub(super) fn encode_path(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     for byte in path.bytes() {
         if byte.is_ascii_alphanumeric() || b"/-._~".contains(&byte) {
@@ -271,7 +271,7 @@ fn commit_info(commit: &ApiCommit) -> CommitInfo {
 
 impl GitHubForge {
     /// `get`, waiting out short pauses GitHub asks for (up to [`MAX_TRIES`] tries).
-    async fn get_patiently<T: DeserializeOwned>(
+    pub(super) async fn get_patiently<T: DeserializeOwned>(
         &self,
         repository: &str,
         perms: &Permissions,
@@ -828,7 +828,7 @@ impl GitHubForge {
 
     /// The contents API's answer for `path` at `sha` when it is a file
     /// (`None`: absent, a directory, a symlink or a submodule).
-    async fn contents_entry(
+    pub(super) async fn contents_entry(
         &self,
         source: &Source,
         sha: &str,

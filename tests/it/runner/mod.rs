@@ -39,6 +39,8 @@ mod github_evidence;
 mod handler;
 // Evidence markers followed through real histories: moved, stale, deleted, renamed, one commit.
 mod staleness;
+// The same on a GitHub source: the fake's compares and file histories, the local forge as oracle.
+mod staleness_github;
 // The openai backend against a scripted chat-completions fake on loopback.
 mod openai;
 // The sweep for missed pushes: the real daemon on both forges, and its decisions in process.

@@ -17,17 +17,17 @@ use crate::harness::git::{git, git_trimmed};
 
 const SECRET: &str = "staleness dispatch secret";
 
-fn numbered(from: u32, to: u32, tag: &str) -> String {
+pub(super) fn numbered(from: u32, to: u32, tag: &str) -> String {
     (from..=to).map(|n| format!("{tag} line {n}\n")).collect()
 }
 
-fn commit(dir: &Path, message: &str) -> String {
+pub(super) fn commit(dir: &Path, message: &str) -> String {
     git(dir, &["add", "-A"]);
     git(dir, &["commit", "-q", "-m", message]);
     git_trimmed(dir, &["rev-parse", "HEAD"])
 }
 
-fn marker(path: &str, sha: &str, lines: &str) -> String {
+pub(super) fn marker(path: &str, sha: &str, lines: &str) -> String {
     format!("<!-- teammem:evidence {path}@{sha}#{lines} -->")
 }
 

@@ -252,6 +252,77 @@ impl GitRepo {
         files
     }
 
+    /// The files changed from `old` to `new` as compare and a single commit
+    /// list them: renames detected (`previous_filename`), each with its
+    /// patch (hunks only) and counts, sorted by path. Once the patches given
+    /// reach `patch_lines` lines, later files get no patch and zero counts,
+    /// as GitHub does past its diff limit.
+    pub(super) fn diff_files(&self, old: &str, new: &str, patch_lines: usize) -> Vec<Value> {
+        let status = self.git(&["diff", "-M", "--name-status", old, new]);
+        let mut given = 0;
+        let mut files = Vec::new();
+        for row in status.lines() {
+            let fields: Vec<&str> = row.split('\t').collect();
+            let (kind, before, path) = match fields[..] {
+                [kind, from, to] if kind.starts_with('R') => ("renamed", Some(from), to),
+                [kind, path] => (
+                    match kind {
+                        "A" => "added",
+                        "D" => "removed",
+                        _ => "modified",
+                    },
+                    None,
+                    path,
+                ),
+                _ => panic!("unexpected git diff --name-status row {row:?}"),
+            };
+            let mut paths = vec![path];
+            paths.extend(before);
+            let mut args = vec!["diff", "-M", old, new, "--"];
+            args.extend(&paths);
+            // Untrimmed: a last context line may be a lone space.
+            let diff = String::from_utf8(git_output(&self.dir, &args).stdout).unwrap();
+            let mut patch = diff
+                .find("\n@@")
+                .map(|at| diff[at + 1..].to_string())
+                .filter(|p| !p.is_empty());
+            let (mut additions, mut deletions) = (0u64, 0u64);
+            for line in patch.as_deref().unwrap_or("").lines() {
+                if line.starts_with('+') {
+                    additions += 1;
+                } else if line.starts_with('-') {
+                    deletions += 1;
+                }
+            }
+            if given >= patch_lines {
+                (patch, additions, deletions) = (None, 0, 0);
+            }
+            given += patch.as_deref().map_or(0, |p| p.lines().count());
+            let blob_at = if kind == "removed" { old } else { new };
+            let sha = self.git(&["rev-parse", &format!("{blob_at}:{path}")]);
+            let mut file = json!({
+                "sha": sha,
+                "filename": path,
+                "status": kind,
+                "additions": additions,
+                "deletions": deletions,
+                "changes": additions + deletions,
+                "blob_url": format!("https://github.example/blob/{new}/{path}"),
+                "raw_url": format!("https://github.example/raw/{new}/{path}"),
+                "contents_url": format!("https://api.github.example/contents/{path}?ref={new}"),
+            });
+            if let Some(patch) = patch {
+                file["patch"] = json!(patch);
+            }
+            if let Some(before) = before {
+                file["previous_filename"] = json!(before);
+            }
+            files.push(file);
+        }
+        files.sort_by(|a, b| a["filename"].as_str().cmp(&b["filename"].as_str()));
+        files
+    }
+
     pub(super) fn count(&self, range: &str) -> u64 {
         self.git(&["rev-list", "--count", range]).parse().unwrap()
     }

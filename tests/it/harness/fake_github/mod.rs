@@ -95,6 +95,9 @@ struct StateInner {
     /// `updated_at` of pull requests updated after they merged (comments, labels).
     pull_updated: HashMap<(String, u64), String>,
     requests: Vec<String>,
+    /// Patch lines one compare or commit answer gives before it leaves
+    /// patches out (GitHub's diff limit); `None`: 20,000.
+    patch_lines: Option<usize>,
     /// Like `requests`, with the query string.
     targets: Vec<String>,
     jwks_fetches: usize,
@@ -225,6 +228,7 @@ impl FakeGitHub {
                 "/repos/{owner}/{repo}/pulls/{number}/files",
                 get(pulls::pull_files),
             )
+            .route("/repos/{owner}/{repo}/commits", get(repos::list_commits))
             .route(
                 "/repos/{owner}/{repo}/commits/{sha}",
                 get(repos::single_commit),
@@ -278,6 +282,12 @@ impl FakeGitHub {
 
     fn inner(&self) -> std::sync::MutexGuard<'_, StateInner> {
         self.shared.inner.lock().unwrap()
+    }
+
+    /// GitHub's diff limit: once one answer's patches reach `lines` lines,
+    /// its later files come without a patch and with zero counts.
+    pub fn set_patch_line_limit(&self, lines: usize) {
+        self.inner().patch_lines = Some(lines);
     }
 
     /// Every request as `METHOD /path` (no query), in order.

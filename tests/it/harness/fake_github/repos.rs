@@ -19,6 +19,9 @@ pub struct FakeRepo {
     pub installation: Option<u64>,
 }
 
+/// Git's empty tree: what a root commit is diffed against.
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
 pub(super) fn repo_json(r: &FakeRepo, base: &str) -> Value {
     let (owner, name) = r.full_name.split_once('/').unwrap();
     json!({
@@ -123,9 +126,64 @@ pub(super) async fn compare(
         } else {
             json!([])
         },
-        "files": [],
+        "files": if status == "ahead" {
+            // Only page 1 lists files, at most 300 of them.
+            let mut files = if paging.page.unwrap_or(1) == 1 {
+                r.git.diff_files(&b, &h, patch_lines(&s))
+            } else {
+                Vec::new()
+            };
+            files.truncate(300);
+            json!(files)
+        } else {
+            json!([])
+        },
     }))
     .into_response()
+}
+
+/// The patch lines one answer gives (see [`FakeGitHub::set_patch_line_limit`]).
+fn patch_lines(s: &AppState) -> usize {
+    s.inner.lock().unwrap().patch_lines.unwrap_or(20_000)
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct CommitsQuery {
+    sha: Option<String>,
+    path: Option<String>,
+    per_page: Option<usize>,
+    page: Option<usize>,
+}
+
+/// `GET /repos/{r}/commits?sha=&path=`: the commits reachable from `sha`
+/// (default: the default branch) that touched `path`, newest first, as
+/// `git log` walks them (no rename following), paged.
+pub(super) async fn list_commits(
+    State(s): State<AppState>,
+    UrlPath((owner, name)): UrlPath<(String, String)>,
+    Query(query): Query<CommitsQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let full = format!("{owner}/{name}");
+    let r = match check_token(&s, &headers, &full, Some("contents")) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let start = query.sha.unwrap_or_else(|| r.default_branch.clone());
+    let Some(start) = r.git.resolve(&start) else {
+        return error(StatusCode::NOT_FOUND, "No commit found for SHA");
+    };
+    let mut args = vec![start.as_str()];
+    if let Some(path) = query.path.as_deref() {
+        args.extend(["--", path]);
+    }
+    let mut all = r.git.commit_objects(&args, &full, &base_url(&headers));
+    all.reverse();
+    let paging = Paging {
+        per_page: query.per_page,
+        page: query.page,
+    };
+    axum::Json(json!(paging.slice(&all, 30))).into_response()
 }
 
 pub(super) async fn single_commit(
@@ -149,7 +207,11 @@ pub(super) async fn single_commit(
         .git
         .commit_objects(&["-1", &sha], &full, &base_url)
         .remove(0);
-    commit["files"] = json!(r.git.changed_files(&sha));
+    let parent = r
+        .git
+        .resolve(&format!("{sha}^1"))
+        .unwrap_or_else(|| EMPTY_TREE.to_owned());
+    commit["files"] = json!(r.git.diff_files(&parent, &sha, patch_lines(&s)));
     axum::Json(commit).into_response()
 }
 
