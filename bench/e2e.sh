@@ -41,14 +41,9 @@ WORK="$(mktemp -d)"
 # shellcheck disable=SC2086 # BUILTIN_PIDS is a list
 trap 'kill ${BUILTIN_PIDS:-} "${ON_PID:-}" "${OFF_PID:-}" 2>/dev/null || true; [ -n "${BASELINE_TREE:-}" ] && git -C "$ROOT" worktree remove --force "$BASELINE_TREE"; rm -rf "$WORK"' EXIT
 
-# TEAMMEM_BIN overrides the binary (e.g. a debug build); default: a release build.
-if [ -n "${TEAMMEM_BIN:-}" ]; then
-    BIN="$TEAMMEM_BIN"
-else
-    echo "building teammem (release)" >&2
-    cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
-    BIN="$ROOT/target/release/teammem"
-fi
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+teammem_bin
 
 # The previous build, measured in the same run: BASELINE_BIN (a binary) or
 # BASELINE_REF (a commit, built in a temporary worktree; its own target
@@ -110,11 +105,7 @@ TOML
     token="$("$bin" tokens create --name bench --config "$WORK/$name.toml" 2>/dev/null | tail -n 1)"
     TEAMMEM_LOG="${TEAMMEM_LOG:-warn}" "$bin" serve --config "$WORK/$name.toml" > "$WORK/$name.log" 2>&1 &
     BUILTIN_PIDS="${BUILTIN_PIDS:-} $!"
-    for _ in $(seq 1 100); do
-        curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-        sleep 0.1
-    done
-    curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null || { cat "$WORK/$name.log"; exit 1; }
+    wait_healthy "$port" "$WORK/$name.log"
     DAEMONS="${DAEMONS:-} $name:$port:$token"
 }
 if [ -n "$BASELINE" ]; then
@@ -253,10 +244,7 @@ TOML
     TEAMMEM_LOG="${TEAMMEM_LOG:-warn}" "$BIN" serve --config "$WORK/$name.toml" > "$WORK/daemon-$name.log" 2>&1 &
     echo "$!" > "$WORK/$name.pid"
     echo "$port" > "$WORK/$name.port"
-    for _ in $(seq 1 100); do
-        curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-        sleep 0.1
-    done
+    wait_healthy "$port" "$WORK/daemon-$name.log"
     curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || { cat "$WORK/daemon-$name.log"; curl -sS "http://127.0.0.1:$port/readyz"; exit 1; }
 }
 start_agent_daemon on on

@@ -44,14 +44,9 @@ if ! command -v wrk >/dev/null; then
     (apt-get update -qq && apt-get install -y -qq wrk) >/dev/null
 fi
 
-# TEAMMEM_BIN overrides the binary (e.g. a debug build); default: a release build.
-if [ -n "${TEAMMEM_BIN:-}" ]; then
-    BIN="$TEAMMEM_BIN"
-else
-    echo "building teammem (release)" >&2
-    cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
-    BIN="$ROOT/target/release/teammem"
-fi
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+teammem_bin
 
 # A local source with 3,000 commits and an initialised wiki.
 git init -q -b main "$WORK/src"
@@ -192,11 +187,7 @@ python3 "$ROOT/bench/ingest/fake_github.py" "$GH_PORT" bench/gh "$WORK/shas.txt"
 FAKE_PID=$!
 "$BIN" serve --config "$WORK/teammem.toml" > "$WORK/daemon.log" 2>&1 &
 DAEMON_PID=$!
-for _ in $(seq 1 100); do
-    curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break
-    sleep 0.1
-done
-curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null || { cat "$WORK/daemon.log"; exit 1; }
+wait_healthy "$PORT" "$WORK/daemon.log"
 echo "daemon RSS idle: $(awk '/VmRSS/ {print $2 " " $3}' /proc/$DAEMON_PID/status)"
 
 # The machine's CPU counters (/proc/stat, in clock ticks): busy (user, nice,

@@ -10,13 +10,9 @@ ITERATIONS="${1:-500}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
-if [ -n "${TEAMMEM_BIN:-}" ]; then
-    BIN="$TEAMMEM_BIN"
-else
-    echo "building teammem (release)" >&2
-    cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
-    BIN="$ROOT/target/release/teammem"
-fi
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+teammem_bin
 
 git init -q --bare -b master "$WORK/wiki.git"
 python3 "$ROOT/bench/wiki/make_wiki.py" 1000 | git -C "$WORK/wiki.git" fast-import --quiet

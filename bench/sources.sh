@@ -19,13 +19,9 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="$(mktemp -d)"
 trap 'kill "$(cat "$WORK/pid" 2>/dev/null)" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
-if [ -n "${TEAMMEM_BIN:-}" ]; then
-    BIN="$TEAMMEM_BIN"
-else
-    echo "building teammem (release)" >&2
-    cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
-    BIN="$ROOT/target/release/teammem"
-fi
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+teammem_bin
 
 # One source repository with 30 commits; every source reads it (the lag walk
 # is per source all the same), each with its own wiki path.

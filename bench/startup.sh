@@ -19,14 +19,9 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
-# TEAMMEM_BIN overrides the binary (e.g. a debug build); default: a release build.
-if [ -n "${TEAMMEM_BIN:-}" ]; then
-    BIN="$TEAMMEM_BIN"
-else
-    echo "building teammem (release)" >&2
-    cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
-    BIN="$ROOT/target/release/teammem"
-fi
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+teammem_bin
 
 # A local source and wiki: the daemon opens neither at start, but the
 # configuration is the realistic shape.

@@ -27,13 +27,9 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="$(mktemp -d)"
 trap 'kill ${PIDS:-} 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
-if [ -n "${TEAMMEM_BIN:-}" ]; then
-    BIN="$TEAMMEM_BIN"
-else
-    echo "building teammem (release)" >&2
-    cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
-    BIN="$ROOT/target/release/teammem"
-fi
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+teammem_bin
 export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
 
 # A source: FILES modules over 20 areas and a manifest at the root, then PRS
@@ -89,11 +85,7 @@ TOML
     token="$("$BIN" tokens create --name bench --config "$WORK/$name.toml" 2>/dev/null | tail -n 1)"
     TEAMMEM_LOG="${TEAMMEM_LOG:-warn}" "$BIN" serve --config "$WORK/$name.toml" > "$WORK/$name.log" 2>&1 &
     PIDS="${PIDS:-} $!"
-    for _ in $(seq 1 100); do
-        curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-        sleep 0.1
-    done
-    curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null || { cat "$WORK/$name.log"; exit 1; }
+    wait_healthy "$port" "$WORK/$name.log"
     DAEMONS="${DAEMONS:-} $name:$port:$token"
 }
 start_daemon large

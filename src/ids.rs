@@ -41,6 +41,19 @@ impl Sha {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// A number fixed by this commit and `salt` and unrelated across commits
+    /// (FNV-1a of both): for picking which of many items a job at this
+    /// commit handles when it cannot handle all, so that jobs at other
+    /// commits pick others.
+    pub fn spread(&self, salt: &str) -> u64 {
+        self.0
+            .bytes()
+            .chain(salt.bytes())
+            .fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+                (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+            })
+    }
 }
 
 impl TryFrom<String> for Sha {

@@ -40,13 +40,21 @@ macro_rules! claimable_index {
     };
 }
 
+/// What a claim sets on the job it takes (the same on both backends), up to
+/// the subquery that picks the job.
+macro_rules! claim_update {
+    () => {
+        "UPDATE jobs SET state = 'running', attempts = attempts + 1, \
+         lease_owner = $2, lease_token = $3, lease_until = $1 + $4, \
+         started_at = $1, updated_at = $1 \
+         WHERE id = (SELECT candidate.id FROM jobs AS candidate "
+    };
+}
+
 /// The claim statement on SQLite: the candidate is read from the claimable
 /// index under the write lock the writer task holds.
 const SQLITE_CLAIM: &str = concat!(
-    "UPDATE jobs SET state = 'running', attempts = attempts + 1, \
-     lease_owner = $2, lease_token = $3, lease_until = $1 + $4, \
-     started_at = $1, updated_at = $1 \
-     WHERE id = (SELECT candidate.id FROM jobs AS candidate ",
+    claim_update!(),
     claimable_index!(),
     " WHERE ",
     claimable_condition!(),
@@ -60,10 +68,8 @@ const SQLITE_CLAIM: &str = concat!(
 /// locked (being claimed, coalesced into or cancelled) is skipped, not waited
 /// for.
 const POSTGRES_CLAIM: &str = concat!(
-    "UPDATE jobs SET state = 'running', attempts = attempts + 1, \
-     lease_owner = $2, lease_token = $3, lease_until = $1 + $4, \
-     started_at = $1, updated_at = $1 \
-     WHERE id = (SELECT candidate.id FROM jobs AS candidate WHERE ",
+    claim_update!(),
+    "WHERE ",
     claimable_condition!(),
     " ORDER BY candidate.run_after, candidate.id LIMIT 1 FOR UPDATE SKIP LOCKED) \
        AND state = 'queued' \

@@ -12,7 +12,8 @@
 //! - source files are read only at the job's tip and only through the
 //!   writer's evidence tools; at most [`WHAT_IS_HERE_FILES`] per area and
 //!   [`HEADS_PER_JOB`] per job are read (an area past that keeps its section
-//!   as it is); manifests are read only at evidence commits and their
+//!   as it is; areas without a section go first, the others in an order
+//!   that moves with the tip, so no area waits for ever); manifests are read only at evidence commits and their
 //!   parents, at most
 //!   [`builtin::MAX_MANIFESTS`] at the tip and [`CHANGE_READS_PER_JOB`] for
 //!   the PRs' changes; the root and folders are not listed again for
@@ -206,13 +207,17 @@ async fn read_head(
         .await;
     let file = match file {
         Ok(file) => file,
-        Err(CallError::Tool(f)) if matches!(f.kind.as_str(), "not_found" | "limit_exceeded") => {
-            return Ok(None);
-        }
+        Err(CallError::Tool(f)) if unreadable(&f.kind) => return Ok(None),
         Err(e) => return Err(e),
     };
     let content = file["content"].as_str().unwrap_or_default().to_owned();
     Ok(Some((content, file["truncated"] == true)))
+}
+
+/// A reading tool's failure kind that means "no text to read here" (the file
+/// is absent, or too large or binary) rather than a failed call.
+fn unreadable(kind: &str) -> bool {
+    matches!(kind, "not_found" | "limit_exceeded")
 }
 
 /// How many file heads one `get_source_file_heads` call asks for (its limits
@@ -252,7 +257,7 @@ async fn file_purposes(
         for (path, file) in chunk.iter().zip(files) {
             if let Some(error) = file.get("error") {
                 let kind = error["type"].as_str().unwrap_or_default();
-                if matches!(kind, "not_found" | "limit_exceeded") {
+                if unreadable(kind) {
                     purposes.push(None);
                     continue;
                 }
@@ -276,15 +281,15 @@ async fn file_purposes(
     Ok(purposes)
 }
 
-/// Reads the files of the areas `slugs` (not yet in `listings`) at the job's
-/// tip, each with its purpose, into `listings`, spending at most `heads` file
-/// reads. An area that cannot be read (other than for a transient cause,
+/// Reads the files of the areas `slugs` (not yet in `listings`), in that
+/// order ([`builtin::refresh_order`]), at the job's tip, each with its
+/// purpose, into `listings`, spending at most `heads` file reads. An area that cannot be read (other than for a transient cause,
 /// which ends the run) or that would overspend is left out, so its page
 /// keeps its section as it is.
 async fn read_listings(
     client: &WriterClient,
     task: &AgentTask<'_>,
-    slugs: &BTreeSet<String>,
+    slugs: &[String],
     listings: &mut Listings,
     heads: &mut usize,
 ) -> Result<(), CallError> {
@@ -778,7 +783,8 @@ pub async fn run_builtin(
         // current state back to its merge commit.
         let areas = builtin::plan(task.bundle, &view.pages).area_slugs();
         if current_state && areas.iter().any(|slug| !listings.contains_key(slug)) {
-            read_listings(client, task, &areas, &mut listings, &mut heads)
+            let order = builtin::refresh_order(&areas, &view.pages, task.bundle.job.tip());
+            read_listings(client, task, &order, &mut listings, &mut heads)
                 .await
                 .map_err(|e| AgentError {
                     retryable: matches!(&e, CallError::Tool(f) if f.is_transient()),

@@ -572,6 +572,30 @@ impl Section {
     }
 }
 
+/// The order in which a job reads its areas' files, for when its budget of
+/// file heads does not cover them all: areas whose page has no "What is
+/// here" section yet come first (in slug order), then the others from a
+/// place that moves with the job's tip, so that jobs touching the same many
+/// areas refresh different ones in turn instead of the same first few.
+pub fn refresh_order(
+    slugs: &BTreeSet<String>,
+    pages: &BTreeMap<String, CurrentPage>,
+    tip: &Sha,
+) -> Vec<String> {
+    let has_section = |slug: &String| {
+        pages
+            .get(&area_page(slug))
+            .is_some_and(|page| section_span(&page.content) != Section::Absent)
+    };
+    let (mut first, rest): (Vec<String>, Vec<String>) =
+        slugs.iter().cloned().partition(|slug| !has_section(slug));
+    if !rest.is_empty() {
+        let start = (tip.spread("areas") % rest.len() as u64) as usize;
+        first.extend(rest[start..].iter().chain(&rest[..start]).cloned());
+    }
+    first
+}
+
 /// Finds the "What is here" section of `page`.
 pub fn section_span(page: &str) -> Section {
     span_between(page, WHAT_IS_HERE_ANCHOR, WHAT_IS_HERE_END)
@@ -1518,6 +1542,41 @@ mod tests {
     use crate::forge::evidence::{
         BUNDLE_VERSION, ChangedFile, FileStatus, JobScope, PullRequest, SourceInfo,
     };
+
+    #[test]
+    fn areas_without_a_section_are_read_first_and_the_rest_rotate_with_the_tip() {
+        let slugs: BTreeSet<String> = ["a", "b", "c", "d", "e"].map(String::from).into();
+        let page = |content: &str| CurrentPage {
+            sha: String::new(),
+            content: content.to_owned(),
+        };
+        let section = format!("# x\n\n{WHAT_IS_HERE_ANCHOR}\n{WHAT_IS_HERE_END}\n");
+        let mut pages = BTreeMap::new();
+        for slug in ["a", "c", "e"] {
+            pages.insert(area_page(slug), page(&section));
+        }
+        pages.insert(area_page("d"), page("# d\n\nNo section.\n"));
+        let mut starts = BTreeSet::new();
+        for n in 0..40u8 {
+            let tip = Sha::parse(&format!("{:040x}", u128::from(n) * 7919)).unwrap();
+            let order = refresh_order(&slugs, &pages, &tip);
+            // "b" has no page, "d" a page without the section: both first.
+            assert_eq!(order[..2], ["b", "d"], "{order:?}");
+            let rest: Vec<&str> = order[2..].iter().map(String::as_str).collect();
+            assert!(
+                [["a", "c", "e"], ["c", "e", "a"], ["e", "a", "c"]]
+                    .contains(&rest[..].try_into().unwrap()),
+                "{rest:?} is not a rotation"
+            );
+            assert_eq!(refresh_order(&slugs, &pages, &tip), order, "stable per tip");
+            starts.insert(rest[0].to_owned());
+        }
+        assert_eq!(
+            starts.len(),
+            3,
+            "every area with a section comes first at some tip"
+        );
+    }
 
     fn pull(number: u64, title: &str, sha_char: char, paths: &[&str]) -> PullRequest {
         PullRequest {

@@ -30,6 +30,22 @@ fn node_config(url: &str, node: &str, source: &fixture::Source, wiki: &std::path
     )
 }
 
+/// The `[[sources]]` tables of `sources`, each with `extra` keys appended.
+fn source_tables(sources: &[ClusterSource], extra: &str) -> String {
+    sources
+        .iter()
+        .map(|source| {
+            format!(
+                "[[sources]]\nrepository = \"{}\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\n\
+                 webhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n{extra}",
+                source.name,
+                source.dir.display(),
+                source.wiki.display()
+            )
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn nodes_on_one_postgres_share_jobs_tasks_tokens_and_dashboard_sessions() {
     let url = postgres::server().fresh_database().await;
@@ -279,15 +295,7 @@ async fn three_nodes_lose_nothing_when_one_is_killed_twice() {
          [queue]\nlease_seconds = 5\n\
          [schedule]\nrescue = \"* * * * * *\"\nsweep = \"*/2 * * * * *\"\n"
     );
-    for source in &sources {
-        shared.push_str(&format!(
-            "[[sources]]\nrepository = \"{}\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\n\
-             webhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\nsweep = true\n",
-            source.name,
-            source.dir.display(),
-            source.wiki.display()
-        ));
-    }
+    shared.push_str(&source_tables(&sources, "sweep = true\n"));
     let setups: Vec<Setup> = ["node-a", "node-b", "node-c"]
         .iter()
         .map(|node| Setup::new(&format!("node_id = \"{node}\"\n{shared}")))
@@ -463,15 +471,7 @@ async fn a_database_outage_under_load_loses_nothing_and_the_nodes_recover() {
         "[database]\nurl = \"{url}\"\n[queue]\nlease_seconds = 5\n\
          [schedule]\nrescue = \"* * * * * *\"\n"
     );
-    for source in &sources {
-        shared.push_str(&format!(
-            "[[sources]]\nrepository = \"{}\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\n\
-             webhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
-            source.name,
-            source.dir.display(),
-            source.wiki.display()
-        ));
-    }
+    shared.push_str(&source_tables(&sources, ""));
     let a = Setup::new(&format!("node_id = \"node-a\"\n{shared}"));
     let b = Setup::new(&format!("node_id = \"node-b\"\n{shared}"));
     let token = a.create_token("outage", &[]);

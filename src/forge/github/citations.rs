@@ -117,7 +117,7 @@ impl GitHubForge {
         let mut commits: Vec<Sha> = by_commit.keys().cloned().collect();
         // When there are more commits than one job compares, each tip picks
         // its own subset, so the next jobs check the others.
-        commits.sort_by_key(|commit| spread(commit, tip));
+        commits.sort_by_key(|commit| tip.spread(commit.as_str()));
         let mut follow = Follow {
             forge: self,
             source,
@@ -456,14 +456,4 @@ fn sha(commit: &str) -> Result<Sha, Stop> {
 
 fn short(sha: &Sha) -> &str {
     &sha.as_str()[..7]
-}
-
-/// A per-tip order of cited commits (FNV-1a of both shas).
-fn spread(commit: &Sha, tip: &Sha) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in tip.as_str().bytes().chain(commit.as_str().bytes()) {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
 }

@@ -500,3 +500,64 @@ async fn a_job_touching_twenty_existing_areas_stays_within_the_writers_call_limi
     }
     assert!(daemon.terminate().success());
 }
+
+/// Four areas of 200 files each need 800 file heads, more than one job reads
+/// (600): the first job fills three areas' "What is here" sections, and the
+/// next job, touching the same areas, fills the one left without instead of
+/// re-reading the same three.
+#[tokio::test]
+async fn an_area_left_out_by_the_head_budget_gets_its_section_on_the_next_job() {
+    use teammem::runner::builtin::{WHAT_IS_HERE_ANCHOR, WHAT_IS_HERE_FILES};
+    assert_eq!(
+        teammem::runner::agent::HEADS_PER_JOB / WHAT_IS_HERE_FILES,
+        3
+    );
+    let f = Local::new("").await;
+    let (s, wiki) = (f.source(), f.wiki());
+    for area in 0..4 {
+        for file in 0..WHAT_IS_HERE_FILES {
+            super::fixture::write(
+                &s.dir,
+                &format!("area{area}/m{file:03}.py"),
+                &format!("\"\"\"Module {file} of area {area}.\"\"\"\n"),
+            );
+        }
+    }
+    let commit = |message: &str| {
+        crate::harness::git::git(&s.dir, &["add", "-A"]);
+        crate::harness::git::git(&s.dir, &["commit", "-q", "-m", message]);
+        git_trimmed(&s.dir, &["rev-parse", "HEAD"])
+    };
+    let mut before = commit("Add four areas");
+    let token = f.setup().create_token("e2e", &[]);
+    let daemon = f.serve(&[]);
+    let with_section = |wiki: &std::path::Path| -> Vec<bool> {
+        (0..4)
+            .map(|area| {
+                git_trimmed(wiki, &["show", &format!("master:Areas/area{area}.md")])
+                    .contains(WHAT_IS_HERE_ANCHOR)
+            })
+            .collect()
+    };
+    for (number, expected) in [(50, [true, true, true, false]), (51, [true; 4])] {
+        for area in 0..4 {
+            super::fixture::write(
+                &s.dir,
+                &format!("area{area}/m000.py"),
+                &format!("\"\"\"Module 0 of area {area}, changed by #{number}.\"\"\"\n"),
+            );
+        }
+        let after = commit(&format!("Change every area (#{number})"));
+        let id = e2e::id_of(&f.dispatch(&daemon, &before, &after).await);
+        let (job, events) = wait_for(&daemon, &token, id, finished).await;
+        assert_eq!(job["state"], "succeeded", "#{number}: {job} {events}");
+        assert_eq!(with_section(wiki), expected, "after #{number}");
+        before = after;
+    }
+    let page = git_trimmed(wiki, &["show", "master:Areas/area3.md"]);
+    assert!(
+        page.contains("Module 0 of area 3, changed by #51."),
+        "{page}"
+    );
+    assert!(daemon.terminate().success());
+}
