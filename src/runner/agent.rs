@@ -667,16 +667,18 @@ enum Step {
 }
 
 impl Step {
-    /// The bytes and replacements the step adds to a call.
-    fn weight(&self) -> (usize, usize) {
+    /// The bytes and replacements the step adds to a call: the bytes are the
+    /// page as the step leaves it (the writer bounds a call by the sizes of
+    /// the pages it results in, patched pages whole), `pages` holding the
+    /// current ones.
+    fn weight(&self, pages: &BTreeMap<String, CurrentPage>) -> (usize, usize) {
         match self {
-            Step::Patch(_, p) => (
-                p.replacements
-                    .iter()
-                    .map(|r| r.old.len() + r.new.len())
-                    .sum(),
-                p.replacements.len(),
-            ),
+            Step::Patch(path, p) => {
+                let now = pages.get(path).map_or(0, |page| page.content.len());
+                let grown: usize = p.replacements.iter().map(|r| r.new.len()).sum();
+                let shrunk: usize = p.replacements.iter().map(|r| r.old.len()).sum();
+                ((now + grown).saturating_sub(shrunk), p.replacements.len())
+            }
             Step::Write(w) => (w.content.len(), 0),
         }
     }
@@ -702,7 +704,7 @@ async fn apply_plan(
         .map(|(path, patch)| Step::Patch(path, patch))
         .chain(plan.writes.into_iter().map(Step::Write))
         .collect();
-    for batch in batches(steps, Step::weight) {
+    for batch in batches(steps, |step| step.weight(&view.pages)) {
         let mut patches = serde_json::Map::new();
         let mut pages = Vec::new();
         for step in batch {
@@ -1013,6 +1015,37 @@ mod tests {
             touched_manifests(&task),
             BTreeSet::from(["b/Cargo.toml".to_owned()])
         );
+    }
+
+    #[test]
+    fn a_patch_weighs_the_page_it_leaves_not_its_replacements() {
+        let page = |content: String| CurrentPage {
+            sha: String::new(),
+            content,
+        };
+        // Five 60 KiB area pages, each patched with a 100-byte change: the
+        // writer counts the five whole pages (300 KiB), so two calls.
+        let mut pages = BTreeMap::new();
+        let mut steps = Vec::new();
+        for n in 0..5 {
+            let path = format!("Areas/a{n}.md");
+            pages.insert(path.clone(), page("x".repeat(60 * 1024)));
+            let patch = builtin::PagePatch {
+                expected_sha: String::new(),
+                replacements: vec![builtin::Replacement {
+                    old: "x".repeat(50),
+                    new: "y".repeat(150),
+                }],
+            };
+            steps.push(Step::Patch(path, patch));
+        }
+        assert_eq!(steps[0].weight(&pages), (60 * 1024 + 100, 1));
+        let calls = batches(steps, |step| step.weight(&pages));
+        assert_eq!(calls.iter().map(Vec::len).collect::<Vec<_>>(), vec![3, 2]);
+        for call in &calls {
+            let bytes: usize = call.iter().map(|step| step.weight(&pages).0).sum();
+            assert!(bytes <= crate::wiki::validate::MAX_BATCH_BYTES, "{bytes}");
+        }
     }
 
     #[test]
