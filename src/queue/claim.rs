@@ -123,11 +123,14 @@ impl Queue {
 
     /// Completes a running job (as [`Queue::complete`]) and claims the next
     /// claimable job for `worker` (as [`Queue::claim`], without its read-only
-    /// pre-check: a worker that just finished a job expects more), handing
-    /// both writes to the writer at once so that they usually share one
-    /// commit. The claim runs after the completion, so it may take the
-    /// destination the completion freed. Each answer is its own: a refused
-    /// completion does not stop the claim.
+    /// pre-check: a worker that just finished a job expects more). The claim
+    /// runs after the completion, so it may take the destination the
+    /// completion freed. Each answer is its own: a refused completion does
+    /// not stop the claim. On SQLite both writes go to the one writer at once
+    /// and usually share one commit; on PostgreSQL the claim is handed over
+    /// once the completion has committed, since the writers there run side by
+    /// side and a claim in a batch beside the completion's would not see the
+    /// destination it frees.
     pub async fn complete_and_claim(
         &self,
         lease: &Lease,
@@ -137,6 +140,10 @@ impl Queue {
         Result<super::Job, QueueError>,
         Result<Option<Claimed>, QueueError>,
     ) {
+        if matches!(self.writes, super::Writes::Postgres(_)) {
+            let completed = self.complete(lease, completion).await;
+            return (completed, self.claim_now(self.now_ms(), worker).await);
+        }
         // `join!` polls the completion first: it is handed to the writer
         // before the claim is.
         tokio::join!(

@@ -256,9 +256,10 @@ enum Writes {
     /// polling with a FIFO and pays one fsync per batch, not per write.
     /// Other processes (the CLI) still meet the busy timeout.
     Grouped(Arc<group_commit::GroupCommit>),
-    /// Every write of this process goes through one writer task that runs
-    /// waiting writes in one transaction, a savepoint each, and commits them
-    /// together (see `pg_group_commit.rs`): one WAL flush per batch. Writers
+    /// Every write of this process goes through a few writer tasks, each
+    /// running the writes waiting for it in one transaction, a savepoint
+    /// each, and committing them together (see `pg_group_commit.rs`): one
+    /// WAL flush per batch. Writers
     /// on other nodes are kept apart by row locks and the guards of each
     /// statement, by `FOR UPDATE SKIP LOCKED` in the claim, and by advisory
     /// locks where a write must first look something up (enqueue); a write

@@ -3,7 +3,8 @@
 //! that loses to another transaction's locks, and every write of a batch
 //! whose COMMIT the server refused, runs again alone and is applied exactly
 //! once or reported failed; a caller that goes away does not cut its write.
-//! Failures are injected with real triggers on the real server.
+//! A write waiting for a lock leaves the other writers free. Failures are
+//! injected with real triggers and locks on the real server.
 //!
 //! The tests run on tokio's current-thread runtime: writes started together
 //! with `join!` are all handed to the writer task before it first runs, so
@@ -249,4 +250,63 @@ async fn a_caller_that_goes_away_does_not_cut_its_write() {
         .expect("next write");
     let events = t.queue.events(claimed[0].job.id).await.expect("events");
     assert_eq!(event_names(&events), ["enqueued", "claimed", "succeeded"]);
+}
+
+#[tokio::test]
+async fn a_write_waiting_for_a_lock_does_not_hold_up_the_other_writes() {
+    let (t, claimed, pool) = claimed_jobs(2).await;
+    // Another transaction (as another node's batch would) holds job 1's row.
+    let mut holder = pool.begin().await.expect("begin");
+    sqlx::query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE")
+        .bind(claimed[0].job.id)
+        .execute(&mut *holder)
+        .await
+        .expect("lock job 1");
+    let waiting = {
+        let queue = t.queue.clone();
+        let lease = claimed[0].lease.clone();
+        tokio::spawn(async move { queue.complete(&lease, succeeded()).await })
+    };
+    // Until job 1's completion is seen waiting for the row lock on the server.
+    loop {
+        let waiting_for_lock: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock')",
+        )
+        .fetch_one(&pool)
+        .await
+        .expect("pg_stat_activity");
+        if waiting_for_lock {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    // Job 2's completion and a new enqueue commit meanwhile, on another
+    // writer; with one writer they would wait behind job 1's batch.
+    let others = async {
+        t.queue
+            .complete(&claimed[1].lease, succeeded())
+            .await
+            .expect("job 2 completes");
+        t.queue
+            .enqueue(pull_request("octo/app", "octo/wiki-9", 99), None)
+            .await
+            .expect("enqueue");
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), others)
+        .await
+        .expect("the other writes commit while job 1's waits for its lock");
+    assert_eq!(
+        state_of(&t.queue, claimed[0].job.id).await,
+        JobState::Running
+    );
+    holder.rollback().await.expect("release job 1");
+    waiting
+        .await
+        .expect("join")
+        .expect("job 1 completes once its row is free");
+    assert_eq!(
+        state_of(&t.queue, claimed[0].job.id).await,
+        JobState::Succeeded
+    );
 }
