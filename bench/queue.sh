@@ -11,8 +11,11 @@
 # binaries under /usr/lib/postgresql/*/bin, initdb into a temp directory (as
 # `postgres`, else `nobody`, when run as root), 127.0.0.1 on a free port,
 # trust authentication, default settings (fsync on); stopped and removed on
-# exit, failure or Ctrl-C. Prints the CPU stolen by the hypervisor during the
-# run.
+# exit, failure or Ctrl-C. Then, on that server, the ceiling of a claim per
+# free worker with no client in the way: pgbench runs teammem's completion
+# and claim statements (bench/queue/pgbench/) as one transaction per job on
+# one connection per worker for 10 s. Prints the CPU stolen by the
+# hypervisor during the run.
 #
 # Usage: bench/queue.sh [--backend sqlite|postgres|all] [--jobs N]
 #        [--workers N] [--destinations N] [--normal-sync]
@@ -21,10 +24,11 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cargo build --release --quiet --manifest-path "$here/queue/Cargo.toml"
 bench="$here/queue/target/release/teammem-queue-bench"
 
-backend=all
+backend=all workers=4
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
   if [ "${args[i]}" = --backend ]; then backend="${args[i + 1]:-}"; fi
+  if [ "${args[i]}" = --workers ]; then workers="${args[i + 1]:-}"; fi
 done
 
 steal() { awk '/^cpu /{print $9}' /proc/stat; }
@@ -79,6 +83,17 @@ fi
 
 s0=$(steal); t0=$(ticks)
 "$bench" "$@" "${url_args[@]}"
+if [ "$backend" != sqlite ]; then
+  psql=("$bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U "$role")
+  "${psql[@]}" -d postgres -c "CREATE DATABASE ceiling"
+  "${psql[@]}" -d ceiling -f "$here/queue/pgbench/setup.sql"
+  out="$("$bin/pgbench" -h 127.0.0.1 -p "$port" -U "$role" -n -f "$here/queue/pgbench/cycle.sql" \
+    -D job=0 -c "$workers" -j 2 -T 10 ceiling 2>&1)" || { echo "$out" >&2; exit 1; }
+  tps="$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out")"
+  failed="$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")"
+  echo
+  echo "ceiling of a claim per free worker on this server (pgbench, teammem's completion and claim statements, one transaction per job, $workers connections, no client): ${tps%.*} jobs/s claim+complete (${failed:-0} failed)"
+fi
 s1=$(steal); t1=$(ticks)
 echo
 echo "conditions: $(nproc) cores, CPU steal $(( (s1 - s0) * 100 / (t1 - t0 + 1) ))% during the run, load average $(cut -d' ' -f1-3 /proc/loadavg)"
