@@ -1,10 +1,12 @@
 //! Enqueue: idempotent by job identity and by delivery id, and coalescing of
 //! contiguous ranges into a still-queued job.
 //!
-//! Invariant: each enqueue is one write of the queue's writer task (see
-//! `group_commit.rs`), which holds the write lock from its first lookup to the
-//! commit and runs writes one after another, so two concurrent enqueues of
-//! the same identity or delivery can never both create a job; a range is only
+//! Invariant: two concurrent enqueues of the same identity or delivery can
+//! never both create a job. On SQLite each enqueue is one write of the
+//! queue's writer task (see `group_commit.rs`), which holds the write lock
+//! from its first lookup to the commit and runs writes one after another; on
+//! PostgreSQL enqueues that could meet wait for each other on advisory locks
+//! (see `store_postgres`); a range is only
 //! merged into a job that is still `queued` (a running job's range is fixed).
 
 use sqlx::Row;

@@ -13,7 +13,7 @@
 //!   row) is checked, run in one transaction together with the `job_events`
 //!   row that records it (on SQLite a `BEGIN IMMEDIATE` batch of the writer
 //!   task, see `group_commit.rs`; on PostgreSQL a savepoint in a batch of
-//!   the node's writer task, see `pg_group_commit.rs`);
+//!   one of the node's writer tasks, see `pg_group_commit.rs`);
 //! - worker writes (heartbeat, complete, fail, release) are fenced by the
 //!   lease token handed out at claim, so a worker that lost its lease cannot
 //!   change the job;
@@ -170,8 +170,8 @@ pub struct QueueStats {
     pub failed: u64,
     pub cancelled: u64,
     pub retried: u64,
-    /// Transactions the writer task committed (each carries one or more
-    /// writes, see `group_commit.rs`).
+    /// Transactions the writer tasks committed (each carries one or more
+    /// writes, see `group_commit.rs` and `pg_group_commit.rs`).
     pub commits: u64,
     /// Writes those transactions carried, refused ones included.
     pub writes: u64,
@@ -358,8 +358,8 @@ impl Queue {
 
     /// Runs `write` in one transaction and answers once it is durable: on
     /// SQLite in the writer task's next batch, holding SQLite's write lock
-    /// (see `group_commit.rs`); on PostgreSQL in the node's writer task's next
-    /// batch (see `pg_group_commit.rs`, which may run it again alone, hence
+    /// (see `group_commit.rs`); on PostgreSQL in the next batch of one of the
+    /// node's writer tasks (see `pg_group_commit.rs`, which may run it again alone, hence
     /// `Clone`). An `Err` from `write` rolls back its changes only.
     async fn write<T, F>(&self, write: F) -> Result<T, QueueError>
     where

@@ -7,8 +7,9 @@
 //! injected with real triggers and locks on the real server.
 //!
 //! The tests run on tokio's current-thread runtime: writes started together
-//! with `join!` are all handed to the writer task before it first runs, so
-//! they form one batch (checked through `Queue::stats`).
+//! with `join!` are all handed over before any writer task first runs, and
+//! the first to run takes them all as one batch (checked through
+//! `Queue::stats`).
 
 use teammem::queue::{JobState, Lease, QueueError};
 
@@ -233,23 +234,52 @@ async fn a_write_that_keeps_losing_to_locks_is_reported_and_changes_nothing() {
 
 #[tokio::test]
 async fn a_caller_that_goes_away_does_not_cut_its_write() {
-    let (t, claimed, _pool) = claimed_jobs(2).await;
+    let (t, claimed, pool) = claimed_jobs(2).await;
+    // Job 1's row is held elsewhere, so its completion is still running on a
+    // writer when its caller goes away.
+    let mut holder = pool.begin().await.expect("begin");
+    sqlx::query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE")
+        .bind(claimed[0].job.id)
+        .execute(&mut *holder)
+        .await
+        .expect("lock job 1");
     let abandoned = {
         let queue = t.queue.clone();
         let lease = claimed[0].lease.clone();
         tokio::spawn(async move { queue.complete(&lease, succeeded()).await })
     };
-    // Let the spawned caller hand its write over, then drop the caller.
-    tokio::task::yield_now().await;
+    wait_for_a_lock_wait(&pool).await;
     abandoned.abort();
-    // Writes run in arrival order: once this one is answered, the abandoned
-    // one has committed too.
-    t.queue
-        .complete(&claimed[1].lease, succeeded())
-        .await
-        .expect("next write");
-    let events = t.queue.events(claimed[0].job.id).await.expect("events");
+    holder.rollback().await.expect("release job 1");
+    let id = claimed[0].job.id;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while state_of(&t.queue, id).await == JobState::Running {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the abandoned completion never committed"
+        );
+        tokio::task::yield_now().await;
+    }
+    let events = t.queue.events(id).await.expect("events");
     assert_eq!(event_names(&events), ["enqueued", "claimed", "succeeded"]);
+}
+
+/// Returns once some statement of the test's database waits for a lock on
+/// the server.
+async fn wait_for_a_lock_wait(pool: &sqlx::PgPool) {
+    loop {
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock')",
+        )
+        .fetch_one(pool)
+        .await
+        .expect("pg_stat_activity");
+        if waiting {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
 }
 
 #[tokio::test]
@@ -267,20 +297,7 @@ async fn a_write_waiting_for_a_lock_does_not_hold_up_the_other_writes() {
         let lease = claimed[0].lease.clone();
         tokio::spawn(async move { queue.complete(&lease, succeeded()).await })
     };
-    // Until job 1's completion is seen waiting for the row lock on the server.
-    loop {
-        let waiting_for_lock: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock')",
-        )
-        .fetch_one(&pool)
-        .await
-        .expect("pg_stat_activity");
-        if waiting_for_lock {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
+    wait_for_a_lock_wait(&pool).await;
     // Job 2's completion and a new enqueue commit meanwhile, on another
     // writer; with one writer they would wait behind job 1's batch.
     let others = async {
