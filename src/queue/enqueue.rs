@@ -191,19 +191,22 @@ async fn store(
     now: i64,
     max_attempts: i64,
 ) -> Result<Enqueued, QueueError> {
-    let new = Stored::of(&job, &identity);
+    let new = Stored::of(&job, &identity, delivery_id, now, max_attempts);
     match conn {
-        Conn::Sqlite(conn) => {
-            store_sqlite(conn, &job, &new, delivery_id, &identity, now, max_attempts).await
-        }
-        Conn::Postgres(conn) => {
-            store_postgres(conn, &job, &new, delivery_id, &identity, now, max_attempts).await
-        }
+        Conn::Sqlite(conn) => store_sqlite(conn, &new).await,
+        Conn::Postgres(conn) => store_postgres(conn, &new).await,
     }
 }
 
-/// The column values of a new job, and the details of its events.
+/// What one enqueue stores: the job, its identity, delivery id, time and
+/// attempt budget, the column values its kind gives, and the details of its
+/// events.
 struct Stored<'a> {
+    job: &'a NewJob,
+    identity: &'a str,
+    delivery_id: Option<&'a str>,
+    now: i64,
+    max_attempts: i64,
     before: Option<&'a str>,
     after: Option<&'a str>,
     run_id: Option<i64>,
@@ -215,7 +218,13 @@ struct Stored<'a> {
 }
 
 impl<'a> Stored<'a> {
-    fn of(job: &'a NewJob, identity: &str) -> Stored<'a> {
+    fn of(
+        job: &'a NewJob,
+        identity: &'a str,
+        delivery_id: Option<&'a str>,
+        now: i64,
+        max_attempts: i64,
+    ) -> Stored<'a> {
         let (before, after) = match &job.kind {
             JobKind::Range { before, after, .. } => (Some(before.as_str()), Some(after.as_str())),
             JobKind::PullRequest { .. } => (None, None),
@@ -234,6 +243,11 @@ impl<'a> Stored<'a> {
             ),
         };
         Stored {
+            job,
+            identity,
+            delivery_id,
+            now,
+            max_attempts,
             before,
             after,
             run_id,
@@ -261,16 +275,18 @@ impl<'a> Stored<'a> {
 /// The script numbers its parameters `$1`, `$2`, … in the order they appear,
 /// each used once, and binds them in that order: sqlx-sqlite reads `$N` as
 /// the Nth argument of the whole script.
-#[allow(clippy::too_many_arguments)]
 async fn store_sqlite(
     conn: &mut sqlx::SqliteConnection,
-    job: &NewJob,
     new: &Stored<'_>,
-    delivery_id: Option<&str>,
-    identity: &str,
-    now: i64,
-    max_attempts: i64,
 ) -> Result<Enqueued, QueueError> {
+    let &Stored {
+        job,
+        identity,
+        delivery_id,
+        now,
+        max_attempts,
+        ..
+    } = new;
     let Stored {
         before,
         after,
@@ -280,6 +296,7 @@ async fn store_sqlite(
         merge_sha,
         created_detail,
         coalesced_detail,
+        ..
     } = new;
     // `probe`: what the lookup found, then `target`, the job a new or
     // coalesced enqueue writes its identity, delivery and event rows for.
@@ -412,16 +429,17 @@ async fn store_sqlite(
 /// that order, so two enqueues never wait for each other in a cycle. Claims
 /// take no such lock: a queued job found to extend may be claimed before the
 /// extension locks it, and then the range becomes a job of its own.
-#[allow(clippy::too_many_arguments)]
 async fn store_postgres(
     conn: &mut sqlx::PgConnection,
-    job: &NewJob,
     new: &Stored<'_>,
-    delivery_id: Option<&str>,
-    identity: &str,
-    now: i64,
-    max_attempts: i64,
 ) -> Result<Enqueued, QueueError> {
+    let &Stored {
+        job,
+        identity,
+        delivery_id,
+        now,
+        ..
+    } = new;
     const LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
     if let Some(delivery_id) = delivery_id {
         sqlx::query(LOCK)
@@ -479,7 +497,7 @@ async fn store_postgres(
         }
     }
     let Some(target) = coalesced_into else {
-        return create_postgres(conn, job, new, delivery_id, identity, now, max_attempts).await;
+        return create_postgres(conn, new).await;
     };
     sqlx::query("INSERT INTO job_identities (identity, job_id, created_at) VALUES ($1, $2, $3)")
         .bind(identity)
@@ -513,16 +531,18 @@ async fn store_postgres(
 /// delivery id, its `enqueued` event and the wake-up notification, as the
 /// created path of [`store_sqlite`]'s script (one round trip instead of
 /// six: a sequential enqueue waits for every one of them).
-#[allow(clippy::too_many_arguments)]
 async fn create_postgres(
     conn: &mut sqlx::PgConnection,
-    job: &NewJob,
     new: &Stored<'_>,
-    delivery_id: Option<&str>,
-    identity: &str,
-    now: i64,
-    max_attempts: i64,
 ) -> Result<Enqueued, QueueError> {
+    let &Stored {
+        job,
+        identity,
+        delivery_id,
+        now,
+        max_attempts,
+        ..
+    } = new;
     let row: JobRow = sqlx::query_as(concat!(
         "WITH job AS (\
            INSERT INTO jobs (source, destination, origin, kind, push_before, push_after, \
