@@ -88,11 +88,18 @@ if [ "$backend" != sqlite ]; then
   "${psql[@]}" -d postgres -c "CREATE DATABASE ceiling"
   "${psql[@]}" -d ceiling -f "$here/queue/pgbench/setup.sql"
   out="$("$bin/pgbench" -h 127.0.0.1 -p "$port" -U "$role" -n -f "$here/queue/pgbench/cycle.sql" \
-    -D job=0 -c "$workers" -j 2 -T 10 ceiling 2>&1)" || { echo "$out" >&2; exit 1; }
+    -D job=0 -c "$workers" -j 2 -T 10 ceiling 2>&1)" || true
   tps="$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out")"
   failed="$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")"
   echo
-  echo "ceiling of a claim per free worker on this server (pgbench, teammem's completion and claim statements, one transaction per job, $workers connections, no client): ${tps%.*} jobs/s claim+complete (${failed:-0} failed)"
+  if [ -n "$tps" ] && ! grep -q "aborted" <<<"$out"; then
+    echo "ceiling of a claim per free worker on this server (pgbench, teammem's completion and claim statements, one transaction per job, $workers connections, no client): ${tps%.*} jobs/s claim+complete (${failed:-0} failed)"
+  else
+    # A pgbench client stops at its first error (two claims of one
+    # destination meeting at the unique index): no figure rather than a low one.
+    echo "ceiling of a claim per free worker: not measured, pgbench said:" >&2
+    echo "$out" >&2
+  fi
 fi
 s1=$(steal); t1=$(ticks)
 echo
