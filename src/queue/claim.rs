@@ -126,11 +126,9 @@ impl Queue {
     /// pre-check: a worker that just finished a job expects more). The claim
     /// runs after the completion, so it may take the destination the
     /// completion freed. Each answer is its own: a refused completion does
-    /// not stop the claim. On SQLite both writes go to the one writer at once
-    /// and usually share one commit; on PostgreSQL the claim is handed over
-    /// once the completion has committed, since the writers there run side by
-    /// side and a claim in a batch beside the completion's would not see the
-    /// destination it frees.
+    /// not stop the claim. Both writes are handed to the writer together, in
+    /// that order, and usually share one commit (on PostgreSQL always one
+    /// batch, see `PgGroupCommit::run_pair`).
     pub async fn complete_and_claim(
         &self,
         lease: &Lease,
@@ -140,16 +138,24 @@ impl Queue {
         Result<super::Job, QueueError>,
         Result<Option<Claimed>, QueueError>,
     ) {
-        if matches!(self.writes, super::Writes::Postgres(_)) {
-            let completed = self.complete(lease, completion).await;
-            return (completed, self.claim_now(self.now_ms(), worker).await);
+        let now = self.now_ms();
+        let token = new_lease_token();
+        let (state, completion) = self.completion_write(lease, completion);
+        let (completed, claimed) = self
+            .write_pair(completion, self.claim_write(now, worker, &token))
+            .await;
+        if completed.is_ok() {
+            self.counters.bump_finished(state);
         }
-        // `join!` polls the completion first: it is handed to the writer
-        // before the claim is.
-        tokio::join!(
-            self.complete(lease, completion),
-            self.claim_now(self.now_ms(), worker)
-        )
+        let claimed = match claimed {
+            Ok(job) => Ok(job.map(|job| self.claimed(job, token))),
+            // Another node's claim took that destination: try again alone.
+            Err(error) if super::violates(&error, "jobs_one_running_per_destination") => {
+                self.claim_now(self.now_ms(), worker).await
+            }
+            Err(error) => Err(error),
+        };
+        (completed, claimed)
     }
 
     /// The claim statement (with its retries when another node's claim of
@@ -172,15 +178,17 @@ impl Queue {
                 answer => break answer?,
             }
         };
-        let Some(job) = job else {
-            return Ok(None);
-        };
+        Ok(job.map(|job| self.claimed(job, token)))
+    }
+
+    /// A job the claim statement handed out under `token`, counted.
+    fn claimed(&self, job: super::Job, token: String) -> Claimed {
         Counters::bump(&self.counters.claims);
         let lease = Lease {
             job_id: job.id,
             token,
         };
-        Ok(Some(Claimed { job, lease }))
+        Claimed { job, lease }
     }
 
     /// One claim statement with its event, in one write.
@@ -190,10 +198,23 @@ impl Queue {
         worker: &str,
         token: &str,
     ) -> Result<Option<super::Job>, QueueError> {
+        self.write(self.claim_write(now, worker, token)).await
+    }
+
+    /// The write of [`Queue::claim_once`].
+    fn claim_write(
+        &self,
+        now: i64,
+        worker: &str,
+        token: &str,
+    ) -> impl for<'c> FnOnce(Conn<'c>) -> super::group_commit::WriteFuture<'c, Option<super::Job>>
+    + Clone
+    + Send
+    + 'static {
         let lease_ms = self.lease_ms();
         let worker = worker.to_string();
         let lease_token = token.to_string();
-        self.write(move |mut conn: Conn<'_>| {
+        super::group_commit::write_fn(move |mut conn: Conn<'_>| {
             Box::pin(async move {
                 let row: Option<JobRow> = on_conn!(&mut conn, |c, dialect| {
                     sqlx::query_as(dialect.pick(SQLITE_CLAIM, POSTGRES_CLAIM))
@@ -215,7 +236,6 @@ impl Queue {
                 Ok(Some(job))
             })
         })
-        .await
     }
 }
 

@@ -98,6 +98,15 @@ macro_rules! savepoint {
 pub(super) type WriteFuture<'c, T> =
     Pin<Box<dyn Future<Output = Result<T, QueueError>> + Send + 'c>>;
 
+/// `write` as it is: gives a write closure built outside a call of
+/// `Queue::write` the higher-ranked type that call would have inferred.
+pub(super) fn write_fn<T, F>(write: F) -> F
+where
+    F: for<'c> FnOnce(crate::db::Conn<'c>) -> WriteFuture<'c, T>,
+{
+    write
+}
+
 /// What a finished write hands back to the writer task: whether to keep its
 /// changes (and if not, why), and how to answer its caller once the
 /// commit's fate is known.

@@ -53,6 +53,25 @@ impl Queue {
     /// has reconciled its range, so its source's cursor advances to its
     /// `after` in the same transaction.
     pub async fn complete(&self, lease: &Lease, completion: Completion) -> Result<Job, QueueError> {
+        let (state, write) = self.completion_write(lease, completion);
+        let job = self.write(write).await?;
+        self.counters.bump_finished(state);
+        Ok(job)
+    }
+
+    /// The write [`Queue::complete`] hands to the writer, and the state it
+    /// ends the job in (count it with `bump_finished` once it committed).
+    pub(super) fn completion_write(
+        &self,
+        lease: &Lease,
+        completion: Completion,
+    ) -> (
+        JobState,
+        impl for<'c> FnOnce(Conn<'c>) -> super::group_commit::WriteFuture<'c, Job>
+        + Clone
+        + Send
+        + 'static,
+    ) {
         let now = self.now_ms();
         let state = completion.state();
         let (receipt, last_error, detail) = match completion {
@@ -67,63 +86,54 @@ impl Queue {
             Completion::Rejected { reason } => (None, Some(reason.clone()), Some(reason)),
         };
         let lease = lease.clone();
-        let job = self
-            .write(move |mut conn: Conn<'_>| {
-                Box::pin(async move {
-                    let row: Option<JobRow> = on_conn!(&mut conn, |c| {
-                        sqlx::query_as(concat!(
-                            "UPDATE jobs SET state = $1, receipt = $2, last_error = $3, \
+        let write = super::group_commit::write_fn(move |mut conn: Conn<'_>| {
+            Box::pin(async move {
+                let row: Option<JobRow> = on_conn!(&mut conn, |c| {
+                    sqlx::query_as(concat!(
+                        "UPDATE jobs SET state = $1, receipt = $2, last_error = $3, \
                          finished_at = $4, updated_at = $4, lease_token = NULL, lease_until = NULL \
                          WHERE id = $5 AND state = 'running' AND lease_token = $6 \
                          RETURNING ",
-                            job_columns!()
-                        ))
-                        .bind(state.as_str())
-                        .bind(receipt)
-                        .bind(last_error)
-                        .bind(now)
-                        .bind(lease.job_id)
-                        .bind(&lease.token)
-                        .fetch_optional(c)
-                        .await?
-                    });
-                    let Some(row) = row else {
-                        return Err(QueueError::LeaseLost { id: lease.job_id });
-                    };
-                    let job = row.into_job()?;
-                    let actor = job.lease_owner.clone().unwrap_or_else(|| "worker".into());
-                    insert_event(
-                        &mut conn,
-                        job.id,
-                        now,
-                        &actor,
-                        state.as_str(),
-                        detail.as_deref(),
-                    )
-                    .await?;
-                    let reconciled = matches!(
-                        state,
-                        JobState::Succeeded | JobState::NoChange | JobState::Skipped
-                    );
-                    if reconciled
-                        && job.kind == JobKindName::Range
-                        && let Some(after) = &job.push_after
-                    {
-                        super::cursors::store_cursor(
-                            &mut conn,
-                            &job.source,
-                            after,
-                            Some(job.id),
-                            now,
-                        )
+                        job_columns!()
+                    ))
+                    .bind(state.as_str())
+                    .bind(receipt)
+                    .bind(last_error)
+                    .bind(now)
+                    .bind(lease.job_id)
+                    .bind(&lease.token)
+                    .fetch_optional(c)
+                    .await?
+                });
+                let Some(row) = row else {
+                    return Err(QueueError::LeaseLost { id: lease.job_id });
+                };
+                let job = row.into_job()?;
+                let actor = job.lease_owner.clone().unwrap_or_else(|| "worker".into());
+                insert_event(
+                    &mut conn,
+                    job.id,
+                    now,
+                    &actor,
+                    state.as_str(),
+                    detail.as_deref(),
+                )
+                .await?;
+                let reconciled = matches!(
+                    state,
+                    JobState::Succeeded | JobState::NoChange | JobState::Skipped
+                );
+                if reconciled
+                    && job.kind == JobKindName::Range
+                    && let Some(after) = &job.push_after
+                {
+                    super::cursors::store_cursor(&mut conn, &job.source, after, Some(job.id), now)
                         .await?;
-                    }
-                    Ok(job)
-                })
+                }
+                Ok(job)
             })
-            .await?;
-        self.counters.bump_finished(state);
-        Ok(job)
+        });
+        (state, write)
     }
 
     /// Records a failed attempt. A retryable failure with attempts left goes

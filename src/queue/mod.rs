@@ -381,6 +381,35 @@ impl Queue {
         self.write_with(group_commit::Undo::WithBatch, write).await
     }
 
+    /// Runs `first` and then `second` as [`Queue::write`] does, handed to the
+    /// writer together so that they usually share one commit (on PostgreSQL
+    /// one batch, `second` seeing what `first` changed); each answer is its
+    /// own.
+    async fn write_pair<A, F, B, G>(
+        &self,
+        first: F,
+        second: G,
+    ) -> (Result<A, QueueError>, Result<B, QueueError>)
+    where
+        A: Send + 'static,
+        F: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, A> + Clone + Send + 'static,
+        B: Send + 'static,
+        G: for<'c> FnOnce(Conn<'c>) -> group_commit::WriteFuture<'c, B> + Clone + Send + 'static,
+    {
+        match &self.writes {
+            Writes::Postgres(group) => {
+                group
+                    .run_pair(
+                        move |conn: &mut sqlx::PgConnection| first(Conn::Postgres(conn)),
+                        move |conn: &mut sqlx::PgConnection| second(Conn::Postgres(conn)),
+                    )
+                    .await
+            }
+            // `join!` polls `first` first: it reaches the one writer first.
+            Writes::Grouped(_) => tokio::join!(self.write(first), self.write(second)),
+        }
+    }
+
     async fn write_with<T, F>(&self, undo: group_commit::Undo, write: F) -> Result<T, QueueError>
     where
         T: Send + 'static,

@@ -34,6 +34,9 @@
 //!   So no write is applied twice or half, and none is answered worse than
 //!   it would have been alone. Writes are therefore `Clone` (each run is a
 //!   fresh copy of the closure);
+//! - writes handed over together ([`PgGroupCommit::run_pair`]) run in one
+//!   batch, in order, so the second sees what the first changed; when they
+//!   must run again alone, they run one after the other, in that order;
 //! - a batch never waits for more writes to arrive: it takes what is
 //!   waiting, runs it and commits, so its locks are held only as long as its
 //!   statements take;
@@ -82,6 +85,9 @@ macro_rules! savepoint {
 }
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Writes handed over together: they run in one batch, in this order.
+type Parcel = Vec<Box<dyn Pending>>;
 
 /// How a write ran inside its batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,7 +217,7 @@ pub(super) struct Tally {
 /// The sending side of the writer tasks, started on first use.
 pub(super) struct PgGroupCommit {
     pool: PgPool,
-    sender: std::sync::OnceLock<mpsc::Sender<Box<dyn Pending>>>,
+    sender: std::sync::OnceLock<mpsc::Sender<Parcel>>,
     tally: Arc<Tally>,
 }
 
@@ -251,12 +257,38 @@ impl PgGroupCommit {
         T: Send + 'static,
         F: for<'c> FnOnce(&'c mut PgConnection) -> WriteFuture<'c, T> + Clone + Send + 'static,
     {
-        let (reply, answer) = oneshot::channel();
-        let pending: Box<dyn Pending> = Box::new(Typed {
-            write,
-            answer: None,
-            reply,
-        });
+        let (pending, answer) = pending(write);
+        self.send(vec![pending]).await?;
+        answer.await.map_err(|_| writer_gone())?
+    }
+
+    /// Runs `first` and then `second` in one batch (so usually one commit,
+    /// `second` seeing what `first` changed) and returns both answers, each
+    /// its own: a refused `first` does not stop `second`.
+    pub(super) async fn run_pair<A, F, B, G>(
+        &self,
+        first: F,
+        second: G,
+    ) -> (Result<A, QueueError>, Result<B, QueueError>)
+    where
+        A: Send + 'static,
+        F: for<'c> FnOnce(&'c mut PgConnection) -> WriteFuture<'c, A> + Clone + Send + 'static,
+        B: Send + 'static,
+        G: for<'c> FnOnce(&'c mut PgConnection) -> WriteFuture<'c, B> + Clone + Send + 'static,
+    {
+        let (first, first_answer) = pending(first);
+        let (second, second_answer) = pending(second);
+        if let Err(gone) = self.send(vec![first, second]).await {
+            return (Err(gone), Err(writer_gone()));
+        }
+        (
+            first_answer.await.unwrap_or_else(|_| Err(writer_gone())),
+            second_answer.await.unwrap_or_else(|_| Err(writer_gone())),
+        )
+    }
+
+    /// Hands `parcel` to the writer tasks, starting them on first use.
+    async fn send(&self, parcel: Parcel) -> Result<(), QueueError> {
         let sender = self.sender.get_or_init(|| {
             let (sender, receiver) = mpsc::channel(BACKLOG);
             let receiver = Arc::new(tokio::sync::Mutex::new(receiver));
@@ -269,9 +301,23 @@ impl PgGroupCommit {
             }
             sender
         });
-        sender.send(pending).await.map_err(|_| writer_gone())?;
-        answer.await.map_err(|_| writer_gone())?
+        sender.send(parcel).await.map_err(|_| writer_gone())
     }
+}
+
+/// `write` as a pending write, and where its answer will arrive.
+fn pending<T, F>(write: F) -> (Box<dyn Pending>, oneshot::Receiver<Result<T, QueueError>>)
+where
+    T: Send + 'static,
+    F: for<'c> FnOnce(&'c mut PgConnection) -> WriteFuture<'c, T> + Clone + Send + 'static,
+{
+    let (reply, answer) = oneshot::channel();
+    let pending: Box<dyn Pending> = Box::new(Typed {
+        write,
+        answer: None,
+        reply,
+    });
+    (pending, answer)
 }
 
 /// Takes whatever writes are waiting (at least one), runs them as one
@@ -281,7 +327,7 @@ impl PgGroupCommit {
 async fn writer_task(
     pool: PgPool,
     tally: Arc<Tally>,
-    receiver: Arc<tokio::sync::Mutex<mpsc::Receiver<Box<dyn Pending>>>>,
+    receiver: Arc<tokio::sync::Mutex<mpsc::Receiver<Parcel>>>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     loop {
@@ -308,16 +354,17 @@ enum Ended {
 
 /// Runs and commits one batch, then answers its callers (and starts the
 /// writes to run again alone).
-async fn run_batch(pool: &PgPool, tally: &Arc<Tally>, mut writes: Vec<Box<dyn Pending>>) {
-    let alone = writes.len() == 1;
-    let mut ran = Vec::with_capacity(writes.len());
+async fn run_batch(pool: &PgPool, tally: &Arc<Tally>, mut parcels: Vec<Parcel>) {
+    let count: usize = parcels.iter().map(Vec::len).sum();
+    let alone = count == 1;
+    let mut ran = Vec::with_capacity(count);
     let started = std::time::Instant::now();
     let ended = async {
         let mut tx = match pool.begin().await {
             Ok(tx) => tx,
             Err(error) => return Ended::NothingCommitted(error.to_string()),
         };
-        for (index, write) in writes.iter_mut().enumerate() {
+        for (index, write) in parcels.iter_mut().flatten().enumerate() {
             if !alone {
                 let statement = if index == 0 {
                     concat!("SAVEPOINT ", savepoint!())
@@ -349,9 +396,7 @@ async fn run_batch(pool: &PgPool, tally: &Arc<Tally>, mut writes: Vec<Box<dyn Pe
         match tx.commit().await {
             Ok(()) => {
                 tally.commits.fetch_add(1, Ordering::Relaxed);
-                tally
-                    .writes
-                    .fetch_add(writes.len() as u64, Ordering::Relaxed);
+                tally.writes.fetch_add(count as u64, Ordering::Relaxed);
                 Ended::Answered
             }
             // The server answered the COMMIT with an error: it rolled back.
@@ -363,25 +408,44 @@ async fn run_batch(pool: &PgPool, tally: &Arc<Tally>, mut writes: Vec<Box<dyn Pe
     crate::metrics::QUEUE_COMMIT_DURATION.observe(&[], started.elapsed());
     match ended {
         Ended::Answered => {
-            for (write, ran) in writes.into_iter().zip(ran) {
-                if ran == Ran::LostToLocks {
-                    tokio::spawn(write.alone(pool.clone(), tally.clone()));
-                } else {
-                    write.answer(None);
+            let mut ran = ran.into_iter();
+            for parcel in parcels {
+                let mut again = Vec::new();
+                for write in parcel {
+                    if ran.next() == Some(Ran::LostToLocks) {
+                        again.push(write);
+                    } else {
+                        write.answer(None);
+                    }
                 }
+                run_alone_in_order(pool, tally, again);
             }
         }
         Ended::NothingCommitted(why) => {
-            tracing::warn!(error = %why, writes = writes.len(), "queue batch not committed; running its writes one by one");
-            for write in writes {
-                tokio::spawn(write.alone(pool.clone(), tally.clone()));
+            tracing::warn!(error = %why, writes = count, "queue batch not committed; running its writes one by one");
+            for parcel in parcels {
+                run_alone_in_order(pool, tally, parcel);
             }
         }
         Ended::Unknown(why) => {
             tracing::error!(error = %why, "queue batch's commit did not complete");
-            for write in writes {
+            for write in parcels.into_iter().flatten() {
                 write.answer(Some(&why));
             }
         }
     }
+}
+
+/// Runs `writes` (of one parcel) again alone, one after the other in their
+/// order, on a task of their own.
+fn run_alone_in_order(pool: &PgPool, tally: &Arc<Tally>, writes: Vec<Box<dyn Pending>>) {
+    if writes.is_empty() {
+        return;
+    }
+    let (pool, tally) = (pool.clone(), tally.clone());
+    tokio::spawn(async move {
+        for write in writes {
+            write.alone(pool.clone(), tally.clone()).await;
+        }
+    });
 }

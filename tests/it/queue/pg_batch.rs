@@ -327,3 +327,31 @@ async fn a_write_waiting_for_a_lock_does_not_hold_up_the_other_writes() {
         JobState::Succeeded
     );
 }
+
+#[tokio::test]
+async fn a_completion_and_the_next_claim_run_in_one_batch_in_that_order() {
+    let t = queue_on(Backend::Postgres).await;
+    for n in 1..=2 {
+        t.queue
+            .enqueue(pull_request("octo/app", "octo/wiki", n), None)
+            .await
+            .expect("enqueue");
+    }
+    let first = claim_one(&t.queue, "w").await;
+    let (commits, writes) = (t.queue.stats().commits, t.queue.stats().writes);
+    let (done, next) = t
+        .queue
+        .complete_and_claim(&first.lease, succeeded(), "w")
+        .await;
+    done.expect("completed");
+    // The claim ran after the completion in its transaction: it saw the wiki
+    // freed and took its next job.
+    let next = next.expect("claim").expect("the wiki's next job");
+    assert_eq!(next.job.destination, "octo/wiki");
+    let stats = t.queue.stats();
+    assert_eq!(
+        (stats.commits - commits, stats.writes - writes),
+        (1, 2),
+        "both writes in one commit"
+    );
+}
