@@ -360,22 +360,25 @@ async fn run_batch(pool: &PgPool, tally: &Arc<Tally>, mut parcels: Vec<Parcel>) 
     let mut ran = Vec::with_capacity(count);
     let started = std::time::Instant::now();
     let ended = async {
-        let mut tx = match pool.begin().await {
+        // The first write's savepoint travels with the BEGIN: one round trip.
+        let begun = if alone {
+            pool.begin().await
+        } else {
+            pool.begin_with(concat!("BEGIN; SAVEPOINT ", savepoint!()))
+                .await
+        };
+        let mut tx = match begun {
             Ok(tx) => tx,
             Err(error) => return Ended::NothingCommitted(error.to_string()),
         };
         for (index, write) in parcels.iter_mut().flatten().enumerate() {
-            if !alone {
-                let statement = if index == 0 {
-                    concat!("SAVEPOINT ", savepoint!())
-                } else {
-                    concat!(
-                        "RELEASE SAVEPOINT ",
-                        savepoint!(),
-                        "; SAVEPOINT ",
-                        savepoint!()
-                    )
-                };
+            if !alone && index > 0 {
+                let statement = concat!(
+                    "RELEASE SAVEPOINT ",
+                    savepoint!(),
+                    "; SAVEPOINT ",
+                    savepoint!()
+                );
                 if let Err(error) = sqlx::raw_sql(statement).execute(&mut *tx).await {
                     return Ended::NothingCommitted(error.to_string());
                 }
