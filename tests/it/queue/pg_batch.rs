@@ -237,18 +237,7 @@ async fn a_caller_that_goes_away_does_not_cut_its_write() {
     let (t, claimed, pool) = claimed_jobs(2).await;
     // Job 1's row is held elsewhere, so its completion is still running on a
     // writer when its caller goes away.
-    let mut holder = pool.begin().await.expect("begin");
-    sqlx::query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE")
-        .bind(claimed[0].job.id)
-        .execute(&mut *holder)
-        .await
-        .expect("lock job 1");
-    let abandoned = {
-        let queue = t.queue.clone();
-        let lease = claimed[0].lease.clone();
-        tokio::spawn(async move { queue.complete(&lease, succeeded()).await })
-    };
-    wait_for_a_lock_wait(&pool).await;
+    let (holder, abandoned) = completion_waiting_for_its_row(&t, &claimed[0], &pool).await;
     abandoned.abort();
     holder.rollback().await.expect("release job 1");
     let id = claimed[0].job.id;
@@ -262,6 +251,33 @@ async fn a_caller_that_goes_away_does_not_cut_its_write() {
     }
     let events = t.queue.events(id).await.expect("events");
     assert_eq!(event_names(&events), ["enqueued", "claimed", "succeeded"]);
+}
+
+/// Holds `job`'s row in a transaction of its own, starts the job's
+/// completion on a task, and returns once that completion waits for the row
+/// on the server: the transaction (roll it back to let the completion go on)
+/// and the task.
+async fn completion_waiting_for_its_row(
+    t: &TestQueue,
+    job: &Claimed,
+    pool: &sqlx::PgPool,
+) -> (
+    sqlx::Transaction<'static, sqlx::Postgres>,
+    tokio::task::JoinHandle<Result<teammem::queue::Job, QueueError>>,
+) {
+    let mut holder = pool.begin().await.expect("begin");
+    sqlx::query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE")
+        .bind(job.job.id)
+        .execute(&mut *holder)
+        .await
+        .expect("lock the job's row");
+    let completion = {
+        let queue = t.queue.clone();
+        let lease = job.lease.clone();
+        tokio::spawn(async move { queue.complete(&lease, succeeded()).await })
+    };
+    wait_for_a_lock_wait(pool).await;
+    (holder, completion)
 }
 
 /// Returns once some statement of the test's database waits for a lock on
@@ -286,18 +302,7 @@ async fn wait_for_a_lock_wait(pool: &sqlx::PgPool) {
 async fn a_write_waiting_for_a_lock_does_not_hold_up_the_other_writes() {
     let (t, claimed, pool) = claimed_jobs(2).await;
     // Another transaction (as another node's batch would) holds job 1's row.
-    let mut holder = pool.begin().await.expect("begin");
-    sqlx::query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE")
-        .bind(claimed[0].job.id)
-        .execute(&mut *holder)
-        .await
-        .expect("lock job 1");
-    let waiting = {
-        let queue = t.queue.clone();
-        let lease = claimed[0].lease.clone();
-        tokio::spawn(async move { queue.complete(&lease, succeeded()).await })
-    };
-    wait_for_a_lock_wait(&pool).await;
+    let (holder, waiting) = completion_waiting_for_its_row(&t, &claimed[0], &pool).await;
     // Job 2's completion and a new enqueue commit meanwhile, on another
     // writer; with one writer they would wait behind job 1's batch.
     let others = async {
