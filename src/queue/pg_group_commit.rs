@@ -32,7 +32,10 @@
 //!   alone in a transaction of its own, up to [`ALONE_TRIES`] times; a batch whose transaction failed before its COMMIT
 //!   (nothing of it committed) runs every one of its writes again that way.
 //!   So no write is applied twice or half, and none is answered worse than
-//!   it would have been alone. Writes are therefore `Clone` (each run is a
+//!   it would have been alone. Only a batch that could not begin because
+//!   the pool found no connection within its acquire timeout (the database
+//!   is unreachable) is answered at once, every write with that failure:
+//!   running each alone would only wait as long again. Writes are therefore `Clone` (each run is a
 //!   fresh copy of the closure);
 //! - writes handed over together ([`PgGroupCommit::run_pair`]) run in one
 //!   batch, in order, so the second sees what the first changed; when they
@@ -348,6 +351,9 @@ enum Ended {
     /// Failed before COMMIT, or refused by the server at COMMIT: nothing of
     /// it is committed, so every write runs again alone.
     NothingCommitted(String),
+    /// No connection to begin it on (the database is unreachable): nothing
+    /// of it ran, and every caller hears so at once.
+    Unreachable(String),
     /// The COMMIT's outcome is unknown: every caller hears the failure.
     Unknown(String),
 }
@@ -369,6 +375,9 @@ async fn run_batch(pool: &PgPool, tally: &Arc<Tally>, mut parcels: Vec<Parcel>) 
         };
         let mut tx = match begun {
             Ok(tx) => tx,
+            // The pool waited its whole acquire timeout: running each write
+            // alone would only wait that long again, once per write.
+            Err(error @ sqlx::Error::PoolTimedOut) => return Ended::Unreachable(error.to_string()),
             Err(error) => return Ended::NothingCommitted(error.to_string()),
         };
         for (index, write) in parcels.iter_mut().flatten().enumerate() {
@@ -428,6 +437,13 @@ async fn run_batch(pool: &PgPool, tally: &Arc<Tally>, mut parcels: Vec<Parcel>) 
             tracing::warn!(error = %why, writes = count, "queue batch not committed; running its writes one by one");
             for parcel in parcels {
                 run_alone_in_order(pool, tally, parcel);
+            }
+        }
+        Ended::Unreachable(why) => {
+            tracing::warn!(error = %why, writes = count, "queue database unreachable; its writes were not run");
+            let why = format!("nothing was written: {why}");
+            for write in parcels.into_iter().flatten() {
+                write.answer(Some(&why));
             }
         }
         Ended::Unknown(why) => {

@@ -6,10 +6,12 @@
 //! node at a time holds the leader role, and it moves when that node stops;
 //! three nodes lose nothing when one is SIGKILLed twice; an outage of the
 //! database under load (every connection cut through a proxy, then refused)
-//! answers `503` + `Retry-After` and loses nothing.
+//! and a crash of the database server under load answer `503` +
+//! `Retry-After` and lose nothing acknowledged.
 
 use serde_json::json;
 
+use crate::harness::cut_proxy::CutProxy;
 use crate::harness::daemon::Setup;
 use crate::harness::postgres;
 use crate::runner::daemon_client::{finished, jobs_of_commits, post_dispatch, wait_for, wiki_tip};
@@ -458,13 +460,71 @@ async fn dispatch_until_accepted(
 /// every PR is cited once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_database_outage_under_load_loses_nothing_and_the_nodes_recover() {
-    use crate::harness::cut_proxy::CutProxy;
-    use crate::harness::git::git;
-
     let direct = postgres::server().fresh_database().await;
     let name = direct.rsplit('/').next().unwrap().to_string();
     let proxy = std::sync::Arc::new(CutProxy::start(postgres::server().port()).await);
     let url = format!("postgres://teammem_test@127.0.0.1:{}/{name}", proxy.port);
+    dispatch_through_an_outage(&url, Outage::Cut(proxy)).await;
+}
+
+/// The database server crashes under load (an immediate shutdown: every
+/// connection cut, nothing checkpointed) and starts again six seconds
+/// later, recovering from its WAL: what it acknowledged survives, so every dispatch a node accepted
+/// runs and every PR is cited once; dispatches sent meanwhile answer `503`
+/// with `Retry-After` and are accepted when sent again; both nodes carry on
+/// without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_database_crash_under_load_loses_no_acknowledged_dispatch() {
+    let server = std::sync::Arc::new(postgres::own_durable_server());
+    let url = server.fresh_database().await;
+    dispatch_through_an_outage(&url, Outage::Crash(server)).await;
+}
+
+/// How the database goes away in [`dispatch_through_an_outage`].
+enum Outage {
+    /// For six seconds every connection through the proxy is cut and new
+    /// ones are refused; the server behind it keeps running.
+    Cut(std::sync::Arc<CutProxy>),
+    /// The server crashes, and six seconds later (longer than a node waits
+    /// for a connection) starts again on the same data.
+    Crash(std::sync::Arc<postgres::PgServer>),
+}
+
+impl Outage {
+    /// Starts the outage; the task ends when the database is back.
+    fn start(&self) -> tokio::task::JoinHandle<()> {
+        match self {
+            Outage::Cut(proxy) => {
+                proxy.cut();
+                let proxy = proxy.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+                    proxy.restore();
+                })
+            }
+            Outage::Crash(server) => {
+                tokio::task::block_in_place(|| server.crash());
+                let server = server.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+                    let restart = move || server.start_again();
+                    tokio::task::spawn_blocking(restart).await.unwrap();
+                })
+            }
+        }
+    }
+}
+
+/// Two nodes on database `url` take dispatches for four sources, sent one
+/// after another, alternating between the nodes; from the 13th on they meet
+/// `outage`. Asserts that some dispatch met it (`503` with `Retry-After`,
+/// then accepted when sent again), that every accepted dispatch's job ends
+/// `succeeded` or `no_change`, that both nodes are ready again without a
+/// restart, and that every PR is cited once on a wiki `git fsck --strict`
+/// finds clean.
+async fn dispatch_through_an_outage(url: &str, outage: Outage) {
+    use crate::harness::git::git;
+
     let repos = tempfile::tempdir().unwrap();
     let sources: Vec<ClusterSource> = (0..4).map(|n| cluster_source(repos.path(), n)).collect();
     let mut shared = format!(
@@ -481,18 +541,13 @@ async fn a_database_outage_under_load_loses_nothing_and_the_nodes_recover() {
 
     let mut accepted = Vec::new();
     let mut unavailable = 0;
-    let mut outage = None;
+    let mut ongoing = None;
     let mut sent = 0usize;
     for pr in 1..=PRS {
         for source in &sources {
             if sent == 12 {
                 // The outage starts while dispatches keep coming.
-                proxy.cut();
-                let proxy = proxy.clone();
-                outage = Some(tokio::spawn(async move {
-                    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
-                    proxy.restore();
-                }));
+                ongoing = Some(outage.start());
             }
             let body = json!({
                 "source_repository": source.name, "kind": "range",
@@ -506,7 +561,7 @@ async fn a_database_outage_under_load_loses_nothing_and_the_nodes_recover() {
             sent += 1;
         }
     }
-    outage.expect("the outage ran").await.unwrap();
+    ongoing.expect("the outage ran").await.unwrap();
     assert!(unavailable > 0, "no dispatch met the outage");
 
     accepted.sort_unstable();

@@ -1,7 +1,8 @@
 //! A real PostgreSQL server for the tests: one per test process, started on
 //! first use from the installed server binaries, each test on its own fresh
-//! database. Never a mock, and never skipped: without the binaries a test
-//! fails with one line saying what to install.
+//! database; and, for a test that crashes its database, a server of its own.
+//! Never a mock, and never skipped: without the binaries a test fails with
+//! one line saying what to install.
 //!
 //! The server runs as an unprivileged user when the tests run as root
 //! (`initdb` and `postgres` refuse root): `postgres` if that user exists, else
@@ -15,17 +16,18 @@
 //! it to PID 1 to reap), copies the server's output to `server.log` and says
 //! `ready` on stdout at the server's "ready to accept connections" line (no
 //! polling). Then it reads its stdin, a pipe whose only write end this process
-//! holds. The kernel closes that end however the process ends (normal exit,
-//! panic, SIGKILL), the read returns, and the watchdog stops the server
+//! holds: `crash` and `start` lines crash and restart the server. The kernel closes
+//! that end however the process ends (normal exit, panic, SIGKILL), the read
+//! ends, and the watchdog stops the server
 //! (SIGQUIT, an immediate shutdown), waits for it and removes the directory.
 //! The watchdog ignores SIGINT/SIGTERM/SIGHUP, so a Ctrl-C that kills the test
 //! binary's process group still leaves it to clean up. At a normal exit an
 //! `atexit` hook closes the pipe and waits for the watchdog, so no server is
 //! left once the test binary has returned.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -38,10 +40,12 @@ const ROLE: &str = "teammem_test";
 const MISSING_BINARIES: &str = "PostgreSQL server binaries (initdb, postgres) not found under /usr/lib/postgresql/*/bin, `pg_config --bindir` or PATH; install them with `apt-get install postgresql`";
 
 /// The watchdog: in directory `$2`, `$1/initdb` makes a cluster whose
-/// superuser is `$4` and `$1/postgres` serves it on port `$3`; the watchdog
-/// says `ready` once the server accepts connections, waits for the end of its
-/// stdin, then stops the server and removes `$2`. Its own errors and the
-/// output of initdb and the server go to `$2/server.log`.
+/// superuser is `$4` and `$1/postgres` serves it on port `$3` with
+/// `synchronous_commit=$5`; the watchdog says `ready` once the server accepts
+/// connections, crashes it at a `crash` line on its stdin (saying `down`)
+/// and starts it again at a `start` line (saying `ready`), and at the end of
+/// its stdin stops the server and removes `$2`. Its own errors and the output of initdb and the server go
+/// to `$2/server.log`.
 ///
 /// The stop signal goes out only after the server announced itself or died:
 /// a background job starts with SIGQUIT ignored, and only once running does
@@ -49,31 +53,50 @@ const MISSING_BINARIES: &str = "PostgreSQL server binaries (initdb, postgres) no
 /// to a test process already gone fails instead of killing the watchdog.
 const WATCHDOG: &str = r#"
 trap '' INT TERM HUP PIPE
-bin=$1 root=$2 port=$3 role=$4
+bin=$1 root=$2 port=$3 role=$4 sync=$5
 data=$root/data log=$root/server.log output=$root/server.output ready=$root/ready
 exec 3>&1 >/dev/null 2>>"$log"
-server= state=
+server=
+# Starts the server on $data and says on fd 3 `ready`, or an empty line when
+# it died before accepting connections.
+start() {
+  state=
+  rm -f "$output" "$ready"
+  if mkfifo "$output" "$ready"; then
+    (
+      while IFS= read -r line; do
+        printf '%s\n' "$line" >>"$log"
+        case $line in
+          *"database system is ready to accept connections"*) echo ready >&4; exec 4>&- ;;
+        esac
+      done
+    ) <"$output" 4>"$ready" &
+    "$bin/postgres" -D "$data" -h 127.0.0.1 -p "$port" -k "$data" \
+      -c logging_collector=off -c lc_messages=C -c max_connections=300 \
+      -c fsync=off -c synchronous_commit="$sync" -c full_page_writes=off \
+      </dev/null >"$output" 2>&1 &
+    server=$!
+    read -r state <"$ready"
+  fi
+  echo "$state" >&3
+}
 if "$bin/initdb" --auth=trust --username="$role" --no-locale --encoding=UTF8 \
-     --no-sync --pgdata="$data" >&2 && mkfifo "$output" "$ready"
+     --no-sync --pgdata="$data" >&2
 then
-  (
-    while IFS= read -r line; do
-      printf '%s\n' "$line" >>"$log"
-      case $line in
-        *"database system is ready to accept connections"*) echo ready >&4; exec 4>&- ;;
-      esac
-    done
-  ) <"$output" 4>"$ready" &
-  "$bin/postgres" -D "$data" -h 127.0.0.1 -p "$port" -k "$data" \
-    -c logging_collector=off -c lc_messages=C -c max_connections=300 \
-    -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-    </dev/null >"$output" 2>&1 &
-  server=$!
-  read -r state <"$ready"
+  start
+else
+  echo >&3
 fi
-echo "$state" >&3
+# `crash`: an immediate shutdown (what a crash leaves: recovery from the WAL
+# at the next start), then `down` on fd 3; `start`: a new start on the same
+# directory and port.
+while IFS= read -r command; do
+  case $command in
+    crash) kill -QUIT "$server"; wait "$server"; echo down >&3 ;;
+    start) start ;;
+  esac
+done
 exec 3>&-
-cat >/dev/null
 if [ -n "$server" ]; then kill -QUIT "$server"; fi
 wait
 rm -rf "$root"
@@ -81,17 +104,64 @@ rm -rf "$root"
 
 static SERVER: OnceLock<PgServer> = OnceLock::new();
 
-/// The test process's server, started on the first call.
+/// The test process's server, started on the first call. It acknowledges a
+/// commit before writing it to the WAL (`synchronous_commit=off`): fast, and
+/// nothing it is asked to do loses it.
 pub fn server() -> &'static PgServer {
-    SERVER.get_or_init(PgServer::start)
+    SERVER.get_or_init(|| {
+        let server = PgServer::start(Commits::Fast);
+        // SAFETY: registers a plain `extern "C"` function with no arguments.
+        let registered = unsafe { libc::atexit(stop_at_exit) };
+        assert_eq!(registered, 0, "register the PostgreSQL stop hook");
+        server
+    })
 }
 
-/// A running server shared by all tests of this process.
+/// A server of the calling test's own, which may crash and start again
+/// ([`PgServer::crash`], [`PgServer::start_again`]) without troubling other tests. A commit
+/// it acknowledged is in the WAL (`synchronous_commit=on`), so it survives
+/// the server's crash, as on a production server (the WAL is not fsynced:
+/// the machine does not crash, only the server). Stopped and removed when
+/// dropped.
+pub fn own_durable_server() -> PgServer {
+    PgServer::start(Commits::Durable)
+}
+
+/// When a server acknowledges a commit.
+#[derive(Clone, Copy)]
+enum Commits {
+    /// Before its WAL is written (`synchronous_commit=off`).
+    Fast,
+    /// Once its WAL is written (`synchronous_commit=on`).
+    Durable,
+}
+
+/// A running server: the shared one, or a test's own.
 pub struct PgServer {
     port: u16,
-    /// Holds the write end of the watchdog's stdin until exit.
-    watchdog: Mutex<Option<Child>>,
+    /// The watchdog, holding the write end of its stdin, until exit or drop.
+    watchdog: Mutex<Option<Watchdog>>,
     databases_created: AtomicU64,
+}
+
+struct Watchdog {
+    child: Child,
+    /// Where it says `ready` (or an empty line) after each start.
+    announcements: BufReader<ChildStdout>,
+    root: PathBuf,
+}
+
+impl Watchdog {
+    /// Reads the next announcement; panics with the server's log unless it
+    /// is `expected`.
+    fn expect(&mut self, expected: &str, what: &str) {
+        let mut announcement = String::new();
+        let read = self.announcements.read_line(&mut announcement);
+        if read.is_err() || announcement.trim_end() != expected {
+            let log = std::fs::read_to_string(self.root.join("server.log")).unwrap_or_default();
+            panic!("the PostgreSQL test server did not {what}: {log}");
+        }
+    }
 }
 
 impl PgServer {
@@ -122,7 +192,33 @@ impl PgServer {
         self.url(&name)
     }
 
-    fn start() -> PgServer {
+    /// Crashes the server (an immediate shutdown: every connection is cut,
+    /// nothing is checkpointed); returns once it has exited. Blocks the
+    /// calling thread for that long.
+    pub fn crash(&self) {
+        self.tell_watchdog("crash", "down", "crash");
+    }
+
+    /// Starts the server again after [`PgServer::crash`], on the same data and
+    /// port; returns once it accepts connections, after its recovery from the
+    /// WAL. Blocks the calling thread for that long.
+    pub fn start_again(&self) {
+        self.tell_watchdog("start", "ready", "start again after its crash");
+    }
+
+    /// Sends `command` to the watchdog and waits for its answer `expected`.
+    fn tell_watchdog(&self, command: &str, expected: &str, what: &str) {
+        let mut watchdog = self.watchdog.lock().expect("the watchdog lock");
+        let watchdog = watchdog.as_mut().expect("the server is running");
+        let stdin = watchdog.child.stdin.as_mut().expect("the watchdog's stdin");
+        stdin
+            .write_all(format!("{command}\n").as_bytes())
+            .and_then(|()| stdin.flush())
+            .unwrap_or_else(|e| panic!("tell the PostgreSQL watchdog to {command}: {e}"));
+        watchdog.expect(expected, what);
+    }
+
+    fn start(commits: Commits) -> PgServer {
         let bin = server_binaries().unwrap_or_else(|| panic!("{MISSING_BINARIES}"));
         let owner = unprivileged_owner();
         let root = tempfile::Builder::new()
@@ -135,7 +231,11 @@ impl PgServer {
                 .expect("hand the server's directory to its user");
         }
         let port = free_loopback_port();
-        let mut watchdog = server_command(Path::new("/bin/sh"), owner)
+        let synchronous_commit = match commits {
+            Commits::Fast => "off",
+            Commits::Durable => "on",
+        };
+        let mut child = server_command(Path::new("/bin/sh"), owner)
             .arg("-c")
             .arg(WATCHDOG)
             .arg("sh")
@@ -143,42 +243,50 @@ impl PgServer {
             .arg(&root)
             .arg(port.to_string())
             .arg(ROLE)
+            .arg(synchronous_commit)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("start the PostgreSQL watchdog shell");
-        let mut announcement = String::new();
-        BufReader::new(watchdog.stdout.take().expect("watchdog stdout"))
-            .read_line(&mut announcement)
-            .expect("read the watchdog's announcement");
-        if announcement.trim_end() != "ready" {
-            // Read before the watchdog, seeing its stdin close, removes it.
-            let log = std::fs::read_to_string(root.join("server.log")).unwrap_or_default();
-            let status = watchdog.wait().expect("wait for the watchdog");
-            panic!("the PostgreSQL test server did not start (watchdog {status}): {log}");
-        }
-
-        // SAFETY: registers a plain `extern "C"` function with no arguments.
-        let registered = unsafe { libc::atexit(stop_at_exit) };
-        assert_eq!(registered, 0, "register the PostgreSQL stop hook");
+        let announcements = BufReader::new(child.stdout.take().expect("watchdog stdout"));
+        let mut watchdog = Watchdog {
+            child,
+            announcements,
+            root,
+        };
+        // On failure the panic reads the log before the watchdog, seeing
+        // its stdin close as `watchdog` drops, removes it.
+        watchdog.expect("ready", "start");
         PgServer {
             port,
             watchdog: Mutex::new(Some(watchdog)),
             databases_created: AtomicU64::new(0),
         }
     }
+
+    /// Closes the watchdog's stdin and waits while it stops the server and
+    /// removes its directory. Never panics.
+    fn stop(&self) {
+        if let Ok(mut watchdog) = self.watchdog.lock()
+            && let Some(mut watchdog) = watchdog.take()
+        {
+            // `wait` closes the child's stdin first: that is the signal to stop.
+            let _ = watchdog.child.wait();
+        }
+    }
 }
 
-/// Closes the watchdog's stdin and waits while it stops the server and
-/// removes its directory. Never panics: it runs inside `exit`.
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Stops the shared server at exit. Never panics: it runs inside `exit`.
 extern "C" fn stop_at_exit() {
-    let Some(server) = SERVER.get() else { return };
-    if let Ok(mut watchdog) = server.watchdog.lock()
-        && let Some(mut child) = watchdog.take()
-    {
-        // `wait` closes the child's stdin first: that is the signal to stop.
-        let _ = child.wait();
+    if let Some(server) = SERVER.get() {
+        server.stop();
     }
 }
 

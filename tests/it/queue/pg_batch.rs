@@ -360,3 +360,36 @@ async fn a_completion_and_the_next_claim_run_in_one_batch_in_that_order() {
         "both writes in one commit"
     );
 }
+
+/// A batch that finds no connection within the pool's acquire timeout (the
+/// database unreachable) answers its callers with that failure at once,
+/// writing nothing, instead of running each write alone and waiting as long
+/// again: the only connection is held from before the enqueue until one and
+/// a half timeouts later, so a write run alone after the batch would get it
+/// and commit.
+#[tokio::test]
+async fn a_batch_without_a_connection_answers_at_once_and_writes_nothing() {
+    const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+    let url = crate::harness::postgres::server().fresh_database().await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(TIMEOUT)
+        .connect(&url)
+        .await
+        .expect("connect to the test database");
+    db::migrate_postgres(&pool).await.expect("migrate");
+    let queue = Queue::new(pool.clone(), Arc::new(ManualClock::default()), settings());
+    let held = pool.acquire().await.expect("the only connection");
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(TIMEOUT * 3 / 2).await;
+        drop(held);
+    });
+    let answer = queue
+        .enqueue(pull_request("octo/app", "octo/wiki", 1), None)
+        .await;
+    let error = answer.expect_err("no connection for the enqueue");
+    assert!(error.is_unavailable(), "{error}");
+    assert!(error.to_string().contains("nothing was written"), "{error}");
+    release.await.expect("the holder");
+    assert_eq!(count(&Pool::Postgres(pool), "jobs").await, 0);
+}
