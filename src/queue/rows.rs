@@ -71,50 +71,27 @@ fn sha_column(text: Option<String>, column: &str) -> Result<Option<Sha>, QueueEr
 
 impl JobRow {
     pub(crate) fn into_job(self) -> Result<Job, QueueError> {
-        let JobRow {
-            id,
-            source,
-            destination,
-            origin,
-            kind,
-            push_before,
-            push_after,
-            run_id,
-            run_attempt,
-            pull_number,
-            merge_sha,
-            state,
-            attempts,
-            max_attempts,
-            run_after,
-            created_at,
-            updated_at,
-            started_at,
-            finished_at,
-            last_error,
-            receipt,
-            coalesced_count,
-            actor,
-            lease_owner,
-            lease_until,
-        } = self;
-        let receipt = receipt
+        let receipt = self
+            .receipt
             .map(|text| serde_json::from_str(&text))
             .transpose()
             .map_err(|error| corrupt(format!("jobs.receipt is not JSON: {error}")))?;
+        let origin = &self.origin;
+        let kind = &self.kind;
         Ok(Job {
-            id,
-            source,
-            destination,
-            origin: Origin::parse(&origin)
+            id: self.id,
+            origin: Origin::parse(origin)
                 .ok_or_else(|| corrupt(format!("jobs.origin holds unknown value {origin:?}")))?,
-            kind: JobKindName::parse(&kind)
+            kind: JobKindName::parse(kind)
                 .ok_or_else(|| corrupt(format!("jobs.kind holds unknown value {kind:?}")))?,
-            push_before: sha_column(push_before, "push_before")?,
-            push_after: sha_column(push_after, "push_after")?,
-            run_id,
-            run_attempt,
-            pull_number: pull_number
+            source: self.source,
+            destination: self.destination,
+            push_before: sha_column(self.push_before, "push_before")?,
+            push_after: sha_column(self.push_after, "push_after")?,
+            run_id: self.run_id,
+            run_attempt: self.run_attempt,
+            pull_number: self
+                .pull_number
                 .map(|n| {
                     u64::try_from(n)
                         .map_err(|e| e.to_string())
@@ -122,21 +99,21 @@ impl JobRow {
                         .map_err(|e| corrupt(format!("jobs.pull_number: {e}")))
                 })
                 .transpose()?,
-            merge_sha: sha_column(merge_sha, "merge_sha")?,
-            state: parse_state(&state)?,
-            attempts,
-            max_attempts,
-            run_after,
-            created_at,
-            updated_at,
-            started_at,
-            finished_at,
-            last_error,
+            merge_sha: sha_column(self.merge_sha, "merge_sha")?,
+            state: parse_state(&self.state)?,
+            attempts: self.attempts,
+            max_attempts: self.max_attempts,
+            run_after: self.run_after,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            last_error: self.last_error,
             receipt,
-            coalesced_count,
-            actor,
-            lease_owner,
-            lease_until,
+            coalesced_count: self.coalesced_count,
+            actor: self.actor,
+            lease_owner: self.lease_owner,
+            lease_until: self.lease_until,
         })
     }
 }

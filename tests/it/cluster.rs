@@ -266,6 +266,22 @@ fn cluster_source(root: &std::path::Path, n: usize) -> ClusterSource {
     }
 }
 
+/// Every PR of every source is cited exactly once on its wiki's
+/// `Changelog.md`, and `git fsck --strict` finds each wiki clean.
+fn assert_every_pr_cited_once(sources: &[ClusterSource]) {
+    for source in sources {
+        for sha in &source.commits[1..] {
+            assert_eq!(
+                crate::runner::daemon_client::entries(&source.wiki, "Changelog.md", sha),
+                1,
+                "{} {sha} on Changelog.md",
+                source.name
+            );
+        }
+        crate::harness::git::git(&source.wiki, &["fsck", "--strict"]);
+    }
+}
+
 /// Everything seen by the sampler: the most jobs running at once for one
 /// wiki, and the most connections holding the leader lock at once.
 #[derive(Debug, Default)]
@@ -283,7 +299,6 @@ struct Sampled {
 /// jobs for one wiki or two holders of the leader lock (which runs the sweep).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_nodes_lose_nothing_when_one_is_killed_twice() {
-    use crate::harness::git::git;
     use sqlx::Connection;
     use std::sync::{Arc, Mutex};
 
@@ -391,17 +406,7 @@ async fn three_nodes_lose_nothing_when_one_is_killed_twice() {
     assert!(sampled.most_running_per_wiki <= 1, "{sampled:?}");
     assert_eq!(sampled.most_leaders, 1, "{sampled:?}");
 
-    for source in &sources {
-        for sha in &source.commits[1..] {
-            assert_eq!(
-                crate::runner::daemon_client::entries(&source.wiki, "Changelog.md", sha),
-                1,
-                "{} {sha} on Changelog.md",
-                source.name
-            );
-        }
-        git(&source.wiki, &["fsck", "--strict"]);
-    }
+    assert_every_pr_cited_once(&sources);
     for node in nodes.into_iter().flatten() {
         assert!(node.terminate().success());
     }
@@ -523,8 +528,6 @@ impl Outage {
 /// restart, and that every PR is cited once on a wiki `git fsck --strict`
 /// finds clean.
 async fn dispatch_through_an_outage(url: &str, outage: Outage) {
-    use crate::harness::git::git;
-
     let repos = tempfile::tempdir().unwrap();
     let sources: Vec<ClusterSource> = (0..4).map(|n| cluster_source(repos.path(), n)).collect();
     let mut shared = format!(
@@ -577,17 +580,7 @@ async fn dispatch_through_an_outage(url: &str, outage: Outage) {
         let ready = reqwest::get(node.url("/readyz")).await.unwrap();
         assert_eq!(ready.status(), 200, "{}", ready.text().await.unwrap());
     }
-    for source in &sources {
-        for sha in &source.commits[1..] {
-            assert_eq!(
-                crate::runner::daemon_client::entries(&source.wiki, "Changelog.md", sha),
-                1,
-                "{} {sha}",
-                source.name
-            );
-        }
-        git(&source.wiki, &["fsck", "--strict"]);
-    }
+    assert_every_pr_cited_once(&sources);
     assert!(node_a.terminate().success());
     assert!(node_b.terminate().success());
 }
