@@ -7,7 +7,9 @@
 //! three nodes lose nothing when one is SIGKILLed twice; an outage of the
 //! database under load (every connection cut through a proxy, then refused)
 //! and a crash of the database server under load answer `503` +
-//! `Retry-After` and lose nothing acknowledged.
+//! `Retry-After` and lose nothing acknowledged; a job enqueued on one node
+//! wakes an idle worker on another through `LISTEN`/`NOTIFY`, also after the
+//! listening connection was cut.
 
 use serde_json::json;
 
@@ -588,4 +590,84 @@ async fn dispatch_through_an_outage(url: &str, outage: Outage) {
 /// The worker that held the job's lease last (`<node>/worker-<n>`).
 fn job_worker(job: &serde_json::Value) -> String {
     job["lease_owner"].as_str().unwrap_or_default().to_string()
+}
+
+/// The backend pids of connections listening for job notifications on the
+/// database of `pool` (other than the asking one).
+async fn listening_backends(pool: &sqlx::PgPool) -> Vec<i32> {
+    sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid() \
+           AND query LIKE 'LISTEN %teammem_jobs%'",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// A job enqueued through one node's queue wakes an idle worker of another
+/// node through `LISTEN`/`NOTIFY` (nothing here polls: without the
+/// notification the wake-up never comes); when the listening connection is
+/// cut, the listener connects again by itself and the next job wakes the
+/// other node too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_enqueued_on_one_node_wakes_an_idle_worker_on_another() {
+    use std::sync::Arc;
+    use teammem::queue::{Queue, SystemClock};
+
+    let url = postgres::server().fresh_database().await;
+    let connect = || async {
+        sqlx::postgres::PgPoolOptions::new()
+            .max_connections(4)
+            .connect(&url)
+            .await
+            .expect("connect to the test database")
+    };
+    let (node_a, node_b) = (connect().await, connect().await);
+    teammem::db::migrate_postgres(&node_a)
+        .await
+        .expect("migrate");
+    let queue_a = Queue::new(
+        node_a.clone(),
+        Arc::new(SystemClock),
+        crate::queue::settings(),
+    );
+    let wake_b = Arc::new(tokio::sync::Notify::new());
+    let stop = tokio_util::sync::CancellationToken::new();
+    teammem::cluster::wake_on_notifications(node_b.clone(), wake_b.clone(), stop.clone());
+
+    for number in 1..=2 {
+        let listeners = loop_until(|| async {
+            let pids = listening_backends(&node_a).await;
+            (!pids.is_empty()).then_some(pids)
+        })
+        .await;
+        assert_eq!(listeners.len(), 1, "{listeners:?}");
+        let woken = wake_b.notified();
+        queue_a
+            .enqueue(
+                crate::queue::pull_request("octo/app", "octo/wiki", number),
+                None,
+            )
+            .await
+            .expect("enqueue on node A");
+        tokio::time::timeout(std::time::Duration::from_secs(20), woken)
+            .await
+            .unwrap_or_else(|_| panic!("job {number} never woke node B"));
+        if number == 1 {
+            // Cut node B's listening connection; it must come back alone.
+            let cut: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+                .bind(listeners[0])
+                .fetch_one(&node_a)
+                .await
+                .unwrap();
+            assert!(cut);
+            loop_until(|| async {
+                let pids = listening_backends(&node_a).await;
+                (!pids.contains(&listeners[0])).then_some(())
+            })
+            .await;
+        }
+    }
+    stop.cancel();
 }
