@@ -215,6 +215,14 @@ pub static JOBS_FINISHED: Counter = Counter::new(
     &["kind", "state"],
 );
 
+/// Outcomes a worker tried to record again because the database was
+/// unavailable (`worker.rs`), by job kind.
+pub static OUTCOME_RETRIES: Counter = Counter::new(
+    "teammem_job_outcome_retries_total",
+    "Tries to record a finished job attempt's outcome again because the database was unavailable, by job kind.",
+    &["kind"],
+);
+
 pub static JOB_DURATION: Histogram = Histogram::new(
     "teammem_job_duration_seconds",
     "Wall time of one job attempt, by job kind.",
@@ -273,6 +281,7 @@ pub fn render(out: &mut String) {
     QUEUE_SYNC_DURATION.render(out);
     QUEUE_CHECKPOINT_DURATION.render(out);
     JOBS_FINISHED.render(out);
+    OUTCOME_RETRIES.render(out);
     JOB_DURATION.render(out);
     WIKI_PUBLISHES.render(out);
     GITHUB_CALLS.render(out);

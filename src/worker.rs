@@ -9,7 +9,10 @@
 //!   (`Queue::complete_and_claim`, usually one commit), and gives that job
 //!   back unstarted when shutdown has begun;
 //! - every outcome goes back through the queue's fenced calls, so a stale worker
-//!   can never overwrite a newer attempt;
+//!   can never overwrite a newer attempt; an outcome the database could not
+//!   take (it was unreachable) is tried again, with growing pauses, for as
+//!   long as the lease may still hold, and a try whose answer was lost can
+//!   only be followed by a refused one, never by a second write;
 //! - on shutdown no new job is claimed; a running job gets the grace period to
 //!   finish and is otherwise released back to `queued` without counting the attempt;
 //! - with [`PoolSettings::job_nice`] set, jobs run on a runtime of their own
@@ -322,46 +325,93 @@ impl Worker {
             }
         };
         drop(work);
-        let mut next = None;
         metrics::JOB_DURATION.observe(&[kind], started.elapsed());
-
-        let result = match outcome {
+        let outcome = match outcome {
             None => {
                 tracing::warn!("shutdown grace period over; releasing the job");
-                metrics::JOBS_FINISHED.inc(&[kind, "released"]);
-                self.queue.release(&lease).await.map(|_| ())
+                Outcome::Release
             }
-            Some(Ok(completion)) if !*self.stop.borrow() => {
+            Some(Ok(completion)) => Outcome::Complete(completion),
+            Some(Err(failure)) => Outcome::Fail(failure),
+        };
+
+        let mut next = None;
+        let mut result = match &outcome {
+            Outcome::Complete(completion) if !*self.stop.borrow() => {
                 // The next claim shares the completion's commit.
-                let state = completion.state();
                 let (r, claimed) = self
                     .queue
-                    .complete_and_claim(&lease, completion, &self.name)
+                    .complete_and_claim(&lease, completion.clone(), &self.name)
                     .await;
                 match claimed {
                     Ok(claimed) => next = claimed,
                     Err(e) => tracing::error!(worker = %self.name, error = %e, "claim failed"),
                 }
                 if r.is_ok() {
-                    metrics::JOBS_FINISHED.inc(&[kind, state.as_str()]);
-                    tracing::info!(state = state.as_str(), "job finished");
+                    outcome.recorded(kind);
                 }
                 r.map(|_| ())
             }
-            Some(Ok(completion)) => {
-                let state = completion.state();
-                let r = self.queue.complete(&lease, completion).await;
-                if r.is_ok() {
-                    metrics::JOBS_FINISHED.inc(&[kind, state.as_str()]);
-                    tracing::info!(state = state.as_str(), "job finished");
-                }
-                r.map(|_| ())
+            _ => self.record(&lease, &outcome, kind).await,
+        };
+        // The job's work is done (its wiki may already hold the change): an
+        // outcome lost to a database outage would leave the job running
+        // until its lease expires and the rescuer runs it again, without the
+        // receipt of what it did. So try again while the lease may still
+        // hold and the node is not shutting down.
+        let mut waited = Duration::ZERO;
+        let mut pause = RECORD_AGAIN_AFTER;
+        let mut retried = false;
+        while let Err(e) = &result
+            && e.is_unavailable()
+            && waited < self.settings.lease
+            && !*self.stop.borrow()
+        {
+            if !retried {
+                tracing::warn!(error = %e, "the database is unavailable; recording the job's outcome again until it is back");
             }
-            Some(Err(failure)) => {
+            metrics::OUTCOME_RETRIES.inc(&[kind]);
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = self.stop.changed() => {}
+            }
+            waited += pause;
+            pause = (pause * 2).min(RECORD_AGAIN_AT_MOST);
+            retried = true;
+            result = self.record(&lease, &outcome, kind).await;
+        }
+        match result {
+            Ok(()) => {}
+            Err(QueueError::LeaseLost { .. }) if retried => tracing::warn!(
+                "the job's outcome was recorded by an earlier try whose answer was lost, or its lease was lost"
+            ),
+            Err(QueueError::LeaseLost { .. }) => {
+                tracing::warn!("the job's lease was lost before its outcome was recorded")
+            }
+            Err(e) => tracing::error!(error = %e, "recording the job's outcome failed"),
+        }
+        next
+    }
+
+    /// Records `outcome` of the job under `lease` once.
+    async fn record(
+        &self,
+        lease: &crate::queue::Lease,
+        outcome: &Outcome,
+        kind: &'static str,
+    ) -> Result<(), QueueError> {
+        let result = match outcome {
+            Outcome::Release => self.queue.release(lease).await,
+            Outcome::Complete(completion) => self
+                .queue
+                .complete(lease, completion.clone())
+                .await
+                .map(|_| ()),
+            Outcome::Fail(failure) => {
                 let r = self
                     .queue
                     .fail_with_receipt(
-                        &lease,
+                        lease,
                         &failure.reason,
                         failure.retryable,
                         failure.receipt.clone(),
@@ -371,17 +421,48 @@ impl Worker {
                     metrics::JOBS_FINISHED.inc(&[kind, state.as_str()]);
                     tracing::warn!(state = state.as_str(), reason = %failure.reason, "job attempt failed");
                 }
-                r.map(|_| ())
+                return r.map(|_| ());
             }
         };
-        match result {
-            Ok(()) => {}
-            Err(QueueError::LeaseLost { .. }) => {
-                tracing::warn!("the job's lease was lost before its outcome was recorded")
-            }
-            Err(e) => tracing::error!(error = %e, "recording the job's outcome failed"),
+        if result.is_ok() {
+            outcome.recorded(kind);
         }
-        next
+        result
+    }
+}
+
+/// The first pause before a worker tries again to record an outcome the
+/// unavailable database did not take; it doubles up to
+/// [`RECORD_AGAIN_AT_MOST`].
+const RECORD_AGAIN_AFTER: Duration = Duration::from_millis(500);
+
+/// The longest pause between two tries to record an outcome.
+const RECORD_AGAIN_AT_MOST: Duration = Duration::from_secs(5);
+
+/// How a job's run ended, as the worker records it.
+enum Outcome {
+    /// The shutdown grace period ran out: the job goes back to the queue
+    /// without counting the attempt.
+    Release,
+    /// The handler finished the job.
+    Complete(Completion),
+    /// The handler could not finish it.
+    Fail(JobFailure),
+}
+
+impl Outcome {
+    /// Counts and logs a release or completion the queue has recorded
+    /// (a failure's state comes from the queue, see [`Worker::record`]).
+    fn recorded(&self, kind: &'static str) {
+        match self {
+            Outcome::Release => metrics::JOBS_FINISHED.inc(&[kind, "released"]),
+            Outcome::Complete(completion) => {
+                let state = completion.state();
+                metrics::JOBS_FINISHED.inc(&[kind, state.as_str()]);
+                tracing::info!(state = state.as_str(), "job finished");
+            }
+            Outcome::Fail(_) => {}
+        }
     }
 }
 

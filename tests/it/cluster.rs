@@ -9,7 +9,8 @@
 //! and a crash of the database server under load answer `503` +
 //! `Retry-After` and lose nothing acknowledged; a job enqueued on one node
 //! wakes an idle worker on another through `LISTEN`/`NOTIFY`, also after the
-//! listening connection was cut.
+//! listening connection was cut; a job that finishes while the database is
+//! away records its outcome when it returns.
 
 use serde_json::json;
 
@@ -670,4 +671,59 @@ async fn a_job_enqueued_on_one_node_wakes_an_idle_worker_on_another() {
         }
     }
     stop.cancel();
+}
+
+/// A job whose handler finishes while the database is unreachable keeps its
+/// real outcome: the worker records it again once the database is back
+/// (within the lease), so the job ends `succeeded` at its first attempt with
+/// the handler's receipt, instead of staying `running` until the rescuer
+/// runs it a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_finished_during_an_outage_records_its_outcome_when_the_database_returns() {
+    let direct = postgres::server().fresh_database().await;
+    let name = direct.rsplit('/').next().unwrap().to_string();
+    let proxy = std::sync::Arc::new(CutProxy::start(postgres::server().port()).await);
+    let dir = tempfile::tempdir().unwrap();
+    let config = teammem::config::Config::parse(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{}\"\nnode_id = \"node-a\"\n\
+         [database]\nurl = \"postgres://teammem_test@127.0.0.1:{}/{name}\"\n\
+         [[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/srv/app.git\"\n\
+         local_wiki_path = \"/srv/app.wiki.git\"\nwebhook_secret_env = \"S1\"\n\
+         [queue]\nworkers = 1\nlease_seconds = 60\n",
+        dir.path().join("data").display(),
+        proxy.port
+    ))
+    .unwrap();
+    let mut daemon = crate::harness::inproc::start(config).await;
+    let enqueued = daemon
+        .queue
+        .enqueue(crate::queue::pull_request("octo/app", "octo/app", 7), None)
+        .await
+        .expect("enqueue");
+    let id = enqueued.job.id;
+    assert_eq!(daemon.started.recv().await, Some(id));
+
+    // The database goes away, then the handler finishes the job; the
+    // database comes back once the worker has found it unavailable.
+    // (The count is read in process: `/metrics` itself waits for the database.)
+    let retries = || teammem::metrics::OUTCOME_RETRIES.get(&["pull_request"]);
+    let before = retries();
+    proxy.cut();
+    daemon.permits.add_permits(1);
+    loop_until(|| async { (retries() > before).then_some(()) }).await;
+    proxy.restore();
+
+    let job = loop_until(|| async {
+        let job = daemon.queue.get(id).await.ok()?;
+        (job.state != teammem::queue::JobState::Running).then_some(job)
+    })
+    .await;
+    assert_eq!(job.state, teammem::queue::JobState::Succeeded, "{job:?}");
+    assert_eq!(job.attempts, 1, "{job:?}");
+    assert_eq!(
+        job.receipt,
+        Some(json!({"status": "updated", "job": id})),
+        "{job:?}"
+    );
+    daemon.shutdown().await.expect("the daemon stops");
 }

@@ -93,9 +93,7 @@ async fn launch(
         let _ = stop_rx.await;
     }));
     let addr = addr_rx.await.expect("daemon listening");
-    let pool = teammem::db::open(&config.server.data_dir)
-        .await
-        .expect("db");
+    let pool = teammem::db::open_configured(&config).await.expect("db");
     let queue = Queue::from_config(&config, pool);
     Running {
         addr,
