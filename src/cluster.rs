@@ -15,8 +15,9 @@
 //!   idempotent);
 //! - on SQLite the one node is always the leader;
 //! - a lost notification connection never stops work: idle workers poll the
-//!   queue anyway (`PoolSettings::idle_poll`); the listener reconnects and
-//!   says so in the log once per outage.
+//!   queue anyway (`PoolSettings::idle_poll`); the listener reconnects, says
+//!   so in the log once per outage, and [`Wakeups`] says `polling` until it
+//!   listens again.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -118,14 +119,46 @@ async fn campaign(pool: PgPool, node: String, leading: Arc<AtomicBool>, stop: Ca
     }
 }
 
+/// How this node's idle workers hear of new jobs (`/readyz`). Cheap to
+/// clone.
+#[derive(Debug, Clone)]
+pub struct Wakeups {
+    /// `None` on SQLite (the one node wakes its workers in process); on
+    /// PostgreSQL, whether the notification connection is listening now.
+    listening: Option<Arc<AtomicBool>>,
+}
+
+impl Wakeups {
+    /// The one node of a SQLite deployment: every enqueue happens here.
+    pub fn in_process() -> Wakeups {
+        Wakeups { listening: None }
+    }
+
+    /// `in_process` (SQLite), `notify` (PostgreSQL notifications are heard)
+    /// or `polling` (the notification connection is down: idle workers look
+    /// at the queue every `idle_poll` until it is back).
+    pub fn as_str(&self) -> &'static str {
+        match &self.listening {
+            None => "in_process",
+            Some(listening) if listening.load(Ordering::SeqCst) => "notify",
+            Some(_) => "polling",
+        }
+    }
+}
+
 /// Wakes one idle worker of this node for every job enqueued (or put back
 /// in the queue) on any node, from PostgreSQL notifications on
-/// [`crate::queue::JOBS_CHANNEL`], until `stop` is cancelled.
-pub fn wake_on_notifications(pool: PgPool, wake: Arc<Notify>, stop: CancellationToken) {
+/// [`crate::queue::JOBS_CHANNEL`], until `stop` is cancelled. The answer
+/// says whether notifications are heard now.
+pub fn wake_on_notifications(pool: PgPool, wake: Arc<Notify>, stop: CancellationToken) -> Wakeups {
+    let listening = Arc::new(AtomicBool::new(false));
+    let wakeups = Wakeups {
+        listening: Some(listening.clone()),
+    };
     tokio::spawn(async move {
         let outage = AtomicBool::new(false);
         loop {
-            let listened = listen(&pool, &wake, &outage);
+            let listened = listen(&pool, &wake, &outage, &listening);
             tokio::select! {
                 () = stop.cancelled() => return,
                 Err(error) = listened => {
@@ -144,6 +177,7 @@ pub fn wake_on_notifications(pool: PgPool, wake: Arc<Notify>, stop: Cancellation
             }
         }
     });
+    wakeups
 }
 
 /// Listens until the connection drops (the only way it ends).
@@ -151,12 +185,23 @@ async fn listen(
     pool: &PgPool,
     wake: &Notify,
     outage: &AtomicBool,
+    listening: &AtomicBool,
 ) -> Result<std::convert::Infallible, sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
     listener.listen(crate::queue::JOBS_CHANNEL).await?;
+    listening.store(true, Ordering::SeqCst);
     if outage.swap(false, Ordering::SeqCst) {
         tracing::info!("job notifications are back");
     }
+    // However listening ends (an error, the connection dropping, `stop`
+    // dropping this future), the node is no longer listening.
+    struct Deaf<'a>(&'a AtomicBool);
+    impl Drop for Deaf<'_> {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::SeqCst);
+        }
+    }
+    let _deaf = Deaf(listening);
     loop {
         match listener.try_recv().await? {
             Some(_) => wake.notify_one(),

@@ -255,20 +255,24 @@ pub async fn run_with_ingest(
     // On PostgreSQL: job notifications from every node wake this node's
     // workers, and the cluster's duties run on the leader only.
     let cluster = tokio_util::sync::CancellationToken::new();
-    let leader = match &pool {
+    let (leader, wakeups) = match &pool {
         db::Pool::Postgres(postgres) => {
-            crate::cluster::wake_on_notifications(
+            let wakeups = crate::cluster::wake_on_notifications(
                 postgres.clone(),
                 workers.wake.clone(),
                 cluster.clone(),
             );
-            crate::cluster::Leader::campaign(
+            let leader = crate::cluster::Leader::campaign(
                 postgres.clone(),
                 config.server.node_id.clone(),
                 cluster.clone(),
-            )
+            );
+            (leader, wakeups)
         }
-        db::Pool::Sqlite(_) => crate::cluster::Leader::sole(),
+        db::Pool::Sqlite(_) => (
+            crate::cluster::Leader::sole(),
+            crate::cluster::Wakeups::in_process(),
+        ),
     };
 
     let mut scheduler = Scheduler::new();
@@ -351,6 +355,7 @@ pub async fn run_with_ingest(
     let state = AppState {
         job_problems: Arc::new(job_problems),
         leader,
+        wakeups,
         ..state
     };
     let listener = TcpListener::bind(config.server.listen)

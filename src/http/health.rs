@@ -57,6 +57,7 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<serde_json::
             Json(json!({
                 "status": "ready", "workers": alive,
                 "node": node, "database": database, "role": role,
+                "wakeups": state.wakeups.as_str(),
             })),
         )
     } else {
@@ -65,6 +66,7 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<serde_json::
             Json(json!({
                 "status": "not_ready", "problems": problems,
                 "node": node, "database": database, "role": role,
+                "wakeups": state.wakeups.as_str(),
             })),
         )
     }

@@ -54,6 +54,8 @@ pub struct AppState {
     pub freshness: Arc<crate::freshness::Freshness>,
     /// Whether this node runs the cluster's duties (`/readyz`, `/metrics`).
     pub leader: crate::cluster::Leader,
+    /// How idle workers hear of new jobs (`/readyz`).
+    pub wakeups: crate::cluster::Wakeups,
 }
 
 impl AppState {
@@ -78,6 +80,7 @@ impl AppState {
             job_problems: Arc::new(Vec::new()),
             freshness: Arc::default(),
             leader: crate::cluster::Leader::sole(),
+            wakeups: crate::cluster::Wakeups::in_process(),
         }
     }
 

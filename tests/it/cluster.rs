@@ -155,6 +155,12 @@ async fn nodes_on_one_postgres_share_jobs_tasks_tokens_and_dashboard_sessions() 
     assert_eq!(refused.status(), 401);
     assert_eq!(page(&node_a, Some(&session)).await.unwrap().status(), 303);
 
+    // Both nodes hear job notifications.
+    for node in [&node_a, &node_b] {
+        loop_until(|| async { (readyz_says(node, "wakeups").await == "notify").then_some(()) })
+            .await;
+    }
+
     // One leader; when it stops, the other node takes over.
     let (leader, follower) = loop_until(|| async {
         match (role(&node_a).await.as_str(), role(&node_b).await.as_str()) {
@@ -177,13 +183,18 @@ async fn nodes_on_one_postgres_share_jobs_tasks_tokens_and_dashboard_sessions() 
 
 /// The role `/readyz` reports.
 async fn role(node: &crate::harness::daemon::Daemon) -> String {
+    readyz_says(node, "role").await
+}
+
+/// What `/readyz` reports as `field`.
+async fn readyz_says(node: &crate::harness::daemon::Daemon, field: &str) -> String {
     let body: serde_json::Value = reqwest::get(node.url("/readyz"))
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
-    body["role"].as_str().unwrap_or_default().to_string()
+    body[field].as_str().unwrap_or_default().to_string()
 }
 
 /// The application names of the connections holding the leader lock.
@@ -608,23 +619,27 @@ async fn listening_backends(pool: &sqlx::PgPool) -> Vec<i32> {
 
 /// A job enqueued through one node's queue wakes an idle worker of another
 /// node through `LISTEN`/`NOTIFY` (nothing here polls: without the
-/// notification the wake-up never comes); when the listening connection is
-/// cut, the listener connects again by itself and the next job wakes the
-/// other node too.
+/// notification the wake-up never comes), and that node says `notify`; while
+/// its path to the database is cut it says `polling`, and once the path is
+/// back the listener connects again by itself and the next job wakes it too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_enqueued_on_one_node_wakes_an_idle_worker_on_another() {
     use std::sync::Arc;
     use teammem::queue::{Queue, SystemClock};
 
     let url = postgres::server().fresh_database().await;
-    let connect = || async {
+    let name = url.rsplit('/').next().unwrap().to_string();
+    let proxy = CutProxy::start(postgres::server().port()).await;
+    let through_proxy = format!("postgres://teammem_test@127.0.0.1:{}/{name}", proxy.port);
+    let connect = |url: String| async move {
         sqlx::postgres::PgPoolOptions::new()
             .max_connections(4)
             .connect(&url)
             .await
             .expect("connect to the test database")
     };
-    let (node_a, node_b) = (connect().await, connect().await);
+    let node_a = connect(url.clone()).await;
+    let node_b = connect(through_proxy).await;
     teammem::db::migrate_postgres(&node_a)
         .await
         .expect("migrate");
@@ -635,14 +650,16 @@ async fn a_job_enqueued_on_one_node_wakes_an_idle_worker_on_another() {
     );
     let wake_b = Arc::new(tokio::sync::Notify::new());
     let stop = tokio_util::sync::CancellationToken::new();
-    teammem::cluster::wake_on_notifications(node_b.clone(), wake_b.clone(), stop.clone());
+    let wakeups_b =
+        teammem::cluster::wake_on_notifications(node_b.clone(), wake_b.clone(), stop.clone());
+    let says = |expected: &'static str| {
+        let wakeups_b = wakeups_b.clone();
+        async move { loop_until(|| async { (wakeups_b.as_str() == expected).then_some(()) }).await }
+    };
 
     for number in 1..=2 {
-        let listeners = loop_until(|| async {
-            let pids = listening_backends(&node_a).await;
-            (!pids.is_empty()).then_some(pids)
-        })
-        .await;
+        says("notify").await;
+        let listeners = listening_backends(&node_a).await;
         assert_eq!(listeners.len(), 1, "{listeners:?}");
         let woken = wake_b.notified();
         queue_a
@@ -656,18 +673,10 @@ async fn a_job_enqueued_on_one_node_wakes_an_idle_worker_on_another() {
             .await
             .unwrap_or_else(|_| panic!("job {number} never woke node B"));
         if number == 1 {
-            // Cut node B's listening connection; it must come back alone.
-            let cut: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
-                .bind(listeners[0])
-                .fetch_one(&node_a)
-                .await
-                .unwrap();
-            assert!(cut);
-            loop_until(|| async {
-                let pids = listening_backends(&node_a).await;
-                (!pids.contains(&listeners[0])).then_some(())
-            })
-            .await;
+            // Node B loses the database; its listener must come back alone.
+            proxy.cut();
+            says("polling").await;
+            proxy.restore();
         }
     }
     stop.cancel();

@@ -22,6 +22,7 @@ async fn serve_is_ready_exposes_metrics_guards_jobs_and_exits_0_on_sigterm() {
     assert_eq!(body["node"], "node-x");
     assert_eq!(body["database"], "sqlite");
     assert_eq!(body["role"], "leader");
+    assert_eq!(body["wakeups"], "in_process");
 
     let metrics = http.get(daemon.url("/metrics")).send().await.unwrap();
     assert_eq!(metrics.status(), 200);
