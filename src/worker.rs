@@ -359,12 +359,12 @@ impl Worker {
         // until its lease expires and the rescuer runs it again, without the
         // receipt of what it did. So try again while the lease may still
         // hold and the node is not shutting down.
-        let mut waited = Duration::ZERO;
+        let give_up = tokio::time::Instant::now() + self.settings.lease;
         let mut pause = RECORD_AGAIN_AFTER;
         let mut retried = false;
         while let Err(e) = &result
             && e.is_unavailable()
-            && waited < self.settings.lease
+            && tokio::time::Instant::now() < give_up
             && !*self.stop.borrow()
         {
             if !retried {
@@ -375,7 +375,6 @@ impl Worker {
                 _ = tokio::time::sleep(pause) => {}
                 _ = self.stop.changed() => {}
             }
-            waited += pause;
             pause = (pause * 2).min(RECORD_AGAIN_AT_MOST);
             retried = true;
             result = self.record(&lease, &outcome, kind).await;
