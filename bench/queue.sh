@@ -14,8 +14,10 @@
 # exit, failure or Ctrl-C. Then, on that server, the ceiling of a claim per
 # free worker with no client in the way: pgbench runs teammem's completion
 # and claim statements (bench/queue/pgbench/) as one transaction per job on
-# one connection per worker for 10 s. Prints the CPU stolen by the
-# hypervisor during the run.
+# one connection per worker for 10 s, then again with synchronous_commit=off
+# (what the WAL flushes cost), and the enqueue rate that would match
+# apalis-postgres end to end with claims at that ceiling. Prints the CPU
+# stolen by the hypervisor during the run.
 #
 # Usage: bench/queue.sh [--backend sqlite|postgres|all] [--jobs N]
 #        [--workers N] [--destinations N] [--normal-sync]
@@ -82,25 +84,41 @@ if [ "$backend" != sqlite ]; then
 fi
 
 s0=$(steal); t0=$(ticks)
-"$bench" "$@" "${url_args[@]}"
+results="$(mktemp)"
+"$bench" "$@" "${url_args[@]}" | tee "$results"
 if [ "$backend" != sqlite ]; then
   psql=("$bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U "$role")
-  "${psql[@]}" -d postgres -c "CREATE DATABASE ceiling"
-  "${psql[@]}" -d ceiling -f "$here/queue/pgbench/setup.sql"
-  out="$("$bin/pgbench" -h 127.0.0.1 -p "$port" -U "$role" -n -f "$here/queue/pgbench/cycle.sql" \
-    -D job=0 -c "$workers" -j 2 -T 10 ceiling 2>&1)" || true
-  tps="$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out")"
-  failed="$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")"
+  # ceiling DATABASE [PGOPTIONS]: pgbench's claim+complete jobs/s on a fresh
+  # DATABASE, or nothing when a client aborted (two claims of one destination
+  # meeting at the unique index stop a pgbench client: no figure rather than
+  # a low one; pgbench's output goes to stderr then).
+  ceiling() {
+    "${psql[@]}" -d postgres -c "CREATE DATABASE $1"
+    "${psql[@]}" -d "$1" -f "$here/queue/pgbench/setup.sql"
+    local out
+    out="$(PGOPTIONS="${2:-}" "$bin/pgbench" -h 127.0.0.1 -p "$port" -U "$role" -n \
+      -f "$here/queue/pgbench/cycle.sql" -D job=0 -c "$workers" -j 2 -T 10 "$1" 2>&1)" || true
+    if grep -q "aborted" <<<"$out"; then echo "$out" >&2; return; fi
+    sed -n 's/^tps = \([0-9]*\).*/\1/p' <<<"$out"
+  }
+  bound="$(ceiling ceiling)"
+  unflushed="$(ceiling ceiling_async "-c synchronous_commit=off")"
   echo
-  if [ -n "$tps" ] && ! grep -q "aborted" <<<"$out"; then
-    echo "ceiling of a claim per free worker on this server (pgbench, teammem's completion and claim statements, one transaction per job, $workers connections, no client): ${tps%.*} jobs/s claim+complete (${failed:-0} failed)"
-  else
-    # A pgbench client stops at its first error (two claims of one
-    # destination meeting at the unique index): no figure rather than a low one.
-    echo "ceiling of a claim per free worker: not measured, pgbench said:" >&2
-    echo "$out" >&2
+  echo "ceiling of a claim per free worker on this server (pgbench, teammem's completion and claim statements, one transaction per job, $workers connections, no client): ${bound:-not measured} jobs/s claim+complete; with synchronous_commit=off (no wait for the WAL): ${unflushed:-not measured} jobs/s"
+  # End to end is enqueue, then claim+complete: 1/(1/enqueue + 1/claim).
+  # With claims at the bound, matching apalis-postgres end to end takes an
+  # enqueue of 1/(1/apalis - 1/bound).
+  apalis="$(awk '$1 == "apalis-postgres" && $2 == "enqueue" { print $3, $(NF-3) }' "$results")"
+  if [ -n "$bound" ] && [ -n "$apalis" ]; then
+    read -r apalis_enqueue apalis_end_to_end <<<"$apalis"
+    awk -v bound="$bound" -v e2e="$apalis_end_to_end" -v push="$apalis_enqueue" 'BEGIN {
+      if (bound <= e2e) { print "with claims at that bound, no enqueue rate reaches apalis-postgres end to end"; exit }
+      need = 1 / (1 / e2e - 1 / bound)
+      printf "with claims at that bound, 1x apalis-postgres end to end needs an enqueue of %.0f jobs/s (%.2fx apalis-postgres'"'"'s push)\n", need, need / push
+    }'
   fi
 fi
+rm -f "$results"
 s1=$(steal); t1=$(ticks)
 echo
 echo "conditions: $(nproc) cores, CPU steal $(( (s1 - s0) * 100 / (t1 - t0 + 1) ))% during the run, load average $(cut -d' ' -f1-3 /proc/loadavg)"
