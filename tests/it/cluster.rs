@@ -491,11 +491,11 @@ async fn a_database_outage_under_load_loses_nothing_and_the_nodes_recover() {
 }
 
 /// The database server crashes under load (an immediate shutdown: every
-/// connection cut, nothing checkpointed) and starts again six seconds
-/// later, recovering from its WAL: what it acknowledged survives, so every dispatch a node accepted
-/// runs and every PR is cited once; dispatches sent meanwhile answer `503`
-/// with `Retry-After` and are accepted when sent again; both nodes carry on
-/// without a restart.
+/// connection cut, nothing checkpointed) and starts again eight seconds
+/// later, recovering from its WAL: what it acknowledged survives, so every
+/// dispatch a node accepted runs and every PR is cited once; dispatches sent
+/// meanwhile answer `503` with `Retry-After` and are accepted when sent
+/// again; both nodes carry on without a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_database_crash_under_load_loses_no_acknowledged_dispatch() {
     let server = std::sync::Arc::new(postgres::own_durable_server());
@@ -508,8 +508,9 @@ enum Outage {
     /// For six seconds every connection through the proxy is cut and new
     /// ones are refused; the server behind it keeps running.
     Cut(std::sync::Arc<CutProxy>),
-    /// The server crashes, and six seconds later (longer than a node waits
-    /// for a connection) starts again on the same data.
+    /// The server crashes, and eight seconds later (longer than a node
+    /// waits for a connection, with room for a slow host) starts again on
+    /// the same data.
     Crash(std::sync::Arc<postgres::PgServer>),
 }
 
@@ -529,7 +530,7 @@ impl Outage {
                 tokio::task::block_in_place(|| server.crash());
                 let server = server.clone();
                 tokio::spawn(async move {
-                    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+                    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
                     let restart = move || server.start_again();
                     tokio::task::spawn_blocking(restart).await.unwrap();
                 })
