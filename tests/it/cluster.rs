@@ -1,7 +1,8 @@
 //! Several `teammem serve` nodes on one real PostgreSQL server, each with its
 //! own data directory: any node takes a dispatch and any node runs it; a
 //! token made with one node's configuration authenticates on the others; a
-//! dashboard login on one node is valid on another; a replay sent to another
+//! dashboard login on one node is valid on another, while a handshake-era
+//! MCP session is known only on its own node; a replay sent to another
 //! node answers with the same job; the wiki gets the job's one commit; one
 //! node at a time holds the leader role, and it moves when that node dies;
 //! three nodes lose nothing when one is SIGKILLed twice; an outage of the
@@ -155,6 +156,24 @@ async fn nodes_on_one_postgres_share_jobs_tasks_tokens_and_dashboard_sessions() 
     assert_eq!(refused.status(), 401);
     assert_eq!(page(&node_a, Some(&session)).await.unwrap().status(), 303);
 
+    // A handshake-era MCP session lives on the node that opened it: on the
+    // other node its id is unknown (404, and the client starts over).
+    let agent = a.create_token("agent", &[]);
+    let session = legacy_mcp_session(&node_a, &agent).await;
+    for (node, status) in [(&node_a, 202), (&node_b, 404)] {
+        let answer = reqwest::Client::new()
+            .post(node.url("/mcp"))
+            .bearer_auth(&agent)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), status, "{}", node.url("/mcp"));
+    }
+
     // Both nodes hear job notifications.
     for node in [&node_a, &node_b] {
         loop_until(|| async { (readyz_says(node, "wakeups").await == "notify").then_some(()) })
@@ -183,6 +202,28 @@ async fn nodes_on_one_postgres_share_jobs_tasks_tokens_and_dashboard_sessions() 
     dying.child.wait().unwrap();
     loop_until(|| async { (role(&staying).await == "leader").then_some(()) }).await;
     assert_eq!(lock_holders(&url).await, [format!("teammem {follower}")]);
+}
+
+/// Opens a 2025-11-25 (handshake-era) MCP session on `node` and returns its
+/// `Mcp-Session-Id`.
+async fn legacy_mcp_session(node: &crate::harness::daemon::Daemon, token: &str) -> String {
+    let init = reqwest::Client::new()
+        .post(node.url("/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "cluster-test", "version": "1"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(init.status(), 200);
+    init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned()
 }
 
 /// The role `/readyz` reports.
