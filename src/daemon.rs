@@ -297,8 +297,10 @@ pub async fn run_with_ingest(
     {
         let queue = queue.clone();
         let leader = leader.clone();
+        let pool = pool.clone();
         scheduler.every("retention", config.schedule.retention.clone(), move || {
             let queue = queue.clone();
+            let pool = pool.clone();
             let leading = leader.is_leader();
             async move {
                 if !leading {
@@ -308,6 +310,11 @@ pub async fn run_with_ingest(
                     Ok(0) => {}
                     Ok(n) => tracing::info!(jobs = n, "pruned finished jobs past retention"),
                     Err(e) => tracing::error!(error = %e, "retention failed"),
+                }
+                match crate::mcp::sessions::prune(&pool).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(sessions = n, "pruned MCP sessions past retention"),
+                    Err(e) => tracing::error!(error = %e, "MCP session retention failed"),
                 }
             }
         });

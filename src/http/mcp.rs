@@ -12,6 +12,10 @@
 //!    per call (see `crate::mcp::server`), so each call is limited to the
 //!    repositories the token may see.
 //!
+//! Handshake-era sessions are also kept in the database
+//! ([`crate::mcp::sessions`]): a session opened on one node continues on any
+//! other node, and after a restart.
+//!
 //! Invariants: no MCP message reaches a handler without both checks passing;
 //! when the daemon's shutdown begins, every session and event stream ends
 //! (rmcp's cancellation token is a child of [`AppState::shutdown`]), so an
@@ -32,6 +36,7 @@ use super::{ApiError, AppState};
 use crate::mcp::WikiServer;
 use crate::mcp::app_credentials::AppWikiCredentials;
 use crate::mcp::context::{Binding, Context};
+use crate::mcp::sessions::SessionsInDatabase;
 use crate::mcp::toolsets::{Profile, ServerKind};
 use crate::requests::Credential;
 
@@ -61,12 +66,14 @@ pub fn router(state: &AppState) -> Router<AppState> {
     if let Some(host) = state.config.server.public_url.as_deref().and_then(host_of) {
         hosts.push(host);
     }
-    let config = StreamableHttpServerConfig::default()
+    let mut config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(true)
         .with_allowed_hosts(hosts)
         .with_max_request_body_bytes(256 * 1024)
         // Shutdown ends every session and stream (see `daemon::run_with`).
         .with_cancellation_token(state.shutdown.child_token());
+    // A session continues on any node, and after a restart.
+    config.session_store = Some(Arc::new(SessionsInDatabase::new(state.pool.clone())));
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),

@@ -21,6 +21,7 @@ pub mod context;
 pub mod envelope;
 pub mod operator;
 pub mod server;
+pub mod sessions;
 pub mod tasks;
 pub mod toolsets;
 

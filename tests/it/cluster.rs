@@ -1,8 +1,8 @@
 //! Several `teammem serve` nodes on one real PostgreSQL server, each with its
 //! own data directory: any node takes a dispatch and any node runs it; a
 //! token made with one node's configuration authenticates on the others; a
-//! dashboard login on one node is valid on another, while a handshake-era
-//! MCP session is known only on its own node; a replay sent to another
+//! dashboard login on one node is valid on another, and so is a
+//! handshake-era MCP session; a replay sent to another
 //! node answers with the same job; the wiki gets the job's one commit; one
 //! node at a time holds the leader role, and it moves when that node dies;
 //! three nodes lose nothing when one is SIGKILLed twice; an outage of the
@@ -156,23 +156,32 @@ async fn nodes_on_one_postgres_share_jobs_tasks_tokens_and_dashboard_sessions() 
     assert_eq!(refused.status(), 401);
     assert_eq!(page(&node_a, Some(&session)).await.unwrap().status(), 303);
 
-    // A handshake-era MCP session lives on the node that opened it: on the
-    // other node its id is unknown (404, and the client starts over).
+    // A handshake-era MCP session opened on node A continues on node B
+    // (which replays its stored initialize) and lists the same tools.
     let agent = a.create_token("agent", &[]);
     let session = legacy_mcp_session(&node_a, &agent).await;
-    for (node, status) in [(&node_a, 202), (&node_b, 404)] {
-        let answer = reqwest::Client::new()
-            .post(node.url("/mcp"))
-            .bearer_auth(&agent)
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-session-id", &session)
-            .header("mcp-protocol-version", "2025-11-25")
-            .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), status, "{}", node.url("/mcp"));
+    let mut tools = Vec::new();
+    for node in [&node_b, &node_a] {
+        let initialized = legacy_mcp_post(
+            node,
+            &agent,
+            &session,
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )
+        .await;
+        assert_eq!(initialized.status(), 202, "{}", node.url("/mcp"));
+        let listed = legacy_mcp_post(
+            node,
+            &agent,
+            &session,
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        )
+        .await;
+        assert_eq!(listed.status(), 200, "{}", node.url("/mcp"));
+        tools.push(mcp_tool_names(&listed.text().await.unwrap()));
     }
+    assert!(tools[0].contains(&"search_wiki".to_string()), "{tools:?}");
+    assert_eq!(tools[0], tools[1]);
 
     // Both nodes hear job notifications.
     for node in [&node_a, &node_b] {
@@ -206,7 +215,10 @@ async fn nodes_on_one_postgres_share_jobs_tasks_tokens_and_dashboard_sessions() 
 
 /// Opens a 2025-11-25 (handshake-era) MCP session on `node` and returns its
 /// `Mcp-Session-Id`.
-async fn legacy_mcp_session(node: &crate::harness::daemon::Daemon, token: &str) -> String {
+pub(crate) async fn legacy_mcp_session(
+    node: &crate::harness::daemon::Daemon,
+    token: &str,
+) -> String {
     let init = reqwest::Client::new()
         .post(node.url("/mcp"))
         .bearer_auth(token)
@@ -224,6 +236,46 @@ async fn legacy_mcp_session(node: &crate::harness::daemon::Daemon, token: &str) 
         .to_str()
         .unwrap()
         .to_owned()
+}
+
+/// Posts `message` on `node`'s `/mcp` in the handshake-era `session`.
+pub(crate) async fn legacy_mcp_post(
+    node: &crate::harness::daemon::Daemon,
+    token: &str,
+    session: &str,
+    message: serde_json::Value,
+) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(node.url("/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&message)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The tool names of a `tools/list` answer, sent as JSON or as one SSE
+/// `data:` event.
+pub(crate) fn mcp_tool_names(body: &str) -> Vec<String> {
+    let json = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .map(str::trim)
+        .find(|data| !data.is_empty())
+        .unwrap_or(body);
+    let answer: serde_json::Value =
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {body}"));
+    let mut names: Vec<String> = answer["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools: {answer}"))
+        .iter()
+        .filter_map(|tool| tool["name"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names
 }
 
 /// The role `/readyz` reports.

@@ -1,8 +1,54 @@
 //! The real `teammem serve` process: readiness, metrics, authentication of the
-//! job routes, and a clean exit on SIGTERM. Also the offline commands
+//! job routes, a clean exit on SIGTERM, and MCP sessions kept across a restart. Also the offline commands
 //! (`check-config`, `migrate`, `tokens`).
 
 use crate::harness::daemon::Setup;
+
+/// A handshake-era MCP session outlives the daemon: after a restart on the
+/// same data directory, the same `Mcp-Session-Id` goes on working (the
+/// stored `initialize` is replayed), where it used to be answered `404`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_session_survives_a_restart() {
+    use crate::cluster::{legacy_mcp_post, legacy_mcp_session, mcp_tool_names};
+    use serde_json::json;
+
+    let setup = Setup::new("");
+    let token = setup.create_token("agent", &[]);
+    let first = setup.serve(&[]);
+    let session = legacy_mcp_session(&first, &token).await;
+    assert!(first.terminate().success());
+
+    let second = setup.serve(&[]);
+    let initialized = legacy_mcp_post(
+        &second,
+        &token,
+        &session,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(initialized.status(), 202);
+    let listed = legacy_mcp_post(
+        &second,
+        &token,
+        &session,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    )
+    .await;
+    assert_eq!(listed.status(), 200);
+    let tools = mcp_tool_names(&listed.text().await.unwrap());
+    assert!(tools.contains(&"search_wiki".to_string()), "{tools:?}");
+
+    // A session id nobody opened is still unknown.
+    let unknown = legacy_mcp_post(
+        &second,
+        &token,
+        "not-a-session",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(unknown.status(), 404);
+    assert!(second.terminate().success());
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_is_ready_exposes_metrics_guards_jobs_and_exits_0_on_sigterm() {
