@@ -16,6 +16,7 @@ use rmcp::transport::streamable_http_server::session::store::{
 };
 
 use crate::db::{Pool, on_pool};
+use crate::queue::{Clock, SystemClock};
 
 /// How long a session can be restored after it was opened.
 pub const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -33,15 +34,18 @@ impl SessionsInDatabase {
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    SystemClock.now_ms()
+}
+
+/// The opening time (unix milliseconds) of the oldest session still kept.
+fn oldest_kept() -> i64 {
+    now_ms() - RETENTION.as_millis() as i64
 }
 
 #[async_trait::async_trait]
 impl SessionStore for SessionsInDatabase {
     async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
-        let oldest = now_ms() - RETENTION.as_millis() as i64;
+        let oldest = oldest_kept();
         let stored: Option<String> = on_pool!(&self.pool, |pool| {
             sqlx::query_scalar(
                 "SELECT initialize_params FROM mcp_sessions \
@@ -89,7 +93,7 @@ impl SessionStore for SessionsInDatabase {
 /// Removes the sessions opened more than [`RETENTION`] ago; returns how
 /// many.
 pub async fn prune(pool: &Pool) -> Result<u64, sqlx::Error> {
-    let oldest = now_ms() - RETENTION.as_millis() as i64;
+    let oldest = oldest_kept();
     let removed = on_pool!(pool, |pool| {
         sqlx::query("DELETE FROM mcp_sessions WHERE created_at < $1")
             .bind(oldest)
