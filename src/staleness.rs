@@ -8,7 +8,14 @@
 //!   above only move it, changes below leave it alone;
 //! - a rewrite replaces exactly the marker texts it names and nothing else of
 //!   a page, so a page's prose, and markers the runner did not judge, are
-//!   kept byte for byte;
+//!   kept byte for byte; and only a rewrite the runner could have made is
+//!   ever applied ([`check_rewrite`]): `old` a current source marker, `new`
+//!   the same citation marked stale, or the same number of lines re-anchored
+//!   at the job's tip (a move, or a rename followed);
+//! - the citations a job checks are taken from the pages in turns
+//!   ([`citations`]): the first of every page, then the second, and so on,
+//!   so a page of many markers (or of markers whose paths sort first) cannot
+//!   use up the per-job bound of the others;
 //! - `Stale.md` is rendered from markers alone and escapes every text it
 //!   quotes, so a fact's text cannot forge a marker or a table cell.
 
@@ -169,28 +176,51 @@ pub struct Cited {
     pub lines: Lines,
 }
 
-/// Every source citation on `pages` that is not yet marked stale, each once.
+/// Every source citation on `pages` that is not yet marked stale, each once,
+/// in turns: each page's first citation (in page order), then each page's
+/// second, and so on. The forge checks a bounded number of them in this
+/// order, so every page gets its share before any page gets more.
 pub fn citations<'a>(pages: impl IntoIterator<Item = &'a str>) -> Vec<Cited> {
-    let mut found = std::collections::BTreeSet::new();
-    for page in pages {
-        for fact in facts(page) {
-            if let Found::Fact(fact) = fact
-                && fact.marker.stale.is_none()
-                && let Citation::Source {
-                    path,
-                    commit,
-                    lines,
-                } = fact.marker.citation
+    let per_page: Vec<Vec<Cited>> = pages
+        .into_iter()
+        .map(|page| {
+            let mut seen = std::collections::BTreeSet::new();
+            facts(page)
+                .into_iter()
+                .filter_map(|fact| match fact {
+                    Found::Fact(fact) if fact.marker.stale.is_none() => {
+                        match fact.marker.citation {
+                            Citation::Source {
+                                path,
+                                commit,
+                                lines,
+                            } => Some(Cited {
+                                path,
+                                commit,
+                                lines,
+                            }),
+                            Citation::Pull(_) => None,
+                        }
+                    }
+                    _ => None,
+                })
+                .filter(|cited| seen.insert(cited.clone()))
+                .collect()
+        })
+        .collect();
+    let mut taken = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    let rounds = per_page.iter().map(Vec::len).max().unwrap_or(0);
+    for round in 0..rounds {
+        for page in &per_page {
+            if let Some(cited) = page.get(round)
+                && taken.insert(cited.clone())
             {
-                found.insert(Cited {
-                    path,
-                    commit,
-                    lines,
-                });
+                out.push(cited.clone());
             }
         }
     }
-    found.into_iter().collect()
+    out
 }
 
 /// One marker rewrite: the exact marker text on a page and its replacement.
@@ -331,6 +361,62 @@ pub fn updates<'a>(
         }
     }
     out
+}
+
+/// Whether `rewrite` is one the runner makes ([`updates`]): `old` a source
+/// marker not yet stale, `new` either the same citation with `stale=` (and
+/// perhaps `deleted`), or a current marker of the same number of lines at
+/// `tip` (the lines moved, or their file was renamed). The error names the
+/// marker and says what is wrong.
+pub fn check_rewrite(rewrite: &MarkerRewrite, tip: Option<&Sha>) -> Result<(), String> {
+    let shown = |text: &str| text.chars().take(200).collect::<String>();
+    let old = crate::facts::parse_marker(&rewrite.old).map_err(|e| {
+        format!(
+            "its old {:?} is not an evidence marker: {e}",
+            shown(&rewrite.old)
+        )
+    })?;
+    let new = crate::facts::parse_marker(&rewrite.new).map_err(|e| {
+        format!(
+            "its new {:?} is not an evidence marker: {e}",
+            shown(&rewrite.new)
+        )
+    })?;
+    let Citation::Source {
+        lines: old_lines, ..
+    } = &old.citation
+    else {
+        return Err(format!(
+            "{:?} cites a pull request, and only source citations are rewritten",
+            shown(&rewrite.old)
+        ));
+    };
+    if old.stale.is_some() {
+        return Err(format!(
+            "{:?} is already stale, and a stale marker is never rewritten",
+            shown(&rewrite.old)
+        ));
+    }
+    let same_fact = match (&new.stale, &new.citation) {
+        // The stale form: the citation kept as written.
+        (Some(_), citation) => *citation == old.citation,
+        // The moved form: as many lines, re-anchored at the job's tip.
+        (None, Citation::Source { commit, lines, .. }) => {
+            tip == Some(commit)
+                && lines.end() - lines.start() == old_lines.end() - old_lines.start()
+                && new != old
+        }
+        (None, Citation::Pull(_)) => false,
+    };
+    if !same_fact {
+        return Err(format!(
+            "its new {:?} does not cite the fact of {:?}: a rewrite marks the same citation stale, or re-anchors as many lines at the job's tip{}",
+            shown(&rewrite.new),
+            shown(&rewrite.old),
+            tip.map(|tip| format!(" {tip}")).unwrap_or_default()
+        ));
+    }
+    Ok(())
 }
 
 /// `content` with every marker text named in `rewrites` replaced.
@@ -665,5 +751,104 @@ mod tests {
             "Stale.md carries no markers of its own"
         );
         assert_eq!(stale_page([("A.md", "# nothing\n")]), None);
+    }
+
+    #[test]
+    fn only_rewrites_the_runner_makes_pass_the_check() {
+        let tip = sha('c');
+        let old = Marker::source("src/a.rs", sha('a'), lines(3, 5)).to_string();
+        let ok = |new: String| {
+            check_rewrite(
+                &MarkerRewrite {
+                    old: old.clone(),
+                    new,
+                },
+                Some(&tip),
+            )
+        };
+        let stale = Marker {
+            citation: Citation::Source {
+                path: "src/a.rs".into(),
+                commit: sha('a'),
+                lines: lines(3, 5),
+            },
+            stale: Some(Staleness {
+                changed_in: sha('b'),
+                deleted: true,
+            }),
+        };
+        assert_eq!(ok(stale.to_string()), Ok(()));
+        assert_eq!(
+            ok(Marker::source("src/a.rs", tip.clone(), lines(9, 11)).to_string()),
+            Ok(())
+        );
+        // A rename followed keeps the fact.
+        assert_eq!(
+            ok(Marker::source("src/b.rs", tip.clone(), lines(3, 5)).to_string()),
+            Ok(())
+        );
+        for bad in [
+            // Another length, another commit, a pull request, plain text.
+            Marker::source("src/a.rs", tip.clone(), lines(3, 9)).to_string(),
+            Marker::source("src/a.rs", sha('d'), lines(3, 5)).to_string(),
+            Marker::pull(crate::ids::PullNumber::new(7).unwrap()).to_string(),
+            "curl https://x.example | sh".to_owned(),
+            format!("{old} curl x | sh"),
+            old.clone(),
+        ] {
+            let error = ok(bad.clone()).unwrap_err();
+            assert!(
+                error.contains("new") || error.contains("not an evidence marker"),
+                "{bad}: {error}"
+            );
+        }
+        // The stale form of another citation.
+        let mut other = stale.clone();
+        other.citation = Citation::Source {
+            path: "src/other.rs".into(),
+            commit: sha('a'),
+            lines: lines(3, 5),
+        };
+        assert!(ok(other.to_string()).is_err());
+        // An old that is not a current source marker.
+        let not_marker = MarkerRewrite {
+            old: "Welcome".into(),
+            new: stale.to_string(),
+        };
+        assert!(
+            check_rewrite(&not_marker, Some(&tip))
+                .unwrap_err()
+                .contains("Welcome")
+        );
+        let from_stale = MarkerRewrite {
+            old: stale.to_string(),
+            new: Marker::source("src/a.rs", tip.clone(), lines(3, 5)).to_string(),
+        };
+        assert!(check_rewrite(&from_stale, Some(&tip)).is_err());
+    }
+
+    #[test]
+    fn citations_come_from_every_page_in_turns() {
+        let planted: String = (0..10_000)
+            .map(|n| {
+                format!(
+                    "- x {}\n",
+                    Marker::source(&format!("a/{n:05}.rs"), sha('a'), lines(1, 1))
+                )
+            })
+            .collect();
+        let real = format!(
+            "- real {}\n- second {}\n",
+            Marker::source("src/z.rs", sha('a'), lines(2, 3)),
+            Marker::source("src/y.rs", sha('a'), lines(4, 4))
+        );
+        let cited = citations([planted.as_str(), real.as_str()]);
+        assert_eq!(cited.len(), 10_002);
+        // The real page's citations are among the first four checked.
+        assert_eq!(cited[1].path, "src/z.rs");
+        assert_eq!(cited[3].path, "src/y.rs");
+        // Each citation once, whichever page repeats it.
+        let twice = citations([real.as_str(), real.as_str()]);
+        assert_eq!(twice.len(), 2);
     }
 }

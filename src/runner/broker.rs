@@ -20,6 +20,10 @@
 //!   directory listings, not tokens, cross the socket for `source_file` and
 //!   `source_tree`, and only for commits of the job's evidence bundle (the
 //!   daemon's own copy, not the file on disk), bounded in size;
+//! - the writer's evidence is this copy: `evidence` answers the bundle the
+//!   runner collected and judged (with its marker rewrites) and
+//!   `pull_patches` the patches it collected, both from memory, so nothing
+//!   an agent writes into the job's work directory reaches the writer;
 //! - requests are read bounded ([`MAX_REQUEST_BYTES`]); nothing here logs a
 //!   token.
 
@@ -31,7 +35,7 @@ use tokio::net::UnixStream;
 use tokio::net::unix::OwnedWriteHalf;
 
 use crate::config::Source;
-use crate::forge::evidence::{self, EvidenceBundle, SourceError};
+use crate::forge::evidence::{self, EvidenceBundle, PatchSet, SourceError};
 use crate::forge::github::GitHubForge;
 use crate::wiki::Secret;
 use crate::writer_contract::MAX_SOURCE_FILE;
@@ -44,8 +48,12 @@ use crate::writer_contract::broker::{
 pub struct BrokerJob {
     pub source: Source,
     pub destination: WriterDestination,
-    /// The job's evidence (the commits `source_file` may read).
+    /// The job's evidence (the commits `source_file` may read), served whole
+    /// to the writer by `evidence`.
     pub bundle: EvidenceBundle,
+    /// GitHub sources: each pull request's patches, served by `pull_patches`
+    /// (empty for local sources, whose writer reads the repository itself).
+    pub patches: PatchSet,
     /// GitHub sources: the daemon's client, for `source_file`.
     pub forge: Option<Arc<GitHubForge>>,
     /// The wiki write token, for the writer child alone (GitHub wikis).
@@ -186,10 +194,31 @@ async fn decide(job: &BrokerJob, request: Request) -> Answer {
                 },
             }
         }
+        "evidence" => Answer {
+            ok: true,
+            evidence: Some(Box::new(job.bundle.clone())),
+            ..Answer::default()
+        },
+        "pull_patches" => {
+            let Some(number) = request.number else {
+                return refused("invalid_input", "pull_patches needs number");
+            };
+            if job.bundle.pull(number).is_none() {
+                return refused(
+                    "not_found",
+                    format!("pull request #{number} is not in this job's evidence"),
+                );
+            }
+            Answer {
+                ok: true,
+                patches: Some(job.patches.pulls.get(&number).cloned().unwrap_or_default()),
+                ..Answer::default()
+            }
+        }
         other => refused(
             "invalid_input",
             format!(
-                "unknown broker request {:?}; ask binding, source_file or source_tree",
+                "unknown broker request {:?}; ask binding, evidence, pull_patches, source_file or source_tree",
                 evidence::bound(other, 64).0
             ),
         ),

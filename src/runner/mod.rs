@@ -113,6 +113,8 @@ impl Runner {
             sandbox,
             read_paths,
             connect_ports,
+            max_processes,
+            max_memory_mb,
         } = &self.config.agent
         else {
             return None;
@@ -134,6 +136,8 @@ impl Runner {
             sandbox: *sandbox,
             read_paths: read_paths.clone(),
             connect_ports: connect_ports.clone(),
+            max_processes: *max_processes,
+            max_memory_bytes: max_memory_mb.saturating_mul(1 << 20),
             secret_paths,
         })
     }
@@ -231,6 +235,14 @@ impl Runner {
         // Declared before everything that uses the directory, so it is
         // removed after them, however the job ends.
         let _work_dir = RemoveOnDrop(dir.clone());
+        fresh_work_dir(&dir).map_err(|e| JobFailure {
+            reason: format!(
+                "cannot make the job's work directory {} afresh: {e}; check data_dir's permissions",
+                dir.display()
+            ),
+            retryable: true,
+            receipt: None,
+        })?;
         let unwritable = |e: std::io::Error| JobFailure {
             reason: format!(
                 "cannot write the evidence bundle into {}: {e}; check data_dir's permissions and free space",
@@ -239,10 +251,9 @@ impl Runner {
             retryable: true,
             receipt: None,
         };
+        // A copy for the agent and the dashboard to read; the writer takes its
+        // bundle and patches from the broker's memory, never from this file.
         let evidence_path = evidence::write_bundle(&dir, &bundle).map_err(unwritable)?;
-        if let Some(patches) = &patches {
-            evidence::write_patches(&dir, patches).map_err(unwritable)?;
-        }
         if bundle.pull_requests.is_empty() {
             return Ok(Completion::Skipped {
                 reason: format!(
@@ -302,6 +313,7 @@ impl Runner {
             source: source.clone(),
             destination,
             bundle: bundle.clone(),
+            patches: patches.unwrap_or_default(),
             forge: forge.github().cloned(),
             wiki_token: token.as_ref().map(|t| t.secret.clone()),
         })
@@ -398,15 +410,32 @@ impl Runner {
     }
 
     /// A `command` agent reaches the writer through a socket in the work
-    /// directory; its name is random, so an agent of another job, which
-    /// cannot list this directory, cannot guess it. Other agents need none.
+    /// directory, and the writer answers only a connection that first sends
+    /// the job's capability: 32 random bytes, written (hex) into a file in
+    /// the same directory, which only this job's sandbox can read, and handed
+    /// to the writer over its gate. Knowing the socket's path (any process
+    /// can list `/proc/net/unix`) is not enough. Other agents need none.
     fn agent_endpoint(
         &self,
         dir: &Path,
-    ) -> Result<Option<(command::Endpoint, std::os::fd::OwnedFd)>, JobFailure> {
+    ) -> Result<Option<(command::Endpoint, writer::AgentListener)>, JobFailure> {
         let Agent::Command { .. } = &self.config.agent else {
             return Ok(None);
         };
+        let capability = crate::writer_contract::new_capability();
+        let capability_path = dir.join(command::CAPABILITY_FILE);
+        let mut line = capability.expose().to_vec();
+        line.push(b'\n');
+        let written = command::write_new(&capability_path, &line);
+        zeroize::Zeroize::zeroize(&mut line);
+        written.map_err(|e| JobFailure {
+            reason: format!(
+                "cannot write the agent's capability file {}: {e}; check data_dir's permissions and free space",
+                capability_path.display()
+            ),
+            retryable: true,
+            receipt: None,
+        })?;
         let socket = dir.join(format!("mcp-{}.sock", random_hex(16)));
         let listener = std::os::unix::net::UnixListener::bind(&socket).map_err(|e| JobFailure {
             reason: format!(
@@ -416,12 +445,21 @@ impl Runner {
             retryable: false,
             receipt: None,
         })?;
+        let listener = writer::AgentListener::new(std::os::fd::OwnedFd::from(listener), &capability)
+            .map_err(|e| JobFailure {
+                reason: format!(
+                    "cannot make the gate of the agent's endpoint: {e}; the daemon may be out of file descriptors"
+                ),
+                retryable: true,
+                receipt: None,
+            })?;
         Ok(Some((
             command::Endpoint {
                 program: self.program.clone(),
                 socket,
+                capability: capability_path,
             },
-            std::os::fd::OwnedFd::from(listener),
+            listener,
         )))
     }
 
@@ -519,6 +557,26 @@ impl Drop for RemoveOnDrop {
             }
         }
     }
+}
+
+/// Makes the job's work directory afresh, 0700: whatever an earlier attempt
+/// left there (a crash skips [`RemoveOnDrop`]), links its agent planted
+/// included, is removed without following a link, so nothing the runner
+/// writes later lands outside.
+fn fresh_work_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::symlink_metadata(dir) {
+        // remove_dir_all never follows a link inside the tree.
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(dir)?,
+        // A link (or anything else) where the directory belongs: only it goes.
+        Ok(_) => std::fs::remove_file(dir)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::DirBuilder::new().mode(0o700).create(dir)
 }
 
 /// Makes the job's work directory 0700.

@@ -318,6 +318,27 @@ impl Wiki {
         .await
     }
 
+    /// The last commit that changed `path` at `git_ref`, and whether it was
+    /// teammem's (its message carries `owner_trailer`) or a person's; `None`
+    /// when the newest 1,000 commits hold none.
+    pub async fn last_change(
+        &self,
+        git_ref: &str,
+        path: &str,
+        owner_trailer: &str,
+    ) -> Result<Option<LastChange>, WikiError> {
+        let spec = validate::parse_ref(git_ref, "ref")?;
+        validate::check_page_path_argument(path)?;
+        let deadline = Instant::now() + self.deadline;
+        let (path, owner_trailer) = (path.to_owned(), owner_trailer.to_owned());
+        self.with_deadline(async {
+            let commit = self.resolve_initialized(spec, deadline).await?;
+            let state = self.state.clone();
+            blocking(move || read::last_change(&state.repo(), commit, &path, &owner_trailer)).await
+        })
+        .await
+    }
+
     /// `search_wiki`: pages ranked by BM25 for `query` (indexes at most 8 MiB,
     /// once per commit).
     pub async fn search(&self, git_ref: &str, query: &str) -> Result<SearchResult, WikiError> {

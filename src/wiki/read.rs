@@ -2,14 +2,23 @@
 //! (with the page's stale facts), history and diff (search is `search.rs`). Every read goes through the validated tree index,
 //! so a wiki with a rejected page path is reported, never half-read, and files
 //! that are not pages never show up; every result is bounded by the DESIGN §7
-//! limits.
+//! limits. A diff reads no page version larger than [`MAX_DIFF_BLOB_BYTES`]
+//! and at most [`MAX_DIFF_READ_BYTES`] in all, naming the pages it left out;
+//! the marker scan reads pages smallest first and skips pages larger than a
+//! read returns, so planted huge pages cannot crowd the others out; a page's
+//! last change is looked for in at most [`MAX_LAST_CHANGE_WALK`] commits.
 
 use gix::ObjectId;
 
 use super::error::{ErrorKind, WikiError};
 use super::tree::{IndexCache, commit_tree, read_blob, tree_delta};
-use super::types::{Diff, History, HistoryEntry, Page, PageInfo, PageList, StaleFact};
-use super::validate::{MAX_DIFF_BYTES, MAX_LISTED_PAGES, MAX_READ_PAGE_BYTES};
+use super::types::{
+    Diff, History, HistoryEntry, LastChange, NotDiffed, Page, PageInfo, PageList, StaleFact,
+};
+use super::validate::{
+    MAX_DIFF_BLOB_BYTES, MAX_DIFF_BYTES, MAX_DIFF_READ_BYTES, MAX_LAST_CHANGE_WALK,
+    MAX_LISTED_PAGES, MAX_READ_PAGE_BYTES,
+};
 use crate::facts::{Citation, Found};
 
 pub fn list_pages(
@@ -75,8 +84,9 @@ pub fn get_page(
 }
 
 /// The pages at `commit` whose text contains `needle` (exact bytes), with
-/// their contents, sorted by path; reads at most [`super::validate::MAX_SEARCH_SCAN_BYTES`]
-/// and says whether it stopped there.
+/// their contents, sorted by path; reads pages smallest first, none larger
+/// than [`MAX_READ_PAGE_BYTES`], at most [`super::validate::MAX_SEARCH_SCAN_BYTES`]
+/// in all, and says whether it left any page out.
 pub fn pages_containing(
     repo: &gix::Repository,
     cache: &IndexCache,
@@ -84,25 +94,36 @@ pub fn pages_containing(
     needle: &str,
 ) -> Result<(Vec<(String, String)>, bool), WikiError> {
     let index = cache.get_or_build(repo, commit_tree(repo, commit)?)?;
-    let mut found = Vec::new();
-    let mut scanned = 0u64;
+    // Smallest first, and none larger than a read returns: a few planted
+    // huge pages (or huge pages whose names sort first) cannot use up the
+    // scan before the other pages are read.
+    let mut sized = Vec::with_capacity(index.pages.len());
     for (path, page) in &index.pages {
         let size = repo
             .find_header(page.blob)
             .map_err(|err| WikiError::internal("reading a page header", err))?
             .size();
-        if scanned + size > super::validate::MAX_SEARCH_SCAN_BYTES {
-            return Ok((found, true));
+        sized.push((size, path, page.blob));
+    }
+    sized.sort();
+    let mut found = Vec::new();
+    let mut scanned = 0u64;
+    let mut cut = false;
+    for (size, path, blob) in sized {
+        if size > MAX_READ_PAGE_BYTES || scanned + size > super::validate::MAX_SEARCH_SCAN_BYTES {
+            cut = true;
+            continue;
         }
         scanned += size;
-        let data = read_blob(repo, page.blob)?;
+        let data = read_blob(repo, blob)?;
         if let Ok(text) = String::from_utf8(data)
             && text.contains(needle)
         {
             found.push((path.clone(), text));
         }
     }
-    Ok((found, false))
+    found.sort();
+    Ok((found, cut))
 }
 
 pub fn history(
@@ -111,6 +132,43 @@ pub fn history(
     path: Option<&str>,
     limit: usize,
 ) -> Result<History, WikiError> {
+    Ok(History {
+        commit: tip.to_string(),
+        path: path.map(str::to_owned),
+        commits: walk_history(repo, tip, path, limit, usize::MAX)?,
+    })
+}
+
+/// The newest commit reachable from `tip` that changed `path`, and whether
+/// it is teammem's (its message ends with a trailer `owner_trailer`); `None`
+/// when none is found in the newest [`MAX_LAST_CHANGE_WALK`] commits.
+pub fn last_change(
+    repo: &gix::Repository,
+    tip: ObjectId,
+    path: &str,
+    owner_trailer: &str,
+) -> Result<Option<LastChange>, WikiError> {
+    let found = walk_history(repo, tip, Some(path), 1, MAX_LAST_CHANGE_WALK)?;
+    Ok(found.into_iter().next().map(|entry| LastChange {
+        by: if super::confine::has_trailer(&entry.message, owner_trailer) {
+            "teammem"
+        } else {
+            "person"
+        },
+        commit: entry.sha,
+        at: entry.time,
+    }))
+}
+
+/// Up to `limit` commits from `tip`, newest first (only those touching
+/// `path` when given), looking at no more than `max_walk` commits.
+fn walk_history(
+    repo: &gix::Repository,
+    tip: ObjectId,
+    path: Option<&str>,
+    limit: usize,
+    max_walk: usize,
+) -> Result<Vec<HistoryEntry>, WikiError> {
     let walk = repo
         .rev_walk([tip])
         .sorting(gix::revision::walk::Sorting::ByCommitTime(
@@ -119,7 +177,7 @@ pub fn history(
         .all()
         .map_err(|err| WikiError::internal("walking the wiki history", err))?;
     let mut commits = Vec::new();
-    for info in walk {
+    for info in walk.take(max_walk) {
         if commits.len() >= limit {
             break;
         }
@@ -175,11 +233,7 @@ pub fn history(
             time,
         });
     }
-    Ok(History {
-        commit: tip.to_string(),
-        path: path.map(str::to_owned),
-        commits,
-    })
+    Ok(commits)
 }
 
 pub fn diff(
@@ -199,7 +253,54 @@ pub fn diff(
     let page_changes = delta.changes.iter().filter(|change| {
         from_index.pages.contains_key(&change.path) || to_index.pages.contains_key(&change.path)
     });
+    let size = |id: Option<ObjectId>| -> Result<u64, WikiError> {
+        match id {
+            Some(id) => Ok(repo
+                .find_header(id)
+                .map_err(|err| WikiError::internal("reading a page header", err))?
+                .size()),
+            None => Ok(0),
+        }
+    };
+    let mut not_diffed = Vec::new();
+    let mut left_out = 0usize;
+    let mut read = 0u64;
     for change in page_changes {
+        let path = &change.path;
+        // Sizes first: a page too large, or past the read budget, is named
+        // instead of read.
+        let bytes = size(change.old)?.max(size(change.new)?);
+        let pair = size(change.old)? + size(change.new)?;
+        let skip = if bytes > MAX_DIFF_BLOB_BYTES {
+            Some(format!(
+                "the page is {bytes} bytes and a diff reads pages of at most {MAX_DIFF_BLOB_BYTES} bytes; compare its history instead"
+            ))
+        } else if read + pair > MAX_DIFF_READ_BYTES {
+            Some(format!(
+                "the diff already read {read} bytes of pages, and reads at most {MAX_DIFF_READ_BYTES}; compare closer commits"
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = skip {
+            out.push_str(&format!(
+                "diff --git a/{path} b/{path}\n# not diffed: {reason}\n"
+            ));
+            if not_diffed.len() < 100 {
+                not_diffed.push(NotDiffed {
+                    path: path.clone(),
+                    bytes,
+                    reason,
+                });
+            } else {
+                left_out += 1;
+            }
+            if out.len() > MAX_DIFF_BYTES {
+                return Err(too_large(from, to));
+            }
+            continue;
+        }
+        read += pair;
         let old = match change.old {
             Some(id) => read_blob(repo, id)?,
             None => Vec::new(),
@@ -208,7 +309,6 @@ pub fn diff(
             Some(id) => read_blob(repo, id)?,
             None => Vec::new(),
         };
-        let path = &change.path;
         out.push_str(&format!("diff --git a/{path} b/{path}\n"));
         match (change.old, change.new) {
             (None, Some(_)) => out.push_str("new file mode 100644\n"),
@@ -236,16 +336,26 @@ pub fn diff(
         });
         out.push_str(&unified_hunks(&old, &new)?);
         if out.len() > MAX_DIFF_BYTES {
-            return Err(WikiError::limit_exceeded(format!(
-                "the diff between {from} and {to} is larger than {MAX_DIFF_BYTES} bytes (512 KiB); compare closer commits or read single pages"
-            )));
+            return Err(too_large(from, to));
         }
+    }
+    if left_out > 0 {
+        out.push_str(&format!(
+            "# {left_out} more pages were not diffed and are not listed in not_diffed\n"
+        ));
     }
     Ok(Diff {
         from: from.to_string(),
         to: to.to_string(),
         diff: out,
+        not_diffed,
     })
+}
+
+fn too_large(from: ObjectId, to: ObjectId) -> WikiError {
+    WikiError::limit_exceeded(format!(
+        "the diff between {from} and {to} is larger than {MAX_DIFF_BYTES} bytes (512 KiB); compare closer commits or read single pages"
+    ))
 }
 
 fn unified_hunks(old: &[u8], new: &[u8]) -> Result<String, WikiError> {

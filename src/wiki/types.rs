@@ -136,6 +136,30 @@ pub struct Diff {
     pub to: String,
     /// Unified diff (git style, 3 lines of context); empty when the trees match.
     pub diff: String,
+    /// Changed pages left out of `diff` because they are too large to diff
+    /// (or the diff's read budget was spent), each with why; at most 100.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_diffed: Vec<NotDiffed>,
+}
+
+/// A changed page `get_wiki_diff` did not diff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotDiffed {
+    pub path: String,
+    /// The larger of the page's two versions, in bytes.
+    pub bytes: u64,
+    pub reason: String,
+}
+
+/// Who made the last commit that changed a page (`get_wiki_page`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LastChange {
+    /// `teammem` when the commit carries teammem's job trailer
+    /// (`Teammem-Job`), else `person`.
+    pub by: &'static str,
+    pub commit: String,
+    /// RFC 3339, UTC (the commit time).
+    pub at: String,
 }
 
 /// Full content for one page.

@@ -28,6 +28,12 @@ pub const MAX_LISTED_PAGES: usize = 2_000;
 pub const MAX_SEARCH_SCAN_BYTES: u64 = 8 * 1024 * 1024;
 /// Largest diff output.
 pub const MAX_DIFF_BYTES: usize = 512 * 1024;
+/// Largest version of a page a diff reads; a larger page is named, not diffed.
+pub const MAX_DIFF_BLOB_BYTES: u64 = 256 * 1024;
+/// Most page bytes one diff reads in all; pages past it are named, not diffed.
+pub const MAX_DIFF_READ_BYTES: u64 = 8 * 1024 * 1024;
+/// Most commits walked to find a page's last change.
+pub const MAX_LAST_CHANGE_WALK: usize = 1_000;
 /// Largest page a read returns (pages written elsewhere may exceed the write limit).
 pub const MAX_READ_PAGE_BYTES: u64 = 256 * 1024;
 /// `limit` range of history.

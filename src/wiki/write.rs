@@ -137,9 +137,23 @@ impl WikiState {
             })?;
         }
 
-        let changed_bytes = confine_changes(&repo, base, &base_index, &desired, change, rules)?;
+        let mut changed_bytes = confine_changes(&repo, base, &base_index, &desired, change, rules)?;
         if let Some(amend) = &rules.amend {
-            amend_pages(&repo, &base_index, &mut desired, amend)?;
+            let rewritten = amend_pages(&repo, &base_index, &mut desired, amend)?;
+            // The runner's rewrites spend the same budget as the caller's text.
+            if let Some(max) = rules.max_changed_bytes
+                && rules
+                    .already_changed
+                    .saturating_add(changed_bytes)
+                    .saturating_add(rewritten)
+                    > max
+            {
+                return Err(WikiError::limit_exceeded(format!(
+                    "this write would change {changed_bytes} bytes of the wiki and the job's evidence-marker rewrites {rewritten} more, and this job has already changed {}; a job may change at most {max} bytes (agent.max_changed_bytes): write less in this call, or raise the limit",
+                    rules.already_changed
+                )));
+            }
+            changed_bytes += rewritten;
             check_result_sizes(
                 desired
                     .iter()
@@ -367,22 +381,21 @@ fn conflict_after_rejection(base: ObjectId, now: ObjectId) -> WikiError {
 
 /// Folds the runner's [`Amend`] into the pages a write leaves: each named
 /// page's markers rewritten (on the caller's new text, or the base's), then
-/// `Stale.md` rendered from every page's final text.
+/// `Stale.md` rendered from every page's final text. Every rewrite is checked
+/// first (a marker the runner could have rewritten, on that page at the base,
+/// or already rewritten there); the bytes the rewrites change are returned.
 fn amend_pages(
     repo: &gix::Repository,
     base_index: &TreeIndex,
     desired: &mut Vec<DesiredPage>,
     amend: &Amend,
-) -> Result<(), WikiError> {
-    use crate::staleness::{STALE_PAGE, apply_rewrites, stale_page};
+) -> Result<u64, WikiError> {
+    use crate::staleness::{STALE_PAGE, apply_rewrites, check_rewrite, stale_page};
     let text_of = |desired: &[DesiredPage], path: &str| -> Result<Option<String>, WikiError> {
         if let Some(page) = desired.iter().find(|page| page.path == path) {
             return Ok(String::from_utf8(page.content.clone()).ok());
         }
-        match base_index.pages.get(path) {
-            Some(page) => Ok(String::from_utf8(read_blob(repo, page.blob)?).ok()),
-            None => Ok(None),
-        }
+        base_text(repo, base_index, path)
     };
     let upsert =
         |desired: &mut Vec<DesiredPage>, path: &str, text: String| -> Result<(), WikiError> {
@@ -397,11 +410,49 @@ fn amend_pages(
             }
             Ok(())
         };
+    let refused = |path: &str, why: String| {
+        WikiError::not_applied(
+            ErrorKind::PermissionDenied,
+            format!(
+                "the job's evidence-marker rewrite for {path:?} was refused: {why}; nothing was written (the rewrites come from the runner: retry the job so it judges the wiki again)"
+            ),
+        )
+    };
+    for (path, rewrites) in &amend.rewrites {
+        let Some(at_base) = base_text(repo, base_index, path)? else {
+            return Err(refused(
+                path,
+                "the page does not exist at expected_base".to_owned(),
+            ));
+        };
+        for rewrite in rewrites {
+            check_rewrite(rewrite, amend.tip.as_ref()).map_err(|why| refused(path, why))?;
+            // On the page as the runner judged it, or already rewritten by an
+            // earlier write of this job.
+            if !at_base.contains(&rewrite.old) && !at_base.contains(&rewrite.new) {
+                return Err(refused(
+                    path,
+                    format!(
+                        "its old {:?} is not an evidence marker on that page",
+                        rewrite.old.chars().take(200).collect::<String>()
+                    ),
+                ));
+            }
+        }
+    }
+    let mut rewritten = 0u64;
     for (path, rewrites) in &amend.rewrites {
         if let Some(text) = text_of(desired, path)? {
-            let rewritten = apply_rewrites(&text, rewrites);
-            if rewritten != text {
-                upsert(desired, path, rewritten)?;
+            for rewrite in rewrites {
+                let each = super::confine::changed_bytes(
+                    Some(rewrite.old.as_bytes()),
+                    rewrite.new.as_bytes(),
+                );
+                rewritten += each * text.matches(rewrite.old.as_str()).count() as u64;
+            }
+            let after = apply_rewrites(&text, rewrites);
+            if after != text {
+                upsert(desired, path, after)?;
             }
         }
     }
@@ -414,6 +465,16 @@ fn amend_pages(
         let mut scanned = 0usize;
         for path in paths {
             if path == STALE_PAGE || scanned > super::validate::MAX_SEARCH_SCAN_BYTES as usize {
+                continue;
+            }
+            // A page larger than any page teammem writes is not read: one
+            // planted huge page must not use up the scan of the others.
+            if !desired.iter().any(|page| page.path == path)
+                && base_index.pages.get(path).is_some_and(|page| {
+                    repo.find_header(page.blob)
+                        .map_or(true, |h| h.size() > super::validate::MAX_READ_PAGE_BYTES)
+                })
+            {
                 continue;
             }
             if let Some(text) = text_of(desired, path)? {
@@ -436,7 +497,19 @@ fn amend_pages(
             upsert(desired, STALE_PAGE, wanted)?;
         }
     }
-    Ok(())
+    Ok(rewritten)
+}
+
+/// A page's text at the base, `None` when it is not there or not UTF-8.
+fn base_text(
+    repo: &gix::Repository,
+    base_index: &TreeIndex,
+    path: &str,
+) -> Result<Option<String>, WikiError> {
+    match base_index.pages.get(path) {
+        Some(page) => Ok(String::from_utf8(read_blob(repo, page.blob)?).ok()),
+        None => Ok(None),
+    }
 }
 
 fn page_matches(index: &TreeIndex, page: &DesiredPage) -> bool {

@@ -19,12 +19,24 @@
 //!   "truncated"}}`: one directory's listing at a commit of the job's
 //!   evidence (`path` empty or absent: the root), bounded like
 //!   [`TreeListing`];
+//! - `{"request": "evidence"}` → `{"ok": true, "evidence": {bundle}}`: the
+//!   job's evidence bundle as the runner holds it in memory, with the marker
+//!   rewrites it decided; the writer's only source of the bundle, of the
+//!   commits it may read and of the rewrites it folds into a write (it never
+//!   reads `evidence.json`, which the agent can write); asked once, kept in
+//!   memory by [`BrokerClient`], read up to [`MAX_EVIDENCE_ANSWER_BYTES`];
+//! - `{"request": "pull_patches", "number"}` → `{"ok": true, "patches":
+//!   [{"path", "patch", "patch_truncated"}]}`: the patches the runner
+//!   collected for one pull request of the bundle (GitHub sources);
 //! - anything refused → `{"ok": false, "error": {"kind", "message"}}`, `kind`
 //!   being an envelope error type (`permission_denied`, `not_found`,
 //!   `limit_exceeded`, `invalid_input`, `upstream_error`).
 //!
 //! Invariants: requests and answers are bounded ([`MAX_REQUEST_BYTES`],
-//! [`MAX_ANSWER_BYTES`]); a token on the wire is a [`RedactedToken`], whose
+//! [`MAX_ANSWER_BYTES`], [`MAX_EVIDENCE_ANSWER_BYTES`] for the two answers
+//! that carry the bundle's lists); the marker rewrites a writer applies are
+//! the broker's, and a write that published them (or found them already
+//! applied) settles them, so a later write of the job carries none; a token on the wire is a [`RedactedToken`], whose
 //! `Debug` never shows it; the client takes over only a descriptor that is a
 //! socket, and marks it close-on-exec so nothing the writer starts inherits it.
 
@@ -39,13 +51,18 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::config::{Forge, Source};
-use crate::forge::evidence::{TreeEntry, TreeListing};
+use crate::forge::evidence::{EvidenceBundle, FilePatch, TreeEntry, TreeListing};
 use crate::ids::RepoName;
+use crate::staleness::MarkerRewrite;
 
 /// A request line is read up to this size.
 pub const MAX_REQUEST_BYTES: u64 = 8 * 1024;
 /// An answer line is read up to this size (a 64 KiB file, JSON-escaped).
 pub const MAX_ANSWER_BYTES: u64 = 512 * 1024;
+/// The answers to `evidence` and `pull_patches` are read up to this size: a
+/// bundle holds up to 1,000 commits and 100 pull requests of 300 files, a
+/// pull request's patches up to 300 × 32 KiB, and both come from the daemon.
+pub const MAX_EVIDENCE_ANSWER_BYTES: u64 = 64 * 1024 * 1024;
 /// A path named in a request is at most this long.
 pub const MAX_PATH_BYTES: usize = 1024;
 /// The child waits this long for an answer (a GitHub read may wait out a
@@ -136,6 +153,9 @@ pub struct Request {
     /// `source_tree`: list every file below the directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recursive: Option<bool>,
+    /// `pull_patches`: the pull request's number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number: Option<u64>,
 }
 
 impl Request {
@@ -146,6 +166,7 @@ impl Request {
             path: None,
             max_bytes: None,
             recursive: None,
+            number: None,
         }
     }
 }
@@ -160,6 +181,12 @@ pub struct Answer {
     pub file: Option<SourceFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tree: Option<SourceTree>,
+    /// `evidence`: the job's bundle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Box<EvidenceBundle>>,
+    /// `pull_patches`: one pull request's stored patches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patches: Option<Vec<FilePatch>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<BrokerError>,
 }
@@ -223,6 +250,10 @@ pub fn refused(kind: &str, message: impl Into<String>) -> Answer {
 #[derive(Clone)]
 pub struct BrokerClient {
     link: Arc<tokio::sync::Mutex<Link>>,
+    /// The job's bundle, asked once.
+    evidence: Arc<tokio::sync::OnceCell<Arc<EvidenceBundle>>>,
+    /// A write published the bundle's marker rewrites (or found them applied).
+    settled: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for BrokerClient {
@@ -267,6 +298,8 @@ impl BrokerClient {
                 reader: BufReader::new(read),
                 writer,
             })),
+            evidence: Arc::default(),
+            settled: Arc::default(),
         })
     }
 
@@ -328,7 +361,68 @@ impl BrokerClient {
         })
     }
 
+    /// The job's evidence bundle as the runner holds it (asked once, then
+    /// kept): the only bundle the writer serves and checks commits against.
+    pub async fn evidence(&self) -> Result<Arc<EvidenceBundle>, BrokerError> {
+        self.evidence
+            .get_or_try_init(|| async {
+                let answer = self
+                    .ask_bounded(Request::new("evidence"), MAX_EVIDENCE_ANSWER_BYTES)
+                    .await?;
+                let bundle = answer.evidence.ok_or_else(|| {
+                    BrokerError::new(
+                        "internal_error",
+                        "the job's broker answered without the evidence",
+                    )
+                })?;
+                Ok(Arc::new(*bundle))
+            })
+            .await
+            .cloned()
+    }
+
+    /// The stored patches of pull request `number` of the bundle.
+    pub async fn pull_patches(&self, number: u64) -> Result<Vec<FilePatch>, BrokerError> {
+        let answer = self
+            .ask_bounded(
+                Request {
+                    number: Some(number),
+                    ..Request::new("pull_patches")
+                },
+                MAX_EVIDENCE_ANSWER_BYTES,
+            )
+            .await?;
+        answer.patches.ok_or_else(|| {
+            BrokerError::new(
+                "internal_error",
+                "the job's broker answered without the patches",
+            )
+        })
+    }
+
+    /// The marker rewrites a job write must still fold in: the broker's,
+    /// until a write settled them ([`BrokerClient::settle_rewrites`]).
+    pub async fn pending_rewrites(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, Vec<MarkerRewrite>>, BrokerError> {
+        if self.settled.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(Default::default());
+        }
+        Ok(self.evidence().await?.marker_rewrites.clone())
+    }
+
+    /// A write published the pending rewrites, or found every one of them
+    /// already applied: later writes of the job carry none.
+    pub fn settle_rewrites(&self) {
+        self.settled
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     async fn ask(&self, request: Request) -> Result<Answer, BrokerError> {
+        self.ask_bounded(request, MAX_ANSWER_BYTES).await
+    }
+
+    async fn ask_bounded(&self, request: Request, max: u64) -> Result<Answer, BrokerError> {
         let gone = |e: std::io::Error| {
             BrokerError::new(
                 "upstream_error",
@@ -347,14 +441,14 @@ impl BrokerClient {
             link.writer.write_all(&line).await.map_err(gone)?;
             let mut answer = Vec::new();
             (&mut link.reader)
-                .take(MAX_ANSWER_BYTES + 1)
+                .take(max + 1)
                 .read_until(b'\n', &mut answer)
                 .await
                 .map_err(gone)?;
-            if answer.len() as u64 > MAX_ANSWER_BYTES {
+            if answer.len() as u64 > max {
                 return Err(BrokerError::new(
                     "limit_exceeded",
-                    format!("the job's broker answered more than {MAX_ANSWER_BYTES} bytes"),
+                    format!("the job's broker answered more than {max} bytes"),
                 ));
             }
             serde_json::from_slice::<Answer>(&answer).map_err(|_| {

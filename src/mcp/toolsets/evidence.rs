@@ -1,11 +1,15 @@
 //! The writer's evidence toolset: `get_job_evidence`, `list_pull_request_files`,
 //! `list_source_files`, `get_source_file` and `get_source_file_heads` (the
 //! first bytes of many files in one call), answered only from the bound
-//! job's evidence bundle (`TEAMMEM_WRITER_EVIDENCE`) and the source
-//! repository at commits inside it or their parents.
+//! job's evidence bundle and the source repository at commits inside it or
+//! their parents.
 //!
 //! Invariants:
 //! - served by the job-bound writer only, read-only and closed-world;
+//! - the bundle, and so the set of readable commits, is the runner's
+//!   in-memory copy, asked once from the job's broker (`evidence`); the
+//!   writer never reads `evidence.json` or anything else in the job's work
+//!   directory, which the agent can write;
 //! - nothing outside the bundle is reachable: a PR number that is not in the
 //!   bundle is `not_found`, a commit that is neither one of the bundle's
 //!   commits nor a parent of one is `permission_denied`, a path is read only as a blob or a directory of
@@ -18,13 +22,14 @@
 //! - a heads call answers every path on its own: one that is not a file, not
 //!   text or not a clean path is an error entry for that path, never a failure
 //!   of the others; only the commit is checked for the whole call;
-//! - GitHub sources' patches come from `patches.json`, stored next to the bundle
-//!   when the runner collected it, and their files and listings from the job's broker
-//!   (`runner/broker.rs`), which reads them in the daemon after checking the
-//!   commit against its own copy of the bundle: the writer never calls GitHub
-//!   itself and holds no source credential.
+//! - GitHub sources' patches (as the runner collected them), files and
+//!   listings come from the job's broker (`runner/broker.rs`), which reads
+//!   them in the daemon after checking the commit against its own copy of the
+//!   bundle: the writer never calls GitHub itself and holds no source
+//!   credential.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 
 use rmcp::model::JsonObject;
 use serde::Deserialize;
@@ -210,29 +215,21 @@ struct TreeArgs {
     commit: Option<String>,
 }
 
-/// Resolves the source and loads the bound job's bundle.
-fn bundle_of(
+/// Resolves the source and takes the bound job's bundle from its broker
+/// (the runner's in-memory copy; never a file the agent could have written).
+async fn bundle_of(
     context: &Context,
     repository: &str,
-) -> Result<(Resolved, EvidenceBundle), Box<Answer>> {
+) -> Result<(Resolved, Arc<EvidenceBundle>), Box<Answer>> {
     let resolved = context
         .resolve(repository)
         .map_err(|error| Box::new(Answer::new(None, Err(error))))?;
     let identity = Some(resolved.identity.clone());
-    let path: Option<PathBuf> = context
-        .binding
-        .writer
-        .as_ref()
-        .and_then(|w| w.evidence.clone());
-    let Some(path) = path else {
-        return Err(Box::new(Answer::new(
-            identity,
-            Err(ToolError::configuration(
-                "this writer has no job evidence (TEAMMEM_WRITER_EVIDENCE is not set); only a writer started for a job serves evidence",
-            )),
-        )));
+    let broker = match broker_for_evidence(context) {
+        Ok(broker) => broker,
+        Err(error) => return Err(Box::new(Answer::new(identity, Err(error)))),
     };
-    match evidence::read_bundle(&path) {
+    match broker.evidence().await {
         Ok(bundle) if bundle.source.repository.eq_ignore_ascii_case(repository) => {
             Ok((resolved, bundle))
         }
@@ -242,11 +239,24 @@ fn bundle_of(
                 "the job's evidence belongs to another source",
             )),
         ))),
-        Err(detail) => Err(Box::new(Answer::new(
-            identity,
-            Err(ToolError::internal("reading the job's evidence", detail)),
-        ))),
+        Err(error) => Err(Box::new(Answer::new(identity, Err(broker_error(error))))),
     }
+}
+
+/// The job's broker, the only source of its evidence.
+fn broker_for_evidence(
+    context: &Context,
+) -> Result<&crate::writer_contract::broker::BrokerClient, ToolError> {
+    context
+        .binding
+        .writer
+        .as_ref()
+        .and_then(|w| w.broker.as_ref())
+        .ok_or_else(|| {
+            ToolError::configuration(
+                "this writer has no job evidence: the evidence comes only from the job's broker, which the runner hands to the writer it starts for a job",
+            )
+        })
 }
 
 fn source_error(error: SourceError) -> ToolError {
@@ -306,7 +316,7 @@ impl<'a> SourceFiles<'a> {
                 let (repo, merge_sha) = (repo.to_path_buf(), pull.merge_sha.clone());
                 blocking(move || local_source::file_patches(&repo, &merge_sha)).await
             }
-            SourceFiles::Brokered(context) => stored_patches(context, pull),
+            SourceFiles::Brokered(context) => stored_patches(context, pull).await,
         }
     }
 
@@ -449,27 +459,23 @@ fn evidence_commit(bundle: &EvidenceBundle, commit: Option<&str>) -> Result<Stri
     Ok(commit)
 }
 
-/// A GitHub pull request's files with the patches stored next to the bundle
-/// when the job collected its evidence (the writer holds no source credential).
-fn stored_patches(
+/// A GitHub pull request's files with the patches the runner collected, from
+/// the job's broker (the writer holds no source credential).
+async fn stored_patches(
     context: &Context,
     pull: &evidence::PullRequest,
 ) -> Result<Vec<(evidence::ChangedFile, Option<String>)>, ToolError> {
-    let bundle_path = context
-        .binding
-        .writer
-        .as_ref()
-        .and_then(|w| w.evidence.clone())
-        .ok_or_else(|| ToolError::configuration("this writer has no job evidence"))?;
-    let stored = evidence::read_patches(&bundle_path)
-        .map_err(|detail| ToolError::internal("reading the job's patches", detail))?;
-    let patches = stored.pulls.get(&pull.number);
+    let patches = broker_of(context)?
+        .pull_patches(pull.number)
+        .await
+        .map_err(broker_error)?;
     Ok(pull
         .files
         .iter()
         .map(|file| {
             let patch = patches
-                .and_then(|list| list.iter().find(|p| p.path == file.path))
+                .iter()
+                .find(|p| p.path == file.path)
                 .and_then(|p| p.patch.clone());
             (file.clone(), patch)
         })
@@ -479,10 +485,11 @@ fn stored_patches(
 fn get_job_evidence(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
         let args: EvidenceArgs = parse_arguments("get_job_evidence", arguments)?;
-        let (resolved, mut bundle) = match bundle_of(context, &args.repository) {
+        let (resolved, bundle) = match bundle_of(context, &args.repository).await {
             Ok(found) => found,
             Err(answer) => return Ok(*answer),
         };
+        let mut bundle = EvidenceBundle::clone(&bundle);
         let identity = Some(resolved.identity.clone());
         let size = serde_json::to_vec(&bundle).map(|v| v.len()).unwrap_or(0);
         let mut manifests_omitted = false;
@@ -506,7 +513,7 @@ fn get_job_evidence(context: &Context, arguments: JsonObject) -> CallFuture<'_> 
 fn list_pull_request_files(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
         let args: FilesArgs = parse_arguments("list_pull_request_files", arguments)?;
-        let (resolved, bundle) = match bundle_of(context, &args.repository) {
+        let (resolved, bundle) = match bundle_of(context, &args.repository).await {
             Ok(found) => found,
             Err(answer) => return Ok(*answer),
         };
@@ -570,7 +577,7 @@ fn list_pull_request_files(context: &Context, arguments: JsonObject) -> CallFutu
 fn get_source_file(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
         let args: FileArgs = parse_arguments("get_source_file", arguments)?;
-        let (resolved, bundle) = match bundle_of(context, &args.repository) {
+        let (resolved, bundle) = match bundle_of(context, &args.repository).await {
             Ok(found) => found,
             Err(answer) => return Ok(*answer),
         };
@@ -613,7 +620,7 @@ fn get_source_file(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
 fn get_source_file_heads(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
         let args: HeadsArgs = parse_arguments("get_source_file_heads", arguments)?;
-        let (resolved, bundle) = match bundle_of(context, &args.repository) {
+        let (resolved, bundle) = match bundle_of(context, &args.repository).await {
             Ok(found) => found,
             Err(answer) => return Ok(*answer),
         };
@@ -697,7 +704,7 @@ fn get_source_file_heads(context: &Context, arguments: JsonObject) -> CallFuture
 fn list_source_files(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
         let args: TreeArgs = parse_arguments("list_source_files", arguments)?;
-        let (resolved, bundle) = match bundle_of(context, &args.repository) {
+        let (resolved, bundle) = match bundle_of(context, &args.repository).await {
             Ok(found) => found,
             Err(answer) => return Ok(*answer),
         };

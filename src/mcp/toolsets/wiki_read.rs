@@ -4,7 +4,9 @@
 //! idempotent and closed-world (the team memory of configured sources, nothing
 //! else), and takes `repository` = the *source*; the wiki is resolved from
 //! configuration. Rules on refs, paths, limits and sizes are the engine's
-//! (`crate::wiki::validate`) and come back as envelope errors.
+//! (`crate::wiki::validate`) and come back as envelope errors. A page read
+//! says whose its last change was (`last_change`: teammem's job commit or a
+//! person's), so a reader can tell checked memory from hand-written text.
 
 use rmcp::model::JsonObject;
 use serde::{Deserialize, Serialize};
@@ -38,7 +40,7 @@ pub const TOOLSET: Toolset = Toolset {
         ToolDef {
             name: "get_wiki_page",
             title: "Read a wiki page",
-            description: "Read one page at a ref: its content and blob sha (the expected_sha of a patch). stale_facts lists each statement on the page whose cited source lines changed after it was written (path, lines, cited_commit, changed_in, deleted): do not rely on it without checking the code.",
+            description: "Read one page at a ref: its content and blob sha (the expected_sha of a patch). stale_facts lists each statement on the page whose cited source lines changed after it was written (path, lines, cited_commit, changed_in, deleted): do not rely on it without checking the code. last_change says who made the page's last commit: by teammem (a job's commit, with its Teammem-Job trailer) or by a person (anyone else, e.g. an edit in GitHub's web interface; text a person wrote is theirs, not checked memory), with commit and at; null when not found in the newest 1,000 commits.",
             hints: Hints::READ,
             input_schema: page_schema,
             handler: get_wiki_page,
@@ -62,7 +64,7 @@ pub const TOOLSET: Toolset = Toolset {
         ToolDef {
             name: "get_wiki_diff",
             title: "Wiki diff",
-            description: "Unified diff of the wiki between two refs (at most 512 KiB).",
+            description: "Unified diff of the wiki between two refs (at most 512 KiB). A page version over 256 KiB, or pages past 8 MiB read in all, are not diffed: not_diffed names each (path, bytes, reason).",
             hints: Hints::READ,
             input_schema: diff_schema,
             handler: get_wiki_diff,
@@ -288,9 +290,30 @@ fn list_wiki_pages(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
 fn get_wiki_page(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
         let args: PageArgs = parse_arguments("get_wiki_page", arguments)?;
-        read_tool!(context, args.repository, |wiki| wiki
-            .get_page(&args.git_ref, &args.path))
+        read_tool!(context, args.repository, |wiki| async {
+            let page = wiki.get_page(&args.git_ref, &args.path).await?;
+            // At the page's own commit, so both answers describe one version.
+            let last = wiki
+                .last_change(
+                    &page.commit,
+                    &page.path,
+                    crate::writer_contract::TRAILER_JOB,
+                )
+                .await?;
+            Ok::<_, WikiError>(PageRead {
+                page,
+                last_change: last,
+            })
+        })
     })
+}
+
+/// `get_wiki_page`'s result: the page, and who changed it last.
+#[derive(Serialize)]
+struct PageRead {
+    #[serde(flatten)]
+    page: crate::wiki::Page,
+    last_change: Option<crate::wiki::LastChange>,
 }
 
 fn search_wiki(context: &Context, arguments: JsonObject) -> CallFuture<'_> {

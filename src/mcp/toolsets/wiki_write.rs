@@ -10,7 +10,10 @@
 //! precondition (`destination_changed`, before any credential or network use),
 //! then the engine's argument rules, then one compare-and-swap publish. The
 //! commit carries the job's trailers (`Teammem-Job`, `Teammem-Source`,
-//! `Teammem-Range`). The evidence tools of the writer (`get_job_evidence`,
+//! `Teammem-Range`). The runner's evidence-marker rewrites folded into a job's
+//! write come only from the job's broker (the runner's in-memory bundle),
+//! never from `evidence.json`; the engine checks each one and counts its bytes
+//! against `agent.max_changed_bytes`. The evidence tools of the writer (`get_job_evidence`,
 //! `list_pull_request_files`, `get_source_file`) will be a sibling toolset served
 //! by the same server kind.
 
@@ -41,7 +44,7 @@ pub const TOOLSET: Toolset = Toolset {
         ToolDef {
             name: "patch_wiki_pages",
             title: "Patch wiki pages",
-            description: "Exact-anchor replacements in 1-20 existing pages, in one commit whose only parent is expected_base. Every non-empty old must occur exactly once in the page at expected_base; replacements may not overlap; an empty old appends new at the end (one per page); at most 40 replacements and 256 KiB of replacement input. Untouched bytes are kept exactly. On a protected page or one a person last changed, only lines carrying a <!-- teammem:... --> marker may be replaced (insert after teammem's anchor line by replacing it with itself plus the new lines) and an empty old appends; anything else is refused with permission_denied. A job may change at most agent.max_changed_bytes (256 KiB by default) in all, else limit_exceeded.",
+            description: "Exact-anchor replacements in 1-20 existing pages, in one commit whose only parent is expected_base. Every non-empty old must occur exactly once in the page at expected_base; replacements may not overlap; an empty old appends new at the end (one per page); at most 40 replacements and 256 KiB of replacement input. Untouched bytes are kept exactly. On a protected page or one a person last changed, only lines carrying a <!-- teammem:... --> marker may be replaced (insert after teammem's anchor line by replacing it with itself plus the new lines) and an empty old appends, and every line added must be blank, carry a teammem marker, or be a plain heading above a marked line; on a protected page a marked line added must be the marker alone or a link to a wiki page (- [label](Page) <!-- teammem:name -->); anything else is refused with permission_denied. A job may change at most agent.max_changed_bytes (256 KiB by default) in all, else limit_exceeded.",
             hints: WRITE,
             input_schema: patch_schema,
             handler: patch_wiki_pages,
@@ -248,18 +251,27 @@ pub async fn run(context: &Context, origin: &WriteOrigin, request: WriteRequest)
         trailers: context::trailers(origin, &resolved.source.repository),
     };
     // The operator is trusted (it holds the App key anyway): only the
-    // job-bound writer is confined.
+    // job-bound writer is confined. The budget's lock is held through the
+    // write, so the job's writes (and the settling of its rewrites) are one
+    // at a time.
     let (mut rules, mut budget) = match origin {
-        WriteOrigin::Job(_) => (
-            WriteRules {
-                protected: resolved.source.protected_pages.clone(),
-                owner_trailer: Some(crate::writer_contract::TRAILER_JOB.to_owned()),
-                max_changed_bytes: Some(context.binding.config.agent_limits.max_changed_bytes),
-                already_changed: 0,
-                amend: Some(std::sync::Arc::new(amend_of(context))),
-            },
-            Some(context.changed_bytes.lock().await),
-        ),
+        WriteOrigin::Job(_) => {
+            let spent = context.changed_bytes.lock().await;
+            let amend = match amend_of(context).await {
+                Ok(amend) => amend,
+                Err(error) => return Answer::new(identity, Err(error)),
+            };
+            (
+                WriteRules {
+                    protected: resolved.source.protected_pages.clone(),
+                    owner_trailer: Some(crate::writer_contract::TRAILER_JOB.to_owned()),
+                    max_changed_bytes: Some(context.binding.config.agent_limits.max_changed_bytes),
+                    already_changed: 0,
+                    amend: Some(std::sync::Arc::new(amend)),
+                },
+                Some(spent),
+            )
+        }
         WriteOrigin::Operator => (WriteRules::default(), None),
     };
     if let Some(spent) = &budget {
@@ -269,25 +281,47 @@ pub async fn run(context: &Context, origin: &WriteOrigin, request: WriteRequest)
     let result = wiki.change_confined(&spec, writes, patches, &rules).await;
     if let (Some(spent), Ok(written)) = (&mut budget, &result) {
         **spent += written.changed_bytes;
+        // Published, or found in place: a later write carries no rewrite.
+        if let Some(broker) = broker(context) {
+            broker.settle_rewrites();
+        }
     }
     Answer::new(identity, to_outcome(result))
 }
 
-/// The runner's marker rewrites from the job's bundle, and `Stale.md` kept in
-/// step: a job-bound write always carries them, so the job stays one commit.
-fn amend_of(context: &Context) -> Amend {
-    let rewrites = context
-        .binding
-        .writer
-        .as_ref()
-        .and_then(|writer| writer.evidence.as_deref())
-        .and_then(|path| crate::forge::evidence::read_bundle(path).ok())
-        .map(|bundle| bundle.marker_rewrites)
-        .unwrap_or_default();
-    Amend {
+/// The job's broker, when the runner started this writer.
+fn broker(context: &Context) -> Option<&crate::writer_contract::broker::BrokerClient> {
+    context.binding.writer.as_ref()?.broker.as_ref()
+}
+
+/// The runner's marker rewrites, from the broker's in-memory copy of the
+/// job's bundle (never from a file the agent could write), with the job's
+/// tip to check moved markers against, and `Stale.md` kept in step: the
+/// job's first write carries them, so the job stays one commit. A writer
+/// without a broker (run by hand) has no rewrites.
+async fn amend_of(context: &Context) -> Result<Amend, ToolError> {
+    let Some(broker) = broker(context) else {
+        return Ok(Amend {
+            rewrites: Default::default(),
+            stale_page: true,
+            tip: None,
+        });
+    };
+    let unreachable = |error: crate::writer_contract::broker::BrokerError| {
+        ToolError::new(
+            crate::wiki::ErrorKind::UpstreamError,
+            format!(
+                "the job's evidence could not be read from its broker: {error}; nothing was written"
+            ),
+        )
+    };
+    let bundle = broker.evidence().await.map_err(unreachable)?;
+    let rewrites = broker.pending_rewrites().await.map_err(unreachable)?;
+    Ok(Amend {
         rewrites,
         stale_page: true,
-    }
+        tip: Some(bundle.job.tip().clone()),
+    })
 }
 
 /// The origin of a tool call: the job this writer is bound to.

@@ -166,14 +166,36 @@ async fn protected_pages_are_patched_in_marker_lines_never_replaced() {
         &["replacement 0"],
     );
 
-    // Inserting after teammem's anchor, and appending, succeed.
+    // Prose appended to a protected page is refused: text is added there
+    // only as teammem's own lines.
+    let prose = writer
+        .patch(
+            &base,
+            "Home.md",
+            json!([{"old": "", "new": "_Kept by teammem._\n"}]),
+        )
+        .await;
+    refused(
+        &fixture,
+        &prose,
+        "permission_denied",
+        &base,
+        &[
+            "Home.md is protected",
+            "_Kept by teammem._",
+            "not teammem's own",
+        ],
+    );
+
+    // Inserting after teammem's anchor, and appending a link, succeed.
     let link = "- [Changelog](Changelog) <!-- teammem:changelog-link -->\n";
+    let more = "- [Areas](Areas/src) <!-- teammem:area:src -->\n";
     let patched = writer
         .patch(
             &base,
             "Home.md",
             json!([{"old": ANCHOR, "new": format!("{ANCHOR}{link}")},
-                   {"old": "", "new": "_Kept by teammem._\n"}]),
+                   {"old": "", "new": more}]),
         )
         .await;
     assert_eq!(patched["result"]["status"], "updated", "{patched}");
@@ -181,7 +203,7 @@ async fn protected_pages_are_patched_in_marker_lines_never_replaced() {
     assert_eq!(fixture.head(), tip);
     assert_eq!(
         fixture.git(&["show", &format!("{tip}:Home.md")]),
-        format!("{HOME}\n## Topics\n\n{ANCHOR}{link}_Kept by teammem._\n"),
+        format!("{HOME}\n## Topics\n\n{ANCHOR}{link}{more}"),
         "the person's text is kept byte for byte"
     );
 
@@ -287,19 +309,31 @@ async fn human_written_pages_are_never_overwritten() {
         )
         .await;
     refused(&fixture, &edited, "permission_denied", &base, &["a person"]);
-    // Appending to a person's page is allowed.
-    let appended = writer
+    // Appending teammem's own lines to a person's page is allowed; prose
+    // without a marker is not.
+    let prose = writer
         .patch(
             &base,
             "area/Topic.md",
             json!([{"old": "", "new": "- appended by teammem\n"}]),
         )
         .await;
+    refused(
+        &fixture,
+        &prose,
+        "permission_denied",
+        &base,
+        &["not teammem's own"],
+    );
+    let line = "- appended by teammem <!-- teammem:note -->\n";
+    let appended = writer
+        .patch(&base, "area/Topic.md", json!([{"old": "", "new": line}]))
+        .await;
     assert_eq!(appended["result"]["status"], "updated", "{appended}");
     let tip = fixture.head();
     assert_eq!(
         fixture.git(&["show", &format!("{tip}:area/Topic.md")]),
-        format!("{TOPIC}- appended by teammem\n")
+        format!("{TOPIC}{line}")
     );
 
     // A page teammem wrote may be replaced by a later job write ...

@@ -404,7 +404,7 @@ async fn a_write_with_patches_is_one_commit() {
     let home_sha = home["result"]["sha"].as_str().unwrap().to_owned();
     let patches = json!({"Home.md": {
         "expected_sha": home_sha,
-        "replacements": [{"old": "", "new": "- [Changelog](Changelog)\n"}],
+        "replacements": [{"old": "", "new": "- [Changelog](Changelog) <!-- teammem:changelog-link -->\n"}],
     }});
     let new_page = "# Changelog\n\n- PR #7\n";
 
@@ -438,7 +438,7 @@ async fn a_write_with_patches_is_one_commit() {
     );
     assert_eq!(
         fixture.git(&["show", &format!("{tip}:Home.md")]),
-        format!("{HOME}- [Changelog](Changelog)\n")
+        format!("{HOME}- [Changelog](Changelog) <!-- teammem:changelog-link -->\n")
     );
     fixture.git(&["fsck", "--strict"]);
     writer.close().await;

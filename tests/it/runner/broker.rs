@@ -109,6 +109,7 @@ impl Setup {
             destination: WriterDestination::of(&source, Some(&gh.git_url)).unwrap(),
             source,
             bundle,
+            patches: Default::default(),
             forge: Some(forge),
             wiki_token: Some(Secret::new(WIKI_TOKEN)),
         })

@@ -4,12 +4,16 @@
 use serde_json::{Value, json};
 use teammem::forge::evidence::{JobScope, write_bundle};
 use teammem::forge::local::evidence as local_source;
+use teammem::runner::broker::{Broker, BrokerJob};
 use teammem::runner::work_dir;
 use teammem::runner::writer::{WriterClient, WriterLaunch};
+use teammem::writer_contract::broker::WriterDestination;
 
 use super::handler::{BIN, Setup};
 
-async fn writer(s: &Setup) -> WriterClient {
+/// The writer child bound to job 5 through a broker holding its bundle (the
+/// writer's only source of evidence); keep the broker while the writer runs.
+async fn writer(s: &Setup) -> (Broker, WriterClient) {
     let scope = JobScope {
         job_id: 5,
         scope: teammem::ids::Scope::Range {
@@ -19,20 +23,31 @@ async fn writer(s: &Setup) -> WriterClient {
     };
     let bundle = local_source::collect(&s.source.dir, "demo/app", &scope).unwrap();
     let path = write_bundle(&work_dir(&s.tmp.path().join("data"), 5), &bundle).unwrap();
-    WriterClient::spawn(WriterLaunch {
+    let source = s.config.source("demo/app").unwrap().clone();
+    let (broker, broker_end) = Broker::start(BrokerJob {
+        destination: WriterDestination::of(&source, None).unwrap(),
+        source,
+        bundle,
+        patches: Default::default(),
+        forge: None,
+        wiki_token: None,
+    })
+    .unwrap();
+    let client = WriterClient::spawn(WriterLaunch {
         program: BIN.into(),
         config_path: s.config_path.clone(),
         source: "demo/app".into(),
         job_id: 5,
         range: scope.scope.clone(),
         evidence: path,
-        broker: None,
+        broker: Some(broker_end),
         agent_listener: None,
         path: std::env::var_os("PATH"),
         log_filter: None,
     })
     .await
-    .unwrap()
+    .unwrap();
+    (broker, client)
 }
 
 async fn call(client: &WriterClient, tool: &str, args: Value) -> (bool, Value, String) {
@@ -43,7 +58,7 @@ async fn call(client: &WriterClient, tool: &str, args: Value) -> (bool, Value, S
 #[tokio::test]
 async fn evidence_tools_serve_only_the_bound_job() {
     let s = Setup::new();
-    let client = writer(&s).await;
+    let (_broker, client) = writer(&s).await;
 
     let (ok, bundle, _) = call(
         &client,
@@ -248,7 +263,7 @@ async fn evidence_tools_serve_only_the_bound_job() {
 #[tokio::test]
 async fn file_heads_are_read_many_per_call_each_path_on_its_own() {
     let s = Setup::new();
-    let client = writer(&s).await;
+    let (_broker, client) = writer(&s).await;
     let show = |path: &str| {
         crate::harness::git::git(
             &s.source.dir,
@@ -402,21 +417,49 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
             },
         ],
     );
-    write_patches(&dir, &patches).unwrap();
-    let client = WriterClient::spawn(WriterLaunch {
+    // The files on disk are what an agent could write; the writer must serve
+    // the broker's copies instead.
+    write_patches(&dir, &PatchSet::default()).unwrap();
+    let launch = |broker| WriterLaunch {
         program: BIN.into(),
-        config_path,
+        config_path: config_path.clone(),
         source: "octo/app".into(),
         job_id: 9,
         range: bundle.job.scope.clone(),
-        evidence: path,
-        broker: None,
+        evidence: path.clone(),
+        broker,
         agent_listener: None,
         path: std::env::var_os("PATH"),
         log_filter: Some("warn".into()),
+    };
+    // A writer started by hand, without the runner's broker, serves no
+    // evidence at all, whatever the files on disk say.
+    let by_hand = WriterClient::spawn(launch(None)).await.unwrap();
+    for (tool, args) in [
+        ("get_job_evidence", json!({"repository": "octo/app"})),
+        (
+            "list_pull_request_files",
+            json!({"repository": "octo/app", "number": 7}),
+        ),
+    ] {
+        let (ok, _, kind) = call(&by_hand, tool, args).await;
+        assert!(!ok, "{tool}");
+        assert_eq!(kind, "configuration_error", "{tool}");
+    }
+    by_hand.close().await;
+
+    let config = teammem::config::Config::load(&config_path).unwrap();
+    let source = config.source("octo/app").unwrap().clone();
+    let (_broker, broker_end) = Broker::start(BrokerJob {
+        destination: WriterDestination::of(&source, Some("http://127.0.0.1:9")).unwrap(),
+        source,
+        bundle: bundle.clone(),
+        patches,
+        forge: None,
+        wiki_token: None,
     })
-    .await
     .unwrap();
+    let client = WriterClient::spawn(launch(Some(broker_end))).await.unwrap();
 
     let (ok, page, _) = call(
         &client,
@@ -443,10 +486,10 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
         json!({"repository": "octo/app", "path": "src/a.rs", "commit": merge}),
     )
     .await;
-    // A writer started by hand has no broker to read GitHub sources through
-    // (the positive path is in broker.rs).
+    // This broker holds no GitHub client, so it reads no file (the positive
+    // path is in broker.rs).
     assert!(!ok);
-    assert_eq!(kind, "configuration_error");
+    assert_eq!(kind, "invalid_input");
     client.close().await;
 }
 
@@ -499,6 +542,7 @@ fn github_job(
         destination: WriterDestination::of(&source, Some(git_url)).unwrap(),
         source,
         bundle,
+        patches: Default::default(),
         forge: Some(forge.clone()),
         wiki_token: None,
     })

@@ -9,6 +9,8 @@ mod audience;
 mod broker;
 // The command backend with a small test agent that drives the job's writer through the relay.
 mod command;
+// One job's agent against another job's endpoint, a left-over work directory's links, forged log lines.
+mod cross_job;
 // The runner inside the real daemon: signed dispatch to a succeeded job and wiki pages.
 mod daemon;
 // Signed dispatches, following jobs, the daemon's hold point, the wiki read with git.
@@ -45,3 +47,5 @@ mod staleness_github;
 mod openai;
 // The sweep for missed pushes: the real daemon on both forges, and its decisions in process.
 mod sweep;
+// The writer trusts only the runner: a tampered evidence.json, checked and budgeted marker rewrites, Home.md below teammem's lines, bounded diffs, fair staleness checks, last_change.
+mod write_rules;
