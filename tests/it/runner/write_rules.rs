@@ -489,7 +489,8 @@ async fn a_page_read_says_whether_a_person_or_teammem_changed_it_last() {
 async fn planted_markers_do_not_starve_the_real_ones_of_the_staleness_check() {
     let s = Setup::new();
     let cited = facts_page(&s);
-    // Markers whose paths sort before the real one: one page of 10,000 (too
+    // Markers whose paths sort before the real one, on pages whose names sort
+    // before the real page's: one page of 10,000 (too
     // large to be read at all) and three of 3,000, just under a read's limit.
     let planted = |from: usize, to: usize| -> String {
         (from..to)
@@ -502,6 +503,8 @@ async fn planted_markers_do_not_starve_the_real_ones_of_the_staleness_check() {
             .collect()
     };
     s.human_edit("A-huge.md", &planted(0, 10_000));
+    // And a page larger than the whole marker scan, whose name sorts first.
+    s.human_edit("A-giant.md", &"padding\n".repeat(9 * 1024 * 1024 / 8));
     for (i, page) in ["A0.md", "A1.md", "A2.md"].iter().enumerate() {
         let text = planted(i * 3_000, (i + 1) * 3_000);
         assert!(text.len() < 256 * 1024, "{}", text.len());
