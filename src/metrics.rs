@@ -258,6 +258,15 @@ pub static AGENT_STEPS: Counter = Counter::new(
     &["agent"],
 );
 
+/// Connections a job's agent endpoint refused unanswered, by why: `missing`
+/// (no whole capability preamble in time), `wrong` (another capability, or
+/// none), `other_user` (a peer of another uid).
+pub static AGENT_ENDPOINT_REFUSALS: Counter = Counter::new(
+    "teammem_agent_endpoint_refusals_total",
+    "Connections to a job's agent endpoint refused unanswered, by reason (missing, wrong, other_user).",
+    &["reason"],
+);
+
 /// Runs of the sweep for missed pushes (each checks every `sweep = true` source).
 pub static SWEEP_RUNS: Counter = Counter::new(
     "teammem_sweep_runs_total",
@@ -287,6 +296,7 @@ pub fn render(out: &mut String) {
     GITHUB_CALLS.render(out);
     GITHUB_CALL_DURATION.render(out);
     AGENT_STEPS.render(out);
+    AGENT_ENDPOINT_REFUSALS.render(out);
     SWEEP_RUNS.render(out);
     SWEEP_CHECKS.render(out);
 }

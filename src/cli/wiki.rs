@@ -25,8 +25,12 @@ pub(super) struct McpArgs {
     wiki_writer: bool,
     /// Relay MCP between stdin/stdout and the job's writer at this Unix socket
     /// (the endpoint an external agent's MCP configuration names)
-    #[arg(long, value_name = "SOCKET", conflicts_with_all = ["wiki_writer", "read_only", "config"])]
+    #[arg(long, value_name = "SOCKET", requires = "capability", conflicts_with_all = ["wiki_writer", "read_only", "config"])]
     connect: Option<PathBuf>,
+    /// With --connect: the file holding the job's capability, which the
+    /// writer requires before it answers (named by the same configuration)
+    #[arg(long, value_name = "FILE", requires = "connect")]
+    capability: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -110,10 +114,10 @@ pub(super) enum WikiCommand {
 }
 
 pub(super) async fn run_mcp(args: McpArgs) -> Result<(), Failure> {
-    if let Some(socket) = &args.connect {
+    if let (Some(socket), Some(capability)) = (&args.connect, &args.capability) {
         // Exit here: tokio's stdin reader may still be blocked in a read the
         // runtime would wait for on the way out.
-        match crate::relay::relay(socket).await {
+        match crate::relay::relay(socket, capability).await {
             Ok(()) => std::process::exit(0),
             Err(e) => {
                 eprintln!("teammem: {e}");

@@ -134,10 +134,21 @@ async fn bind_writer(mut binding: Binding) -> Result<(Binding, Option<i32>), Mcp
     Ok((binding, agent_fd))
 }
 
-/// Serves MCP to every connection on the inherited listening socket `fd` (a
-/// `command` agent's endpoint, reached through `teammem mcp --connect`), each
-/// as its own session over the same context, until the process exits (when
-/// the runner closes stdin). Only peers of this process's user are served.
+/// How long a connection to the agent endpoint has to send its capability
+/// preamble (`teammem mcp --connect` sends it right after connecting).
+const PREAMBLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Serves MCP on the inherited listening socket `fd` (a `command` agent's
+/// endpoint, reached through `teammem mcp --connect`), each admitted
+/// connection as its own session over the same context, until the process
+/// exits (when the runner closes stdin).
+///
+/// A connection is admitted only from a peer of this process's user that
+/// first sends the job's capability preamble (the capability arrives on the
+/// gate, [`crate::writer_contract::AGENT_GATE_FD`]) within
+/// [`PREAMBLE_TIMEOUT`]; any other is closed without a byte of answer, logged
+/// once and reported to the runner over the gate. Without a readable
+/// capability the writer does not start.
 fn serve_agents(fd: i32, server: WikiServer) -> Result<(), McpError> {
     use std::os::fd::FromRawFd;
     // SAFETY: the runner installed this descriptor for the writer alone.
@@ -146,6 +157,7 @@ fn serve_agents(fd: i32, server: WikiServer) -> Result<(), McpError> {
     unsafe {
         libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
     }
+    let gate = AgentGate::inherited()?;
     let listener = std::os::unix::net::UnixListener::from(owned);
     let unusable = |e: std::io::Error| {
         McpError::Binding(format!(
@@ -157,6 +169,7 @@ fn serve_agents(fd: i32, server: WikiServer) -> Result<(), McpError> {
     let listener = tokio::net::UnixListener::from_std(listener).map_err(unusable)?;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
+    let gate = Arc::new(gate);
     tokio::spawn(async move {
         loop {
             let stream = match listener.accept().await {
@@ -168,11 +181,19 @@ fn serve_agents(fd: i32, server: WikiServer) -> Result<(), McpError> {
                 }
             };
             if !stream.peer_cred().is_ok_and(|cred| cred.uid() == me) {
-                tracing::warn!(target: "teammem::mcp", "the agent endpoint refused a peer of another user");
+                gate.refuse(crate::writer_contract::Refusal::OtherUser);
                 continue;
             }
             let server = server.clone();
+            let gate = gate.clone();
             tokio::spawn(async move {
+                let mut stream = stream;
+                if let Err(refusal) = admit(&mut stream, &gate.preamble, PREAMBLE_TIMEOUT).await {
+                    // Dropped unanswered: the peer learns nothing but the close.
+                    drop(stream);
+                    gate.refuse(refusal);
+                    return;
+                }
                 let (read, write) = stream.into_split();
                 match server.serve((read, write)).await {
                     Ok(running) => {
@@ -186,6 +207,96 @@ fn serve_agents(fd: i32, server: WikiServer) -> Result<(), McpError> {
         }
     });
     Ok(())
+}
+
+/// The writer's end of the agent gate: the preamble an admitted connection
+/// sends, and the socket refusals are reported to the runner on.
+struct AgentGate {
+    preamble: crate::secrets::Secret,
+    notices: std::os::unix::net::UnixStream,
+}
+
+impl AgentGate {
+    /// Takes over [`crate::writer_contract::AGENT_GATE_FD`] and reads the
+    /// capability the runner wrote there (bounded; the runner has shut its
+    /// side, so this does not wait).
+    fn inherited() -> Result<AgentGate, McpError> {
+        use std::io::Read;
+        use std::os::fd::FromRawFd;
+        let fd = crate::writer_contract::AGENT_GATE_FD;
+        let unusable = |why: String| {
+            McpError::Binding(format!(
+                "the agent endpoint's capability (descriptor {fd}) cannot be read: {why}; only the runner starts a writer that serves an agent"
+            ))
+        };
+        // Only a socket is taken over: a writer started without the gate
+        // may have any other descriptor of its own at this number.
+        // SAFETY: fstat writes only into the buffer it is given.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut stat) } != 0
+            || stat.st_mode & libc::S_IFMT != libc::S_IFSOCK
+        {
+            return Err(unusable("it is not an inherited socket".into()));
+        }
+        // SAFETY: the runner installed this socket for the writer alone, and
+        // it is one (checked above).
+        let notices = unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) };
+        // SAFETY: marks the descriptor close-on-exec; nothing else uses it.
+        unsafe {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+        let limit = crate::writer_contract::CAPABILITY_HEX_LEN as u64 + 2;
+        let mut text = Vec::new();
+        let read = (&notices).take(limit).read_to_end(&mut text);
+        let capability = read
+            .map_err(|e| e.to_string())
+            .and_then(|_| crate::writer_contract::parse_capability(&text));
+        zeroize::Zeroize::zeroize(&mut text);
+        let capability = capability.map_err(unusable)?;
+        notices
+            .set_nonblocking(true)
+            .map_err(|e| unusable(e.to_string()))?;
+        Ok(AgentGate {
+            preamble: crate::writer_contract::capability_preamble(&capability),
+            notices,
+        })
+    }
+
+    /// Logs the refusal once and tells the runner (best effort: a full or
+    /// closed gate loses the count, never blocks the endpoint).
+    fn refuse(&self, refusal: crate::writer_contract::Refusal) {
+        use crate::writer_contract::Refusal;
+        use std::io::Write;
+        let why = match refusal {
+            Refusal::Missing => "it did not send the job's capability in time",
+            Refusal::Wrong => "it did not send this job's capability",
+            Refusal::OtherUser => "its peer is another user",
+        };
+        tracing::warn!(target: "teammem::mcp", reason = refusal.label(), "the agent endpoint refused a connection unanswered: {why}");
+        let _ = (&self.notices).write(&[refusal.byte()]);
+    }
+}
+
+/// Reads the first [`crate::writer_contract::CAPABILITY_PREAMBLE_LEN`] bytes
+/// of `stream` (never more: what follows is MCP) within `timeout` and
+/// compares them in constant time with `preamble`.
+async fn admit(
+    stream: &mut (impl tokio::io::AsyncRead + Unpin),
+    preamble: &crate::secrets::Secret,
+    timeout: std::time::Duration,
+) -> Result<(), crate::writer_contract::Refusal> {
+    use crate::writer_contract::{CAPABILITY_PREAMBLE_LEN, Refusal};
+    use subtle::ConstantTimeEq;
+    use tokio::io::AsyncReadExt;
+    let mut sent = [0u8; CAPABILITY_PREAMBLE_LEN];
+    let read = tokio::time::timeout(timeout, stream.read_exact(&mut sent)).await;
+    let verdict = match read {
+        Ok(Ok(_)) if bool::from(sent.ct_eq(preamble.expose())) => Ok(()),
+        Ok(Ok(_)) => Err(Refusal::Wrong),
+        Ok(Err(_)) | Err(_) => Err(Refusal::Missing),
+    };
+    zeroize::Zeroize::zeroize(&mut sent);
+    verdict
 }
 
 /// The coordinator tools' queue and forge for the agent server on stdio: the
@@ -240,4 +351,79 @@ pub async fn serve_stdio(server: WikiServer) -> Result<(), McpError> {
         .await
         .map_err(|error| McpError::Transport(error.to_string()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::writer_contract::{Refusal, capability_preamble, new_capability};
+    use tokio::io::AsyncWriteExt;
+
+    async fn verdict(sent: &[u8], then_close: bool) -> Result<(), Refusal> {
+        let preamble = capability_preamble(&new_capability());
+        verdict_for(&preamble, sent, then_close).await
+    }
+
+    async fn verdict_for(
+        preamble: &crate::secrets::Secret,
+        sent: &[u8],
+        then_close: bool,
+    ) -> Result<(), Refusal> {
+        let (mut theirs, mut ours) = tokio::net::UnixStream::pair().unwrap();
+        theirs.write_all(sent).await.unwrap();
+        if then_close {
+            theirs.shutdown().await.unwrap();
+        }
+        let verdict = admit(&mut ours, preamble, std::time::Duration::from_millis(200)).await;
+        drop(theirs);
+        verdict
+    }
+
+    #[tokio::test]
+    async fn only_this_jobs_capability_preamble_is_admitted_and_nothing_after_it_is_read() {
+        let capability = new_capability();
+        let preamble = capability_preamble(&capability);
+        // The right preamble, with MCP right behind it: admitted, and the MCP
+        // bytes are still there for the session.
+        let (mut theirs, mut ours) = tokio::net::UnixStream::pair().unwrap();
+        let mut sent = preamble.expose().to_vec();
+        sent.extend_from_slice(b"{\"jsonrpc\":\"2.0\"}\n");
+        theirs.write_all(&sent).await.unwrap();
+        admit(&mut ours, &preamble, std::time::Duration::from_millis(200))
+            .await
+            .unwrap();
+        let mut rest = [0u8; 18];
+        tokio::io::AsyncReadExt::read_exact(&mut ours, &mut rest)
+            .await
+            .unwrap();
+        assert_eq!(&rest, b"{\"jsonrpc\":\"2.0\"}\n");
+
+        // Another job's capability, MCP without a preamble: wrong.
+        let other = capability_preamble(&new_capability());
+        assert_eq!(
+            verdict_for(&preamble, other.expose(), false).await,
+            Err(Refusal::Wrong)
+        );
+        let initialize = br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}"#;
+        assert_eq!(verdict(initialize, false).await, Err(Refusal::Wrong));
+        // A capability one digit off is as wrong as any other.
+        let mut off = preamble.expose().to_vec();
+        off[CAPABILITY_OFF] ^= 1;
+        assert_eq!(
+            verdict_for(&preamble, &off, false).await,
+            Err(Refusal::Wrong)
+        );
+        // Nothing, a short prefix then the end, or silence: missing.
+        assert_eq!(verdict(b"", true).await, Err(Refusal::Missing));
+        assert_eq!(
+            verdict_for(&preamble, &preamble.expose()[..40], true).await,
+            Err(Refusal::Missing)
+        );
+        assert_eq!(
+            verdict_for(&preamble, &preamble.expose()[..40], false).await,
+            Err(Refusal::Missing)
+        );
+    }
+
+    const CAPABILITY_OFF: usize = crate::writer_contract::CAPABILITY_PREFIX.len() + 3;
 }

@@ -7,9 +7,11 @@
 //!   `{receipt}` placeholders are substituted (with paths in the job's work
 //!   directory), never any text from the evidence;
 //! - the generated MCP configuration holds no credential and no handle that
-//!   yields one: it names `teammem mcp --connect SOCKET`, a relay to the
-//!   writer the runner started for this job, which already holds the job's
-//!   binding; whatever else the agent starts gets no token;
+//!   yields one: it names `teammem mcp --capability FILE --connect SOCKET`,
+//!   a relay to the writer the runner started for this job, which already
+//!   holds the job's binding; the configuration names the capability file,
+//!   never its value, and the writer answers only connections that send it;
+//!   whatever else the agent starts gets no token;
 //! - the CLI starts with a cleared environment: `PATH`, `HOME` and `TMPDIR`
 //!   (directories in the job's work directory) and the variables `env_allow`
 //!   lists, nothing else;
@@ -23,7 +25,13 @@
 //!   process tree when the agent exits, on timeout, and when the job is
 //!   dropped;
 //! - the receipt is opened without following links, must be a regular file,
-//!   and is read bounded; it must parse.
+//!   and is read bounded; it must parse;
+//! - every file and directory the runner makes in the work directory (which
+//!   the runner made afresh) is created new, never through a link
+//!   ([`write_new`]);
+//! - the agent's stderr reaches the daemon's log only as the escaped `stderr`
+//!   field of `teammem::agent` events, at most [`MAX_STDERR_LOGGED`] bytes a
+//!   job ([`log_stderr`]), so it cannot forge a log line.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -38,6 +46,13 @@ use crate::sandbox;
 
 /// The receipt file is read up to this size.
 const MAX_RECEIPT_BYTES: u64 = 64 * 1024;
+/// At most this much of the agent's stderr reaches the daemon's log per job;
+/// the rest is counted.
+const MAX_STDERR_LOGGED: usize = 64 * 1024;
+/// A stderr line longer than this is logged in pieces of this size.
+const MAX_STDERR_LINE: usize = 4 * 1024;
+/// How long the end of the agent's stderr is waited for once it exited.
+const STDERR_DRAIN: Duration = Duration::from_secs(5);
 /// The generated MCP configuration's name for the writer server.
 pub const SERVER_NAME: &str = "teammem-wiki";
 
@@ -53,6 +68,10 @@ pub struct CommandSettings {
     pub read_paths: Vec<PathBuf>,
     /// `agent.connect_ports`.
     pub connect_ports: Vec<u16>,
+    /// `agent.max_processes`.
+    pub max_processes: u32,
+    /// `agent.max_memory_mb` in bytes (0: no limit).
+    pub max_memory_bytes: u64,
     /// Paths the agent must never reach (configuration file, App key file,
     /// data_dir, `/run/credentials`): a policy whose allowed paths contain
     /// one is refused.
@@ -65,13 +84,14 @@ impl CommandSettings {
         let mut read = self.read_paths.clone();
         read.push(program.to_path_buf());
         sandbox::Policy::for_job(work_dir, &read, &self.connect_ports, self.sandbox)
+            .with_limits(self.max_processes, self.max_memory_bytes)
     }
 
     /// Why a job could not run its agent sandboxed on this machine (empty:
     /// it can). `/readyz` and the start-up log say the same.
     pub fn problems(&self, work_dir: &Path, program: &Path) -> Vec<String> {
         let policy = self.policy(work_dir, program);
-        let mut problems: Vec<String> = sandbox::probe()
+        let mut problems: Vec<String> = sandbox::support(program)
             .missing(&policy)
             .into_iter()
             .map(|rule| {
@@ -88,12 +108,32 @@ impl CommandSettings {
     }
 }
 
-/// Where the agent finds the job's writer: the `teammem` binary that relays
-/// and the writer's listening socket.
+/// Where the agent finds the job's writer: the `teammem` binary that relays,
+/// the writer's listening socket, and the file holding the capability the
+/// relay sends first (both in the job's work directory).
 #[derive(Debug, Clone)]
 pub struct Endpoint {
     pub program: PathBuf,
     pub socket: PathBuf,
+    pub capability: PathBuf,
+}
+
+/// The capability file's name in the job's work directory.
+pub const CAPABILITY_FILE: &str = "mcp-capability";
+
+/// Creates `path` with `bytes`, mode 0600, never through a link and never
+/// over an existing file (`O_CREAT|O_EXCL|O_NOFOLLOW`): a name an agent
+/// planted fails the write instead of redirecting it.
+pub fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    file.write_all(bytes)
 }
 
 fn fail(reason: String, retryable: bool) -> AgentError {
@@ -101,14 +141,15 @@ fn fail(reason: String, retryable: bool) -> AgentError {
 }
 
 /// The MCP client configuration (`mcpServers` form) that reaches the job's
-/// writer through `teammem mcp --connect`.
+/// writer through `teammem mcp --capability FILE --connect SOCKET`.
 pub fn mcp_config(endpoint: &Endpoint) -> serde_json::Value {
     json!({
         "mcpServers": {
             SERVER_NAME: {
                 "type": "stdio",
                 "command": endpoint.program,
-                "args": ["mcp", "--connect", endpoint.socket],
+                // The socket last: what the relay connects to.
+                "args": ["mcp", "--capability", endpoint.capability, "--connect", endpoint.socket],
                 "env": {},
             }
         }
@@ -153,9 +194,15 @@ pub async fn run(
     let config_text = serde_json::to_vec_pretty(&mcp_config(endpoint)).unwrap_or_default();
     let home = work_dir.join("home");
     let tmp = work_dir.join("tmp");
-    let written = std::fs::write(&config_path, &config_text)
-        .and_then(|()| std::fs::create_dir_all(&home))
-        .and_then(|()| std::fs::create_dir_all(&tmp));
+    // The runner made the directory afresh; each name is created new, so
+    // nothing planted there can redirect a write.
+    let new_dir = |path: &Path| {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().mode(0o700).create(path)
+    };
+    let written = write_new(&config_path, &config_text)
+        .and_then(|()| new_dir(&home))
+        .and_then(|()| new_dir(&tmp));
     written.map_err(|e| {
         fail(
             format!(
@@ -187,7 +234,7 @@ pub async fn run(
         .env("TMPDIR", &tmp)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
+        .stderr(Stdio::piped());
     if let Some(path) = std::env::var_os("PATH") {
         command.env("PATH", path);
     }
@@ -205,6 +252,11 @@ pub async fn run(
             true,
         )
     })?;
+    let stderr = child
+        .child_mut()
+        .stderr
+        .take()
+        .map(|stderr| tokio::spawn(log_stderr(stderr, task.job_id)));
     let input = task_text(task, &receipt_path);
     let mut stdin = child.child_mut().stdin.take();
     let waited = tokio::time::timeout(settings.timeout, async {
@@ -217,26 +269,36 @@ pub async fn run(
     })
     .await;
     let status = match waited {
-        Ok(Ok(status)) => status,
+        Ok(Ok(status)) => Ok(status),
         Ok(Err(e)) => {
             let _ = child.stop().await;
-            return Err(fail(
+            Err(fail(
                 format!("waiting for the agent command failed: {e}"),
                 true,
-            ));
+            ))
         }
         Err(_) => {
             // The trampoline kills the agent's whole tree before it exits.
             let _ = child.stop().await;
-            return Err(fail(
+            Err(fail(
                 format!(
                     "the agent command did not finish within {} s (agent.timeout_seconds); it and every process it started were killed",
                     settings.timeout.as_secs()
                 ),
                 true,
-            ));
+            ))
         }
     };
+    // The tree is gone once the trampoline exited, so its stderr ends; a
+    // descendant that escaped the kill cannot hold the job up.
+    if let Some(mut stderr) = stderr
+        && tokio::time::timeout(STDERR_DRAIN, &mut stderr)
+            .await
+            .is_err()
+    {
+        stderr.abort();
+    }
+    let status = status?;
     match status.code().and_then(|c| u8::try_from(c).ok()) {
         Some(sandbox::EXIT_UNENFORCEABLE) => {
             return Err(fail(
@@ -272,6 +334,53 @@ pub async fn run(
         receipt,
         retry_failed: false,
     })
+}
+
+/// Logs the agent's stderr as data: each line (or [`MAX_STDERR_LINE`] piece)
+/// is the `stderr` field of one `teammem::agent` event, formatted with
+/// `Debug`, so its line breaks and control characters are escaped and no
+/// text of the agent's can start a log line of its own. At most
+/// [`MAX_STDERR_LOGGED`] bytes are logged; the rest is only counted.
+pub async fn log_stderr(stderr: impl tokio::io::AsyncRead + Unpin, job: i64) {
+    use tokio::io::AsyncReadExt;
+    let mut stderr = stderr;
+    let mut buf = vec![0u8; 8 * 1024];
+    let mut line: Vec<u8> = Vec::new();
+    let mut logged = 0usize;
+    let mut dropped = 0u64;
+    let emit = |piece: &[u8], logged: &mut usize, dropped: &mut u64| {
+        if *logged >= MAX_STDERR_LOGGED {
+            *dropped += piece.len() as u64 + 1;
+            return;
+        }
+        *logged += piece.len() + 1;
+        let text = String::from_utf8_lossy(piece);
+        tracing::info!(target: "teammem::agent", job, stderr = ?text.as_ref(), "the agent wrote to stderr");
+    };
+    loop {
+        let n = match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &byte in &buf[..n] {
+            if byte == b'\n' {
+                emit(&line, &mut logged, &mut dropped);
+                line.clear();
+            } else {
+                line.push(byte);
+                if line.len() >= MAX_STDERR_LINE {
+                    emit(&line, &mut logged, &mut dropped);
+                    line.clear();
+                }
+            }
+        }
+    }
+    if !line.is_empty() {
+        emit(&line, &mut logged, &mut dropped);
+    }
+    if dropped > 0 {
+        tracing::warn!(target: "teammem::agent", job, not_logged_bytes = dropped, "the agent wrote more than {MAX_STDERR_LOGGED} bytes to stderr; the rest was not logged");
+    }
 }
 
 /// The receipt file: opened without following a link (and without waiting
@@ -340,11 +449,18 @@ mod tests {
         let config = mcp_config(&Endpoint {
             program: "/bin/teammem".into(),
             socket: "/d/jobs/3/mcp-0f0f.sock".into(),
+            capability: "/d/jobs/3/mcp-capability".into(),
         });
         let server = &config["mcpServers"][SERVER_NAME];
         assert_eq!(
             server["args"],
-            json!(["mcp", "--connect", "/d/jobs/3/mcp-0f0f.sock"])
+            json!([
+                "mcp",
+                "--capability",
+                "/d/jobs/3/mcp-capability",
+                "--connect",
+                "/d/jobs/3/mcp-0f0f.sock"
+            ])
         );
         assert_eq!(server["env"], json!({}));
     }
@@ -369,6 +485,67 @@ mod tests {
                 .contains("not a regular file")
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// What `log_stderr` logs for `input`, through a text subscriber like
+    /// the daemon's.
+    fn logged(input: Vec<u8>) -> String {
+        let written = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let sink = written.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+            .with_ansi(false)
+            .with_writer(move || Sink(sink.clone()))
+            .finish();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        tracing::subscriber::with_default(subscriber, || {
+            runtime.block_on(log_stderr(&input[..], 7));
+        });
+        String::from_utf8(written.lock().unwrap().clone()).unwrap()
+    }
+
+    struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_agents_stderr_is_logged_as_an_escaped_field_and_bounded() {
+        let forged = "2026-01-01T00:00:00.000000Z  INFO teammem::worker: job succeeded job=1";
+        let input = format!(
+            "plain words\n{forged}\rcarriage\x1b[31m\n{}\n{}",
+            "y".repeat(10_000),
+            "x\n".repeat(40_000)
+        );
+        let text = logged(input.into_bytes());
+        let lines: Vec<&str> = text.lines().collect();
+        for line in &lines {
+            assert!(
+                line.contains("teammem::agent") && line.contains("job=7"),
+                "a line not of teammem's making: {line}"
+            );
+            assert!(!line.starts_with("2026-01-01"), "{line}");
+        }
+        assert!(
+            text.contains(&format!("stderr=\"{forged}\\rcarriage\\u{{1b}}[31m\"")),
+            "{text}"
+        );
+        assert!(text.contains("stderr=\"plain words\""), "{text}");
+        // A long line comes in pieces; what passes the bound is only counted.
+        assert!(text.contains(&format!("stderr=\"{}\"", "y".repeat(MAX_STDERR_LINE))));
+        let logged: usize = lines.len();
+        assert!(logged < MAX_STDERR_LOGGED / 2 + 10, "{logged} lines");
+        let dropped = lines.last().unwrap();
+        assert!(dropped.contains("not_logged_bytes="), "{dropped}");
     }
 
     fn tempfile_dir() -> PathBuf {

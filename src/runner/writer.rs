@@ -12,6 +12,10 @@
 //!   `TEAMMEM_WRITER_AGENT_FD` (the listening socket a `command` agent
 //!   reaches it through), `PATH` and `TEAMMEM_LOG` (a log filter); no
 //!   credential is in its environment or argv;
+//! - the agent endpoint's capability reaches the child only over its gate
+//!   (descriptor [`AGENT_GATE_FD`], a socket the runner wrote it into and
+//!   shut), never its environment, argv or a log line; what comes back on
+//!   the gate (one byte per refused connection) is only counted;
 //! - the child dies with the job: the process is spawned `kill_on_drop`, so a
 //!   cancelled or timed-out job (its future dropped) kills it;
 //! - tool results are read from the envelope's `structuredContent`; anything
@@ -29,7 +33,45 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
 use crate::ids::Scope;
-use crate::writer_contract::{AGENT_FD, BROKER_FD, ENV_LOG, WriterEnv};
+use crate::writer_contract::{AGENT_FD, AGENT_GATE_FD, BROKER_FD, ENV_LOG, Refusal, WriterEnv};
+
+/// A `command` agent's endpoint as the writer child gets it: the listening
+/// socket (descriptor [`AGENT_FD`]) and the child's end of the gate
+/// (descriptor [`AGENT_GATE_FD`]), which already holds the capability every
+/// connection must send first.
+#[derive(Debug)]
+pub struct AgentListener {
+    listener: OwnedFd,
+    /// The child's end of the gate.
+    gate: OwnedFd,
+    /// The runner's end: written and shut for writing here; the child's
+    /// refusal notices arrive on it.
+    notices: std::os::unix::net::UnixStream,
+}
+
+impl AgentListener {
+    /// The endpoint `listener`, admitting connections that send `capability`.
+    pub fn new(
+        listener: OwnedFd,
+        capability: &crate::secrets::Secret,
+    ) -> std::io::Result<AgentListener> {
+        use std::io::Write;
+        // Both ends close-on-exec: only the writer child gets one, as its
+        // descriptor AGENT_GATE_FD.
+        let (mut notices, gate) = std::os::unix::net::UnixStream::pair()?;
+        let mut line = capability.expose().to_vec();
+        line.push(b'\n');
+        let written = notices.write_all(&line);
+        zeroize::Zeroize::zeroize(&mut line);
+        written?;
+        notices.shutdown(std::net::Shutdown::Write)?;
+        Ok(AgentListener {
+            listener,
+            gate: OwnedFd::from(gate),
+            notices,
+        })
+    }
+}
 
 /// Everything the writer child is bound to.
 #[derive(Debug)]
@@ -48,8 +90,8 @@ pub struct WriterLaunch {
     /// no credential).
     pub broker: Option<OwnedFd>,
     /// A listening Unix socket the child also serves MCP on (a `command`
-    /// agent's endpoint).
-    pub agent_listener: Option<OwnedFd>,
+    /// agent's endpoint), with the capability a connection must bring.
+    pub agent_listener: Option<AgentListener>,
     /// `PATH` for the child; the daemon's own by default.
     pub path: Option<OsString>,
     /// `TEAMMEM_LOG` for the child (a log filter such as `debug`, never a
@@ -59,8 +101,8 @@ pub struct WriterLaunch {
 
 impl WriterLaunch {
     /// The child's command: argv carries no secret, the environment only the
-    /// binding, and descriptors 3 (broker) and 4 (agent listener) are
-    /// installed in the child just before it executes.
+    /// binding, and descriptors 3 (broker), 4 (agent listener) and 5 (its
+    /// gate) are installed in the child just before it executes.
     pub fn command(&self) -> std::io::Result<tokio::process::Command> {
         let env = WriterEnv {
             config_path: self.config_path.clone(),
@@ -90,11 +132,15 @@ impl WriterLaunch {
         let agent = self
             .agent_listener
             .as_ref()
-            .map(above_targets)
+            .map(|a| {
+                Ok::<_, std::io::Error>((above_targets(&a.listener)?, above_targets(&a.gate)?))
+            })
             .transpose()?;
         let sources = (
             broker.as_ref().map(AsRawFd::as_raw_fd),
-            agent.as_ref().map(AsRawFd::as_raw_fd),
+            agent
+                .as_ref()
+                .map(|(listener, gate)| (listener.as_raw_fd(), gate.as_raw_fd())),
         );
         // SAFETY: the closure runs between fork and exec and only calls dup2,
         // which is async-signal-safe; the descriptors it copies are kept open
@@ -107,8 +153,8 @@ impl WriterLaunch {
                 {
                     return Err(std::io::Error::last_os_error());
                 }
-                if let Some(agent) = sources.1
-                    && libc::dup2(agent, AGENT_FD) < 0
+                if let Some((listener, gate)) = sources.1
+                    && (libc::dup2(listener, AGENT_FD) < 0 || libc::dup2(gate, AGENT_GATE_FD) < 0)
                 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -223,6 +269,36 @@ pub struct WriterClient {
     /// While set, every tool call counts as a step of this agent kind in
     /// `teammem_agent_steps_total` (the runner's own reads do not).
     agent: std::sync::Mutex<Option<&'static str>>,
+    /// Counts the agent endpoint's refusals until the child closes its gate.
+    refusals: Option<AbortOnDrop>,
+}
+
+/// A task that ends with its owner.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Reads the refusal notices the child sends over its gate into
+/// `teammem_agent_endpoint_refusals_total`, until the child's end closes.
+fn count_refusals(notices: std::os::unix::net::UnixStream) -> Option<AbortOnDrop> {
+    use tokio::io::AsyncReadExt;
+    let notices = notices
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::UnixStream::from_std(notices))
+        .ok()?;
+    Some(AbortOnDrop(tokio::spawn(async move {
+        let mut notices = notices;
+        let mut buf = [0u8; 64];
+        while let Ok(n @ 1..) = notices.read(&mut buf).await {
+            for refusal in buf[..n].iter().filter_map(|b| Refusal::from_byte(*b)) {
+                crate::metrics::AGENT_ENDPOINT_REFUSALS.inc(&[refusal.label()]);
+            }
+        }
+    })))
 }
 
 impl WriterClient {
@@ -241,6 +317,11 @@ impl WriterClient {
                 )
             })?;
         let pid = transport.id();
+        // The child holds its end of the gate now; the daemon's copy goes,
+        // so the notices end when the child does.
+        let refusals = launch
+            .agent_listener
+            .and_then(|AgentListener { notices, .. }| count_refusals(notices));
         let service = ().serve(transport).await.map_err(|e| {
             format!("the wiki writer did not complete the MCP handshake: {e}; see its stderr")
         })?;
@@ -248,6 +329,7 @@ impl WriterClient {
             service,
             pid,
             agent: std::sync::Mutex::new(None),
+            refusals,
         })
     }
 
@@ -303,9 +385,13 @@ impl WriterClient {
             .map_err(CallError::Tool)
     }
 
-    /// Closes the connection; the child exits when its stdin closes.
+    /// Closes the connection; the child exits when its stdin closes. The
+    /// refusals it reported are counted before this returns (bounded).
     pub async fn close(self) {
         let _ = self.service.cancel().await;
+        if let Some(mut refusals) = self.refusals {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), &mut refusals.0).await;
+        }
     }
 }
 
@@ -413,6 +499,49 @@ mod tests {
             ]
         );
         assert!(envs.contains(&("TEAMMEM_WRITER_BROKER_FD".into(), "3".into())));
+    }
+
+    #[test]
+    fn the_agent_endpoints_capability_is_neither_in_the_environment_nor_in_argv() {
+        use std::io::Read;
+        let (_ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (listener, _) = std::os::unix::net::UnixStream::pair().unwrap();
+        let capability = crate::writer_contract::new_capability();
+        let agent = AgentListener::new(OwnedFd::from(listener), &capability).unwrap();
+        let launch = WriterLaunch {
+            program: "/usr/bin/teammem".into(),
+            config_path: "/etc/teammem.toml".into(),
+            source: "octo/app".into(),
+            job_id: 9,
+            range: Scope::parse(&format!("{}..{}", "a".repeat(40), "b".repeat(40))).unwrap(),
+            evidence: "/data/jobs/9/evidence.json".into(),
+            broker: Some(OwnedFd::from(theirs)),
+            agent_listener: Some(agent),
+            path: None,
+            log_filter: None,
+        };
+        let cmd = launch.command().unwrap();
+        let text = capability.expose_str().unwrap();
+        let std = cmd.as_std();
+        assert!(std.get_args().all(|a| !a.to_string_lossy().contains(text)));
+        let envs: Vec<(String, String)> = std
+            .get_envs()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.unwrap().to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        assert!(envs.contains(&("TEAMMEM_WRITER_AGENT_FD".into(), "4".into())));
+        assert!(envs.iter().all(|(_, v)| !v.contains(text)), "{envs:?}");
+        // The gate the child gets holds the capability, then end of input.
+        let gate = launch.agent_listener.as_ref().unwrap();
+        let mut sent = String::new();
+        std::os::unix::net::UnixStream::from(gate.gate.try_clone().unwrap())
+            .read_to_string(&mut sent)
+            .unwrap();
+        assert_eq!(sent, format!("{text}\n"));
     }
 
     #[test]

@@ -15,7 +15,11 @@
 //!   installs, a token next to a broker, and multi-line or oversized job and
 //!   range values (they become commit trailers);
 //! - decoding never reads a file: loading the configuration the environment
-//!   names is the writer's business.
+//!   names is the writer's business;
+//! - a `command` agent's endpoint answers only connections that first send the
+//!   job's capability ([`capability_preamble`]); the writer gets the value
+//!   over the inherited gate ([`AGENT_GATE_FD`]), never in its environment
+//!   or argv, and the agent from a file in its job's work directory.
 
 pub mod broker; // the broker's wire protocol (one JSON line each way) and the writer's client
 
@@ -50,6 +54,90 @@ pub const ENV_LOG: &str = "TEAMMEM_LOG";
 pub const BROKER_FD: RawFd = 3;
 /// The descriptor number of the agent's listening socket in the writer child.
 pub const AGENT_FD: RawFd = 4;
+/// In a writer given [`AGENT_FD`], the descriptor number of its end of the
+/// agent gate: a Unix socket on which the runner sends the endpoint's
+/// capability (hex, one line, then end of input) and the writer sends back
+/// one [`Refusal`] byte per connection it refused.
+pub const AGENT_GATE_FD: RawFd = 5;
+
+/// The first bytes a connection to a job's agent endpoint must send: this,
+/// the job's capability in hex, a line feed; anything else is refused unanswered.
+pub const CAPABILITY_PREFIX: &str = "teammem-capability ";
+/// A capability's length in lowercase hex digits (32 random bytes).
+pub const CAPABILITY_HEX_LEN: usize = 64;
+/// The preamble's whole length: prefix, capability, line feed.
+pub const CAPABILITY_PREAMBLE_LEN: usize = CAPABILITY_PREFIX.len() + CAPABILITY_HEX_LEN + 1;
+
+/// A fresh capability for one job's agent endpoint: 32 random bytes in hex.
+pub fn new_capability() -> crate::secrets::Secret {
+    use rand::RngCore;
+    let mut bytes = [0u8; CAPABILITY_HEX_LEN / 2];
+    rand::rng().fill_bytes(&mut bytes);
+    let capability = crate::secrets::Secret::from(hex::encode(bytes));
+    zeroize::Zeroize::zeroize(&mut bytes);
+    capability
+}
+
+/// The capability in `text` (a capability file's or the gate's bytes: the
+/// hex digits, optionally followed by one line feed), checked.
+pub fn parse_capability(text: &[u8]) -> Result<crate::secrets::Secret, String> {
+    let digits = text.strip_suffix(b"\n").unwrap_or(text);
+    if digits.len() != CAPABILITY_HEX_LEN
+        || !digits
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+    {
+        return Err(format!(
+            "a capability is {CAPABILITY_HEX_LEN} lowercase hex digits on one line"
+        ));
+    }
+    Ok(crate::secrets::Secret::new(digits.to_vec()))
+}
+
+/// The preamble a connection carrying `capability` sends first.
+pub fn capability_preamble(capability: &crate::secrets::Secret) -> crate::secrets::Secret {
+    let mut line = Vec::with_capacity(CAPABILITY_PREAMBLE_LEN);
+    line.extend_from_slice(CAPABILITY_PREFIX.as_bytes());
+    line.extend_from_slice(capability.expose());
+    line.push(b'\n');
+    crate::secrets::Secret::new(line)
+}
+
+/// Why an agent endpoint refused a connection: the byte the writer sends the
+/// runner over the gate, and the label of the runner's counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The connection ended or stayed silent before a whole preamble.
+    Missing,
+    /// A whole preamble that does not carry this job's capability.
+    Wrong,
+    /// A peer of another user.
+    OtherUser,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 3] = [Refusal::Missing, Refusal::Wrong, Refusal::OtherUser];
+
+    pub fn byte(self) -> u8 {
+        match self {
+            Refusal::Missing => b'm',
+            Refusal::Wrong => b'w',
+            Refusal::OtherUser => b'u',
+        }
+    }
+
+    pub fn from_byte(byte: u8) -> Option<Refusal> {
+        Refusal::ALL.into_iter().find(|r| r.byte() == byte)
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Refusal::Missing => "missing",
+            Refusal::Wrong => "wrong",
+            Refusal::OtherUser => "other_user",
+        }
+    }
+}
 
 /// Commit trailer keys.
 pub const TRAILER_JOB: &str = "Teammem-Job";
@@ -191,6 +279,37 @@ mod tests {
             agent: true,
         };
         assert_eq!(decode(&env.encode()).unwrap(), env);
+    }
+
+    #[test]
+    fn a_capability_is_64_lowercase_hex_digits_and_its_preamble_one_line() {
+        let capability = new_capability();
+        assert_ne!(capability, new_capability());
+        let text = capability.expose_str().unwrap().to_owned();
+        assert_eq!(
+            parse_capability(format!("{text}\n").as_bytes()).unwrap(),
+            capability
+        );
+        assert_eq!(parse_capability(text.as_bytes()).unwrap(), capability);
+        for bad in [
+            text.to_uppercase(),
+            format!("{text}\n\n"),
+            text[1..].to_owned(),
+            format!("{text}0"),
+            String::new(),
+        ] {
+            assert!(parse_capability(bad.as_bytes()).is_err(), "{bad:?}");
+        }
+        let preamble = capability_preamble(&capability);
+        assert_eq!(preamble.expose().len(), CAPABILITY_PREAMBLE_LEN);
+        assert_eq!(
+            preamble.expose_str().unwrap(),
+            format!("{CAPABILITY_PREFIX}{text}\n")
+        );
+        for refusal in Refusal::ALL {
+            assert_eq!(Refusal::from_byte(refusal.byte()), Some(refusal));
+        }
+        assert_eq!(Refusal::from_byte(b'x'), None);
     }
 
     #[test]
