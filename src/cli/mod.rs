@@ -108,8 +108,11 @@ struct DemoArgs {
 }
 #[derive(Debug, Args)]
 struct SandboxExecArgs {
+    /// Only check that this machine can build an agent's namespaces (exit 0 or 1)
+    #[arg(long)]
+    probe: bool,
     /// The agent's program and arguments, after `--`
-    #[arg(last = true, required = true)]
+    #[arg(last = true, required_unless_present = "probe")]
     argv: Vec<std::ffi::OsString>,
 }
 
@@ -118,6 +121,10 @@ pub fn main() -> ExitCode {
     let cli = match Cli::parse() {
         // Before tracing and the runtime: the trampoline forks, so it must
         // stay single-threaded.
+        Cli {
+            command: Command::SandboxExec(args),
+            ..
+        } if args.probe => return crate::sandbox::trampoline_probe_main(),
         Cli {
             command: Command::SandboxExec(args),
             ..

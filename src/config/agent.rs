@@ -97,7 +97,16 @@ pub(super) fn read_agent(
                 })
                 .collect();
             let connect_ports = s.ports("connect_ports", errors);
+            let max_processes = s.int(
+                "max_processes",
+                i64::from(crate::sandbox::DEFAULT_MAX_PROCESSES),
+                (i64::from(crate::sandbox::MIN_MAX_PROCESSES), 65_536),
+                errors,
+            ) as u32;
+            let max_memory_mb = s.int("max_memory_mb", 4096, (0, 1 << 20), errors) as u64;
             Some(Agent::Command {
+                max_processes,
+                max_memory_mb,
                 argv,
                 timeout: Duration::from_secs(timeout),
                 env_allow,

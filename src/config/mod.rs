@@ -208,6 +208,12 @@ pub enum Agent {
         /// `agent.connect_ports`: the TCP ports the sandboxed CLI may connect
         /// to (its LLM endpoint); every other outbound TCP port is refused.
         connect_ports: Vec<u16>,
+        /// `agent.max_processes`: the most processes the agent's tree may
+        /// hold at once.
+        max_processes: u32,
+        /// `agent.max_memory_mb`: the most private writable memory one agent
+        /// process may map, in MiB (0: no limit).
+        max_memory_mb: u64,
     },
 }
 

@@ -2,15 +2,18 @@
 //!
 //! The daemon never execs the agent itself: it spawns `teammem sandbox-exec --
 //! ARGV...` (built by [`command`]) with a [`Policy`] in `TEAMMEM_SANDBOX_POLICY`.
-//! That trampoline (see `trampoline.rs`) forks the agent, confines it with
+//! That trampoline (see `trampoline.rs`) puts the agent in user, mount and PID
+//! namespaces of its own (`namespaces.rs`: it sees only the policy's paths and
+//! its own processes), limits its processes and memory, confines it with
 //! Landlock (filesystem, TCP ports, signal and abstract-socket scoping), no
 //! capabilities and `no_new_privs`, and kills the agent's whole process tree
 //! when the agent exits or the trampoline is told to stop.
 //!
 //! Invariants: with `enforce = true` the agent is never exec'd unless every rule
 //! the policy needs is in force (fail closed, exit code [`EXIT_UNENFORCEABLE`]);
-//! no process the agent started outlives the trampoline; the policy variable
-//! never reaches the agent.
+//! no pathname outside the policy, so no Unix socket outside the job, exists
+//! for the agent; no process the agent started outlives the trampoline; the
+//! policy variable never reaches the agent.
 //!
 //! Exit codes of `teammem sandbox-exec`:
 //! - the agent's own exit code when it exits;
@@ -31,14 +34,20 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(target_os = "linux")]
+mod namespaces;
 mod trampoline;
 
 pub use trampoline::main as trampoline_main;
+pub use trampoline::probe_main as trampoline_probe_main;
 
 /// The environment variable carrying the policy JSON to the trampoline.
 pub const POLICY_ENV: &str = "TEAMMEM_SANDBOX_POLICY";
 /// Test builds only: caps the Landlock ABI [`probe`] reports.
 pub const TEST_ABI_ENV: &str = "TEAMMEM_TEST_LANDLOCK_ABI";
+/// Test builds only: `sandbox-exec --probe` answers that namespaces cannot be
+/// built, as on a kernel that refuses unprivileged user namespaces.
+pub const TEST_NO_NAMESPACES_ENV: &str = "TEAMMEM_TEST_NO_NAMESPACES";
 
 /// A rule the policy needs cannot be enforced; nothing was run.
 pub const EXIT_UNENFORCEABLE: u8 = 121;
@@ -62,9 +71,26 @@ pub struct Policy {
     pub write_paths: Vec<PathBuf>,
     /// Outbound TCP is allowed only to these ports; binding is never allowed.
     pub connect_ports: Vec<u16>,
-    /// false (`agent.sandbox = "off"`): no Landlock, capabilities kept; the
-    /// process-tree containment still applies.
+    /// false (`agent.sandbox = "off"`): no namespaces, no Landlock,
+    /// capabilities kept; the process-tree containment still applies.
     pub enforce: bool,
+    /// The most processes the agent's tree may hold at once (`agent.max_processes`).
+    #[serde(default = "default_max_processes")]
+    pub max_processes: u32,
+    /// The most private writable memory one agent process may map, in bytes
+    /// (`agent.max_memory_mb`; `RLIMIT_DATA`); 0: no limit.
+    #[serde(default)]
+    pub max_memory_bytes: u64,
+}
+
+/// `agent.max_processes` when not given.
+pub const DEFAULT_MAX_PROCESSES: u32 = 1024;
+/// The smallest `agent.max_processes`: below it the kernel refuses a PID
+/// namespace's `pid_max` (its reserved range ends at 300).
+pub const MIN_MAX_PROCESSES: u32 = 301;
+
+fn default_max_processes() -> u32 {
+    DEFAULT_MAX_PROCESSES
 }
 
 impl Policy {
@@ -85,7 +111,16 @@ impl Policy {
             write_paths,
             connect_ports: connect_ports.to_vec(),
             enforce,
+            max_processes: DEFAULT_MAX_PROCESSES,
+            max_memory_bytes: 0,
         }
+    }
+
+    /// The same policy with resource limits.
+    pub fn with_limits(mut self, max_processes: u32, max_memory_bytes: u64) -> Policy {
+        self.max_processes = max_processes;
+        self.max_memory_bytes = max_memory_bytes;
+        self
     }
 
     /// Every path must be absolute: a relative one would depend on the
@@ -166,7 +201,7 @@ fn existing(paths: &[&str]) -> Vec<PathBuf> {
 }
 
 /// Which sandbox rules the running kernel enforces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Support {
     /// The Landlock ABI (0: no Landlock).
     pub abi: u32,
@@ -187,6 +222,10 @@ pub struct Support {
     pub unix_connect: bool,
     /// Subreaper and `/proc` walking to kill the agent's tree (Linux).
     pub process_tree: bool,
+    /// The agent gets user, mount and PID namespaces of its own (see
+    /// `namespaces.rs`): `Err` says why not. Filled by [`support`];
+    /// [`Support::for_abi`] assumes they work.
+    pub namespaces: Result<(), String>,
 }
 
 impl Support {
@@ -201,7 +240,22 @@ impl Support {
             abstract_unix_scope: abi >= 6,
             unix_connect: abi >= 9,
             process_tree: cfg!(target_os = "linux"),
+            namespaces: Ok(()),
         }
+    }
+
+    /// How the agent is isolated, for `/readyz`: the mechanisms in force.
+    pub fn isolation(&self, policy: &Policy) -> String {
+        if !policy.enforce {
+            return "off (agent.sandbox = \"off\": process-tree containment only)".to_owned();
+        }
+        if !self.missing(policy).is_empty() {
+            return "unavailable".to_owned();
+        }
+        format!(
+            "user+mount+pid namespaces, landlock abi {}, no capabilities, rlimits",
+            self.abi
+        )
     }
 
     /// One sentence for each rule `policy` needs that this kernel cannot
@@ -259,6 +313,11 @@ impl Support {
             6,
             "6.12",
         );
+        if let Err(why) = &self.namespaces {
+            out.push(format!(
+                "hiding other jobs and every Unix socket outside the job from the agent needs namespaces of its own, which this machine refuses: {why}"
+            ));
+        }
         out
     }
 }
@@ -276,6 +335,51 @@ pub fn probe() -> Support {
         None => abi,
     };
     Support::for_abi(abi)
+}
+
+/// [`probe`] plus whether the agent's namespaces can be built here, asked of
+/// `teammem_exe sandbox-exec --probe` (a fresh single-threaded process) once
+/// per process.
+pub fn support(teammem_exe: &Path) -> Support {
+    static NAMESPACES: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let namespaces = NAMESPACES.get_or_init(|| probe_namespaces(teammem_exe));
+    Support {
+        namespaces: namespaces.clone(),
+        ..probe()
+    }
+}
+
+fn probe_namespaces(teammem_exe: &Path) -> Result<(), String> {
+    let mut command = std::process::Command::new(teammem_exe);
+    command
+        .args(["sandbox-exec", "--probe"])
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null());
+    #[cfg(feature = "test-hooks")]
+    if let Some(v) = std::env::var_os(TEST_NO_NAMESPACES_ENV) {
+        command.env(TEST_NO_NAMESPACES_ENV, v);
+    }
+    let out = command.output().map_err(|e| {
+        format!(
+            "cannot run {} sandbox-exec --probe: {e}",
+            teammem_exe.display()
+        )
+    })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&out.stderr);
+    let said = said
+        .lines()
+        .filter_map(|l| l.strip_prefix("teammem sandbox-exec: "))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Err(if said.is_empty() {
+        format!("sandbox-exec --probe exited with {}", out.status)
+    } else {
+        said
+    })
 }
 
 #[cfg(target_os = "linux")]
@@ -438,6 +542,8 @@ mod tests {
             write_paths: vec![],
             connect_ports: vec![443],
             enforce: true,
+            max_processes: DEFAULT_MAX_PROCESSES,
+            max_memory_bytes: 0,
         }
     }
 

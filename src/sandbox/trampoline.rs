@@ -1,13 +1,19 @@
 //! `teammem sandbox-exec -- ARGV...`: the single-threaded process between the
 //! daemon and the agent. It contains itself (non-dumpable, own session, child
-//! subreaper, SIGTERM on the daemon's death), forks the agent, confines the
-//! child (no capabilities, `no_new_privs`, Landlock) and execs ARGV, then waits
-//! and kills the agent's whole tree.
+//! subreaper, SIGTERM on the daemon's death). With `enforce` it enters a user,
+//! mount and PID namespace of the agent's own (`namespaces.rs`) and forks
+//! their init, which builds the agent's root and forks the agent; the agent
+//! sets its resource limits, drops every capability, sets `no_new_privs`,
+//! applies Landlock and execs ARGV. Without `enforce` the agent is its direct
+//! child. Then it waits, and kills the agent's whole tree: SIGKILL to the
+//! namespace's init (the kernel takes every process in it along), or a
+//! `/proc` walk of its descendants when there are no namespaces.
 //!
 //! Invariants: with `enforce` the agent is never exec'd unconfined (every
-//! failure to confine exits [`EXIT_UNENFORCEABLE`] before exec); the trampoline
-//! never exits while a descendant of it is alive; `TEAMMEM_SANDBOX_POLICY` is
-//! not in the agent's environment. No tokio here: `fork` needs one thread.
+//! failure to build its namespaces, limit it or confine it exits
+//! [`EXIT_UNENFORCEABLE`] before exec); the trampoline never exits while a
+//! descendant of it is alive; `TEAMMEM_SANDBOX_POLICY` is not in the agent's
+//! environment. No tokio here: `fork` needs one thread.
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -15,6 +21,19 @@ use std::process::ExitCode;
 #[cfg(target_os = "linux")]
 pub fn main(argv: Vec<OsString>) -> ExitCode {
     ExitCode::from(linux::run(argv))
+}
+
+/// `teammem sandbox-exec --probe`: exit 0 when this machine lets the
+/// trampoline build an agent's namespaces (user, mount, PID; a fresh `/proc`;
+/// the pivot; `pid_max` when running as root), else 1 with the reason on stderr.
+#[cfg(target_os = "linux")]
+pub fn probe_main() -> ExitCode {
+    ExitCode::from(linux::probe_namespaces())
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn probe_main() -> ExitCode {
+    ExitCode::from(1)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -41,6 +60,7 @@ mod linux {
         Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
     };
 
+    use crate::sandbox::namespaces;
     use crate::sandbox::{EXIT_EXEC, EXIT_SETUP, EXIT_UNENFORCEABLE, POLICY_ENV, Policy, probe};
 
     fn say(message: &str) {
@@ -119,34 +139,31 @@ mod linux {
                 return EXIT_SETUP;
             }
         };
-        // Built before the fork: path opens and rule syscalls happen here, the
-        // child only applies the finished ruleset.
-        let mut ruleset = if policy.enforce {
-            match build_ruleset(&policy, ABI::from(probe().abi as i32)) {
-                Ok(r) => Some(r),
-                Err(e) => {
-                    say(&format!("refusing to run the agent: {e}"));
-                    return EXIT_UNENFORCEABLE;
-                }
+        let me = unsafe { libc::getpid() };
+        // With `enforce` the agent runs in namespaces of its own: the
+        // trampoline's first child is their init, which builds the agent's
+        // root, confines and forks the agent. Otherwise the agent is the child.
+        let child_pid = if policy.enforce {
+            match start_namespace_init(&policy, &exec, &original_mask, original_parent) {
+                Ok(init) => init,
+                Err(code) => return code,
             }
         } else {
-            None
+            let agent = unsafe { libc::fork() };
+            if agent < 0 {
+                say(&format!(
+                    "cannot fork the agent: {}",
+                    io::Error::last_os_error()
+                ));
+                return EXIT_SETUP;
+            }
+            if agent == 0 {
+                child(me, &original_mask, None, &exec, None);
+            }
+            agent
         };
-
-        let me = unsafe { libc::getpid() };
-        let agent = unsafe { libc::fork() };
-        if agent < 0 {
-            say(&format!(
-                "cannot fork the agent: {}",
-                io::Error::last_os_error()
-            ));
-            return EXIT_SETUP;
-        }
-        if agent == 0 {
-            child(me, &original_mask, ruleset.take(), &exec, policy.enforce);
-        }
-        drop(ruleset);
-
+        let agent = child_pid;
+        let in_namespaces = policy.enforce;
         let mut agent_status: Option<libc::c_int> = None;
         loop {
             let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -159,7 +176,7 @@ mod linux {
                     "waiting for signals failed: {}; stopping the agent",
                     io::Error::last_os_error()
                 ));
-                kill_tree(me, agent, &mut agent_status);
+                kill_tree(me, agent, in_namespaces, &mut agent_status);
                 return EXIT_SETUP;
             }
             if sig == libc::SIGCHLD {
@@ -176,15 +193,203 @@ mod linux {
                     }
                 }
                 if let Some(status) = agent_status {
-                    kill_tree(me, agent, &mut agent_status);
+                    kill_tree(me, agent, in_namespaces, &mut agent_status);
                     return exit_code(status);
                 }
             } else {
-                kill_tree(me, agent, &mut agent_status);
+                kill_tree(me, agent, in_namespaces, &mut agent_status);
                 return 128 + sig as u8;
             }
         }
     }
+
+    /// Enters the agent's namespaces and forks their init; the trampoline
+    /// then waits for the init alone. `Err` is the exit code (nothing ran).
+    fn start_namespace_init(
+        policy: &Policy,
+        exec: &Exec,
+        original_mask: &libc::sigset_t,
+        original_parent: libc::pid_t,
+    ) -> Result<libc::pid_t, u8> {
+        let paths: Vec<_> = policy
+            .read_paths
+            .iter()
+            .chain(&policy.write_paths)
+            .cloned()
+            .collect();
+        let cwd = std::env::current_dir().map_err(|e| {
+            say(&format!("cannot read the working directory: {e}"));
+            EXIT_SETUP
+        })?;
+        // SAFETY (libc calls here): plain syscalls with integer arguments or
+        // pointers to locals.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        namespaces::enter(uid, gid).map_err(|e| {
+            say(&format!("refusing to run the agent: {e}"));
+            EXIT_UNENFORCEABLE
+        })?;
+        unsafe {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGTERM as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+            if libc::getppid() != original_parent {
+                say("the process that started the agent has exited; not starting it");
+                return Err(128 + libc::SIGTERM as u8);
+            }
+        }
+        // The init learns of the trampoline's death before its PDEATHSIG was
+        // armed from this pipe: the trampoline's end stays open while it lives.
+        let mut alive = [0 as libc::c_int; 2];
+        if unsafe { libc::pipe2(alive.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            say(&format!(
+                "cannot create a pipe: {}",
+                io::Error::last_os_error()
+            ));
+            return Err(EXIT_SETUP);
+        }
+        let init = unsafe { libc::fork() };
+        if init < 0 {
+            say(&format!(
+                "cannot fork the agent's namespace init: {}",
+                io::Error::last_os_error()
+            ));
+            return Err(EXIT_SETUP);
+        }
+        if init == 0 {
+            unsafe { libc::close(alive[1]) };
+            namespace_init(policy, &paths, &cwd, exec, original_mask, uid, alive[0]);
+        }
+        // The write end is never written; it closes when the trampoline exits.
+        unsafe { libc::close(alive[0]) };
+        Ok(init)
+    }
+
+    /// PID 1 of the agent's namespace: builds the agent's root, forks the
+    /// agent confined, reaps every orphan, and exits with the agent's status
+    /// (its exit takes every process left in the namespace with it).
+    #[allow(clippy::too_many_arguments)]
+    fn namespace_init(
+        policy: &Policy,
+        paths: &[std::path::PathBuf],
+        cwd: &Path,
+        exec: &Exec,
+        original_mask: &libc::sigset_t,
+        uid: libc::uid_t,
+        trampoline_alive: libc::c_int,
+    ) -> ! {
+        // SAFETY (libc calls here): syscalls with integer arguments or
+        // pointers to locals; `_exit` ends this process.
+        unsafe {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+            let mut poll = libc::pollfd {
+                fd: trampoline_alive,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            if libc::poll(&mut poll, 1, 0) != 0 {
+                libc::_exit(128 + libc::SIGKILL);
+            }
+        }
+        let fail = |e: String| -> ! {
+            say(&format!("refusing to run the agent: {e}"));
+            unsafe { libc::_exit(EXIT_UNENFORCEABLE as i32) }
+        };
+        let pid_max =
+            namespaces::build_root(paths, policy.max_processes, cwd).unwrap_or_else(|e| fail(e));
+        if !pid_max && uid == 0 {
+            fail(format!(
+                "limiting the agent to agent.max_processes ({}) needs a per-namespace pid_max (Linux 6.14) when the daemon runs as root, and this kernel keeps one for all; run teammem as an unprivileged user (RLIMIT_NPROC then applies) or upgrade the kernel",
+                policy.max_processes
+            ));
+        }
+        let ruleset =
+            build_ruleset(policy, ABI::from(probe().abi as i32)).unwrap_or_else(|e| fail(e));
+        let agent = unsafe { libc::fork() };
+        if agent < 0 {
+            fail(format!(
+                "cannot fork the agent: {}",
+                io::Error::last_os_error()
+            ));
+        }
+        if agent == 0 {
+            child(
+                1,
+                original_mask,
+                Some(ruleset),
+                exec,
+                Some((policy.max_processes, policy.max_memory_bytes)),
+            );
+        }
+        drop(ruleset);
+        loop {
+            let mut status = 0;
+            let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+            if pid == agent {
+                unsafe { libc::_exit(exit_code(status) as i32) };
+            }
+            if pid < 0 && errno() != libc::EINTR {
+                unsafe { libc::_exit(EXIT_SETUP as i32) };
+            }
+        }
+    }
+
+    pub fn probe_namespaces() -> u8 {
+        // SAFETY (libc calls here): syscalls with integer arguments or
+        // pointers to locals; `_exit` ends a child.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let outer = unsafe { libc::fork() };
+        if outer == 0 {
+            if let Err(e) = namespaces::enter(uid, gid) {
+                say(&e);
+                unsafe { libc::_exit(1) };
+            }
+            let init = unsafe { libc::fork() };
+            if init == 0 {
+                let code = match namespaces::build_root(&[], MIN_PROBE_PIDS, Path::new("/")) {
+                    Ok(true) => 0,
+                    Ok(false) if uid != 0 => 0,
+                    Ok(false) => {
+                        say(
+                            "this kernel keeps one pid_max for all PID namespaces (per-namespace pid_max needs Linux 6.14), so a daemon running as root cannot bound its agent's processes; run teammem as an unprivileged user or upgrade the kernel",
+                        );
+                        1
+                    }
+                    Err(e) => {
+                        say(&e);
+                        1
+                    }
+                };
+                unsafe { libc::_exit(code) };
+            }
+            let mut status = 0;
+            let code = if init > 0 && unsafe { libc::waitpid(init, &mut status, 0) } == init {
+                exit_code(status)
+            } else {
+                1
+            };
+            unsafe { libc::_exit(code as i32) };
+        }
+        let mut status = 0;
+        if outer > 0 && unsafe { libc::waitpid(outer, &mut status, 0) } == outer {
+            exit_code(status)
+        } else {
+            say(&format!("cannot fork: {}", io::Error::last_os_error()));
+            1
+        }
+    }
+
+    /// The `pid_max` the probe sets in its own short-lived namespace.
+    const MIN_PROBE_PIDS: u32 = crate::sandbox::MIN_MAX_PROCESSES;
 
     fn read_policy() -> Result<Policy, String> {
         let text = std::env::var(POLICY_ENV).map_err(|_| {
@@ -353,12 +558,13 @@ mod linux {
     /// The forked child: never returns. Only syscalls and a little formatting
     /// on failure (the trampoline has one thread, so allocation is safe).
     fn child(
-        trampoline: libc::pid_t,
+        parent: libc::pid_t,
         original_mask: &libc::sigset_t,
         ruleset: Option<RulesetCreated>,
         exec: &Exec,
-        enforce: bool,
+        limits: Option<(u32, u64)>,
     ) -> ! {
+        let enforce = ruleset.is_some();
         // SAFETY (all libc calls here): syscalls with integer arguments or
         // pointers into memory this child owns; `_exit` ends the child.
         unsafe {
@@ -379,19 +585,21 @@ mod linux {
                 0,
                 0,
             );
-            if libc::getppid() != trampoline {
+            if libc::getppid() != parent {
                 libc::_exit(128 + libc::SIGKILL);
             }
         }
-        if enforce {
-            let confined = match ruleset {
-                Some(r) => confine(r),
-                None => Err("no Landlock ruleset was built".to_owned()),
-            };
-            if let Err(e) = confined {
-                say(&format!("refusing to run the agent unconfined: {e}"));
-                unsafe { libc::_exit(EXIT_UNENFORCEABLE as i32) };
-            }
+        if let Some((max_processes, max_memory_bytes)) = limits
+            && let Err(e) = limit_resources(max_processes, max_memory_bytes)
+        {
+            say(&format!("refusing to run the agent unconfined: {e}"));
+            unsafe { libc::_exit(EXIT_UNENFORCEABLE as i32) };
+        }
+        if let Some(ruleset) = ruleset
+            && let Err(e) = confine(ruleset)
+        {
+            say(&format!("refusing to run the agent unconfined: {e}"));
+            unsafe { libc::_exit(EXIT_UNENFORCEABLE as i32) };
         }
         let mut error = libc::ENOENT;
         let mut denied = false;
@@ -413,8 +621,8 @@ mod linux {
         if denied && matches!(error, libc::ENOENT | libc::ENOTDIR) {
             error = libc::EACCES;
         }
-        let hint = if error == libc::EACCES && enforce {
-            " (is its directory in agent.read_paths?)"
+        let hint = if matches!(error, libc::EACCES | libc::ENOENT) && enforce {
+            " (is its directory in agent.read_paths? the sandboxed agent sees only the system directories and those)"
         } else if error == libc::ENOENT {
             " (check agent.argv and PATH)"
         } else {
@@ -426,6 +634,33 @@ mod linux {
             io::Error::from_raw_os_error(error)
         ));
         unsafe { libc::_exit(EXIT_EXEC as i32) }
+    }
+
+    /// The agent's own limits, inherited by everything it starts: at most
+    /// `max_processes` processes of its uid in its user namespace
+    /// (`RLIMIT_NPROC`; the kernel ignores it for root, whose agents the PID
+    /// namespace's `pid_max` bounds instead), `max_memory_bytes` of private
+    /// writable memory per process (`RLIMIT_DATA`, 0: none), no core files.
+    fn limit_resources(max_processes: u32, max_memory_bytes: u64) -> Result<(), String> {
+        let set = |resource, value: u64, what: &str| {
+            let limit = libc::rlimit {
+                rlim_cur: value,
+                rlim_max: value,
+            };
+            // SAFETY: setrlimit reads the struct we own.
+            if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+                return Err(format!(
+                    "cannot limit the agent's {what}: {}",
+                    io::Error::last_os_error()
+                ));
+            }
+            Ok(())
+        };
+        set(libc::RLIMIT_NPROC, u64::from(max_processes), "processes")?;
+        if max_memory_bytes > 0 {
+            set(libc::RLIMIT_DATA, max_memory_bytes, "memory")?;
+        }
+        set(libc::RLIMIT_CORE, 0, "core files")
     }
 
     /// `no_new_privs`, every capability dropped, the Landlock ruleset applied.
@@ -554,36 +789,57 @@ mod linux {
         Ok(())
     }
 
-    /// SIGKILL every process whose parent chain reaches the trampoline, reap,
-    /// repeat until no child is left. As the subreaper every orphan of the tree
-    /// (double-forked, `setsid`, new process group) is reparented here, so the
-    /// walk finds it.
-    fn kill_tree(me: libc::pid_t, agent: libc::pid_t, agent_status: &mut Option<libc::c_int>) {
+    /// Kills the agent's whole tree and reaps it. In namespaces, SIGKILL to
+    /// their init is enough: the kernel kills every process left in its PID
+    /// namespace before the init can be reaped. Otherwise SIGKILL every process
+    /// whose parent chain reaches the trampoline, reap all that died, and
+    /// rescan until no child is left. As the subreaper every orphan of the
+    /// tree (double-forked, `setsid`, new process group) is reparented here,
+    /// so the walk finds it; a rescan follows a batch of reaps, never each one.
+    fn kill_tree(
+        me: libc::pid_t,
+        agent: libc::pid_t,
+        in_namespaces: bool,
+        agent_status: &mut Option<libc::c_int>,
+    ) {
+        if in_namespaces {
+            // SAFETY: kill has no memory effects.
+            unsafe { libc::kill(agent, libc::SIGKILL) };
+        }
         let mut stale_rounds = 0;
         loop {
-            for pid in descendants(me) {
-                // SAFETY: kill has no memory effects.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+            if !in_namespaces {
+                for pid in descendants(me) {
+                    // SAFETY: kill has no memory effects.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
             }
-            let mut status = 0;
-            // SAFETY: waitpid writes the status we own.
-            let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
-            if pid == agent {
-                agent_status.get_or_insert(status);
-            }
-            if pid < 0 {
-                match errno() {
-                    libc::EINTR => {}
+            // Block for one exit, then take every other one already there.
+            let mut flags = 0;
+            loop {
+                let mut status = 0;
+                // SAFETY: waitpid writes the status we own.
+                let pid = unsafe { libc::waitpid(-1, &mut status, flags) };
+                if pid == agent {
+                    agent_status.get_or_insert(status);
+                }
+                if pid > 0 {
+                    flags = libc::WNOHANG;
+                    continue;
+                }
+                if pid < 0 && errno() == libc::EINTR {
+                    continue;
+                }
+                if pid < 0 {
                     // No child left means no descendant left (a descendant's
                     // death reparents its children here first); the rescan
                     // covers a /proc read that raced an exit.
-                    _ => {
-                        if descendants(me).is_empty() || stale_rounds >= 100 {
-                            return;
-                        }
-                        stale_rounds += 1;
+                    if in_namespaces || descendants(me).is_empty() || stale_rounds >= 100 {
+                        return;
                     }
+                    stale_rounds += 1;
                 }
+                break;
             }
         }
     }

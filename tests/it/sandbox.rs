@@ -26,12 +26,7 @@ fn require_landlock() {
         "this test needs Landlock ABI 6 or newer (filesystem, TCP ports, signal scoping); \
          the kernel offers ABI {}: {:?}",
         support.abi,
-        sandbox::probe().missing(&Policy {
-            read_paths: vec![],
-            write_paths: vec![],
-            connect_ports: vec![],
-            enforce: true
-        })
+        sandbox::probe().missing(&Policy::for_job(Path::new("/"), &[], &[], true))
     );
 }
 
@@ -117,6 +112,34 @@ impl World {
             .parse()
             .unwrap()
     }
+
+    /// The host's pids of the live processes whose command line names this
+    /// world's work dir (every process the ESCAPE agents start). Found from
+    /// outside: the pids an agent writes are those of its own PID namespace.
+    fn live_tree(&self) -> Vec<libc::pid_t> {
+        live_with_arg(self.work.to_str().unwrap())
+    }
+}
+
+/// The host's pids of live (not zombie) processes one of whose arguments
+/// contains `needle`.
+fn live_with_arg(needle: &str) -> Vec<libc::pid_t> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if cmdline
+            .split(|b| *b == 0)
+            .any(|arg| String::from_utf8_lossy(arg).contains(needle))
+        {
+            found.push(pid);
+        }
+    }
+    found
 }
 
 #[derive(Debug)]
@@ -259,7 +282,8 @@ print(json.dumps(r))
     ] {
         refused(&r, name);
     }
-    assert_eq!(r["read_config"][1], libc::EACCES, "{r}");
+    // Not even there: the agent's mount namespace holds only its policy's paths.
+    assert_eq!(r["read_config"][1], libc::ENOENT, "{r}");
     assert_eq!(allowed(&r, "read_tool"), "tool data");
     assert_eq!(allowed(&r, "write_work"), "written");
     assert!(!outcome.stdout.contains(SECRET));
@@ -345,6 +369,7 @@ attempt("outsider_sigterm", lambda: os.kill(outsider, signal.SIGTERM))
 attempt("trampoline_sigterm", lambda: os.kill(trampoline, signal.SIGTERM))
 attempt("tester_signal_0", lambda: os.kill(tester, 0))
 attempt("own_environ", lambda: open("/proc/self/environ", "rb").read().decode("latin-1"))
+attempt("proc_pids", lambda: sorted(int(n) for n in os.listdir("/proc") if n.isdigit()))
 def own_child():
     p = subprocess.Popen(["/bin/sleep", "600"])
     os.kill(p.pid, signal.SIGTERM)
@@ -365,7 +390,13 @@ print(json.dumps(r))
     refused(&r, "outsider_sigterm");
     refused(&r, "trampoline_sigterm");
     refused(&r, "tester_signal_0");
-    assert_eq!(r["outsider_sigterm"][1], libc::EPERM, "{r}");
+    // Its own PID namespace: the outsider does not exist for the agent.
+    assert_eq!(r["outsider_sigterm"][1], libc::ESRCH, "{r}");
+    let visible: Vec<i64> = serde_json::from_value(allowed(&r, "proc_pids")).unwrap();
+    assert!(
+        !visible.contains(&i64::from(outsider_pid as i32)) && visible.len() < 10,
+        "the agent sees processes outside its namespace: {visible:?}"
+    );
     // Controls: /proc itself is readable, and the agent may signal its own children.
     assert!(
         allowed(&r, "own_environ")
@@ -484,10 +515,10 @@ async fn a_double_forked_setsid_grandchild_dies_when_the_agent_exits() {
     assert_eq!(outcome.code, Some(0), "{outcome:?}");
     assert_eq!(outcome.stdout.trim(), "started");
     // The trampoline reaps the whole tree before it exits: no waiting needed.
-    let grandchild = w.pid_file("grandchild.pid");
-    assert!(
-        is_gone(grandchild),
-        "grandchild {grandchild} outlived the agent"
+    assert_eq!(
+        w.live_tree(),
+        Vec::<libc::pid_t>::new(),
+        "the tree outlived the agent"
     );
 }
 
@@ -502,16 +533,18 @@ async fn stopping_the_trampoline_mid_run_kills_the_whole_tree() {
         &[],
     );
     read_until_started(&mut child).await;
+    assert!(
+        w.live_tree().len() >= 2,
+        "control: the agent and its grandchild run"
+    );
     let status = child.stop().await.unwrap();
     // 143: the trampoline handled SIGTERM itself (a SIGKILL fallback would
     // show as a signal, not an exit code).
     assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status:?}");
-    let agent = w.pid_file("agent.pid");
-    let grandchild = w.pid_file("grandchild.pid");
-    assert!(is_gone(agent), "agent {agent} outlived the stop");
-    assert!(
-        is_gone(grandchild),
-        "grandchild {grandchild} outlived the stop"
+    assert_eq!(
+        w.live_tree(),
+        Vec::<libc::pid_t>::new(),
+        "the tree outlived the stop"
     );
 }
 
@@ -526,11 +559,13 @@ async fn dropping_the_guard_kills_the_whole_tree() {
         &[],
     );
     read_until_started(&mut child).await;
+    assert!(
+        w.live_tree().len() >= 2,
+        "control: the agent and its grandchild run"
+    );
     drop(child);
-    let grandchild = w.pid_file("grandchild.pid");
-    let agent = w.pid_file("agent.pid");
     let deadline = Instant::now() + RUN_LIMIT;
-    while !(is_gone(grandchild) && is_gone(agent)) {
+    while !w.live_tree().is_empty() {
         assert!(
             Instant::now() < deadline,
             "the tree outlived the dropped guard"
@@ -720,4 +755,210 @@ print(json.dumps(r))
         ErrorKind::WouldBlock,
         "the outside socket received a connection"
     );
+}
+
+/// Tries every pathname Unix socket the agent can learn of: those
+/// `/proc/net/unix` lists and those named on its command line. Each entry of
+/// `connected` is a path that accepted the connection.
+const UNIX_SCAN: &str = r#"
+paths = set(sys.argv[2:])
+try:
+    for line in open("/proc/net/unix").read().splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 8 and fields[7].startswith("/"):
+            paths.add(fields[7])
+except OSError:
+    pass
+connected = []
+for path in sorted(paths):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        connected.append(path)
+    except OSError:
+        pass
+    s.close()
+r["connected"] = ["ok", connected]
+r["scanned"] = ["ok", len(paths)]
+attempt("list_other_job", lambda: os.listdir(sys.argv[1]))
+"#;
+
+/// PostgreSQL's startup message over a Unix socket, trust authentication:
+/// `AuthenticationOk` ('R', 0) means the agent would be logged in.
+const PG_LOGIN: &str = r#"
+import struct
+def pg_login(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    body = struct.pack("!i", 196608) + b"user\0teammem_test\0database\0postgres\0\0"
+    s.sendall(struct.pack("!i", len(body) + 4) + body)
+    reply = s.recv(9)
+    s.close()
+    return reply[:1].decode() + str(struct.unpack("!i", reply[5:9])[0])
+attempt("pg_login", lambda: pg_login(sys.argv[2]))
+"#;
+
+#[tokio::test]
+async fn no_unix_socket_outside_the_job_can_be_reached_and_other_jobs_are_invisible() {
+    require_landlock();
+    let w = World::new();
+    // Another job's work dir with its writer's endpoint, as the runner makes it.
+    let other_job = w.data_dir.join("jobs").join("18");
+    std::fs::create_dir_all(&other_job).unwrap();
+    let other_socket = other_job.join("mcp-0123456789abcdef.sock");
+    let other = std::os::unix::net::UnixListener::bind(&other_socket).unwrap();
+    other.set_nonblocking(true).unwrap();
+    // The agent's own endpoint, made outside the sandbox in its work dir.
+    let own_socket = w.work.join("own.sock");
+    let own = std::os::unix::net::UnixListener::bind(&own_socket).unwrap();
+    let pg = crate::harness::postgres::server();
+    let pg_socket = pg.socket_path().display().to_string();
+    let script = format!("{ATTEMPT}{UNIX_SCAN}{PG_LOGIN}print(json.dumps(r))\n");
+    let args = [
+        other_job.to_str().unwrap(),
+        pg_socket.as_str(),
+        other_socket.to_str().unwrap(),
+        own_socket.to_str().unwrap(),
+    ];
+
+    // Control: unconfined, the same agent logs in to PostgreSQL and reaches
+    // the other job's writer, so the scan can see what it must not.
+    let open = json(&w.run(&w.policy(&[], false), &py(&script, &args), &[]).await);
+    assert_eq!(allowed(&open, "pg_login"), "R0", "{open}");
+    let reached: Vec<String> = serde_json::from_value(open["connected"][1].clone()).unwrap();
+    assert!(
+        reached.contains(&other_socket.display().to_string()),
+        "{open}"
+    );
+    other
+        .accept()
+        .expect("control: the other job's endpoint took the connection");
+
+    let r = json(&w.run(&w.policy(&[], true), &py(&script, &args), &[]).await);
+    let reached: Vec<String> = serde_json::from_value(r["connected"][1].clone()).unwrap();
+    assert_eq!(
+        reached,
+        vec![own_socket.display().to_string()],
+        "the agent reached a socket outside its job: {r}"
+    );
+    assert!(r["scanned"][1].as_u64().unwrap() >= 4, "{r}");
+    refused(&r, "pg_login");
+    assert_eq!(r["pg_login"][1], libc::ENOENT, "{r}");
+    refused(&r, "list_other_job");
+    assert_eq!(
+        other.accept().unwrap_err().kind(),
+        ErrorKind::WouldBlock,
+        "the other job's endpoint received a connection"
+    );
+    own.set_nonblocking(true).unwrap();
+    own.accept()
+        .expect("control: the agent reached its own endpoint");
+}
+
+#[tokio::test]
+async fn a_fork_bomb_is_bounded_and_its_tree_killed_within_the_grace_period() {
+    require_landlock();
+    let w = World::new();
+    let limit = sandbox::MIN_MAX_PROCESSES + 99;
+    let policy = w.policy(&[], true).with_limits(limit, 0);
+    // Forks until the kernel refuses, each child sleeping; then reports.
+    let script = r#"
+import os, sys, time
+work = sys.argv[1]
+n = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        while True:
+            time.sleep(1000)
+    n += 1
+print(n, flush=True)
+while True:
+    time.sleep(1000)
+"#;
+    let mut child = w.spawn(&policy, &py(script, &[w.work.to_str().unwrap()]), &[]);
+    let stdout = child.child_mut().stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(RUN_LIMIT, lines.next_line())
+        .await
+        .expect("the fork bomb never hit its limit")
+        .unwrap()
+        .unwrap();
+    let forked: u32 = line.trim().parse().unwrap();
+    assert!(
+        forked + 2 <= limit && forked >= 100,
+        "forked {forked} with a limit of {limit}"
+    );
+    let running = w.live_tree().len() as u32;
+    assert!(
+        running <= limit,
+        "{running} processes with a limit of {limit}"
+    );
+    // The host can still start processes.
+    assert!(
+        std::process::Command::new("/bin/true")
+            .status()
+            .unwrap()
+            .success()
+    );
+    let started = Instant::now();
+    child.stop().await.unwrap();
+    assert!(
+        started.elapsed() < sandbox::STOP_GRACE,
+        "killing {forked} processes took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(w.live_tree(), Vec::<libc::pid_t>::new());
+}
+
+#[tokio::test]
+async fn a_machine_without_namespaces_runs_nothing_and_says_why() {
+    let w = World::new();
+    let marker = w.work.join("ran");
+    let touch = sh(&format!("touch {}", marker.display()));
+    let support = {
+        // The probe runs the real `sandbox-exec --probe` once per process;
+        // here it is asked directly with namespaces refused.
+        let out = std::process::Command::new(BIN)
+            .args(["sandbox-exec", "--probe"])
+            .env(sandbox::TEST_NO_NAMESPACES_ENV, "1")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(support.contains("namespaces refused"), "{support}");
+    let ok = std::process::Command::new(BIN)
+        .args(["sandbox-exec", "--probe"])
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "this machine must allow the agent's namespaces: {ok:?}"
+    );
+    let missing = sandbox::Support {
+        namespaces: Err("refused for the test".into()),
+        ..sandbox::Support::for_abi(7)
+    }
+    .missing(&w.policy(&[], true));
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert!(missing[0].contains("Unix socket") && missing[0].contains("refused for the test"));
+    // The trampoline itself fails closed when it cannot build them.
+    let refused = w
+        .run(
+            &w.policy(&[], true),
+            &touch,
+            &[(sandbox::TEST_NO_NAMESPACES_ENV, "1")],
+        )
+        .await;
+    assert_eq!(
+        refused.code,
+        Some(i32::from(EXIT_UNENFORCEABLE)),
+        "{refused:?}"
+    );
+    assert!(refused.stderr.contains("namespaces refused"), "{refused:?}");
+    assert!(!marker.exists(), "the agent ran without its namespaces");
 }

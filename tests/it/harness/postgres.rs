@@ -71,8 +71,8 @@ start() {
         esac
       done
     ) <"$output" 4>"$ready" &
-    "$bin/postgres" -D "$data" -h 127.0.0.1 -p "$port" -k "$data" \
-      -c logging_collector=off -c lc_messages=C -c max_connections=300 \
+    "$bin/postgres" -D "$data" -h 127.0.0.1 -p "$port" \
+      -c unix_socket_directories="$data,$root/sockets" -c logging_collector=off -c lc_messages=C -c max_connections=300 \
       -c fsync=off -c synchronous_commit="$sync" -c full_page_writes=off \
       </dev/null >"$output" 2>&1 &
     server=$!
@@ -80,6 +80,9 @@ start() {
   fi
   echo "$state" >&3
 }
+# A second socket directory anyone may reach, as a system's /run/postgresql:
+# tests/it/sandbox.rs checks that an agent still cannot.
+mkdir -p "$root/sockets" && chmod 711 "$root" && chmod 755 "$root/sockets"
 if "$bin/initdb" --auth=trust --username="$role" --no-locale --encoding=UTF8 \
      --no-sync --pgdata="$data" >&2
 then
@@ -139,6 +142,8 @@ enum Commits {
 /// A running server: the shared one, or a test's own.
 pub struct PgServer {
     port: u16,
+    /// The server's world-reachable Unix-socket directory.
+    sockets: PathBuf,
     /// The watchdog, holding the write end of its stdin, until exit or drop.
     watchdog: Mutex<Option<Watchdog>>,
     databases_created: AtomicU64,
@@ -168,6 +173,12 @@ impl PgServer {
     /// The loopback TCP port the server listens on.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The server's Unix socket in a directory any local user may reach, as
+    /// `/run/postgresql/.s.PGSQL.5432` on a system (trust authentication).
+    pub fn socket_path(&self) -> PathBuf {
+        self.sockets.join(format!(".s.PGSQL.{}", self.port))
     }
 
     /// The URL of database `name` on this server.
@@ -250,6 +261,7 @@ impl PgServer {
             .spawn()
             .expect("start the PostgreSQL watchdog shell");
         let announcements = BufReader::new(child.stdout.take().expect("watchdog stdout"));
+        let sockets = root.join("sockets");
         let mut watchdog = Watchdog {
             child,
             announcements,
@@ -260,6 +272,7 @@ impl PgServer {
         watchdog.expect("ready", "start");
         PgServer {
             port,
+            sockets,
             watchdog: Mutex::new(Some(watchdog)),
             databases_created: AtomicU64::new(0),
         }
