@@ -63,6 +63,12 @@ pub trait JobHandler: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// How the jobs' agents are isolated (`/readyz`), when the agent is an
+    /// external process: the sandbox's mechanisms in force.
+    fn agent_isolation(&self) -> Option<String> {
+        None
+    }
+
     /// The process's forges (one GitHub client, one token cache), handed
     /// over before the first job; a handler that reads no forge ignores them.
     fn share_forges(&self, _forges: &crate::forge::Forges) {}

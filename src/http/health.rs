@@ -58,6 +58,7 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<serde_json::
                 "status": "ready", "workers": alive,
                 "node": node, "database": database, "role": role,
                 "wakeups": state.wakeups.as_str(),
+                "agent_isolation": *state.agent_isolation,
             })),
         )
     } else {
@@ -67,6 +68,7 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<serde_json::
                 "status": "not_ready", "problems": problems,
                 "node": node, "database": database, "role": role,
                 "wakeups": state.wakeups.as_str(),
+                "agent_isolation": *state.agent_isolation,
             })),
         )
     }

@@ -50,6 +50,8 @@ pub struct AppState {
     /// Why jobs cannot run as configured (the command agent's sandbox), found
     /// at start; `/readyz` reports each.
     pub job_problems: Arc<Vec<String>>,
+    /// How a `command` agent is isolated (`/readyz`); `None` for in-process agents.
+    pub agent_isolation: Arc<Option<String>>,
     /// The sources page's lag cache.
     pub freshness: Arc<crate::freshness::Freshness>,
     /// Whether this node runs the cluster's duties (`/readyz`, `/metrics`).
@@ -78,6 +80,7 @@ impl AppState {
             ingest: None,
             shutdown: tokio_util::sync::CancellationToken::new(),
             job_problems: Arc::new(Vec::new()),
+            agent_isolation: Arc::new(None),
             freshness: Arc::default(),
             leader: crate::cluster::Leader::sole(),
             wakeups: crate::cluster::Wakeups::in_process(),

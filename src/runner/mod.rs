@@ -712,6 +712,12 @@ impl JobHandler for Runner {
         Runner::problems(self)
     }
 
+    fn agent_isolation(&self) -> Option<String> {
+        let settings = self.command_settings()?;
+        let policy = settings.policy(&work_dir(&self.config.server.data_dir, 0), &self.program);
+        Some(crate::sandbox::support(&self.program).isolation(&policy))
+    }
+
     fn share_forges(&self, forges: &Forges) {
         // Only before the first job built its own: a set cell stays as it is.
         let _ = self.forges.set(forges.clone());

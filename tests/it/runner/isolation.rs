@@ -48,6 +48,37 @@ async fn a_kernel_without_a_rule_refuses_the_job_and_readyz_names_the_rule() {
 }
 
 #[tokio::test]
+async fn readyz_names_the_agents_isolation_and_a_machine_without_namespaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("agent.py");
+    std::fs::write(&agent, command::AGENT).unwrap();
+    let hub = Hub::with_config(&command::agent_table(&agent, &[], 60)).await;
+    let daemon = hub.serve_with(&[]);
+    let ready = reqwest::get(daemon.url("/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 200);
+    let body: Value = ready.json().await.unwrap();
+    let isolation = body["agent_isolation"].as_str().unwrap_or_default();
+    assert!(
+        isolation.contains("user+mount+pid namespaces") && isolation.contains("landlock"),
+        "{body}"
+    );
+    assert!(daemon.terminate().success());
+
+    // Test builds let the probe answer as a kernel refusing user namespaces.
+    let daemon = hub.serve_with(&[("TEAMMEM_TEST_NO_NAMESPACES", "1")]);
+    let ready = reqwest::get(daemon.url("/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 503);
+    let body: Value = ready.json().await.unwrap();
+    let problems = body["problems"].to_string();
+    assert!(
+        problems.contains("namespaces") && problems.contains("Unix socket"),
+        "{body}"
+    );
+    assert_eq!(body["agent_isolation"], "unavailable", "{body}");
+    assert!(daemon.terminate().success());
+}
+
+#[tokio::test]
 async fn a_receipt_linked_to_dev_zero_or_a_fifo_fails_the_job_unread() {
     for (what, make) in [
         ("symbolic link", "os.symlink('/dev/zero', sys.argv[2])"),
