@@ -6,6 +6,8 @@
 //!   speaks MCP (`initialize`, then `get_wiki_snapshot` and
 //!   `write_wiki_pages` on the other wiki) to every endpoint socket it finds
 //!   or is told of: none answers a byte, and the other wiki gets nothing.
+//!   (The sandbox may hide the other job's directory; the test itself, which
+//!   it does not hide, gets no answer there either.)
 //! - A job's endpoint answers no connection without the job's capability
 //!   (none, a wrong one, a truncated one, through the relay with a wrong
 //!   file), and the refusals are counted; the right one is answered.
@@ -30,6 +32,7 @@ use crate::harness::daemon::{self, Daemon};
 use crate::harness::git::git_trimmed;
 
 const SECRET: &str = "cross-job dispatch secret, forty bytes..";
+const SECRET_B: &str = "the other source's own dispatch secret, 40b";
 
 /// How long the test waits for something a job does.
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -155,9 +158,14 @@ fn source_table(name: &str, source: &Source, wiki: &Path, secret_env: &str) -> S
 }
 
 async fn dispatch(daemon: &Daemon, repository: &str, source: &Source) -> i64 {
+    let secret = if repository == "demo/other" {
+        SECRET_B
+    } else {
+        SECRET
+    };
     let (status, answer) = post_dispatch(
         daemon,
-        SECRET,
+        secret,
         &json!({
             "source_repository": repository, "kind": "range",
             "source_run_id": 1, "source_run_attempt": 1,
@@ -209,6 +217,42 @@ async fn until(what: &str, done: impl Fn() -> bool) {
     }
 }
 
+/// What the endpoint at `path` answers to an MCP `initialize` sent after
+/// `first` (empty: it closed, or reset the connection, without a byte; a
+/// connection still open after 10 s says so).
+fn speak_raw(path: &Path, first: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(path).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "outsider", "version": "0"}}});
+    let mut sent = first.to_vec();
+    sent.extend_from_slice(format!("{initialize}\n").as_bytes());
+    let _ = stream.write_all(&sent);
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                got.extend_from_slice(&buf[..n]);
+                if got.contains(&b'\n') {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => {
+                got.extend_from_slice(format!("(still open after 10 s: {e})").as_bytes());
+                break;
+            }
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
 /// The JSON inside a report page's code fence.
 fn fenced(page: &str) -> Value {
     command::report(page)
@@ -248,7 +292,7 @@ async fn another_jobs_agent_reaches_no_writer_endpoint_and_writes_nothing_to_its
         .replace("@@data", &data_dir.display().to_string());
     std::fs::write(&setup.config, text).unwrap();
     let token = setup.create_token("cross-job", &[]);
-    let daemon = setup.serve(&[("TEAMMEM_SECRET_A", SECRET), ("TEAMMEM_SECRET_B", SECRET)]);
+    let daemon = setup.serve(&[("TEAMMEM_SECRET_A", SECRET), ("TEAMMEM_SECRET_B", SECRET_B)]);
     let victim_start = wiki_tip(&victim_wiki);
 
     let victim = dispatch(&daemon, "demo/other", &victim_source).await;
@@ -276,6 +320,21 @@ async fn another_jobs_agent_reaches_no_writer_endpoint_and_writes_nothing_to_its
         victim_dir.display().to_string(),
     )
     .unwrap();
+    // Whatever reaches the path (here this test, a process of the daemon's
+    // user outside every sandbox) gets no answer without the capability.
+    for first in [
+        Vec::new(),
+        format!("teammem-capability {}\n", "0".repeat(64)).into_bytes(),
+    ] {
+        let socket = socket.clone();
+        let answered = tokio::task::spawn_blocking(move || speak_raw(&socket, &first))
+            .await
+            .unwrap();
+        assert_eq!(
+            answered, "",
+            "the victim's endpoint did not close unanswered"
+        );
+    }
     release(&agent_dir.path().join("go-attacker"), "the attacker").await;
     let (job, _) = wait_for(&daemon, &token, attacker, finished).await;
     assert_eq!(job["state"], "succeeded", "{job}");
