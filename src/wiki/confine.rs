@@ -140,7 +140,8 @@ pub fn first_unowned_line(
                 Some(at) => &original[at + 1..],
                 None => original,
             };
-            (format!("{prefix}{}", replacement.new), vec![prefix], "")
+            // Only that one line, in its place, counts as kept.
+            (format!("{prefix}{}", replacement.new), Vec::new(), "")
         } else {
             let Some(from) = original.find(&replacement.old) else {
                 return Some((index, replacement.old.clone()));
@@ -166,8 +167,16 @@ pub fn first_unowned_line(
             )
         };
         let lines: Vec<&str> = region.lines().collect();
+        let appended_to =
+            replacement.old.is_empty() && !original.is_empty() && !original.ends_with('\n');
+        // Text glued onto a person's last line would make it a marked line,
+        // which a later patch could replace.
+        if appended_to && !replacement.new.starts_with('\n') {
+            return Some((index, lines.first().copied().unwrap_or_default().to_owned()));
+        }
         for (at, line) in lines.iter().enumerate() {
-            if kept.contains(line) || line.trim().is_empty() {
+            let unchanged_last = appended_to && at == 0 && original.ends_with(*line);
+            if unchanged_last || kept.contains(line) || line.trim().is_empty() {
                 continue;
             }
             let owned = if is_plain_heading(line) {
@@ -596,13 +605,19 @@ mod tests {
         );
         // Plain prose appended: refused; glued onto a person's last line: refused.
         assert!(first_unowned_line(plain, &[r("", "_Kept by teammem._\n")], false).is_some());
-        assert!(
-            first_unowned_line("# Home\nlast", &[r("", " <!-- teammem:x -->\n")], true).is_some()
-        );
+        for protected in [true, false] {
+            assert!(
+                first_unowned_line("# Home\nlast", &[r("", " <!-- teammem:x -->\n")], protected)
+                    .is_some()
+            );
+        }
         assert_eq!(
             first_unowned_line("# Home\nlast", &[r("", "\n<!-- teammem:x -->\n")], true),
             None
         );
+        // A person's line copied below is an addition like any other.
+        assert!(first_unowned_line("# Home\nlast", &[r("", "\nlast\n")], false).is_some());
+        assert!(first_unowned_line("# Home\nlast\n", &[r("", "last\n")], false).is_some());
     }
 
     #[test]
