@@ -62,19 +62,25 @@ async fn listener() -> (u16, Arc<Mutex<Vec<u8>>>) {
     (port, seen)
 }
 
-fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    let exists = unsafe { libc::kill(pid, 0) } == 0;
-    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(false);
-    exists && !zombie
+/// Whether a live (not zombie) process of the host runs `hostile_agent.py`
+/// with `pid` as its pid in the agent's own PID namespace (the pid the agent
+/// reports is the one it sees; `NSpid` in the host's `/proc` lists both).
+fn alive_in_agent_namespace(pid: i32) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        let dir = entry.path();
+        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+        let nested = status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .map(|ids| ids.split_whitespace().collect::<Vec<_>>())
+            .is_some_and(|ids| ids.len() >= 2 && ids.last() == Some(&pid.to_string().as_str()));
+        let zombie = status
+            .lines()
+            .any(|l| l.starts_with("State:") && l.contains('Z'));
+        let ours = std::fs::read(dir.join("cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains("hostile_agent"));
+        nested && !zombie && ours
+    })
 }
 
 #[tokio::test]
@@ -250,7 +256,7 @@ async fn a_hostile_command_agent_obtains_no_secret_and_leaves_nothing_running() 
         .as_i64()
         .expect("the orphan's pid") as i32;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while alive(pid) {
+    while alive_in_agent_namespace(pid) {
         assert!(
             std::time::Instant::now() < deadline,
             "the agent's background child {pid} outlived the job"
