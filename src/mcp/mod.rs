@@ -157,7 +157,13 @@ fn serve_agents(fd: i32, server: WikiServer) -> Result<(), McpError> {
     unsafe {
         libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
     }
-    let gate = AgentGate::inherited()?;
+    let job = server
+        .context()
+        .binding
+        .writer
+        .as_ref()
+        .and_then(|w| w.job.clone());
+    let gate = AgentGate::inherited(job)?;
     let listener = std::os::unix::net::UnixListener::from(owned);
     let unusable = |e: std::io::Error| {
         McpError::Binding(format!(
@@ -214,13 +220,15 @@ fn serve_agents(fd: i32, server: WikiServer) -> Result<(), McpError> {
 struct AgentGate {
     preamble: crate::secrets::Secret,
     notices: std::os::unix::net::UnixStream,
+    /// The job, for the log.
+    job: Option<String>,
 }
 
 impl AgentGate {
     /// Takes over [`crate::writer_contract::AGENT_GATE_FD`] and reads the
     /// capability the runner wrote there (bounded; the runner has shut its
     /// side, so this does not wait).
-    fn inherited() -> Result<AgentGate, McpError> {
+    fn inherited(job: Option<String>) -> Result<AgentGate, McpError> {
         use std::io::Read;
         use std::os::fd::FromRawFd;
         let fd = crate::writer_contract::AGENT_GATE_FD;
@@ -259,6 +267,7 @@ impl AgentGate {
         Ok(AgentGate {
             preamble: crate::writer_contract::capability_preamble(&capability),
             notices,
+            job,
         })
     }
 
@@ -272,7 +281,7 @@ impl AgentGate {
             Refusal::Wrong => "it did not send this job's capability",
             Refusal::OtherUser => "its peer is another user",
         };
-        tracing::warn!(target: "teammem::mcp", reason = refusal.label(), "the agent endpoint refused a connection unanswered: {why}");
+        tracing::warn!(target: "teammem::mcp", job = self.job.as_deref(), reason = refusal.label(), "the agent endpoint refused a connection unanswered: {why}");
         let _ = (&self.notices).write(&[refusal.byte()]);
     }
 }
