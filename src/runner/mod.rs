@@ -9,10 +9,11 @@
 //! the job's broker (`broker.rs`), which lives exactly as long as the job's
 //! future.
 
-pub mod agent; // what agents get and give back; the builtin agent's MCP driver
+pub mod agent; // what every agent kind gets and gives back, and the dispatch to the configured kind
 pub mod broker; // the per-job broker: wiki token and source files for the writer child (GitHub)
-pub mod builtin; // the builtin agent's pure edit planner (Home, Areas, Changelog)
+pub mod builtin; // the builtin agent: its pure planner (Home, Areas, Changelog, Dependencies) and its driver
 pub mod command; // the external agent CLI backend
+mod job_token; // the job's wiki token: minted for one job, revoked when it ends
 pub mod facts; // every evidence marker of the wiki judged against the source, once per job
 pub mod openai; // the OpenAI-compatible chat-completions backend
 pub mod receipt; // receipts and their checks against evidence and wiki
@@ -30,11 +31,11 @@ use serde_json::json;
 use crate::config::{Agent, Config, Source};
 use crate::forge::evidence::{self, EvidenceBundle, JobScope, SourceError};
 use crate::forge::github::SetupError;
-use crate::forge::github::{GitHubError, GitHubForge, Permissions};
+use crate::forge::github::GitHubForge;
 use crate::forge::{Forges, Refusal, SourceForge};
 use crate::queue::{Completion, Job};
-use crate::wiki::Secret;
 use crate::worker::{JobFailure, JobFuture, JobHandler};
+use job_token::{JobToken, Revocations};
 use receipt::{Receipt, WikiFacts};
 use writer::{WriterClient, WriterLaunch};
 
@@ -374,9 +375,21 @@ impl Runner {
             policy: policy.as_deref(),
             before_write: self.before_write.as_ref(),
         };
-        let outcome = self
-            .run_agent(&client, &task, &dir, endpoint.as_ref())
-            .await?;
+        let command = self.command_settings();
+        let outcome = agent::run(
+            &self.config.agent,
+            &client,
+            &task,
+            &dir,
+            endpoint.as_ref(),
+            command.as_ref(),
+        )
+        .await
+        .map_err(|e| JobFailure {
+            reason: e.reason,
+            retryable: e.retryable,
+            receipt: None,
+        })?;
 
         // 6. The receipt, checked against the evidence and the wiki.
         client.count_steps_as(None);
@@ -462,71 +475,6 @@ impl Runner {
             listener,
         )))
     }
-
-    /// Step 5: the configured agent, against the job's writer.
-    async fn run_agent(
-        &self,
-        client: &WriterClient,
-        task: &agent::AgentTask<'_>,
-        dir: &Path,
-        endpoint: Option<&command::Endpoint>,
-    ) -> Result<agent::AgentOutcome, JobFailure> {
-        client.count_steps_as(Some(match &self.config.agent {
-            Agent::Builtin => "builtin",
-            Agent::OpenAi { .. } => "openai",
-            Agent::Command { .. } => "command",
-        }));
-        match &self.config.agent {
-            Agent::Builtin => agent::run_builtin(client, task).await,
-            Agent::OpenAi {
-                base_url,
-                model,
-                api_key_env,
-                max_steps,
-                max_output_tokens,
-                timeout,
-            } => {
-                let api_key = match api_key_env {
-                    None => None,
-                    Some(name) => Some(
-                        crate::secrets::env_secret(name)
-                            .and_then(|s| s.expose_str().map(str::to_owned))
-                            .ok_or_else(|| {
-                                permanent(format!(
-                                    "agent.api_key_env names {name}, which was not set (as UTF-8) in the daemon's environment at start; set it, restart the daemon and retry the job"
-                                ))
-                            })?,
-                    ),
-                };
-                let settings = openai::OpenAiSettings {
-                    base_url: base_url.clone(),
-                    model: model.clone(),
-                    api_key,
-                    max_steps: *max_steps,
-                    max_output_tokens: *max_output_tokens,
-                    timeout: *timeout,
-                };
-                openai::run(client, task, &settings).await
-            }
-            Agent::Command { .. } => {
-                let Some(settings) = self.command_settings() else {
-                    return Err(permanent("the command agent is not configured".into()));
-                };
-                match endpoint {
-                    Some(endpoint) => command::run(endpoint, dir, task, &settings).await,
-                    None => Err(agent::AgentError {
-                        reason: "the command agent has no endpoint".into(),
-                        retryable: false,
-                    }),
-                }
-            }
-        }
-        .map_err(|e| JobFailure {
-            reason: e.reason,
-            retryable: e.retryable,
-            receipt: None,
-        })
-    }
 }
 
 /// Step 3: the source's policy file at the verified sha, if it has one.
@@ -583,112 +531,6 @@ fn fresh_work_dir(dir: &Path) -> std::io::Result<()> {
 fn restrict(dir: &std::path::Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-}
-
-/// The job's wiki write credential: an installation token minted for this
-/// job alone (never taken from or put into the shared cache), limited to the
-/// wiki's one repository and `contents: write`, handed only to the job's
-/// writer through its broker, and revoked when the job ends: by
-/// [`JobToken::revoke`] on the normal path, else when the value is dropped
-/// (failure, timeout, cancel, lease loss, shutdown), in a task the runner
-/// keeps until [`JobHandler::drain`] has seen it finish.
-struct JobToken {
-    secret: Secret,
-    forge: Arc<GitHubForge>,
-    wiki: String,
-    revocations: Revocations,
-    revoked: bool,
-}
-
-impl JobToken {
-    /// Tokens live an hour: a job deadline beyond 50 minutes asks for no more.
-    async fn mint(
-        forge: Arc<GitHubForge>,
-        source: &Source,
-        job_timeout: std::time::Duration,
-        revocations: Revocations,
-    ) -> Result<JobToken, JobFailure> {
-        let wiki = &source.wiki_repository;
-        let lasting = job_timeout.min(std::time::Duration::from_secs(50 * 60));
-        match forge
-            .mint_job_token(wiki, &Permissions::contents_write(), lasting)
-            .await
-        {
-            Ok(secret) => Ok(JobToken {
-                secret: Secret::new(secret.expose_str().unwrap_or_default()),
-                forge,
-                wiki: wiki.to_string(),
-                revocations,
-                revoked: false,
-            }),
-            Err(GitHubError::Unavailable { message, .. }) => Err(JobFailure {
-                reason: format!("minting the wiki token for {wiki} failed: {message}"),
-                retryable: true,
-                receipt: None,
-            }),
-            Err(e) => Err(permanent(format!(
-                "GitHub refused a contents:write token for the wiki repository {wiki}: {e}; install the App on {wiki} with contents write permission, then retry the job"
-            ))),
-        }
-    }
-
-    async fn revoke(mut self) {
-        self.revoked = true;
-        revoke(&self.forge, &self.secret, &self.wiki).await;
-    }
-}
-
-impl Drop for JobToken {
-    fn drop(&mut self) {
-        if self.revoked {
-            return;
-        }
-        let (forge, secret, wiki) = (self.forge.clone(), self.secret.clone(), self.wiki.clone());
-        let task = async move { revoke(&forge, &secret, &wiki).await };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => self.revocations.keep(runtime.spawn(task)),
-            Err(_) => {
-                tracing::error!(target: "teammem::runner", wiki = %self.wiki, "a job's wiki token could not be revoked: no runtime; it expires within the hour")
-            }
-        }
-    }
-}
-
-async fn revoke(forge: &GitHubForge, secret: &Secret, wiki: &str) {
-    match forge
-        .revoke_token(&crate::secrets::Secret::from(secret.expose().to_owned()))
-        .await
-    {
-        Ok(()) => tracing::debug!(target: "teammem::runner", %wiki, "revoked the job's wiki token"),
-        Err(e) => {
-            tracing::warn!(target: "teammem::runner", %wiki, error = %e, "revoking the job's wiki token failed; it expires within the hour")
-        }
-    }
-}
-
-/// Revocations still in flight after their jobs were dropped.
-#[derive(Clone, Default)]
-struct Revocations(Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>);
-
-impl Revocations {
-    fn keep(&self, task: tokio::task::JoinHandle<()>) {
-        let mut tasks = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        tasks.retain(|t| !t.is_finished());
-        tasks.push(task);
-    }
-
-    /// Waits for every kept revocation, at most `limit` in all.
-    async fn drain(&self, limit: std::time::Duration) {
-        let tasks = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
-        let all = async {
-            for task in tasks {
-                let _ = task.await;
-            }
-        };
-        if tokio::time::timeout(limit, all).await.is_err() {
-            tracing::warn!(target: "teammem::runner", "some wiki tokens were not revoked before shutdown; they expire within the hour");
-        }
-    }
 }
 
 /// A random lowercase hex string of `bytes` bytes.

@@ -509,7 +509,7 @@ async fn a_job_touching_twenty_existing_areas_stays_within_the_writers_call_limi
 async fn an_area_left_out_by_the_head_budget_gets_its_section_on_the_next_job() {
     use teammem::runner::builtin::{WHAT_IS_HERE_ANCHOR, WHAT_IS_HERE_FILES};
     assert_eq!(
-        teammem::runner::agent::HEADS_PER_JOB / WHAT_IS_HERE_FILES,
+        teammem::runner::builtin::HEADS_PER_JOB / WHAT_IS_HERE_FILES,
         3
     );
     let f = Local::new("").await;

@@ -1,0 +1,131 @@
+//! What an area is: a changed path's first folder (`root` for top-level
+//! files), its page-safe slug and its page under `Areas/`, and the one place
+//! a pull request's paths are grouped by area.
+//!
+//! Invariant: a slug is a safe page name whatever the path: lowercase letters
+//! and digits (any script), `-` and `_`, never empty, never a device or
+//! git-reserved name, at most 64 bytes; two spellings of one folder
+//! (`Docs/`, `docs/`) share one slug and so one page.
+
+use std::collections::BTreeMap;
+
+use super::markers::AREAS_DIR;
+use crate::forge::evidence::PullRequest;
+
+/// The area of files at the repository root.
+pub const ROOT_AREA: &str = "root";
+
+/// The area of a changed path: its first segment, `root` for top-level files.
+pub fn area_of(path: &str) -> String {
+    match path.split_once('/') {
+        Some((first, _)) if !first.is_empty() => first.to_owned(),
+        _ => ROOT_AREA.to_owned(),
+    }
+}
+
+const DEVICE_NAMES: [&str; 22] = [
+    "con", "prn", "aux", "nul", "com1", "com2", "com3", "com4", "com5", "com6", "com7", "com8",
+    "com9", "lpt1", "lpt2", "lpt3", "lpt4", "lpt5", "lpt6", "lpt7", "lpt8", "lpt9",
+];
+
+/// A page-path-safe, case-folded name for an area: lowercase letters and
+/// digits (any script), `-`, `_`; everything else becomes `-`; never empty,
+/// never a device name or a git-reserved name, at most 64 bytes.
+pub fn area_slug(area: &str) -> String {
+    let mut slug = String::new();
+    for ch in area.chars().flat_map(char::to_lowercase) {
+        let keep = ch.is_alphanumeric() || ch == '-' || ch == '_';
+        let next = if keep { ch } else { '-' };
+        if next == '-' && slug.ends_with('-') {
+            continue;
+        }
+        if slug.len() + next.len_utf8() > 64 {
+            break;
+        }
+        slug.push(next);
+    }
+    let slug = slug.trim_matches('-').to_owned();
+    let reserved = slug.is_empty()
+        || DEVICE_NAMES.contains(&slug.as_str())
+        || slug == "git"
+        || slug.starts_with("git~");
+    if reserved {
+        format!("area-{slug}").trim_end_matches('-').to_owned()
+    } else {
+        slug
+    }
+}
+
+/// The page of an area slug.
+pub fn area_page(slug: &str) -> String {
+    format!("{AREAS_DIR}/{slug}.md")
+}
+
+/// How an area is named in its page's text.
+pub fn area_title(area: &str) -> String {
+    if area == ROOT_AREA {
+        "files at the repository root".to_owned()
+    } else {
+        format!("files under `{}/`", area.replace('`', "'"))
+    }
+}
+
+/// The area of an entry of the source's root listing: a folder is its own
+/// area, a file belongs to the root's.
+pub fn area_of_entry(path: &str, directory: bool) -> String {
+    if directory {
+        path.to_owned()
+    } else {
+        ROOT_AREA.to_owned()
+    }
+}
+
+/// A pull request's changed paths grouped by area: slug → (the area as first
+/// seen, its paths in the pull request's order).
+pub type ByArea<'a> = BTreeMap<String, (String, Vec<&'a str>)>;
+
+/// Groups `pull`'s changed paths by area.
+pub fn by_area(pull: &PullRequest) -> ByArea<'_> {
+    let mut grouped = ByArea::new();
+    for file in &pull.files {
+        let area = area_of(&file.path);
+        grouped
+            .entry(area_slug(&area))
+            .or_insert_with(|| (area, Vec::new()))
+            .1
+            .push(file.path.as_str());
+    }
+    grouped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::builtin::plan::plan;
+    use crate::runner::builtin::samples::*;
+
+    #[test]
+    fn areas_map_to_safe_case_folded_pages() {
+        assert_eq!(area_of("src/lib.rs"), "src");
+        assert_eq!(area_of("README.md"), ROOT_AREA);
+        assert_eq!(area_of("/abs"), ROOT_AREA);
+        assert_eq!(area_slug("Docs"), "docs");
+        assert_eq!(area_slug(".github"), "github");
+        assert_eq!(area_slug("a:b<c>"), "a-b-c");
+        assert_eq!(area_slug("CON"), "area-con");
+        assert_eq!(area_slug(".git"), "area-git");
+        assert_eq!(area_slug("..."), "area");
+        assert_eq!(area_slug("-x-"), "x");
+        assert!(area_slug(&"x".repeat(300)).len() <= 64);
+        // Two spellings of one area share one page.
+        let b = bundle(vec![pull(1, "A", 'a', &["Docs/a", "docs/b"])]);
+        let p = plan(&b, &home());
+        assert_eq!(
+            p.writes
+                .iter()
+                .filter(|w| w.path == "Areas/docs.md")
+                .count(),
+            1
+        );
+    }
+}

@@ -1,0 +1,389 @@
+//! The builtin agent's driver: it reads the wiki and the source through the
+//! writer child (`read.rs`, `read_manifests.rs`), plans with
+//! [`super::plan::plan_full`], and writes through the child's
+//! `patch_wiki_pages` / `write_wiki_pages`, never through the engine; then
+//! says what it did in a receipt.
+//!
+//! Invariants:
+//! - a job for one merged PR (a maintainer's request, possibly for an old PR)
+//!   never re-derives the current-state sections ("What is here",
+//!   `Dependencies.md`): only range jobs, whose tip is the newest commit
+//!   reconciled, do;
+//! - every write names the snapshot it was planned on (`expected_base`) and
+//!   the destination the snapshot reported (`expected_wiki_repository`);
+//! - one `write_wiki_pages` call (pages and patches) is one commit, and a job
+//!   is published in one call unless the per-call limits force more;
+//! - on `conflict` (or `outcome_unknown`) it re-reads a fresh snapshot and
+//!   rebuilds its edit exactly once; entries keyed by merge sha make the
+//!   rebuild skip what already landed; a second conflict ends the run with a
+//!   receipt that says so;
+//! - the receipt lists every PR of the evidence.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+
+use super::inputs::{CurrentPage, DependencyFacts, Listings};
+use super::markers::DEPENDENCIES;
+use super::plan::{NewPage, PagePatch, Plan, areas_to_record, plan_full};
+use super::read::{HEADS_PER_JOB, View, read_listings, read_view, transient};
+use super::read_manifests::read_dependencies;
+use super::sections::refresh_order;
+use crate::runner::agent::{AgentError, AgentOutcome, AgentTask};
+use crate::runner::receipt::{PullResult, PullStatus, Receipt, ReceiptStatus};
+use crate::runner::writer::{CallError, WriterClient};
+
+/// At most this many pages per write call (DESIGN §7).
+const PAGES_PER_CALL: usize = 20;
+/// At most this many bytes of page content per write call (DESIGN §7), with margin.
+const BYTES_PER_CALL: usize = 240 * 1024;
+/// At most this many replacements per call (DESIGN §7).
+const REPLACEMENTS_PER_CALL: usize = crate::wiki::validate::MAX_REPLACEMENTS;
+
+/// Splits items into calls of at most [`PAGES_PER_CALL`] items,
+/// [`BYTES_PER_CALL`] bytes and [`REPLACEMENTS_PER_CALL`] replacements;
+/// `weigh` gives an item's bytes and replacements.
+fn batches<T>(items: Vec<T>, weigh: impl Fn(&T) -> (usize, usize)) -> Vec<Vec<T>> {
+    let mut out: Vec<Vec<T>> = Vec::new();
+    let (mut bytes, mut replacements) = (0, 0);
+    for item in items {
+        let (n, r) = weigh(&item);
+        match out.last_mut() {
+            Some(last)
+                if last.len() < PAGES_PER_CALL
+                    && bytes + n <= BYTES_PER_CALL
+                    && replacements + r <= REPLACEMENTS_PER_CALL =>
+            {
+                bytes += n;
+                replacements += r;
+                last.push(item);
+            }
+            _ => {
+                (bytes, replacements) = (n, r);
+                out.push(vec![item]);
+            }
+        }
+    }
+    out
+}
+
+fn commit_message(task: &AgentTask<'_>) -> String {
+    let numbers: Vec<String> = task
+        .bundle
+        .pull_requests
+        .iter()
+        .map(|p| format!("#{}", p.number))
+        .collect();
+    let mut message = format!(
+        "teammem: record {} (job {})",
+        numbers.join(", "),
+        task.job_id
+    );
+    if message.len() > 200 {
+        message = format!(
+            "teammem: record {} pull requests (job {})",
+            numbers.len(),
+            task.job_id
+        );
+    }
+    message
+}
+
+/// One page of a plan: patched in place or written whole.
+enum Step {
+    Patch(String, PagePatch),
+    Write(NewPage),
+}
+
+impl Step {
+    /// The bytes and replacements the step adds to a call: the bytes are the
+    /// page as the step leaves it (the writer bounds a call by the sizes of
+    /// the pages it results in, patched pages whole), `pages` holding the
+    /// current ones.
+    fn weight(&self, pages: &BTreeMap<String, CurrentPage>) -> (usize, usize) {
+        match self {
+            Step::Patch(path, p) => {
+                let now = pages.get(path).map_or(0, |page| page.content.len());
+                let grown: usize = p.replacements.iter().map(|r| r.new.len()).sum();
+                let shrunk: usize = p.replacements.iter().map(|r| r.old.len()).sum();
+                ((now + grown).saturating_sub(shrunk), p.replacements.len())
+            }
+            Step::Write(w) => (w.content.len(), 0),
+        }
+    }
+}
+
+/// Applies a plan as few commits as the per-call limits allow (one for a
+/// job of up to 20 pages): each batch is one `write_wiki_pages` call that
+/// also carries the batch's patches, or `patch_wiki_pages` for a batch of
+/// patches only; the base is chained. Returns the new tip and whether
+/// anything changed.
+async fn apply_plan(
+    client: &WriterClient,
+    task: &AgentTask<'_>,
+    view: &View,
+    plan: Plan,
+) -> Result<(String, bool), (CallError, String, bool)> {
+    let mut tip = view.base.clone();
+    let mut changed = false;
+    let message = commit_message(task);
+    let steps: Vec<Step> = plan
+        .patches
+        .into_iter()
+        .map(|(path, patch)| Step::Patch(path, patch))
+        .chain(plan.writes.into_iter().map(Step::Write))
+        .collect();
+    for batch in batches(steps, |step| step.weight(&view.pages)) {
+        let mut patches = serde_json::Map::new();
+        let mut pages = Vec::new();
+        for step in batch {
+            match step {
+                Step::Patch(path, patch) => {
+                    patches.insert(path, serde_json::to_value(patch).unwrap_or(Value::Null));
+                }
+                Step::Write(write) => pages.push(write),
+            }
+        }
+        let mut arguments = json!({
+            "repository": task.repository,
+            "expected_wiki_repository": view.wiki_repository,
+            "expected_base": tip,
+            "message": message,
+            "patches": patches,
+        });
+        let tool = if pages.is_empty() {
+            "patch_wiki_pages"
+        } else {
+            arguments["pages"] = serde_json::to_value(&pages).unwrap_or(Value::Null);
+            "write_wiki_pages"
+        };
+        let result = client
+            .result(tool, arguments)
+            .await
+            .map_err(|e| (e, tip.clone(), changed))?;
+        changed |= result["status"] == "updated";
+        tip = result["sha"].as_str().unwrap_or(&tip).to_owned();
+    }
+    Ok((tip, changed))
+}
+
+fn pull_results(
+    plan: &Plan,
+    written: &BTreeSet<u64>,
+    failed: Option<PullStatus>,
+) -> Vec<PullResult> {
+    plan.pulls
+        .iter()
+        .map(|p| PullResult {
+            number: p.number,
+            merge_sha: p.merge_sha.clone(),
+            status: if written.contains(&p.number) {
+                PullStatus::Updated
+            } else if p.already_recorded {
+                PullStatus::NoChange
+            } else {
+                failed.unwrap_or(PullStatus::Updated)
+            },
+            pages: p.pages.clone(),
+        })
+        .collect()
+}
+
+/// Runs the builtin agent against the writer child.
+pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOutcome, AgentError> {
+    let mut written: BTreeSet<u64> = BTreeSet::new();
+    let mut first_base: Option<String> = None;
+    let mut last_tip: Option<String> = None;
+    let mut listings = Listings::new();
+    let mut heads = HEADS_PER_JOB;
+    let mut deps: Option<DependencyFacts> = None;
+    let current_state = matches!(task.bundle.job.scope, crate::ids::Scope::Range { .. });
+    for attempt in 0..2 {
+        let view = read_view(client, task).await.map_err(|e| AgentError {
+            retryable: transient(&e),
+            reason: format!("the builtin agent could not read the wiki: {e}"),
+        })?;
+        first_base.get_or_insert_with(|| view.base.clone());
+        let wiki_repository = view.wiki_repository.clone();
+        // The areas that get entries have their files read (once per run),
+        // by range jobs only: their tip is the newest commit reconciled. A
+        // request for one (possibly old) merged PR must not set the pages'
+        // current state back to its merge commit.
+        let areas = areas_to_record(task.bundle, &view.pages);
+        if current_state && areas.iter().any(|slug| !listings.contains_key(slug)) {
+            let order = refresh_order(&areas, &view.pages, task.bundle.job.tip());
+            read_listings(client, task, &order, &mut listings, &mut heads)
+                .await
+                .map_err(|e| AgentError {
+                    retryable: transient(&e),
+                    reason: format!("the builtin agent could not read the source's files: {e}"),
+                })?;
+        }
+        if deps.is_none() {
+            let page_exists = view.pages.contains_key(DEPENDENCIES);
+            deps = Some(
+                read_dependencies(client, task, page_exists, current_state)
+                    .await
+                    .map_err(|e| AgentError {
+                        retryable: transient(&e),
+                        reason: format!(
+                            "the builtin agent could not read the source's manifests: {e}"
+                        ),
+                    })?,
+            );
+        }
+        let plan = plan_full(
+            task.bundle,
+            &view.pages,
+            &listings,
+            deps.as_ref().unwrap_or(&DependencyFacts::default()),
+        );
+        if plan.is_empty() {
+            let any_written = !written.is_empty();
+            return Ok(AgentOutcome {
+                receipt: Receipt {
+                    status: if any_written {
+                        ReceiptStatus::Updated
+                    } else {
+                        ReceiptStatus::NoChange
+                    },
+                    wiki_repository,
+                    wiki_sha: Some(last_tip.unwrap_or(view.base)),
+                    base_sha: first_base,
+                    pull_requests: pull_results(&plan, &written, None),
+                    summary: if any_written {
+                        "every pull request of the range is recorded".into()
+                    } else {
+                        "every pull request of the range was already recorded".into()
+                    },
+                },
+                retry_failed: false,
+            });
+        }
+        if let Some(hook) = task.before_write {
+            hook(attempt).await;
+        }
+        let to_write: Vec<u64> = plan
+            .pulls
+            .iter()
+            .filter(|p| !p.already_recorded)
+            .map(|p| p.number)
+            .collect();
+        match apply_plan(client, task, &view, plan.clone()).await {
+            Ok((tip, _changed)) => {
+                written.extend(to_write);
+                return Ok(AgentOutcome {
+                    receipt: Receipt {
+                        status: ReceiptStatus::Updated,
+                        wiki_repository,
+                        wiki_sha: Some(tip),
+                        base_sha: first_base,
+                        pull_requests: pull_results(&plan, &written, None),
+                        summary: format!(
+                            "recorded {} pull request(s) on Home, the area pages and the Changelog{}",
+                            written.len(),
+                            if attempt > 0 {
+                                " after one rebuild on a fresh snapshot"
+                            } else {
+                                ""
+                            }
+                        ),
+                    },
+                    retry_failed: false,
+                });
+            }
+            // A conflict, or a write whose outcome is unknown: re-read the wiki
+            // (the markers tell what landed) and rebuild once.
+            Err((CallError::Tool(failure), tip, changed))
+                if failure.kind == "conflict" || failure.kind == "outcome_unknown" =>
+            {
+                if changed {
+                    last_tip = Some(tip);
+                }
+                if attempt == 0 {
+                    tracing::info!(
+                        "the wiki moved during the write; rebuilding on a fresh snapshot"
+                    );
+                    continue;
+                }
+                let status = if changed || !written.is_empty() {
+                    ReceiptStatus::Partial
+                } else {
+                    ReceiptStatus::Failed
+                };
+                return Ok(AgentOutcome {
+                    receipt: Receipt {
+                        status,
+                        wiki_repository,
+                        wiki_sha: last_tip.or(Some(view.base)),
+                        base_sha: first_base,
+                        pull_requests: pull_results(&plan, &written, Some(PullStatus::Failed)),
+                        summary: "the wiki kept moving: a write conflicted again after one rebuild on a fresh snapshot; the job retries later".into(),
+                    },
+                    retry_failed: true,
+                });
+            }
+            Err((error, _, _)) => {
+                return Err(AgentError {
+                    retryable: transient(&error),
+                    reason: format!("the builtin agent's write failed: {error}"),
+                });
+            }
+        }
+    }
+    unreachable!("the loop returns on its second attempt")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::builtin::plan::Replacement;
+
+    #[test]
+    fn a_patch_weighs_the_page_it_leaves_not_its_replacements() {
+        let page = |content: String| CurrentPage {
+            sha: String::new(),
+            content,
+        };
+        // Five 60 KiB area pages, each patched with a 100-byte change: the
+        // writer counts the five whole pages (300 KiB), so two calls.
+        let mut pages = BTreeMap::new();
+        let mut steps = Vec::new();
+        for n in 0..5 {
+            let path = format!("Areas/a{n}.md");
+            pages.insert(path.clone(), page("x".repeat(60 * 1024)));
+            let patch = PagePatch {
+                expected_sha: String::new(),
+                replacements: vec![Replacement {
+                    old: "x".repeat(50),
+                    new: "y".repeat(150),
+                }],
+            };
+            steps.push(Step::Patch(path, patch));
+        }
+        assert_eq!(steps[0].weight(&pages), (60 * 1024 + 100, 1));
+        let calls = batches(steps, |step| step.weight(&pages));
+        assert_eq!(calls.iter().map(Vec::len).collect::<Vec<_>>(), vec![3, 2]);
+        for call in &calls {
+            let bytes: usize = call.iter().map(|step| step.weight(&pages).0).sum();
+            assert!(bytes <= crate::wiki::validate::MAX_BATCH_BYTES, "{bytes}");
+        }
+    }
+
+    #[test]
+    fn batches_respect_count_size_and_replacements() {
+        let items: Vec<usize> = vec![1; 45];
+        let b = batches(items, |n| (*n, 0));
+        assert_eq!(b.iter().map(Vec::len).collect::<Vec<_>>(), vec![20, 20, 5]);
+        let big = vec![BYTES_PER_CALL / 2 + 1; 3];
+        assert_eq!(batches(big, |n| (*n, 0)).len(), 3);
+        // 20 area pages of 3 replacements each: 13 fit in 40.
+        let patches: Vec<usize> = vec![3; 20];
+        let b = batches(patches, |r| (1, *r));
+        assert_eq!(b.iter().map(Vec::len).collect::<Vec<_>>(), vec![13, 7]);
+        assert!(
+            b.iter()
+                .all(|call| call.iter().sum::<usize>() <= REPLACEMENTS_PER_CALL)
+        );
+    }
+}

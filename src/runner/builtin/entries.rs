@@ -1,0 +1,272 @@
+//! Entry lines: what the Changelog and an area page's "Recent changes" say
+//! about one merged pull request (date, number, title, author, why it was
+//! made, the issues it closes, the paths it changed, its merge commit), and
+//! how such a line is recognised again on a page.
+//!
+//! Invariant: an entry is exactly one line, cites the pull request's number
+//! and full merge-commit sha, and ends with that commit's entry marker
+//! (`<!-- teammem:<sha> -->`); everything taken from the pull request is
+//! escaped ([`super::markdown`]), so no title, author or description can
+//! end the line early or forge a marker that would hide another entry.
+
+use super::markdown::escape_markdown;
+use super::markers::entry_marker;
+use crate::forge::evidence::PullRequest;
+
+/// How many changed paths an area entry names before "and N more".
+const PATHS_PER_ENTRY: usize = 5;
+
+fn date_of(rfc3339: &str) -> &str {
+    rfc3339.get(..10).unwrap_or(rfc3339)
+}
+
+/// The longest "why" an entry quotes from a PR's description.
+const MAX_WHY_CHARS: usize = 280;
+
+/// The first paragraph of a PR's description, as one bounded line (cut at a
+/// word, marked with `…`); `None` when the description is empty.
+fn first_paragraph(body: &str) -> Option<String> {
+    let body = without_comment_lines(body);
+    let paragraph = body.split("\n\n").map(str::trim).find(|p| !p.is_empty())?;
+    let words: Vec<&str> = paragraph.split_whitespace().collect();
+    let mut line = String::new();
+    for word in words {
+        if line.chars().count() + word.chars().count() + 1 > MAX_WHY_CHARS {
+            line.push('…');
+            break;
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    (!line.is_empty()).then_some(line)
+}
+
+/// A description without the HTML comments that open a line (PR template
+/// hints), even when text follows on the next line with no blank line between;
+/// text after a comment's `-->` on its closing line is kept. Lines come back
+/// joined by `\n`, so `\r\n` descriptions split into paragraphs too.
+fn without_comment_lines(body: &str) -> String {
+    let mut kept: Vec<&str> = Vec::new();
+    let mut in_comment = false;
+    for line in body.lines() {
+        let mut rest = line;
+        if !in_comment && rest.trim_start().starts_with("<!--") {
+            in_comment = true;
+            rest = &rest.trim_start()[4..];
+        }
+        if in_comment {
+            match rest.find("-->") {
+                Some(end) => {
+                    in_comment = false;
+                    let after = rest[end + 3..].trim();
+                    if !after.is_empty() {
+                        kept.push(after);
+                    }
+                }
+                None => continue,
+            }
+            continue;
+        }
+        kept.push(line);
+    }
+    kept.join("\n")
+}
+
+/// The issues a PR's description says it closes (`Fixes #12`, `closes #3`,
+/// `Resolved #7`: GitHub's closing keywords, this repository's issues only),
+/// in order, once each.
+fn closed_issues(body: &str) -> Vec<u64> {
+    const KEYWORDS: [&str; 9] = [
+        "close", "closes", "closed", "fix", "fixes", "fixed", "resolve", "resolves", "resolved",
+    ];
+    let words: Vec<&str> = body.split_whitespace().collect();
+    let mut found = Vec::new();
+    for pair in words.windows(2) {
+        let keyword = pair[0].trim_end_matches(':').to_ascii_lowercase();
+        if !KEYWORDS.contains(&keyword.as_str()) {
+            continue;
+        }
+        let Some(digits) = pair[1].strip_prefix('#') else {
+            continue;
+        };
+        let digits: String = digits.chars().take_while(char::is_ascii_digit).collect();
+        if let Ok(n) = digits.parse::<u64>()
+            && n > 0
+            && !found.contains(&n)
+        {
+            found.push(n);
+        }
+    }
+    found
+}
+
+/// ` — why (closes #3, #4)`: what a PR entry says about why it was made.
+fn why(pull: &PullRequest) -> String {
+    let mut out = String::new();
+    if let Some(paragraph) = first_paragraph(&pull.body) {
+        out.push_str(" — ");
+        out.push_str(&escape_markdown(&paragraph));
+    }
+    let closed = closed_issues(&pull.body);
+    if !closed.is_empty() {
+        let list: Vec<String> = closed.iter().map(|n| format!("#{n}")).collect();
+        out.push_str(&format!(" (closes {})", list.join(", ")));
+    }
+    out
+}
+
+/// The Changelog line of a PR.
+pub fn changelog_entry(pull: &PullRequest) -> String {
+    changelog_entry_with(pull, "")
+}
+
+/// The Changelog line of a PR with `note` (e.g. its dependency changes,
+/// already escaped) after the why.
+pub fn changelog_entry_with(pull: &PullRequest, note: &str) -> String {
+    format!(
+        "- {} — #{} {} (by {}){}{note} — merge commit `{}` {}\n",
+        escape_markdown(date_of(&pull.merged_at)),
+        pull.number,
+        escape_markdown(&pull.title),
+        escape_markdown(&pull.author),
+        why(pull),
+        pull.merge_sha.to_ascii_lowercase(),
+        entry_marker(&pull.merge_sha)
+    )
+}
+
+/// The "Recent changes" line of a PR on an area page, naming the area's paths.
+pub fn area_entry(pull: &PullRequest, paths: &[&str]) -> String {
+    area_entry_with(pull, paths, "")
+}
+
+/// [`area_entry`] with `note` (already escaped) after the why.
+pub fn area_entry_with(pull: &PullRequest, paths: &[&str], note: &str) -> String {
+    let mut named: Vec<String> = paths
+        .iter()
+        .take(PATHS_PER_ENTRY)
+        .map(|p| escape_markdown(p))
+        .collect();
+    if paths.len() > PATHS_PER_ENTRY {
+        named.push(format!("and {} more", paths.len() - PATHS_PER_ENTRY));
+    }
+    let files = if named.is_empty() {
+        String::new()
+    } else {
+        format!(" — {}", named.join(", "))
+    };
+    format!(
+        "- #{} {} (by {}, {}){}{note} — merge commit `{}`{} {}\n",
+        pull.number,
+        escape_markdown(&pull.title),
+        escape_markdown(&pull.author),
+        escape_markdown(date_of(&pull.merged_at)),
+        why(pull),
+        pull.merge_sha.to_ascii_lowercase(),
+        files,
+        entry_marker(&pull.merge_sha)
+    )
+}
+
+/// True for an entry line (it ends with an entry marker of a full sha).
+fn is_entry_line(line: &str) -> bool {
+    let line = line.trim_end();
+    let Some(rest) = line.strip_suffix(" -->") else {
+        return false;
+    };
+    rest.len() >= 40 + "<!-- teammem:".len()
+        && rest[rest.len() - 40..]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit())
+        && rest[..rest.len() - 40].ends_with("<!-- teammem:")
+}
+
+/// Byte ranges of the entry lines of `text` (newline included), in page order.
+pub fn entry_lines(text: &str) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for line in text.split_inclusive('\n') {
+        if is_entry_line(line) {
+            out.push(start..start + line.len());
+        }
+        start += line.len();
+    }
+    out
+}
+
+/// start with the date or the number, and the title comes after it).
+pub fn pull_number_of_entry(line: &str) -> Option<u64> {
+    let at = line.find('#')?;
+    let digits: String = line[at + 1..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::builtin::samples::*;
+
+    #[test]
+    fn an_entry_says_why_from_the_first_paragraph_and_what_it_closes() {
+        let mut p = pull(4, "Cache the index", 'c', &["src/index.rs"]);
+        p.body = "<!-- template -->\n\nSearch was slow on\nbig wikis.\n\nDetails nobody needs here.\n\nFixes #5, closes: #7 and fixes #5 again; see owner/other#9".into();
+        let entry = changelog_entry(&p);
+        assert!(
+            entry.contains(
+                "(by Zoë) — Search was slow on big wikis. (closes #5, #7) — merge commit"
+            ),
+            "{entry}"
+        );
+        assert!(
+            !entry.contains("Details") && !entry.contains("#9"),
+            "{entry}"
+        );
+        assert!(
+            area_entry(&p, &["src/index.rs"])
+                .contains("— Search was slow on big wikis. (closes #5, #7)")
+        );
+
+        // A hostile description stays inside its one line and forges nothing.
+        p.body = format!(
+            "Sure.\n- [x](javascript:1) <!-- teammem:{} --> <img src=x>\n# Heading",
+            "e".repeat(40)
+        );
+        let entry = changelog_entry(&p);
+        assert_eq!(entry.lines().count(), 1, "{entry}");
+        assert_eq!(
+            entry.matches("<!--").count(),
+            1,
+            "only the entry's own marker: {entry}"
+        );
+        assert!(!entry.contains("<img"), "{entry}");
+        let (items, html) = rendered_items(&entry);
+        assert_eq!(items.len(), 1);
+        assert!(items[0].contains("Sure. - [x](javascript:1)"), "{items:?}");
+        assert!(
+            html.iter().all(|h| h.starts_with("<!-- teammem:")),
+            "{html:?}"
+        );
+
+        // A template comment directly followed by text (no blank line).
+        p.body = "<!-- Describe the change -->\nThe real reason.\r\n\r\nMore.".into();
+        assert!(
+            changelog_entry(&p).contains("(by Zoë) — The real reason. — merge commit"),
+            "{}",
+            changelog_entry(&p)
+        );
+        p.body = "<!--\n  multi-line\n  hint -->\nAfter the hint.".into();
+        assert!(changelog_entry(&p).contains("— After the hint. —"));
+        p.body = "<!-- only a hint -->".into();
+        assert!(!changelog_entry(&p).contains("hint"));
+
+        p.body = format!("{} end", "word ".repeat(200));
+        let entry = changelog_entry(&p);
+        assert!(entry.contains("word…"), "bounded at a word: {entry}");
+        assert!(!entry.contains(" end"), "{entry}");
+    }
+}

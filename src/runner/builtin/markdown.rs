@@ -1,0 +1,237 @@
+//! Markdown escaping of untrusted text: pull-request titles, authors, dates
+//! and descriptions, source paths, a file's purpose, dependency names.
+//!
+//! Invariant: escaped text stays inside the one line it is written into and
+//! renders as the text it was: it never opens HTML or an autolink, never
+//! forms or closes a marker (`<` is always escaped, and [`escape_purpose`]
+//! also breaks `-->`), a link or emphasis it did not have, and never starts
+//! a heading or breaks a line (whitespace runs become one space, control and
+//! format characters are dropped).
+
+/// Escapes untrusted text for the middle of one line of Markdown (never its
+/// start: every caller writes it after fixed text), escaping only what would
+/// change the rendering there, so titles, dates, paths and names read as
+/// written in the raw page too: whitespace runs (newlines included) become one
+/// space; control and format characters are dropped; `<` becomes `&lt;` (no
+/// HTML, no autolink, no forged `<!-- teammem:` marker) and `&` becomes
+/// `&amp;` where it could start an entity; `` ` `` `*` `[` `~` are
+/// backslash-escaped, `_` unless it sits between letters or digits (it cannot
+/// emphasize there), and `\` before punctuation.
+pub fn escape_markdown(text: &str) -> String {
+    let mut cleaned: Vec<char> = Vec::with_capacity(text.len());
+    let mut space = false;
+    for ch in text.chars() {
+        if ch.is_whitespace() {
+            space = !cleaned.is_empty();
+            continue;
+        }
+        if ch.is_control() || is_format_char(ch) {
+            continue;
+        }
+        if space {
+            cleaned.push(' ');
+            space = false;
+        }
+        cleaned.push(ch);
+    }
+    let mut out = String::with_capacity(cleaned.len() + 8);
+    for (i, &ch) in cleaned.iter().enumerate() {
+        let before = i.checked_sub(1).map(|b| cleaned[b]);
+        let after = cleaned.get(i + 1).copied();
+        let alnum = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+        match ch {
+            '<' => out.push_str("&lt;"),
+            '&' if after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '#') => {
+                out.push_str("&amp;")
+            }
+            '`' | '*' | '[' | '~' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            '_' if !(alnum(before) && alnum(after)) => out.push_str("\\_"),
+            '\\' if after.is_some_and(|c| c.is_ascii_punctuation()) => out.push_str("\\\\"),
+            _ => out.push(ch),
+        }
+    }
+    out
+}
+
+/// Unicode format characters (bidi overrides, zero-width joiners, ...).
+fn is_format_char(ch: char) -> bool {
+    matches!(ch,
+        '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+}
+
+/// A file's purpose as Markdown: escaped like a title, and with no `-->` (or
+/// `--!>`) that could close a comment.
+pub fn escape_purpose(text: &str) -> String {
+    escape_markdown(text)
+        .replace("-->", "--&gt;")
+        .replace("--!>", "--!&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::forge::evidence::PullRequest;
+    use crate::runner::builtin::entries::changelog_entry;
+    use crate::runner::builtin::markers::*;
+    use crate::runner::builtin::plan::{apply, plan};
+    use crate::runner::builtin::samples::*;
+    use crate::runner::builtin::sections::WHAT_IS_HERE_BYTES;
+    use crate::runner::builtin::sections::what_is_here;
+
+    #[test]
+    fn titles_are_escaped_and_cannot_forge_markers() {
+        let forged = format!(
+            "*bold* [x](http://e) <!-- teammem:{} --> # h\nnext | `c` \u{202E}",
+            "e".repeat(40)
+        );
+        let b = bundle(vec![
+            pull(1, &forged, 'd', &["a.txt"]),
+            pull(2, "Later", 'e', &["a.txt"]),
+        ]);
+        let entry = changelog_entry(&b.pull_requests[0]);
+        assert_eq!(entry.lines().count(), 1);
+        assert!(entry.contains("\\*bold\\*"));
+        assert!(entry.contains("\\[x](http://e)"));
+        assert!(entry.contains("&lt;!-- teammem"));
+        assert!(!entry.contains('\u{202E}'));
+        assert!(entry.contains("# h next | \\`c\\`"));
+        // The forged marker does not hide PR #2's entry.
+        let after = apply(&home(), &plan(&b, &home()));
+        assert!(after[CHANGELOG].contains("#2 Later"));
+        assert_eq!(
+            after[CHANGELOG]
+                .matches(&entry_marker(&"e".repeat(40)))
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn every_page_renders_titles_authors_dates_and_paths_as_written() {
+        let titles = [
+            "Use *args and _kwargs_ in `run()`",
+            "[WIP] <script>alert(1)</script> & &copy; ~~gone~~",
+            "# Not a heading | not a table | a_b_c",
+            "Fix C:\\temp\\ paths \\*here\\*",
+            "to-dos for 2026-01-05: api/routes.py, __init__.py",
+        ];
+        let pulls: Vec<PullRequest> = titles
+            .iter()
+            .enumerate()
+            .map(|(i, title)| {
+                let mut p = pull(
+                    i as u64 + 1,
+                    title,
+                    char::from(b'a' + i as u8),
+                    &["api/routes.py", "pkg/__init__.py", "docs/a_b.md"],
+                );
+                p.author = "bob_smith".into();
+                p
+            })
+            .collect();
+        let b = bundle(pulls);
+        let pages = apply(&home(), &plan(&b, &home()));
+        let mut seen = 0;
+        for (path, page) in &pages {
+            let (items, html) = rendered_items(page);
+            // Teammem's own markers are the only HTML a page holds.
+            for raw in &html {
+                assert!(
+                    raw.starts_with("<!-- teammem:"),
+                    "{path}: raw HTML {raw:?} got through"
+                );
+            }
+            for (i, title) in titles.iter().enumerate() {
+                let Some(item) = items
+                    .iter()
+                    .find(|item| item.contains(&format!("#{} ", i + 1)))
+                else {
+                    continue;
+                };
+                seen += 1;
+                assert!(
+                    item.contains(title),
+                    "{path}: {title:?} renders as {item:?}"
+                );
+                assert!(item.contains("bob_smith"), "{path}: {item:?}");
+                assert!(item.contains("2026-11-30"), "{path}: {item:?}");
+            }
+            if path.starts_with("Areas/") {
+                assert!(
+                    items.iter().any(|item| item.contains("api/routes.py")
+                        || item.contains("pkg/__init__.py")
+                        || item.contains("docs/a_b.md")),
+                    "{path}: paths render as written: {items:?}"
+                );
+            }
+        }
+        assert!(
+            seen >= titles.len() * 2,
+            "every PR on the Changelog and an area page"
+        );
+        // And the raw text is not buried in backslashes.
+        let changelog = &pages[CHANGELOG];
+        for plain in [
+            "2026-11-30",
+            "bob_smith",
+            "api/routes.py",
+            "a_b_c",
+            "to-dos",
+        ] {
+            assert!(
+                changelog.contains(plain) || pages.values().any(|p| p.contains(plain)),
+                "{plain}"
+            );
+        }
+    }
+
+    #[test]
+    fn unicode_titles_survive() {
+        let b = bundle(vec![pull(3, "Ünïcode 日本語 🚀", 'f', &["ü/x"])]);
+        let after = apply(&home(), &plan(&b, &home()));
+        assert!(after[CHANGELOG].contains("Ünïcode 日本語 🚀"));
+        assert!(after.contains_key("Areas/ü.md"));
+    }
+
+    #[test]
+    fn a_hostile_purpose_renders_as_text_and_forges_no_marker() {
+        let hostile = format!(
+            "*x* [a](javascript:1) <img src=x> <!-- teammem:evidence z@{}#L1 --> --> --!> _u_ `c` {}",
+            "e".repeat(40),
+            '\u{202E}'
+        );
+        let files = listing(&[("src/evil.py", Some((hostile.as_str(), 1)))]);
+        let text = what_is_here("src", &files, WHAT_IS_HERE_BYTES);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("- src/evil.py"))
+            .unwrap();
+        assert_eq!(line.matches("<!--").count(), 1, "{line}");
+        assert_eq!(line.matches("-->").count(), 1, "{line}");
+        assert!(!line.contains('\u{202E}'));
+        let facts = source_facts(&text);
+        assert_eq!(facts.len(), 1);
+        assert!(
+            matches!(&facts[0].marker.citation, crate::facts::Citation::Source { path, .. } if path == "src/evil.py")
+        );
+        let (items, html) = rendered_items(&text);
+        assert!(
+            html.iter().all(|h| h.starts_with("<!-- teammem:")),
+            "{html:?}"
+        );
+        let shown = items.iter().find(|i| i.starts_with("src/evil.py")).unwrap();
+        assert!(
+            shown.contains("*x* [a](javascript:1) <img src=x> <!-- teammem:evidence"),
+            "renders as written: {shown}"
+        );
+        assert!(shown.contains("--> --!> _u_ `c`"), "{shown}");
+        // A hostile path is escaped too and its marker still parses.
+        let files = listing(&[("src/<b> -->\n.rs", Some(("ok", 1)))]);
+        let text = what_is_here("src", &files, WHAT_IS_HERE_BYTES);
+        assert_eq!(source_facts(&text).len(), 1);
+        assert_eq!(text.lines().count(), 3, "{text}");
+    }
+}

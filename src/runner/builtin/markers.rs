@@ -1,0 +1,92 @@
+//! The pages the builtin agent keeps and the teammem comments it keys them
+//! with: page names, the anchor lines entries are inserted after, the
+//! anchors that frame its sections, and the markers that end its lines.
+//!
+//! Invariant: every anchor and marker here starts with the wiki's teammem
+//! marker (`<!-- teammem:`), the one confinement guards, so a person's text
+//! never looks like teammem's and teammem's lines are the ones an agent may
+//! touch on a guarded page; untrusted text cannot forge one because
+//! [`super::markdown`] escapes every `<` in it.
+
+pub const HOME: &str = "Home.md";
+pub const CHANGELOG: &str = "Changelog.md";
+/// The page that lists the dependencies the manifests declare.
+pub const DEPENDENCIES: &str = "Dependencies.md";
+/// The folder of the area pages.
+pub const AREAS_DIR: &str = "Areas";
+
+/// The anchor lines new entries are inserted after.
+pub const CHANGELOG_ANCHOR: &str = "<!-- teammem:changelog -->\n";
+pub const RECENT_ANCHOR: &str = "<!-- teammem:recent-changes -->\n";
+pub const TOPICS_ANCHOR: &str = "<!-- teammem:topics -->\n";
+
+/// The marker that keys an entry by its merge commit.
+pub fn entry_marker(sha: &str) -> String {
+    format!("<!-- teammem:{} -->", sha.to_ascii_lowercase())
+}
+
+/// Ends Home's link to an area page.
+pub fn area_link_marker(slug: &str) -> String {
+    format!("<!-- teammem:area:{slug} -->")
+}
+
+/// Ends Home's link to the Changelog.
+pub const CHANGELOG_LINK_MARKER: &str = "<!-- teammem:changelog-link -->";
+/// Ends Home's link to the Dependencies page.
+pub const DEPENDENCIES_LINK_MARKER: &str = "<!-- teammem:dependencies-link -->";
+
+/// Marks the note that says older entries were trimmed.
+pub const TRIMMED_MARKER: &str = "<!-- teammem:trimmed -->";
+
+/// Ends the first line of an area page's "What is here" section.
+pub const WHAT_IS_HERE_ANCHOR: &str = "<!-- teammem:what-is-here -->";
+/// The last line of the section.
+pub const WHAT_IS_HERE_END: &str = "<!-- teammem:what-is-here-end -->";
+/// Ends the line of a file that states no purpose.
+pub const FILE_MARKER: &str = "<!-- teammem:file -->";
+
+/// Ends the first line of an area page's "Who knows this area" section.
+pub const WHO_KNOWS_ANCHOR: &str = "<!-- teammem:who-knows -->";
+/// The last line of the section.
+pub const WHO_KNOWS_END: &str = "<!-- teammem:who-knows-end -->";
+/// Starts the marker that ends an author's line: the count, then the name
+/// in lowercase hex (so no name can end or forge the marker).
+pub const AUTHOR_MARKER: &str = "<!-- teammem:author ";
+
+/// Ends the first line of the Dependencies page's section.
+pub const DEPENDENCIES_ANCHOR: &str = "<!-- teammem:dependencies -->";
+/// The last line of the section.
+pub const DEPENDENCIES_END: &str = "<!-- teammem:dependencies-end -->";
+/// Ends a line of the section that cites nothing (a manifest's heading).
+pub const MANIFEST_MARKER: &str = "<!-- teammem:manifest -->";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_markers_are_the_ones_confinement_protects() {
+        let marker = crate::wiki::confine::MARKER;
+        assert!(entry_marker(&"a".repeat(40)).starts_with(marker));
+        assert!(TOPICS_ANCHOR.starts_with(marker));
+        for fixed in [
+            CHANGELOG_ANCHOR,
+            RECENT_ANCHOR,
+            CHANGELOG_LINK_MARKER,
+            DEPENDENCIES_LINK_MARKER,
+            TRIMMED_MARKER,
+            WHAT_IS_HERE_ANCHOR,
+            WHAT_IS_HERE_END,
+            FILE_MARKER,
+            WHO_KNOWS_ANCHOR,
+            WHO_KNOWS_END,
+            AUTHOR_MARKER,
+            DEPENDENCIES_ANCHOR,
+            DEPENDENCIES_END,
+            MANIFEST_MARKER,
+        ] {
+            assert!(fixed.starts_with(marker), "{fixed}");
+        }
+        assert!(area_link_marker("src").starts_with(marker));
+    }
+}

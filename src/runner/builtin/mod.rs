@@ -1,0 +1,67 @@
+//! The builtin agent: deterministic, no model. For each job it reads the
+//! wiki and the source through the job's writer child, plans the edits that
+//! keep `Home.md` (topic index), `Areas/<area>.md` (one page per area
+//! touched: "What is here", "Who knows this area", "Recent changes"),
+//! `Changelog.md` and `Dependencies.md` in step with the merged pull
+//! requests, and writes them through the writer child.
+//!
+//! The wing, one idea per file (reading order):
+//! - `markers.rs`: page names, anchors and the teammem markers lines end with;
+//! - `inputs.rs`: what the planner is given (current pages, area files,
+//!   dependency facts);
+//! - `areas.rs`: what an area is, its slug and page, grouping paths by area;
+//! - `markdown.rs`: escaping untrusted text;
+//! - `entries.rs`: one pull request's entry line;
+//! - `sections.rs`: the kept sections ("What is here", "Who knows this
+//!   area") and the one section finder;
+//! - `budget.rs`: the 64 KiB page budget and trimming;
+//! - `dependencies.rs`: `Dependencies.md` and dependency notes;
+//! - `plan.rs`: the plan types and planning, one function per page;
+//! - `read.rs`, `read_manifests.rs`: what the driver reads through the writer;
+//! - `driver.rs`: the run (read, plan, write, rebuild once on conflict,
+//!   receipt).
+//!
+//! Invariant kept across the wing: the planner is pure (same bundle, pages
+//! and reads, same plan), and the builtin agent never writes the wiki
+//! except through the writer child's tools; each file states the invariants
+//! of its own part.
+
+mod areas;
+mod budget;
+mod dependencies;
+mod driver;
+mod entries;
+mod inputs;
+mod markdown;
+mod markers;
+mod plan;
+mod read;
+mod read_manifests;
+#[cfg(test)]
+mod samples;
+mod sections;
+
+pub use areas::{ROOT_AREA, area_of, area_page, area_slug};
+pub use budget::PAGE_BUDGET;
+pub use dependencies::{
+    CHANGES_PER_ENTRY, DEPENDENCIES_BYTES, MAX_MANIFESTS, dependencies_section, dependency_note,
+};
+pub use driver::run;
+pub use entries::{area_entry, area_entry_with, changelog_entry, changelog_entry_with};
+pub use inputs::{AreaFile, AreaFiles, CurrentPage, DependencyFacts, Listings, TipManifests};
+pub use markdown::{escape_markdown, escape_purpose};
+pub use markers::{
+    AREAS_DIR, CHANGELOG, CHANGELOG_ANCHOR, DEPENDENCIES, DEPENDENCIES_ANCHOR, DEPENDENCIES_END,
+    HOME, RECENT_ANCHOR, TOPICS_ANCHOR, WHAT_IS_HERE_ANCHOR, WHAT_IS_HERE_END, WHO_KNOWS_ANCHOR,
+    WHO_KNOWS_END, entry_marker,
+};
+pub use plan::{
+    NewPage, PagePatch, Plan, PullPlan, Replacement, apply, areas_to_record, pages_of_interest,
+    plan, plan_full, plan_with,
+};
+pub use read::HEADS_PER_JOB;
+pub use read_manifests::CHANGE_READS_PER_JOB;
+pub use sections::{
+    JOB_SECTION_BYTES, Section, WHAT_IS_HERE_BYTES, WHAT_IS_HERE_FILES, WHO_KNOWS_AUTHORS,
+    refresh_order, section_span, what_is_here, who_knows,
+};

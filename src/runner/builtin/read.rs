@@ -1,0 +1,307 @@
+//! What the builtin agent reads through the writer child before it plans:
+//! the wiki as one snapshot shows it (the pages a plan may touch), and the
+//! files of the areas it records entries in, each with the purpose its first
+//! lines state ([`crate::purpose`]), read at the job's tip through the
+//! child's evidence tools (`list_source_files`, and `get_source_file_heads`
+//! for many files' first [`HEAD_BYTES`] in one call).
+//!
+//! Invariants: source files are read only at the job's tip and only through
+//! the writer's evidence tools; at most [`WHAT_IS_HERE_FILES`] per area and
+//! [`HEADS_PER_JOB`] per job are read (an area past that keeps its section as
+//! it is; areas without a section go first, the others in an order that
+//! moves with the tip, so no area waits for ever); a read that fails for a
+//! lasting cause leaves its part out, a transient one ends the run.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::json;
+
+use super::areas::{area_of_entry, area_slug};
+use super::inputs::{AreaFile, AreaFiles, CurrentPage, Listings};
+use super::plan::pages_of_interest;
+use super::sections::WHAT_IS_HERE_FILES;
+use crate::purpose::{HEAD_BYTES, purpose};
+use crate::runner::agent::AgentTask;
+use crate::runner::writer::{CallError, ToolFailure, WriterClient};
+
+/// At most this many file heads are read for the "What is here" sections of
+/// one job.
+pub const HEADS_PER_JOB: usize = 600;
+
+/// Whether a failed call may succeed when tried again later (the run ends
+/// and the job retries), as opposed to a lasting cause.
+pub fn transient(e: &CallError) -> bool {
+    matches!(e, CallError::Tool(f) if f.is_transient())
+}
+
+/// The wiki as one snapshot showed it.
+pub struct View {
+    pub base: String,
+    pub wiki_repository: String,
+    pub pages: BTreeMap<String, CurrentPage>,
+}
+
+pub async fn read_view(client: &WriterClient, task: &AgentTask<'_>) -> Result<View, CallError> {
+    let snapshot = client
+        .result("get_wiki_snapshot", json!({"repository": task.repository}))
+        .await?;
+    let wiki_repository = snapshot["wiki_repository"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let Some(base) = snapshot["sha"].as_str().map(str::to_owned) else {
+        return Err(CallError::Protocol(format!(
+            "the wiki {wiki_repository} has no commits yet; create its first page (Home) in GitHub's web interface, then retry the job"
+        )));
+    };
+    let listed = client
+        .result(
+            "list_wiki_pages",
+            json!({"repository": task.repository, "ref": base}),
+        )
+        .await?;
+    let existing: BTreeSet<String> = listed["pages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["path"].as_str().map(str::to_owned))
+        .collect();
+    let mut pages = BTreeMap::new();
+    for path in pages_of_interest(task.bundle) {
+        if !existing.contains(&path) {
+            continue;
+        }
+        let page = client
+            .result(
+                "get_wiki_page",
+                json!({"repository": task.repository, "ref": base, "path": path}),
+            )
+            .await?;
+        pages.insert(
+            path,
+            CurrentPage {
+                sha: page["sha"].as_str().unwrap_or_default().to_owned(),
+                content: page["content"].as_str().unwrap_or_default().to_owned(),
+            },
+        );
+    }
+    Ok(View {
+        base,
+        wiki_repository,
+        pages,
+    })
+}
+
+/// A listing call's entries: (path, is a directory), and whether it was cut.
+pub async fn list_files(
+    client: &WriterClient,
+    task: &AgentTask<'_>,
+    directory: &str,
+    recursive: bool,
+) -> Result<(Vec<(String, bool)>, bool), CallError> {
+    let listed = client
+        .result(
+            "list_source_files",
+            json!({
+                "repository": task.repository,
+                "commit": task.bundle.job.tip().as_str(),
+                "directory": directory,
+                "recursive": recursive,
+            }),
+        )
+        .await?;
+    let entries = listed["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e["path"].as_str()?.to_owned(), e["type"] == "directory")))
+        .collect();
+    Ok((entries, listed["truncated"] == true))
+}
+
+/// The first `max_bytes` of `path` at `commit` through `get_source_file`,
+/// and whether it was cut: `Ok(None)` when the file is not there or cannot be
+/// read as text.
+pub async fn read_head(
+    client: &WriterClient,
+    task: &AgentTask<'_>,
+    commit: &str,
+    path: &str,
+    max_bytes: usize,
+) -> Result<Option<(String, bool)>, CallError> {
+    let file = client
+        .result(
+            "get_source_file",
+            json!({
+                "repository": task.repository,
+                "commit": commit,
+                "path": path,
+                "max_bytes": max_bytes,
+            }),
+        )
+        .await;
+    let file = match file {
+        Ok(file) => file,
+        Err(CallError::Tool(f)) if unreadable(&f.kind) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let content = file["content"].as_str().unwrap_or_default().to_owned();
+    Ok(Some((content, file["truncated"] == true)))
+}
+
+/// A reading tool's failure kind that means "no text to read here" (the file
+/// is absent, or too large or binary) rather than a failed call.
+fn unreadable(kind: &str) -> bool {
+    matches!(kind, "not_found" | "limit_exceeded")
+}
+
+/// How many file heads one `get_source_file_heads` call asks for (its limits
+/// are 50 paths and 128 KiB of paths × bytes).
+const HEADS_PER_CALL: usize = 32;
+
+/// The purpose of each of `paths` at the job's tip, read with one
+/// `get_source_file_heads` call per [`HEADS_PER_CALL`] paths: `None` for a
+/// file that states none or cannot be read as text (too large, binary, gone).
+/// Another per-path error ends the read like a failed call.
+async fn file_purposes(
+    client: &WriterClient,
+    task: &AgentTask<'_>,
+    paths: &[String],
+) -> Result<Vec<Option<(String, crate::facts::Lines)>>, CallError> {
+    let mut purposes = Vec::with_capacity(paths.len());
+    for chunk in paths.chunks(HEADS_PER_CALL) {
+        let heads = client
+            .result(
+                "get_source_file_heads",
+                json!({
+                    "repository": task.repository,
+                    "commit": task.bundle.job.tip().as_str(),
+                    "paths": chunk,
+                    "max_bytes": HEAD_BYTES,
+                }),
+            )
+            .await?;
+        let files = heads["files"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        if files.len() != chunk.len() {
+            return Err(CallError::Protocol(format!(
+                "get_source_file_heads answered {} files for {} paths",
+                files.len(),
+                chunk.len()
+            )));
+        }
+        for (path, file) in chunk.iter().zip(files) {
+            if let Some(error) = file.get("error") {
+                let kind = error["type"].as_str().unwrap_or_default();
+                if unreadable(kind) {
+                    purposes.push(None);
+                    continue;
+                }
+                return Err(CallError::Tool(ToolFailure {
+                    tool: "get_source_file_heads".into(),
+                    kind: kind.to_owned(),
+                    outcome: "not_applied".into(),
+                    message: error["message"].as_str().unwrap_or_default().to_owned(),
+                }));
+            }
+            let content = file["content"].as_str().unwrap_or_default();
+            // A head cut inside a line ends at the last whole line.
+            let content = if file["truncated"] == true {
+                content.rfind('\n').map_or(content, |end| &content[..=end])
+            } else {
+                content
+            };
+            purposes.push(purpose(path, content.as_bytes()));
+        }
+    }
+    Ok(purposes)
+}
+
+/// Reads the files of the areas `slugs` (not yet in `listings`), in that
+/// order ([`super::sections::refresh_order`]), at the job's tip, each with its
+/// purpose, into `listings`, spending at most `heads` file reads. An area
+/// that cannot be read (other than for a transient cause, which ends the
+/// run) or that would overspend is left out, so its page keeps its section
+/// as it is.
+pub async fn read_listings(
+    client: &WriterClient,
+    task: &AgentTask<'_>,
+    slugs: &[String],
+    listings: &mut Listings,
+    heads: &mut usize,
+) -> Result<(), CallError> {
+    let (root, root_cut) = match list_files(client, task, "", false).await {
+        Ok(found) => found,
+        Err(e) if !transient(&e) => {
+            tracing::warn!(reason = %e, "the source tree could not be listed; the area pages keep their \"What is here\" sections");
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    // The root's entries by area, in the root's order.
+    let mut by_slug: BTreeMap<String, Vec<(&String, bool)>> = BTreeMap::new();
+    for (path, directory) in &root {
+        by_slug
+            .entry(area_slug(&area_of_entry(path, *directory)))
+            .or_default()
+            .push((path, *directory));
+    }
+    for slug in slugs {
+        if listings.contains_key(slug) {
+            continue;
+        }
+        let mut paths: Vec<String> = Vec::new();
+        let mut cut = root_cut;
+        let mut readable = true;
+        for &(path, directory) in by_slug.get(slug).into_iter().flatten() {
+            if !directory {
+                paths.push(path.clone());
+                continue;
+            }
+            match list_files(client, task, path, true).await {
+                Ok((files, truncated)) => {
+                    cut |= truncated;
+                    paths.extend(files.into_iter().filter(|(_, d)| !d).map(|(p, _)| p));
+                }
+                Err(e) if !transient(&e) => {
+                    tracing::warn!(reason = %e, area = %slug, "an area's files could not be listed; its page keeps its \"What is here\" section");
+                    readable = false;
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        paths.sort();
+        paths.dedup();
+        let shown = paths.len().min(WHAT_IS_HERE_FILES);
+        if !readable || shown > *heads {
+            continue;
+        }
+        *heads -= shown;
+        let mut files = Vec::with_capacity(shown);
+        match file_purposes(client, task, &paths[..shown]).await {
+            Ok(purposes) => {
+                files.extend(paths.iter().zip(purposes).map(|(path, purpose)| AreaFile {
+                    path: path.clone(),
+                    purpose,
+                }))
+            }
+            Err(e) if !transient(&e) => {
+                tracing::warn!(reason = %e, area = %slug, "an area's files could not be read; its page keeps its \"What is here\" section");
+                readable = false;
+            }
+            Err(e) => return Err(e),
+        }
+        if readable {
+            listings.insert(
+                slug.clone(),
+                AreaFiles {
+                    commit: task.bundle.job.tip().clone(),
+                    files,
+                    omitted: paths.len() - shown,
+                    listing_cut: cut,
+                },
+            );
+        }
+    }
+    Ok(())
+}
