@@ -131,18 +131,18 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
         .cloned()
         .ok_or_else(|| failed("the demo's configuration lost its source (a bug)"))?;
 
-    println!("teammem demo in {}", dir.display());
-    println!(
+    crate::outln!("teammem demo in {}", dir.display());
+    crate::outln!(
         "  source {DEMO_REPOSITORY}: {} (branch {SAMPLE_BRANCH})",
         layout.source.display()
     );
-    println!(
+    crate::outln!(
         "  wiki: {} (branch {WIKI_BRANCH}, one page)",
         layout.wiki.display()
     );
-    println!("  merged pull requests in the sample:");
+    crate::outln!("  merged pull requests in the sample:");
     for pull in &sample.pulls {
-        println!(
+        crate::outln!(
             "    #{:<3} {:<40} {}  areas: {}",
             pull.number,
             pull.title,
@@ -184,31 +184,31 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
         ended = &mut served => return Err(daemon_ended(ended, options.port)),
     };
     let base_url = format!("http://{addr}");
-    println!("\ndaemon listening on {base_url} (local forge, builtin agent)");
+    crate::outln!("\ndaemon listening on {base_url} (local forge, builtin agent)");
 
     let outcome = follow_demo(&config, &layout, &sample, &base_url, &secret, &served).await;
     let job_page = match &outcome {
         Ok(job_id) => format!("  (this job: {base_url}/jobs/{job_id})"),
         Err(_) => String::new(),
     };
-    println!("\ndashboard: {base_url}/{job_page}");
-    println!(
+    crate::outln!("\ndashboard: {base_url}/{job_page}");
+    crate::outln!(
         "  from this machine no login is needed (loopback); elsewhere sign in with a token from `teammem tokens create --config {}`",
         config_path.display()
     );
-    println!(
+    crate::outln!(
         "  the wiki is a plain git repository: git --git-dir {} log -p",
         layout.wiki.display()
     );
     match &outcome {
-        Ok(_) => println!("demo ok: the wiki was updated as expected"),
-        Err(e) => println!("demo failed: {}", e.message()),
+        Ok(_) => crate::outln!("demo ok: the wiki was updated as expected"),
+        Err(e) => crate::outln!("demo failed: {}", e.message()),
     }
     // Without --once the dashboard stays up, also to look at a failed run.
     if options.once || served.is_finished() {
         let _ = stop_tx.send(());
     } else {
-        println!("serving until Ctrl-C");
+        crate::outln!("serving until Ctrl-C");
     }
     let ended = served.await;
     match (outcome, ended) {
@@ -387,7 +387,7 @@ async fn follow_demo(
         (2, &sample.first_head, &sample.head),
     ] {
         if run == 2 {
-            println!(
+            crate::outln!(
                 "\nthe second dispatch: two more merged pull requests edit lines the pages cite (a docstring, a dependency) and move others"
             );
         }
@@ -444,7 +444,7 @@ async fn dispatch(
             doc["error"]["message"].as_str().unwrap_or("no explanation")
         )));
     };
-    println!(
+    crate::outln!(
         "POST /v1/dispatch (signed like the post-merge workflow) range {}..{} -> {status}, job {job_id}",
         &before[..10],
         &after[..10]
@@ -457,7 +457,7 @@ async fn wait_for_job(
     id: i64,
     served: &tokio::task::JoinHandle<Result<(), daemon::DaemonError>>,
 ) -> Result<Job, DemoError> {
-    println!("waiting for job {id} ...");
+    crate::outln!("waiting for job {id} ...");
     let deadline = Instant::now() + JOB_DEADLINE;
     loop {
         let job = queue
@@ -486,7 +486,7 @@ async fn wait_for_job(
 }
 
 async fn print_job(queue: &Queue, job: &Job) {
-    println!(
+    crate::outln!(
         "\njob {}: {} (attempts {}/{})",
         job.id,
         job.state.as_str(),
@@ -494,11 +494,11 @@ async fn print_job(queue: &Queue, job: &Job) {
         job.max_attempts
     );
     if let Some(e) = &job.last_error {
-        println!("  last error: {e}");
+        crate::outln!("  last error: {e}");
     }
     if let Ok(events) = queue.events(job.id).await {
         for e in events {
-            println!(
+            crate::outln!(
                 "  {}  {:<10} {:<16} {}",
                 chrono::DateTime::from_timestamp_millis(e.at)
                     .map(|t| t.format("%H:%M:%S%.3f").to_string())
@@ -510,7 +510,7 @@ async fn print_job(queue: &Queue, job: &Job) {
         }
     }
     if let Some(receipt) = &job.receipt {
-        println!(
+        crate::outln!(
             "\nreceipt:\n{}",
             serde_json::to_string_pretty(receipt).unwrap_or_default()
         );
@@ -541,19 +541,19 @@ async fn print_wiki(wiki: &crate::wiki::Wiki, jobs: &[Job]) {
         .to_owned();
     for path in receipt_pages(jobs) {
         match wiki.get_page(&at, &path).await {
-            Ok(page) => println!("\n--- {path} ---\n{}", page.content.trim_end()),
-            Err(e) => println!("\n--- {path} --- (cannot read: {e})"),
+            Ok(page) => crate::outln!("\n--- {path} ---\n{}", page.content.trim_end()),
+            Err(e) => crate::outln!("\n--- {path} --- (cannot read: {e})"),
         }
     }
     match wiki.history("HEAD", None, 20).await {
         Ok(history) => {
-            println!("\nwiki log:");
+            crate::outln!("\nwiki log:");
             for c in history.commits {
                 let subject = c.message.lines().next().unwrap_or_default();
-                println!("  {}  {}  {subject}", &c.sha[..10], c.time);
+                crate::outln!("  {}  {}  {subject}", &c.sha[..10], c.time);
             }
         }
-        Err(e) => println!("\nwiki log: cannot read it: {e}"),
+        Err(e) => crate::outln!("\nwiki log: cannot read it: {e}"),
     }
 }
 

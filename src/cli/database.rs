@@ -68,9 +68,9 @@ pub(super) async fn run_db(command: DbCommand) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::runtime(e.to_string()))?;
     for (table, rows) in copied.0 {
-        println!("{table}: {rows} row(s) copied");
+        crate::outln!("{table}: {rows} row(s) copied");
     }
-    println!(
+    crate::outln!(
         "copied {} into the PostgreSQL database of {}",
         path.display(),
         to_config.display()

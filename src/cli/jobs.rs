@@ -84,17 +84,17 @@ pub(super) async fn run_sweep(command: SweepCommand) -> Result<(), Failure> {
                 .await
                 .map_err(|e| Failure::runtime(e.to_string()))?;
             match forgotten {
-                Some(sha) => println!(
+                Some(sha) => crate::outln!(
                     "forgot the cursor of {} (it was {sha}); the next sweep starts tracking at the tip of its default branch",
                     source.repository
                 ),
-                None => println!(
+                None => crate::outln!(
                     "{} has no cursor; the next sweep starts tracking at the tip of its default branch",
                     source.repository
                 ),
             }
             if !source.sweep {
-                println!(
+                crate::outln!(
                     "note: {} has sweep = false; the sweep does not look at it",
                     source.repository
                 );
@@ -138,14 +138,14 @@ pub(super) async fn run_jobs(command: JobsCommand) -> Result<(), Failure> {
             if json {
                 print_json(&page.jobs);
             } else if page.jobs.is_empty() {
-                println!("no jobs");
+                crate::outln!("no jobs");
             } else {
-                println!(
+                crate::outln!(
                     "{:>6}  {:<10}  {:<24}  {:<30}  {:>8}",
                     "ID", "STATE", "SOURCE", "WHAT", "ATTEMPTS"
                 );
                 for job in &page.jobs {
-                    println!(
+                    crate::outln!(
                         "{:>6}  {:<10}  {:<24}  {:<30}  {:>8}",
                         job.id,
                         job.state.as_str(),
@@ -170,24 +170,24 @@ pub(super) async fn run_jobs(command: JobsCommand) -> Result<(), Failure> {
             if json {
                 print_json(&serde_json::json!({"job": job, "events": events}));
             } else {
-                println!("job {}: {}", job.id, job.state.as_str());
-                println!("  source      {}", job.source);
-                println!("  destination {}", job.destination);
-                println!("  what        {}", job.summary());
-                println!("  origin      {}", job.origin.as_str());
-                println!("  attempts    {}/{}", job.attempts, job.max_attempts);
+                crate::outln!("job {}: {}", job.id, job.state.as_str());
+                crate::outln!("  source      {}", job.source);
+                crate::outln!("  destination {}", job.destination);
+                crate::outln!("  what        {}", job.summary());
+                crate::outln!("  origin      {}", job.origin.as_str());
+                crate::outln!("  attempts    {}/{}", job.attempts, job.max_attempts);
                 if let Some(e) = &job.last_error {
-                    println!("  last error  {e}");
+                    crate::outln!("  last error  {e}");
                 }
                 if let Some(r) = &job.receipt {
-                    println!(
+                    crate::outln!(
                         "  receipt     {}",
                         serde_json::to_string(r).unwrap_or_default()
                     );
                 }
-                println!("  events:");
+                crate::outln!("  events:");
                 for e in events {
-                    println!(
+                    crate::outln!(
                         "    {}  {:<10} {:<16} {}",
                         rfc3339_utc(e.at),
                         e.actor,
@@ -215,7 +215,7 @@ async fn steer(config: &ConfigArg, id: i64, json: bool, steering: Steering) -> R
     if json {
         print_json(&job);
     } else {
-        println!("job {} is now {}", job.id, job.state.as_str());
+        crate::outln!("job {} is now {}", job.id, job.state.as_str());
     }
     Ok(())
 }

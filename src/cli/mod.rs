@@ -56,7 +56,7 @@ struct ConfigArg {
 enum Command {
     /// Run the daemon: HTTP API, workers and scheduler
     Serve(ConfigArg),
-    /// Offline end-to-end demo: sample repositories, the real daemon, one signed dispatch
+    /// Offline end-to-end demo: sample repositories, the real daemon, two signed dispatches
     Demo(DemoArgs),
     /// Apply pending database migrations and exit
     Migrate(ConfigArg),
@@ -271,7 +271,7 @@ async fn open_queue(path: &Path) -> Result<Queue, Failure> {
 }
 
 fn print_json(value: &impl serde::Serialize) {
-    println!(
+    crate::outln!(
         "{}",
         serde_json::to_string_pretty(value).expect("job data serializes")
     );

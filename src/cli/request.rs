@@ -73,7 +73,7 @@ pub(super) async fn run_request(args: RequestArgs) -> Result<(), Failure> {
     } else {
         ""
     };
-    println!(
+    crate::outln!(
         "job {id}: {}{duplicate}",
         body["state"].as_str().unwrap_or("?")
     );
@@ -97,13 +97,13 @@ pub(super) async fn run_request(args: RequestArgs) -> Result<(), Failure> {
         let doc: serde_json::Value = r.json().await.unwrap_or_default();
         let state = doc["job"]["state"].as_str().unwrap_or("").to_string();
         if state != last_state {
-            println!("job {id}: {state}");
+            crate::outln!("job {id}: {state}");
             last_state = state.clone();
         }
         match state.as_str() {
             "succeeded" | "no_change" => {
                 if let Some(sha) = doc["job"]["receipt"]["wiki_sha"].as_str() {
-                    println!("wiki at {sha}");
+                    crate::outln!("wiki at {sha}");
                 }
                 return Ok(());
             }

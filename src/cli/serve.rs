@@ -31,7 +31,7 @@ pub(super) async fn check_config(args: CheckConfigArgs) -> Result<(), Failure> {
     if args.github {
         check_audiences(&config).await?;
     }
-    println!("ok");
+    crate::outln!("ok");
     Ok(())
 }
 
@@ -132,7 +132,7 @@ pub(super) async fn migrate(path: &Path) -> Result<(), Failure> {
     } else {
         "nothing to apply"
     };
-    println!("migrations up to date ({what})");
+    crate::outln!("migrations up to date ({what})");
     Ok(())
 }
 
@@ -163,7 +163,7 @@ pub(super) async fn check_installations(
     let (lines, code) =
         crate::forge::github::check_installations_command(&config, repositories).await;
     for line in &lines {
-        println!("{line}");
+        crate::outln!("{line}");
     }
     match code {
         0 => Ok(()),

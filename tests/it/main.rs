@@ -4,6 +4,7 @@
 
 mod architecture; // the layering rule: no import cycle among the crate's top-level modules
 mod cluster; // several `teammem serve` nodes on one real PostgreSQL server: shared jobs, tokens, sessions
+mod cli_pipes; // a command whose stdout reader goes away ends quietly (141), never with a panic
 mod config; // teammem.toml validation: good files, and a table of bad ones
 mod coordinator; // the coordinator MCP server via rmcp clients: /mcp in both eras, tasks across a restart, scope, Origin, stdio
 mod daemon; // the real `teammem serve` process and the offline commands
