@@ -3,6 +3,7 @@
 //! is the code map with each module's invariants.
 
 pub mod cli; // the command line: clap definitions and what each command does
+pub mod stdout; // a command's stdout lines: a closed pipe ends the process quietly (141), never a panic
 pub mod ids; // validated identifiers: Sha, PullNumber, RepoName, Scope (checked once, carried typed)
 pub mod facts; // evidence markers on wiki pages: a fact's citation and staleness, parsed and written (pure text)
 pub mod staleness; // whether a fact still holds: cited lines followed through diffs, marker rewrites, Stale.md (pure)
@@ -10,7 +11,7 @@ pub mod manifests; // the dependencies a manifest (Cargo.toml, package.json, pyp
 pub mod purpose; // a source file's one-line purpose from its first lines (doc comment, docstring, heading), with the line it came from (pure)
 pub mod config; // teammem.toml, validated once into typed config
 pub mod daemon; // starts HTTP, workers and scheduler; owns graceful shutdown
-pub mod demo; // `teammem demo`: sample repositories, the real daemon, one signed dispatch
+pub mod demo; // `teammem demo`: sample repositories, the real daemon, two signed dispatches
 pub mod db; // the SQLite pool (WAL, busy timeout) or the PostgreSQL pool, and migrations; nothing else
 pub mod http; // the HTTP API: one router per resource, errors mapped in one place
 pub mod ingest; // signed dispatches: HMAC, OIDC, parsing, verification, one error per check
