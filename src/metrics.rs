@@ -282,6 +282,30 @@ pub static SWEEP_CHECKS: Counter = Counter::new(
     &["outcome"],
 );
 
+/// Requests refused by a limit, by which (`rate`: a principal's request
+/// rate; `mcp_streams`: a principal's open `/mcp` streams; `mcp_capacity`:
+/// every `/mcp` connection the server allows is taken).
+pub static LIMITED: Counter = Counter::new(
+    "teammem_http_limited_total",
+    "Requests refused by a limit (429, or 503 for mcp_capacity, each with Retry-After), by limit: rate, mcp_streams, mcp_capacity.",
+    &["limit"],
+);
+
+/// `/mcp` sessions ended because their principal opened more than
+/// `limits.mcp_sessions_per_principal` (the oldest go first).
+pub static MCP_SESSIONS_EVICTED: Counter = Counter::new(
+    "teammem_mcp_sessions_evicted_total",
+    "Handshake-era /mcp sessions ended because their principal opened more than limits.mcp_sessions_per_principal (oldest first).",
+    &[],
+);
+
+/// `/mcp` responses the server ended at `server.mcp_stream_lifetime_seconds`.
+pub static MCP_STREAMS_EXPIRED: Counter = Counter::new(
+    "teammem_mcp_streams_expired_total",
+    "/mcp requests and event streams the server ended at server.mcp_stream_lifetime_seconds (clients reconnect).",
+    &[],
+);
+
 /// Renders every process-wide metric.
 pub fn render(out: &mut String) {
     REQUESTS.render(out);
@@ -299,6 +323,9 @@ pub fn render(out: &mut String) {
     AGENT_ENDPOINT_REFUSALS.render(out);
     SWEEP_RUNS.render(out);
     SWEEP_CHECKS.render(out);
+    LIMITED.render(out);
+    MCP_SESSIONS_EVICTED.render(out);
+    MCP_STREAMS_EXPIRED.render(out);
 }
 
 /// The status label of an HTTP answer.

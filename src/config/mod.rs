@@ -24,12 +24,14 @@ use std::time::Duration;
 
 mod agent;
 mod database;
+mod limits;
 mod read;
 mod rules;
 mod section;
 mod sources;
 
 pub use database::DEFAULT_MAX_CONNECTIONS as DEFAULT_DATABASE_CONNECTIONS;
+pub use limits::Limits;
 use read::read_config;
 pub use rules::{is_loopback_host, is_repository_name};
 
@@ -48,6 +50,8 @@ pub struct Config {
     pub agent_limits: AgentLimits,
     pub api: Api,
     pub dashboard: Dashboard,
+    /// `[limits]`: what one principal may use of the daemon at once.
+    pub limits: Limits,
     /// The identity wiki commits are made with (`[github] bot_name/bot_email`).
     pub bot: BotIdentity,
 }
@@ -60,11 +64,18 @@ pub struct Server {
     /// A connection that has not sent a whole request head in this long is
     /// closed (slow clients; also idle keep-alive connections).
     pub header_timeout: Duration,
-    /// A request (body read included) that takes longer is answered 408;
-    /// `/mcp` is exempt (its event streams are long-lived).
+    /// A request whose answer has not begun in this long (body read
+    /// included) is answered 408; an `/mcp` event stream then runs until
+    /// `mcp_stream_lifetime`.
     pub request_timeout: Duration,
     /// Connections served at once; more wait in the listen backlog.
     pub max_connections: usize,
+    /// Of `max_connections`, how many `/mcp` may never hold: dispatches,
+    /// health checks and the other routes always find these.
+    pub reserved_connections: usize,
+    /// The longest one `/mcp` request or event stream lasts; then the
+    /// server ends it and the client reconnects.
+    pub mcp_stream_lifetime: Duration,
     /// This node's name among several sharing one database (`server.node_id`;
     /// the host name by default), shown in job events, metrics and the dashboard.
     pub node_id: String,

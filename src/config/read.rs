@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::agent::read_agent;
 use super::database::{read_database, read_node_id};
+use super::limits::{read_limits, read_reserved_connections, read_stream_lifetime};
 use super::rules::{check_url, url_is_loopback};
 use super::section::Section;
 use super::sources::{check_mappings, read_source};
@@ -71,6 +72,7 @@ pub(super) fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Optio
     let dashboard = read_dashboard(
         top.table("dashboard", errors).unwrap_or(&empty),
         server.as_ref().and_then(|s| s.public_url.as_deref()),
+    let limits = read_limits(top.table("limits", errors).unwrap_or(&empty), errors);
         errors,
     );
     top.finish(errors);
@@ -89,6 +91,7 @@ pub(super) fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Optio
         bot,
     })
     .filter(|_| errors.is_empty())
+        limits,
 }
 
 fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<Server> {
@@ -123,6 +126,8 @@ fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<Server> {
     let node_id = read_node_id(&mut s, errors);
     s.finish(errors);
     Some(Server {
+    let reserved_connections = read_reserved_connections(&mut s, max_connections, errors);
+    let mcp_stream_lifetime = read_stream_lifetime(&mut s, errors);
         listen: listen?,
         data_dir: data_dir?,
         public_url: public_url.map(|u| u.trim_end_matches('/').to_string()),
@@ -132,6 +137,8 @@ fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<Server> {
         node_id,
     })
 }
+        reserved_connections,
+        mcp_stream_lifetime,
 
 fn read_dashboard(
     t: &toml::Table,

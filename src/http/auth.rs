@@ -2,7 +2,9 @@
 //!
 //! `Caller` is an extractor: a handler that takes one cannot run for an
 //! unauthenticated request. Tokens are checked against the hashed
-//! `api_tokens`; the answer to a bad token never says why it was bad.
+//! `api_tokens`; the answer to a bad token never says why it was bad. A
+//! caller past its token's request rate (`[limits]`, see `limits.rs`) is
+//! answered `429` before the handler runs.
 
 use axum::extract::FromRequestParts;
 use axum::http::header;
@@ -32,7 +34,12 @@ impl FromRequestParts<AppState> for Caller {
         let token = tokens::bearer_token(value)
             .ok_or_else(|| ApiError::unauthorized("expected `Authorization: Bearer <token>`"))?;
         match tokens::verify(&state.pool, token).await {
-            Ok(Some(principal)) => Ok(Caller(principal)),
+            Ok(Some(principal)) => {
+                state
+                    .limits
+                    .check_rate(&super::limits::principal_key(&principal))?;
+                Ok(Caller(principal))
+            }
             Ok(None) => Err(ApiError::unauthorized(
                 "the token is not valid or was revoked",
             )),

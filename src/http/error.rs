@@ -66,6 +66,39 @@ impl ApiError {
         }
     }
 
+    /// A per-principal limit was hit: `429` with `Retry-After` (whole
+    /// seconds, at least one), counted under `limit` in
+    /// `teammem_http_limited_total`.
+    pub fn too_many_requests(
+        limit: &'static str,
+        code: &'static str,
+        message: impl Into<String>,
+        retry_after: u64,
+    ) -> ApiError {
+        crate::metrics::LIMITED.inc(&[limit]);
+        ApiError {
+            retry_after: Some(retry_after.max(1)),
+            ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message)
+        }
+    }
+
+    /// Every connection `/mcp` may hold is taken (the rest are reserved for
+    /// dispatches and health checks): `503` with `Retry-After`, counted as
+    /// `mcp_capacity`. Not the caller's own limit, hence not `429`.
+    pub fn mcp_capacity(reserved: usize) -> ApiError {
+        crate::metrics::LIMITED.inc(&["mcp_capacity"]);
+        ApiError {
+            retry_after: Some(1),
+            ..ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "mcp_capacity",
+                format!(
+                    "every connection /mcp may use is taken ({reserved} are kept for dispatches and health checks, server.reserved_connections); retry after the Retry-After seconds"
+                ),
+            )
+        }
+    }
+
     pub fn job_not_found(id: i64) -> ApiError {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -144,6 +177,16 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// The answer to a request naming an `Mcp-Session-Id` the caller may not
+/// use: byte for byte rmcp's answer for an unknown session (status, body,
+/// no content type), so a session another principal holds cannot be told
+/// from one that does not exist.
+pub fn mcp_session_not_found() -> Response {
+    let mut response = Response::new(axum::body::Body::from("Not Found: Session not found"));
+    *response.status_mut() = StatusCode::NOT_FOUND;
+    response
 }
 
 pub async fn not_found() -> ApiError {

@@ -10,20 +10,30 @@
 //!    or a GitHub token of a maintainer when allowed), else 401; the resulting
 //!    [`Principal`] rides in the request's extensions, where the server reads it
 //!    per call (see `crate::mcp::server`), so each call is limited to the
-//!    repositories the token may see.
+//!    repositories the token may see;
+//! 3. the principal's request rate (`[limits]`, see `limits.rs`), else
+//!    `429` + `Retry-After`;
+//! 4. a request naming an `Mcp-Session-Id` must be its principal's: a
+//!    session another principal opened is answered exactly as an unknown
+//!    one (`404`, rmcp's own body), whatever the method;
+//! 5. the principal's open requests and streams, else `429`.
 //!
 //! Handshake-era sessions are also kept in the database
-//! ([`crate::mcp::sessions`]): a session opened on one node continues on any
-//! other node, and after a restart.
+//! ([`crate::mcp::sessions`], bound to their principal, at most
+//! `limits.mcp_sessions_per_principal` each): a session opened on one node
+//! continues on any other node, and after a restart.
 //!
-//! Invariants: no MCP message reaches a handler without both checks passing;
-//! when the daemon's shutdown begins, every session and event stream ends
-//! (rmcp's cancellation token is a child of [`AppState::shutdown`]), so an
-//! agent's open stream never holds the graceful shutdown open.
+//! Invariants: no MCP message reaches a handler without every check
+//! passing; a principal never holds more than its streams limit (the slot
+//! is held by the answer's body, until it ends); when the daemon's shutdown
+//! begins, every session and event stream ends (rmcp's cancellation token
+//! is a child of [`AppState::shutdown`]), so an agent's open stream never
+//! holds the graceful shutdown open.
 
 use std::sync::Arc;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
@@ -31,12 +41,14 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+use super::error::mcp_session_not_found;
+use super::limits::{StreamGuard, principal_key};
 use super::requests::service;
 use super::{ApiError, AppState};
 use crate::mcp::WikiServer;
 use crate::mcp::app_credentials::AppWikiCredentials;
 use crate::mcp::context::{Binding, Context};
-use crate::mcp::sessions::SessionsInDatabase;
+use crate::mcp::sessions::{self, SessionsInDatabase, as_principal};
 use crate::mcp::toolsets::{Profile, ServerKind};
 use crate::requests::Credential;
 
@@ -72,13 +84,17 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .with_max_request_body_bytes(256 * 1024)
         // Shutdown ends every session and stream (see `daemon::run_with`).
         .with_cancellation_token(state.shutdown.child_token());
-    // A session continues on any node, and after a restart.
-    config.session_store = Some(Arc::new(SessionsInDatabase::new(state.pool.clone())));
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    // A session continues on any node, and after a restart; a principal's
+    // sessions beyond its cap end here and in the database.
+    let local = Arc::new(LocalSessionManager::default());
+    config.session_store = Some(Arc::new(
+        SessionsInDatabase::new(
+            state.pool.clone(),
+            state.config.limits.mcp_sessions_per_principal,
+        )
+        .with_local(local.clone()),
+    ));
+    let service = StreamableHttpService::new(move || Ok(server.clone()), local, config);
     Router::new()
         .route_service("/mcp", service)
         .route_layer(middleware::from_fn_with_state(state.clone(), guard))
@@ -125,11 +141,32 @@ async fn guard(State(state): State<AppState>, mut request: Request, next: Next) 
     let text = |v: &axum::http::HeaderValue| v.to_str().unwrap_or("\u{0}").to_string();
     let origin = request.headers().get(header::ORIGIN).map(text);
     let authorization = request.headers().get(header::AUTHORIZATION).map(text);
-    match admit(&state, origin.as_deref(), authorization.as_deref()).await {
-        Ok(principal) => {
+    // rmcp reads the first Mcp-Session-Id, and only a textual one.
+    let session = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let admitted = match admit(&state, origin.as_deref(), authorization.as_deref()).await {
+        Ok(principal) => limit(&state, &principal, session.as_deref())
+            .await
+            .map(|admitted| (principal, admitted)),
+        Err(e) => Err(e),
+    };
+    match admitted {
+        Ok((principal, Admitted::Open(stream))) => {
+            let key = principal_key(&principal);
             request.extensions_mut().insert(principal);
-            next.run(request).await
+            let response = as_principal(key, next.run(request)).await;
+            // The stream's slot is given back when its answer ends.
+            response.map(|body| {
+                Body::new(Holding {
+                    inner: body,
+                    _held: stream,
+                })
+            })
         }
+        Ok((_, Admitted::NotYours)) => mcp_session_not_found(),
         Err(e) => {
             tracing::info!(
                 code = e.code,
@@ -138,6 +175,61 @@ async fn guard(State(state): State<AppState>, mut request: Request, next: Next) 
             );
             e.into_response()
         }
+    }
+}
+
+/// What the limits and the session check make of an authenticated request.
+enum Admitted {
+    /// Served, holding one of the principal's stream slots.
+    Open(StreamGuard),
+    /// It names a session that is not the principal's (or none at all).
+    NotYours,
+}
+
+/// The principal's request rate, its session's owner, its open streams.
+async fn limit(
+    state: &AppState,
+    principal: &crate::tokens::Principal,
+    session: Option<&str>,
+) -> Result<Admitted, ApiError> {
+    let key = principal_key(principal);
+    state.limits.check_rate(&key)?;
+    if let Some(session) = session {
+        match sessions::principal_of(&state.pool, session).await {
+            Ok(Some(owner)) if owner == key => {}
+            Ok(_) => return Ok(Admitted::NotYours),
+            Err(e) if crate::db::is_unavailable(&e) => {
+                return Err(ApiError::database_unavailable(&e));
+            }
+            Err(e) => return Err(ApiError::internal("MCP session lookup failed", &e)),
+        }
+    }
+    Ok(Admitted::Open(state.limits.open_stream(&key)?))
+}
+
+/// A response body that holds `_held` until it is dropped.
+struct Holding<T> {
+    inner: Body,
+    _held: T,
+}
+
+impl<T: Unpin + Send + 'static> hyper::body::Body for Holding<T> {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }
 

@@ -10,6 +10,7 @@ mod dispatch; // POST /v1/dispatch: signed, verified, then enqueued
 mod error;
 mod health;
 mod jobs;
+pub mod limits; // per-principal limits: a request token bucket, open /mcp streams
 mod mcp; // /mcp: the coordinator MCP server over Streamable HTTP, Origin and token checked first
 mod metrics;
 pub mod serve; // the HTTP/1 server: header-read and request timeouts, a connection limit, graceful drain
@@ -58,6 +59,8 @@ pub struct AppState {
     pub leader: crate::cluster::Leader,
     /// How idle workers hear of new jobs (`/readyz`).
     pub wakeups: crate::cluster::Wakeups,
+    /// Per-principal limits (`[limits]`), shared by every authenticated route.
+    pub limits: Arc<limits::PrincipalLimits>,
 }
 
 impl AppState {
@@ -69,6 +72,7 @@ impl AppState {
         workers_alive: Arc<AtomicUsize>,
         session_key: [u8; 32],
     ) -> AppState {
+        let limits = Arc::new(limits::PrincipalLimits::new(config.limits.clone()));
         AppState {
             config,
             pool: pool.into(),
@@ -84,6 +88,7 @@ impl AppState {
             freshness: Arc::default(),
             leader: crate::cluster::Leader::sole(),
             wakeups: crate::cluster::Wakeups::in_process(),
+            limits,
         }
     }
 

@@ -128,6 +128,8 @@ async fn handle(state: &AppState, request: Request) -> Result<Response, ApiError
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or("\u{0}"));
     let credential = requests.authenticate(&state.pool, authorization).await?;
+    // The principal's request rate (`[limits]`); `actor()` is its limiter key.
+    state.limits.check_rate(&credential.actor())?;
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -30,7 +30,6 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use hyper::body::Body as _;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
@@ -127,8 +126,7 @@ pub async fn serve(
         let mcp_slot: Mutex<Option<OwnedSemaphorePermit>> = Mutex::new(None);
         let service =
             hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
-                let refused = is_mcp(request.uri().path())
-                    && !take_mcp_slot(&mcp_slot, &mcp_slots);
+                let refused = is_mcp(request.uri().path()) && !take_mcp_slot(&mcp_slot, &mcp_slots);
                 request.extensions_mut().insert(ConnectInfo(peer));
                 if let Some(local) = local {
                     request.extensions_mut().insert(LocalAddr(local));
