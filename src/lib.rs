@@ -9,6 +9,7 @@ pub mod facts; // evidence markers on wiki pages: a fact's citation and stalenes
 pub mod staleness; // whether a fact still holds: cited lines followed through diffs, marker rewrites, Stale.md (pure)
 pub mod manifests; // the dependencies a manifest (Cargo.toml, package.json, pyproject.toml, go.mod, requirements*.txt) declares, with lines, and the diff of two versions (pure)
 pub mod purpose; // a source file's one-line purpose from its first lines (doc comment, docstring, heading), with the line it came from (pure)
+pub mod pull_text; // prose out of untrusted text: a PR's "why" (its first meaningful paragraph), sentence ends, code spans, bounded lines (pure)
 pub mod config; // teammem.toml, validated once into typed config
 pub mod daemon; // starts HTTP, workers and scheduler; owns graceful shutdown
 pub mod demo; // `teammem demo`: sample repositories, the real daemon, two signed dispatches
