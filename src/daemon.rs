@@ -40,6 +40,8 @@ pub enum DaemonError {
     Http(std::io::Error),
     #[error("cannot start dispatch ingest: {0}")]
     Ingest(String),
+    #[error("{0}")]
+    SessionKey(String),
 }
 
 /// How long after start the first sweep runs (then on `[schedule] sweep`):
@@ -95,41 +97,35 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     }
 }
 
-/// The key that signs dashboard sessions, made on first start so sessions
-/// survive restarts: on SQLite 32 random bytes in `data_dir/session.key` (mode
-/// 0600; deleting the file logs everybody out); on PostgreSQL one row of
-/// `cluster_keys` that every node reads, so a login on one node is valid on
-/// all (deleting the row and restarting the nodes logs everybody out).
-async fn session_key(
-    pool: &db::Pool,
-    data_dir: &std::path::Path,
-) -> Result<[u8; 32], Box<dyn std::error::Error + Send + Sync>> {
-    match pool {
-        db::Pool::Sqlite(_) => Ok(session_key_file(data_dir)?),
-        db::Pool::Postgres(pool) => {
-            use rand::RngCore;
-            let mut fresh = [0u8; 32];
-            rand::rng().fill_bytes(&mut fresh);
-            // The first node to start stores its key; every node then reads
-            // the one stored.
-            sqlx::query(
-                "INSERT INTO cluster_keys (name, value, created_at) VALUES ('session', $1, $2) \
-                 ON CONFLICT (name) DO NOTHING",
-            )
-            .bind(&fresh[..])
-            .bind(chrono::Utc::now().timestamp_millis())
-            .execute(pool)
-            .await?;
-            let stored: Vec<u8> =
-                sqlx::query_scalar("SELECT value FROM cluster_keys WHERE name = 'session'")
-                    .fetch_one(pool)
-                    .await?;
-            <[u8; 32]>::try_from(stored.as_slice()).map_err(|_| {
-                "cluster_keys holds a session key of the wrong size; delete its row \
-                 (DELETE FROM cluster_keys WHERE name = 'session') and restart the nodes"
-                    .into()
-            })
+/// The key that signs dashboard sessions and form tokens.
+///
+/// When `dashboard.session_key_env` or `dashboard.session_key_file` is set,
+/// it is derived from that secret (HMAC-SHA256 under it of a fixed label), so
+/// every node given the same secret accepts the others' logins. Otherwise, on
+/// SQLite, 32 random bytes in `data_dir/session.key` (mode 0600, made on first
+/// start; deleting the file logs everybody out). A PostgreSQL node without a
+/// configured key refuses to start: the key is never kept in the database,
+/// where whoever reads a backup could sign any login (an older version's
+/// `cluster_keys` row named `session` is no longer read).
+fn session_key(config: &Config, data_dir: &std::path::Path) -> Result<[u8; 32], DaemonError> {
+    use hmac::{Hmac, Mac};
+    match (&config.dashboard.session_key, &config.database) {
+        (Some(source), _) => {
+            let secret = source.load().map_err(DaemonError::SessionKey)?;
+            let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.expose().trim_ascii())
+                .expect("any key length");
+            mac.update(b"teammem dashboard session key v1");
+            Ok(mac.finalize().into_bytes().into())
         }
+        (None, crate::config::Database::Sqlite) => session_key_file(data_dir).map_err(|e| {
+            DaemonError::SessionKey(format!(
+                "{}: cannot read or make the dashboard session key: {e}",
+                data_dir.join("session.key").display()
+            ))
+        }),
+        (None, crate::config::Database::Postgres(_)) => Err(DaemonError::SessionKey(
+            crate::config::SESSION_KEY_REQUIRED.into(),
+        )),
     }
 }
 
@@ -226,6 +222,8 @@ pub async fn run_with_ingest(
             dir: database(),
             source: e.into(),
         })?;
+    // Before any worker starts: a node without its key stops here.
+    let session_key = session_key(&config, data_dir)?;
     let queue = Queue::new(
         pool.clone(),
         options.clock.clone(),
@@ -235,7 +233,6 @@ pub async fn run_with_ingest(
     // runner and the sweep.
     options.handler.share_forges(&ingest.forges());
     let job_problems = options.handler.problems();
-    let agent_isolation = options.handler.agent_isolation();
     for problem in &job_problems {
         tracing::error!(%problem, "jobs cannot run as configured; /readyz reports not ready");
     }
@@ -344,12 +341,6 @@ pub async fn run_with_ingest(
 
     // Cancelled when shutdown begins: ends open /mcp sessions and streams.
     let mcp_sessions = tokio_util::sync::CancellationToken::new();
-    let session_key = session_key(&pool, data_dir)
-        .await
-        .map_err(|e| DaemonError::Database {
-            dir: database(),
-            source: e,
-        })?;
     let state = AppState::new(
         config.clone(),
         pool.clone(),
@@ -362,7 +353,6 @@ pub async fn run_with_ingest(
     .with_shutdown(mcp_sessions.clone());
     let state = AppState {
         job_problems: Arc::new(job_problems),
-        agent_isolation: Arc::new(agent_isolation),
         leader,
         wakeups,
         ..state

@@ -110,6 +110,66 @@ pub struct Dashboard {
     pub trust_loopback: bool,
     /// The longest a page waits on a forge (the sources page's lag lookups).
     pub forge_timeout: Duration,
+    /// Where the key that signs dashboard logins comes from
+    /// (`session_key_env` or `session_key_file`); required on PostgreSQL,
+    /// else SQLite keeps one in `data_dir/session.key`.
+    pub session_key: Option<SessionKeySource>,
+}
+
+/// Where the dashboard's session key is read from; never the key itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionKeySource {
+    /// `dashboard.session_key_env`: the environment variable holding it.
+    Env(String),
+    /// `dashboard.session_key_file`: a file only teammem's user may read.
+    File(PathBuf),
+}
+
+/// The fewest bytes a configured dashboard session key may have.
+pub const MIN_SESSION_KEY_BYTES: usize = 32;
+
+impl SessionKeySource {
+    /// The key's bytes, or why there are none (naming the key and what to do,
+    /// never the value).
+    pub fn load(&self) -> Result<crate::secrets::Secret, String> {
+        const HOW: &str = "at least 32 random bytes, the same on every node (for example the output of `openssl rand -hex 32`)";
+        let (key, what) = match self {
+            SessionKeySource::Env(name) => (
+                crate::secrets::env_secret(name).ok_or_else(|| {
+                    format!(
+                        "dashboard.session_key_env: environment variable {name} is not set; set it to {HOW}"
+                    )
+                })?,
+                format!("dashboard.session_key_env: environment variable {name}"),
+            ),
+            SessionKeySource::File(path) => {
+                use std::os::unix::fs::PermissionsExt;
+                let key_name = format!("dashboard.session_key_file: {}", path.display());
+                let meta = std::fs::metadata(path)
+                    .map_err(|e| format!("{key_name}: cannot read it: {e}; write {HOW} to it"))?;
+                if !meta.is_file() {
+                    return Err(format!("{key_name}: not a regular file"));
+                }
+                let mode = meta.permissions().mode();
+                if mode & 0o077 != 0 {
+                    return Err(format!(
+                        "{key_name}: readable by group or others (mode {:o}); run chmod 600 on it",
+                        mode & 0o777
+                    ));
+                }
+                let bytes =
+                    std::fs::read(path).map_err(|e| format!("{key_name}: cannot read it: {e}"))?;
+                (crate::secrets::Secret::new(bytes), key_name)
+            }
+        };
+        if key.expose().trim_ascii().len() < MIN_SESSION_KEY_BYTES {
+            return Err(format!(
+                "{what} holds {} bytes; the dashboard's session key needs {HOW}",
+                key.expose().trim_ascii().len()
+            ));
+        }
+        Ok(key)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -310,6 +370,15 @@ impl Config {
                 "agent.api_key_env: environment variable {name} is not set"
             ));
         }
+        match (&self.dashboard.session_key, &self.database) {
+            (Some(source), _) => {
+                if let Err(why) = source.load() {
+                    errors.push(why);
+                }
+            }
+            (None, Database::Postgres(_)) => errors.push(SESSION_KEY_REQUIRED.into()),
+            (None, Database::Sqlite) => {}
+        }
         if let Database::Postgres(Postgres {
             password_env: Some(name),
             ..
@@ -327,6 +396,13 @@ impl Config {
         }
     }
 }
+
+/// Why a PostgreSQL node does not start without a dashboard session key.
+pub const SESSION_KEY_REQUIRED: &str = "dashboard.session_key_env: required with a PostgreSQL [database] \
+(the key that signs dashboard logins is not kept in the database, where whoever reads a backup could sign any login): \
+set dashboard.session_key_env to the name of an environment variable holding at least 32 random bytes, \
+the same on every node (for example `openssl rand -hex 32`), or dashboard.session_key_file to a file of them \
+that only teammem's user may read";
 
 impl Config {
     /// The environment variables holding secrets the daemon reads itself,
@@ -356,6 +432,10 @@ impl Config {
                     api_key_env: Some(name),
                     ..
                 } => Some(name.clone()),
+                _ => None,
+            })
+            .chain(match &self.dashboard.session_key {
+                Some(SessionKeySource::Env(name)) => Some(name.clone()),
                 _ => None,
             })
             .filter(|n| !allowed.contains(n))

@@ -15,7 +15,10 @@ use super::limits::{read_limits, read_reserved_connections, read_stream_lifetime
 use super::rules::{check_url, url_is_loopback};
 use super::section::Section;
 use super::sources::{check_mappings, read_source};
-use super::{Api, BotIdentity, Config, Dashboard, GitHub, PrivateKey, Queue, Schedule, Server};
+use super::{
+    Api, BotIdentity, Config, Dashboard, GitHub, PrivateKey, Queue, Schedule, Server,
+    SessionKeySource,
+};
 
 pub(super) fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Option<Config> {
     let mut top = Section::new("", root);
@@ -69,10 +72,10 @@ pub(super) fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Optio
     let schedule = read_schedule(top.table("schedule", errors).unwrap_or(&empty), errors);
     let (agent, agent_limits) = read_agent(top.table("agent", errors).unwrap_or(&empty), errors);
     let api = read_api(top.table("api", errors).unwrap_or(&empty), errors);
+    let limits = read_limits(top.table("limits", errors).unwrap_or(&empty), errors);
     let dashboard = read_dashboard(
         top.table("dashboard", errors).unwrap_or(&empty),
         server.as_ref().and_then(|s| s.public_url.as_deref()),
-    let limits = read_limits(top.table("limits", errors).unwrap_or(&empty), errors);
         errors,
     );
     top.finish(errors);
@@ -88,10 +91,10 @@ pub(super) fn read_config(root: &toml::Table, errors: &mut Vec<String>) -> Optio
         agent_limits,
         api,
         dashboard,
+        limits,
         bot,
     })
     .filter(|_| errors.is_empty())
-        limits,
 }
 
 fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<Server> {
@@ -123,22 +126,22 @@ fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<Server> {
     let header_timeout = s.int("header_timeout_seconds", 10, (1, 300), errors) as u64;
     let request_timeout = s.int("request_timeout_seconds", 60, (1, 3600), errors) as u64;
     let max_connections = s.int("max_connections", 1024, (1, 65_536), errors) as usize;
+    let reserved_connections = read_reserved_connections(&mut s, max_connections, errors);
+    let mcp_stream_lifetime = read_stream_lifetime(&mut s, errors);
     let node_id = read_node_id(&mut s, errors);
     s.finish(errors);
     Some(Server {
-    let reserved_connections = read_reserved_connections(&mut s, max_connections, errors);
-    let mcp_stream_lifetime = read_stream_lifetime(&mut s, errors);
         listen: listen?,
         data_dir: data_dir?,
         public_url: public_url.map(|u| u.trim_end_matches('/').to_string()),
         header_timeout: Duration::from_secs(header_timeout),
         request_timeout: Duration::from_secs(request_timeout),
         max_connections,
+        reserved_connections,
+        mcp_stream_lifetime,
         node_id,
     })
 }
-        reserved_connections,
-        mcp_stream_lifetime,
 
 fn read_dashboard(
     t: &toml::Table,
@@ -149,10 +152,47 @@ fn read_dashboard(
     let default = public_url.is_none_or(url_is_loopback);
     let trust_loopback = s.bool("trust_loopback", default, errors);
     let forge_timeout = s.int("forge_timeout_seconds", 2, (1, 30), errors) as u64;
+    let session_key = read_session_key(&mut s, errors);
     s.finish(errors);
     Dashboard {
         trust_loopback,
         forge_timeout: Duration::from_secs(forge_timeout),
+        session_key,
+    }
+}
+
+/// `dashboard.session_key_env` (a variable's name) or
+/// `dashboard.session_key_file` (an absolute path), at most one of them.
+fn read_session_key(s: &mut Section, errors: &mut Vec<String>) -> Option<SessionKeySource> {
+    let env = s.string("session_key_env", errors);
+    let file = s.string("session_key_file", errors);
+    if let Some(name) = &env
+        && !super::rules::is_env_name(name)
+    {
+        errors.push(format!(
+            "dashboard.session_key_env: expected the NAME of an environment variable holding the key, got {name:?}"
+        ));
+        return None;
+    }
+    if let Some(path) = &file
+        && !std::path::Path::new(path).is_absolute()
+    {
+        errors.push(format!(
+            "dashboard.session_key_file: expected an absolute path, got {path:?}"
+        ));
+        return None;
+    }
+    match (env, file) {
+        (Some(_), Some(_)) => {
+            errors.push(
+                "dashboard.session_key_env and dashboard.session_key_file: give one of them, not both"
+                    .into(),
+            );
+            None
+        }
+        (Some(name), None) => Some(SessionKeySource::Env(name)),
+        (None, Some(path)) => Some(SessionKeySource::File(PathBuf::from(path))),
+        (None, None) => None,
     }
 }
 

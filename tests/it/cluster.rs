@@ -16,7 +16,7 @@
 use serde_json::json;
 
 use crate::harness::cut_proxy::CutProxy;
-use crate::harness::daemon::Setup;
+use crate::harness::daemon::{DASHBOARD_KEY_TOML, Setup};
 use crate::harness::postgres;
 use crate::runner::daemon_client::{finished, jobs_of_commits, post_dispatch, wait_for, wiki_tip};
 use crate::runner::fixture;
@@ -30,7 +30,7 @@ fn node_config(url: &str, node: &str, source: &fixture::Source, wiki: &std::path
         "node_id = \"{node}\"\n\
          [database]\nurl = \"{url}\"\n\
          [[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\n\
-         webhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
+         webhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n{DASHBOARD_KEY_TOML}",
         source.dir.display(),
         wiki.display()
     )
@@ -419,7 +419,7 @@ async fn three_nodes_lose_nothing_when_one_is_killed_twice() {
         .map(|n| cluster_source(repos.path(), n))
         .collect();
     let mut shared = format!(
-        "[database]\nurl = \"{url}\"\n\
+        "[database]\nurl = \"{url}\"\n{DASHBOARD_KEY_TOML}\
          [queue]\nlease_seconds = 5\n\
          [schedule]\nrescue = \"* * * * * *\"\nsweep = \"*/2 * * * * *\"\n"
     );
@@ -643,7 +643,7 @@ async fn dispatch_through_an_outage(url: &str, outage: Outage) {
     let repos = tempfile::tempdir().unwrap();
     let sources: Vec<ClusterSource> = (0..4).map(|n| cluster_source(repos.path(), n)).collect();
     let mut shared = format!(
-        "[database]\nurl = \"{url}\"\n[queue]\nlease_seconds = 5\n\
+        "[database]\nurl = \"{url}\"\n{DASHBOARD_KEY_TOML}[queue]\nlease_seconds = 5\n\
          [schedule]\nrescue = \"* * * * * *\"\n"
     );
     shared.push_str(&source_tables(&sources, ""));
@@ -796,9 +796,11 @@ async fn a_job_finished_during_an_outage_records_its_outcome_when_the_database_r
          [database]\nurl = \"postgres://teammem_test@127.0.0.1:{}/{name}\"\n\
          [[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/srv/app.git\"\n\
          local_wiki_path = \"/srv/app.wiki.git\"\nwebhook_secret_env = \"S1\"\n\
-         [queue]\nworkers = 1\nlease_seconds = 60\n",
+         [queue]\nworkers = 1\nlease_seconds = 60\n\
+         [dashboard]\nsession_key_file = \"{}\"\n",
         dir.path().join("data").display(),
-        proxy.port
+        proxy.port,
+        crate::harness::daemon::dashboard_key_file(dir.path()).display()
     ))
     .unwrap();
     let mut daemon = crate::harness::inproc::start(config).await;

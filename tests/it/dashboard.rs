@@ -139,7 +139,14 @@ async fn local_viewers_see_jobs_and_remote_ones_must_log_in() {
         .await
         .unwrap();
     assert_eq!(refused.status(), 401);
-    assert!(refused.headers().get("set-cookie").is_none());
+    assert!(
+        !refused
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .any(|c| c.to_str().unwrap().starts_with("teammem_session=")),
+        "a refused login sets no session"
+    );
 
     let login = http
         .post(d.url("/login"))
@@ -257,10 +264,11 @@ async fn job_actions_need_the_dashboards_own_origin_and_the_sessions_token() {
         .get(d.url(&format!("/jobs/{}", job.id)))
         .send()
         .await
-        .unwrap()
-        .text()
-        .await
         .unwrap();
+    // The local operator's token is bound to this browser's form cookie.
+    let local_form = page.headers()["set-cookie"].to_str().unwrap();
+    let local_form = local_form.split(';').next().unwrap().to_string();
+    let page = page.text().await.unwrap();
     assert!(
         page.contains("Cancel job"),
         "a running job can be cancelled: {page}"
@@ -369,6 +377,7 @@ async fn job_actions_need_the_dashboards_own_origin_and_the_sessions_token() {
         .post(d.url(&format!("/jobs/{}/retry", job.id)))
         .header("Content-Type", "application/x-www-form-urlencoded")
         .header("Origin", &own)
+        .header("Cookie", &local_form)
         .body(format!("csrf={local_csrf}"))
         .send()
         .await

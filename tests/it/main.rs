@@ -9,6 +9,7 @@ mod config; // teammem.toml validation: good files, and a table of bad ones
 mod coordinator; // the coordinator MCP server via rmcp clients: /mcp in both eras, tasks across a restart, scope, Origin, stdio
 mod daemon; // the real `teammem serve` process and the offline commands
 mod dashboard; // the HTML dashboard: who may look, login, scopes, escaping
+mod dashboard_hardening; // the dashboard attacked: another local user, proxies, framing and caching headers, per-session form tokens, POST logout, the session key on PostgreSQL
 mod demo; // `teammem demo --once` as the real process, the git CLI as oracle; busy port, bad data dir
 mod dispatch; // signed dispatch ingest against the fake GitHub: every answer code, forged runs, OIDC
 mod dispatch_http; // POST /v1/dispatch over the real router and queue: replays, coalescing, rows unchanged on refusal

@@ -7,11 +7,13 @@ use std::process::{Command, Output};
 
 use sqlx::Connection;
 
-use crate::harness::daemon::{BIN, Setup};
+use crate::harness::daemon::{BIN, DASHBOARD_KEY, DASHBOARD_KEY_ENV, DASHBOARD_KEY_TOML, Setup};
 use crate::harness::postgres;
 
+/// A PostgreSQL node's configuration: its dashboard key (which `serve`
+/// needs) and the database; keys appended after it are `[database]`'s.
 fn database(url: &str) -> String {
-    format!("[database]\nurl = \"{url}\"\n")
+    format!("{DASHBOARD_KEY_TOML}[database]\nurl = \"{url}\"\n")
 }
 
 fn run(setup: &Setup, args: &[&str], envs: &[(&str, &str)]) -> Output {
@@ -20,6 +22,7 @@ fn run(setup: &Setup, args: &[&str], envs: &[(&str, &str)]) -> Output {
         .arg("--config")
         .arg(&setup.config)
         .env("TEAMMEM_LOG", "warn")
+        .env(DASHBOARD_KEY_ENV, DASHBOARD_KEY)
         .envs(envs.iter().copied())
         .output()
         .expect("run teammem")

@@ -5,14 +5,13 @@
 //! token may act on.
 
 use std::fmt::Write;
-use std::net::SocketAddr;
 
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 
-use super::{age, escape, internal, layout, page_error, viewer};
+use super::{Peer, age, escape, internal, layout, page_error, viewer};
 use crate::config::Forge;
 use crate::http::AppState;
 use crate::queue::{
@@ -28,11 +27,11 @@ pub(super) struct ListQuery {
 
 pub(super) async fn jobs_page(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    peer: Peer,
     headers: HeaderMap,
     Query(q): Query<ListQuery>,
 ) -> Response {
-    let viewer = match viewer(&state, peer, &headers).await {
+    let viewer = match viewer(&state, &peer, &headers).await {
         Ok(v) => v,
         Err(r) => return r,
     };
@@ -128,16 +127,16 @@ pub(super) async fn jobs_page(
         }
         let _ = write!(body, "<p><a href=\"{href}\">Older jobs →</a></p>");
     }
-    Html(layout("Jobs", &body, Some(10), &viewer)).into_response()
+    Html(layout("Jobs", &body, Some(10), Some(&viewer))).into_response()
 }
 
 pub(super) async fn job_page(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    peer: Peer,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let viewer = match viewer(&state, peer, &headers).await {
+    let viewer = match viewer(&state, &peer, &headers).await {
         Ok(v) => v,
         Err(r) => return r,
     };
@@ -191,7 +190,7 @@ pub(super) async fn job_page(
         row("Wiki commit", links.wiki_commit(&sha));
     }
     body.push_str("</dl>");
-    body.push_str(&super::actions::forms(&state, &headers, &job));
+    body.push_str(&super::actions::forms(&viewer, &job));
 
     if let Some(summary) = evidence_summary(&state, job.id) {
         let _ = write!(body, "<h3>Evidence</h3><p>{}</p>", escape(&summary));
@@ -224,7 +223,13 @@ pub(super) async fn job_page(
     }
     body.push_str("</ol><p><a href=\"/jobs\">← all jobs</a></p>");
     let refresh = (!job.state.is_terminal()).then_some(5);
-    Html(layout(&format!("Job #{}", job.id), &body, refresh, &viewer)).into_response()
+    Html(layout(
+        &format!("Job #{}", job.id),
+        &body,
+        refresh,
+        Some(&viewer),
+    ))
+    .into_response()
 }
 
 /// The diff shown on a job page is cut after this many bytes.

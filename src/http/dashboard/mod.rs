@@ -1,36 +1,57 @@
-//! The dashboard: server-rendered, read-only HTML pages of the job queue.
+//! The dashboard: server-rendered HTML pages of the job queue, with the
+//! operator's few buttons (retry, cancel, log out) and no JavaScript.
 //!
 //! Who may look:
-//! - a client on the loopback interface whose request names a loopback `Host`
-//!   (`127.0.0.1`, `[::1]`, `localhost`, any port) and carries no forwarding
-//!   headers (`Forwarded`, `X-Forwarded-For`, `X-Real-IP`) — so neither a
-//!   reverse proxy on the same host nor a DNS-rebound name turns a visitor
-//!   into a local one — and only while `dashboard.trust_loopback` holds (off by
-//!   default when `server.public_url` names a non-loopback host);
+//! - the local operator: a client on the loopback interface whose socket
+//!   belongs to the daemon's own user (its owner read from the kernel's
+//!   socket tables, `peer.rs`: another local user, or a reverse proxy running
+//!   as a user of its own, is not the operator; an owner that cannot be told
+//!   for sure is nobody), whose request names a loopback `Host` (a DNS-rebound
+//!   name is not local) and carries no forwarding header (`Forwarded`,
+//!   `X-Forwarded-For`, `-Host`, `-Proto`, `X-Real-IP`, `Via`: whatever a
+//!   proxy passed on is never local, whatever `server.public_url` says), and
+//!   only while `dashboard.trust_loopback` holds (off by default when
+//!   `server.public_url` names a non-loopback host);
 //! - anyone else only after logging in with an API token, which sets a signed,
 //!   `HttpOnly`, `SameSite=Strict` session cookie (`Secure` when the public URL
 //!   is https). The cookie names the token; a revoked token ends its sessions.
 //!   The login form is checked before its body is read: a foreign `Origin` is
 //!   refused (403), and so is a body over 4 KiB (413) or of another type (415).
 //!
-//! A token limited to repositories sees only their jobs. Pages carry no
-//! JavaScript; lists refresh themselves with a meta refresh.
+//! Every answer of this router (pages, redirects, errors) carries
+//! `X-Frame-Options: DENY`, a Content-Security-Policy that allows the page's
+//! own stylesheet and nothing else (no script, no frame, no base, forms only
+//! to this origin), `Cache-Control: no-store`, `Referrer-Policy: no-referrer`
+//! and `X-Content-Type-Options: nosniff` ([`harden`], the router's one layer).
+//!
+//! Every form that changes something (retry, cancel, log out) is a POST that
+//! carries this session's form token: an HMAC under the session key of the
+//! login cookie, or for the local operator of a random per-browser cookie
+//! (`teammem_form`), so a token from one session is refused in another.
+//!
+//! A token limited to repositories sees only their jobs. Lists refresh
+//! themselves with a meta refresh.
 
 use std::net::SocketAddr;
+use std::sync::LazyLock;
 
 use axum::body::Body;
-use axum::extract::{FromRequest, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
+use subtle::ConstantTimeEq;
 
 mod actions;
 mod chart;
 mod jobs;
+mod peer;
 mod sources;
 mod wiki_page;
 
@@ -39,6 +60,8 @@ use crate::queue::QueueError;
 use crate::tokens::{self, Principal};
 
 const COOKIE: &str = "teammem_session";
+/// The random per-browser value the local operator's form token is bound to.
+const FORM_COOKIE: &str = "teammem_form";
 const SESSION_HOURS: i64 = 12;
 
 pub fn router() -> Router<AppState> {
@@ -49,36 +72,138 @@ pub fn router() -> Router<AppState> {
         .route("/jobs/{id}/{action}", post(actions::act))
         .route("/wiki/{owner}/{name}/{*page}", get(wiki_page::page))
         .route("/login", get(login_form).post(login))
-        .route("/logout", get(logout))
+        .route("/logout", get(logout_page).post(logout))
+        .layer(axum::middleware::from_fn(harden))
+}
+
+// --- what every answer carries -------------------------------------------------------
+
+/// The policy of every dashboard page: the one stylesheet the pages carry
+/// (by its hash, so no injected `<style>` or `style=` applies), no script,
+/// no frames around or in the page, forms only to this origin.
+static CONTENT_SECURITY_POLICY: LazyLock<HeaderValue> = LazyLock::new(|| {
+    use base64::Engine;
+    use sha2::Digest;
+    let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(STYLE));
+    HeaderValue::from_str(&format!(
+        "default-src 'none'; style-src 'sha256-{hash}'; frame-ancestors 'none'; \
+         form-action 'self'; base-uri 'none'"
+    ))
+    .expect("base64 is a valid header value")
+});
+
+/// The router's one layer: gives a browser without one its `teammem_form`
+/// cookie (seen by this request's handlers already, so the first page's
+/// forms carry a token that holds), and puts the security headers on every
+/// answer.
+async fn harden(mut request: Request, next: Next) -> Response {
+    let minted = if form_cookie(request.headers()).is_none() {
+        use rand::RngCore;
+        let mut bytes = [0u8; 32];
+        rand::rng().fill_bytes(&mut bytes);
+        let value = hex::encode(bytes);
+        let pair = HeaderValue::from_str(&format!("{FORM_COOKIE}={value}"))
+            .expect("hex is a valid header value");
+        request.headers_mut().append(header::COOKIE, pair);
+        Some(value)
+    } else {
+        None
+    };
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        CONTENT_SECURITY_POLICY.clone(),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if let Some(value) = minted {
+        let cookie = format!("{FORM_COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict");
+        if let Ok(cookie) = HeaderValue::from_str(&cookie) {
+            headers.append(header::SET_COOKIE, cookie);
+        }
+    }
+    response
 }
 
 // --- who is looking --------------------------------------------------------------
 
-/// The viewer of a page: a local operator (sees everything) or a token's principal.
-enum Viewer {
-    Local,
-    Token(Principal),
+/// Both ends of the request's connection: the peer (axum's `ConnectInfo`)
+/// and ours (`serve::LocalAddr`; `None` when the server did not say, and
+/// then nobody is the local operator).
+pub(super) struct Peer {
+    remote: SocketAddr,
+    local: Option<SocketAddr>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Peer {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let Some(ConnectInfo(remote)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() else {
+            tracing::error!("a dashboard request without the peer's address");
+            return Err(page_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal error",
+            ));
+        };
+        let local = parts
+            .extensions
+            .get::<crate::http::serve::LocalAddr>()
+            .map(|l| l.0);
+        Ok(Peer {
+            remote: *remote,
+            local,
+        })
+    }
+}
+
+/// The viewer of a page and the form token its forms carry.
+struct Viewer {
+    /// `None`: the local operator, who sees every source.
+    principal: Option<Principal>,
+    /// This session's form token (see [`form_token`]).
+    csrf: String,
 }
 
 impl Viewer {
     fn may_see(&self, repository: &str) -> bool {
-        match self {
-            Viewer::Local => true,
-            Viewer::Token(p) => p.may_access(repository),
-        }
+        self.principal
+            .as_ref()
+            .is_none_or(|p| p.may_access(repository))
     }
     fn scope(&self) -> Option<Vec<String>> {
-        match self {
-            Viewer::Local => None,
-            Viewer::Token(p) if p.repositories.is_empty() => None,
-            Viewer::Token(p) => Some(p.repositories.clone()),
+        match &self.principal {
+            Some(p) if !p.repositories.is_empty() => Some(p.repositories.clone()),
+            _ => None,
         }
     }
 }
 
-/// The local operator: loopback trust is on, the peer is on loopback, the
-/// request names a loopback `Host` (a DNS-rebound name or a same-host proxy
-/// passing the public name on is not local) and carries no forwarding header.
+/// Headers only a proxy (or someone pretending to be one) sends: a request
+/// carrying any of them is never the local operator's.
+const FORWARDING_HEADERS: [&str; 6] = [
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "x-real-ip",
+    "via",
+];
+
+/// What the request alone tells about a local operator: loopback trust is
+/// on, the peer is on loopback, the request names a loopback `Host` (a
+/// DNS-rebound name or a same-host proxy passing the public name on is not
+/// local) and carries no forwarding header. Who owns the peer's socket is
+/// [`is_local_operator`]'s question.
 fn is_local(trust_loopback: bool, peer: SocketAddr, headers: &HeaderMap) -> bool {
     trust_loopback
         && peer.ip().is_loopback()
@@ -86,23 +211,58 @@ fn is_local(trust_loopback: bool, peer: SocketAddr, headers: &HeaderMap) -> bool
             .get(header::HOST)
             .and_then(|host| host.to_str().ok())
             .is_some_and(crate::config::is_loopback_host)
-        && !["forwarded", "x-forwarded-for", "x-real-ip"]
+        && !FORWARDING_HEADERS
             .iter()
-            .any(|h| headers.contains_key(*h))
+            .any(|h| headers.contains_key(HeaderName::from_static(h)))
 }
 
-async fn viewer(
-    state: &AppState,
-    peer: SocketAddr,
-    headers: &HeaderMap,
-) -> Result<Viewer, Response> {
-    if is_local(state.config.dashboard.trust_loopback, peer, headers) {
-        return Ok(Viewer::Local);
+/// The local operator: [`is_local`], and the peer's socket belongs to the
+/// daemon's own user (exactly one socket in the kernel's tables faces ours,
+/// and its owner is our effective uid).
+async fn is_local_operator(state: &AppState, peer: &Peer, headers: &HeaderMap) -> bool {
+    if !is_local(state.config.dashboard.trust_loopback, peer.remote, headers) {
+        return false;
+    }
+    let Some(local) = peer.local else {
+        return false;
+    };
+    let remote = peer.remote;
+    let owner = tokio::task::spawn_blocking(move || peer::owner_of_peer(remote, local))
+        .await
+        .ok()
+        .flatten();
+    if owner != Some(peer::own_uid()) {
+        tracing::debug!(%remote, ?owner, "a loopback visitor of another user (or of no known user) must log in");
+        return false;
+    }
+    true
+}
+
+async fn viewer(state: &AppState, peer: &Peer, headers: &HeaderMap) -> Result<Viewer, Response> {
+    if is_local_operator(state, peer, headers).await {
+        // `harden` gave every request a form cookie.
+        let Some(form) = form_cookie(headers) else {
+            return Err(page_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal error",
+            ));
+        };
+        return Ok(Viewer {
+            principal: None,
+            csrf: form_token(state, "operator", form),
+        });
     }
     let now = chrono::Utc::now().timestamp();
-    if let Some(name) = session_cookie(headers).and_then(|c| verify_session(state, c, now)) {
+    if let Some(cookie) = session_cookie(headers)
+        && let Some(name) = verify_session(state, cookie, now)
+    {
         match tokens::active_principal(&state.pool, &name).await {
-            Ok(Some(p)) => return Ok(Viewer::Token(p)),
+            Ok(Some(p)) => {
+                return Ok(Viewer {
+                    principal: Some(p),
+                    csrf: form_token(state, "session", cookie),
+                });
+            }
             Ok(None) => {}
             Err(e) => {
                 tracing::error!(error = %e, "session lookup failed");
@@ -116,21 +276,49 @@ async fn viewer(
     Err(Redirect::to("/login").into_response())
 }
 
-fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+/// The value of cookie `name`, from every `Cookie` header.
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
+        .find(|(k, _)| *k == name)
         .map(|(_, v)| v)
 }
 
-/// `name.expiry.signature` where the signature is HMAC-SHA256 over `name.expiry`
-/// with the daemon's session key.
+fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    cookie(headers, COOKIE)
+}
+
+/// The browser's form cookie, when it has the shape `harden` gives it (64
+/// lowercase hex digits); any other value is replaced.
+fn form_cookie(headers: &HeaderMap) -> Option<&str> {
+    cookie(headers, FORM_COOKIE)
+        .filter(|v| v.len() == 64 && v.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
+/// A session's form token: HMAC-SHA256 under the session key of what the
+/// session is (`kind`: a login cookie, or the local operator's form cookie),
+/// hex. Without the key it cannot be made; it holds in no other session.
+fn form_token(state: &AppState, kind: &str, binding: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(&state.session_key[..]).expect("any key length");
+    mac.update(b"csrf:");
+    mac.update(kind.as_bytes());
+    mac.update(b":");
+    mac.update(binding.as_bytes());
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// `name.expiry.nonce.signature` where the signature is HMAC-SHA256 over
+/// `name.expiry.nonce` with the daemon's session key; the random nonce makes
+/// every login a session of its own (and its form token its own).
 fn sign_session(state: &AppState, name: &str, expires: i64) -> String {
-    let payload = format!("{}.{expires}", hex::encode(name));
+    use rand::RngCore;
+    let mut nonce = [0u8; 16];
+    rand::rng().fill_bytes(&mut nonce);
+    let payload = format!("{}.{expires}.{}", hex::encode(name), hex::encode(nonce));
     let mut mac = Hmac::<Sha256>::new_from_slice(&state.session_key[..]).expect("any key length");
     mac.update(payload.as_bytes());
     format!("{payload}.{}", hex::encode(mac.finalize().into_bytes()))
@@ -142,11 +330,72 @@ fn verify_session(state: &AppState, cookie: &str, now: i64) -> Option<String> {
     let mut mac = Hmac::<Sha256>::new_from_slice(&state.session_key[..]).expect("any key length");
     mac.update(payload.as_bytes());
     mac.verify_slice(&signature).ok()?;
-    let (name, expires) = payload.split_once('.')?;
-    if expires.parse::<i64>().ok()? < now {
+    let mut parts = payload.split('.');
+    let (name, expires, _nonce) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || expires.parse::<i64>().ok()? < now {
         return None;
     }
     String::from_utf8(hex::decode(name).ok()?).ok()
+}
+
+// --- forms -------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct TokenForm {
+    csrf: String,
+}
+
+/// The most a button's form may hold (one hex token and its field name).
+const MAX_BUTTON_FORM_BYTES: usize = 1024;
+
+/// The checks every button's POST passes before it does anything, in order:
+/// an `Origin` that is this dashboard's own (a cross-site form never gets
+/// further), a small form body, and its `csrf` field equal to `expected`
+/// (this session's form token). A refusal says why.
+async fn check_button_form(
+    state: &AppState,
+    request: Request,
+    expected: &str,
+) -> Result<(), Response> {
+    let headers = request.headers();
+    if is_own_origin(state, headers) != Some(true) {
+        return Err(page_error(
+            StatusCode::FORBIDDEN,
+            "use the buttons on this dashboard's own pages (the request's Origin is missing or foreign)",
+        ));
+    }
+    if !is_form(headers) {
+        return Err(page_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the button's form as application/x-www-form-urlencoded",
+        ));
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, MAX_BUTTON_FORM_BYTES).await else {
+        return Err(page_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the button's form is too large",
+        ));
+    };
+    let form =
+        match Form::<TokenForm>::from_request(Request::from_parts(parts, Body::from(body)), &())
+            .await
+        {
+            Ok(Form(form)) => form,
+            Err(_) => {
+                return Err(page_error(
+                    StatusCode::BAD_REQUEST,
+                    "the button's form needs its csrf field",
+                ));
+            }
+        };
+    if !bool::from(form.csrf.as_bytes().ct_eq(expected.as_bytes())) {
+        return Err(page_error(
+            StatusCode::FORBIDDEN,
+            "the form's token is not this session's; reload the page and press the button again",
+        ));
+    }
+    Ok(())
 }
 
 // --- login -------------------------------------------------------------------------
@@ -288,13 +537,52 @@ async fn login(State(state): State<AppState>, request: Request) -> Response {
     response
 }
 
-async fn logout() -> Response {
+/// `GET /logout` changes nothing (a link or an image elsewhere must not end
+/// a session): it shows the button that posts the logout.
+async fn logout_page(State(state): State<AppState>, peer: Peer, headers: HeaderMap) -> Response {
+    let viewer = match viewer(&state, &peer, &headers).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let body = if viewer.principal.is_some() {
+        format!(
+            "<p>End this browser's session:</p>{}",
+            logout_button(&viewer)
+        )
+    } else {
+        "<p>You are the local operator; there is no session to end.</p>".to_string()
+    };
+    Html(layout("Log out", &body, None, Some(&viewer))).into_response()
+}
+
+/// `POST /logout` from the button: with this dashboard's `Origin` and the
+/// session's form token, clears the login cookie. Without a valid session
+/// there is nothing to end, and the cookie is cleared all the same.
+async fn logout(State(state): State<AppState>, request: Request) -> Response {
+    let now = chrono::Utc::now().timestamp();
+    let session = session_cookie(request.headers())
+        .filter(|c| verify_session(&state, c, now).is_some())
+        .map(str::to_string);
+    if let Some(session) = session {
+        let expected = form_token(&state, "session", &session);
+        if let Err(refused) = check_button_form(&state, request, &expected).await {
+            return refused;
+        }
+    }
     let mut response = Redirect::to("/login").into_response();
     response.headers_mut().insert(
         header::SET_COOKIE,
         HeaderValue::from_static("teammem_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
     );
     response
+}
+
+/// The log-out button: a POST form carrying the session's form token.
+fn logout_button(viewer: &Viewer) -> String {
+    format!(
+        "<form class=logout method=post action=\"/logout\"><input type=hidden name=csrf value=\"{}\"><button>log out</button></form>",
+        escape(&viewer.csrf)
+    )
 }
 
 fn age(ms: i64) -> String {
@@ -341,7 +629,7 @@ fn page_error(status: StatusCode, message: &str) -> Response {
                 escape(message)
             ),
             None,
-            &Viewer::Local,
+            None,
         )),
     )
         .into_response()
@@ -349,7 +637,7 @@ fn page_error(status: StatusCode, message: &str) -> Response {
 
 const STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1f2328;background:#fff}\
 header{display:flex;justify-content:space-between;align-items:center;padding:.6rem 1rem;background:#24292f;color:#fff}\
-header a{color:#fff}main{padding:1rem;max-width:72rem;margin:auto}\
+header a{color:#fff}header form{display:inline;margin:0}.legend svg{vertical-align:baseline}main{padding:1rem;max-width:72rem;margin:auto}\
 table{border-collapse:collapse;width:100%}th,td{padding:.35rem .5rem;border-bottom:1px solid #d0d7de;text-align:left;vertical-align:top}\
 .state{padding:.05rem .45rem;border-radius:1rem;background:#eaeef2;font-size:.85em;white-space:nowrap}\
 .succeeded,.no_change{background:#dafbe1}.failed,.rejected{background:#ffebe9}.running{background:#ddf4ff}.cancelled,.skipped{background:#fff8c5}\
@@ -360,13 +648,22 @@ pre{background:#f6f8fa;padding:.75rem;overflow:auto}.filters{margin-bottom:1rem}
 .diff .add{background:#dafbe1;display:block}.diff .del{background:#ffebe9;display:block}.diff .hunk{color:#8250df}.diff .file{font-weight:600}\
 @media (max-width:40rem){thead{display:none}tr{display:block;border-bottom:1px solid #d0d7de;padding:.4rem 0}td{display:inline-block;border:0;padding:.1rem .4rem}}";
 
-fn layout(title: &str, body: &str, refresh: Option<u32>, viewer: &Viewer) -> String {
+/// A page: `viewer` is named in the header (none on error pages, which
+/// may be shown to anybody).
+fn layout(title: &str, body: &str, refresh: Option<u32>, viewer: Option<&Viewer>) -> String {
     let refresh = refresh
         .map(|s| format!("<meta http-equiv=\"refresh\" content=\"{s}\">"))
         .unwrap_or_default();
     let who = match viewer {
-        Viewer::Local => "local operator".to_string(),
-        Viewer::Token(p) => format!("{} · <a href=\"/logout\">log out</a>", escape(&p.name)),
+        None => String::new(),
+        Some(Viewer {
+            principal: None, ..
+        }) => "local operator".to_string(),
+        Some(
+            v @ Viewer {
+                principal: Some(p), ..
+            },
+        ) => format!("{} · {}", escape(&p.name), logout_button(v)),
     };
     format!(
         "<!doctype html><html lang=en><head><meta charset=utf-8>\
@@ -409,8 +706,11 @@ mod tests {
         headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8080"));
         assert!(is_local(true, peer, &headers));
         assert!(!is_local(false, peer, &headers), "trust switched off");
-        headers.insert("x-forwarded-for", HeaderValue::from_static("203.0.113.9"));
-        assert!(!is_local(true, peer, &headers));
+        for forwarding in FORWARDING_HEADERS {
+            let mut forwarded = headers.clone();
+            forwarded.insert(forwarding, HeaderValue::from_static("203.0.113.9"));
+            assert!(!is_local(true, peer, &forwarded), "{forwarding}");
+        }
         let remote: SocketAddr = "192.0.2.1:5000".parse().unwrap();
         let mut loopback_host = HeaderMap::new();
         loopback_host.insert(header::HOST, HeaderValue::from_static("localhost"));

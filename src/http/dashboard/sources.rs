@@ -10,13 +10,12 @@
 //! `freshness.rs`).
 
 use std::fmt::Write;
-use std::net::SocketAddr;
 
-use axum::extract::{ConnectInfo, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{Html, IntoResponse, Response};
 
-use super::{age, escape, internal, layout, viewer};
+use super::{Peer, age, escape, internal, layout, viewer};
 use crate::forge::{Forges, Lag};
 use crate::freshness::{FactsAnswer, LagAnswer, SourceRow};
 use crate::http::AppState;
@@ -24,10 +23,10 @@ use crate::queue::{readable_utc, short_sha};
 
 pub(super) async fn page(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    peer: Peer,
     headers: HeaderMap,
 ) -> Response {
-    let viewer = match viewer(&state, peer, &headers).await {
+    let viewer = match viewer(&state, &peer, &headers).await {
         Ok(v) => v,
         Err(r) => return r,
     };
@@ -55,7 +54,7 @@ pub(super) async fn page(
         Err(e) => return internal(e),
     };
     let body = render(&rows, now) + &super::chart::last_day(&finished, now);
-    Html(layout("Sources", &body, Some(30), &viewer)).into_response()
+    Html(layout("Sources", &body, Some(30), Some(&viewer))).into_response()
 }
 
 /// The page's body for `rows` at `now` (unix ms).

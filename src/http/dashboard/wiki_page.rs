@@ -5,13 +5,11 @@
 //! Invariant: only a configured source the viewer may see, only a page path
 //! the wiki engine accepts (checked there), and the content always escaped.
 
-use std::net::SocketAddr;
-
-use axum::extract::{ConnectInfo, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 
-use super::{escape, layout, page_error, viewer, wiki_of};
+use super::{Peer, escape, layout, page_error, viewer, wiki_of};
 use crate::http::AppState;
 
 /// A page path as URL segments (each segment percent-encoded, `/` kept).
@@ -34,11 +32,11 @@ pub(super) fn encode_path(page: &str) -> String {
 
 pub(super) async fn page(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    peer: Peer,
     headers: HeaderMap,
     Path((owner, name, page)): Path<(String, String, String)>,
 ) -> Response {
-    let viewer = match viewer(&state, peer, &headers).await {
+    let viewer = match viewer(&state, &peer, &headers).await {
         Ok(v) => v,
         Err(r) => return r,
     };
@@ -65,7 +63,7 @@ pub(super) async fn page(
                 escape(&source.repository),
                 escape(&found.content)
             );
-            Html(layout(&found.path, &body, None, &viewer)).into_response()
+            Html(layout(&found.path, &body, None, Some(&viewer))).into_response()
         }
         Err(why) => page_error(StatusCode::NOT_FOUND, &why),
     }

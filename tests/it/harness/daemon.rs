@@ -8,6 +8,17 @@ use std::process::{Child, Command, Output, Stdio};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_teammem");
 
+/// The dashboard session key every daemon started here is given (in
+/// [`DASHBOARD_KEY_ENV`]): nodes of one test share it, as an operator's
+/// nodes share theirs, so a login on one is valid on the others.
+pub const DASHBOARD_KEY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+/// The variable [`DASHBOARD_KEY`] is in; a PostgreSQL node's configuration
+/// names it with [`DASHBOARD_KEY_TOML`].
+pub const DASHBOARD_KEY_ENV: &str = "TEAMMEM_TEST_DASHBOARD_KEY";
+/// The `[dashboard]` table that points a node at [`DASHBOARD_KEY_ENV`].
+pub const DASHBOARD_KEY_TOML: &str =
+    "[dashboard]\nsession_key_env = \"TEAMMEM_TEST_DASHBOARD_KEY\"\n";
+
 /// A data directory with a config file in it.
 pub struct Setup {
     pub dir: tempfile::TempDir,
@@ -81,6 +92,7 @@ impl Daemon {
             .arg("--config")
             .arg(config)
             .env("TEAMMEM_LOG", "warn")
+            .env(DASHBOARD_KEY_ENV, DASHBOARD_KEY)
             .envs(envs.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -148,4 +160,19 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Writes [`DASHBOARD_KEY`] to `dir/dashboard.key` (mode 0600) for a daemon
+/// run in process, which cannot be given an environment of its own.
+pub fn dashboard_key_file(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("dashboard.key");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .expect("create the dashboard key file");
+    std::io::Write::write_all(&mut file, DASHBOARD_KEY.as_bytes()).expect("write the key");
+    path
 }
