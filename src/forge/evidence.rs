@@ -135,6 +135,24 @@ pub struct PullRequest {
     pub merge_sha: String,
     pub files: Vec<ChangedFile>,
     pub files_truncated: bool,
+    /// Set when the merge (or squash) commit is not a first-parent commit of
+    /// the default branch but reached it through a merged branch (a
+    /// maintenance branch merged back, a feature branch merged in): the
+    /// default branch's merge commit that brought it. The files are still
+    /// the PR's own (its merge commit against its first parent). Absent in
+    /// bundles written before this field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrived_through: Option<ArrivedThrough>,
+}
+
+/// The first-parent merge commit of the default branch through which a pull
+/// request merged elsewhere arrived.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrivedThrough {
+    /// Full 40 hex.
+    pub merge_sha: String,
+    /// Its subject (bounded like a title), e.g. `Merge branch 'stable'`.
+    pub subject: String,
 }
 
 /// One entry of a changed-file manifest.
@@ -201,6 +219,14 @@ impl EvidenceBundle {
                 return Err(format!(
                     "pull request #{} has merge sha {:?}, not a full 40-hex sha",
                     pull.number, pull.merge_sha
+                ));
+            }
+            if let Some(through) = &pull.arrived_through
+                && !is_full_sha(&through.merge_sha)
+            {
+                return Err(format!(
+                    "pull request #{} arrived through {:?}, not a full 40-hex sha",
+                    pull.number, through.merge_sha
                 ));
             }
             if pull.files.len() > MAX_FILES || pull.body.len() > MAX_BODY_BYTES {
@@ -449,6 +475,7 @@ mod tests {
                     deletions: 1,
                 }],
                 files_truncated: false,
+                arrived_through: None,
             }],
             pull_requests_truncated: false,
             stale_facts: Vec::new(),
@@ -472,6 +499,45 @@ mod tests {
         );
         assert_eq!(raw["job"]["kind"], "range");
         assert_eq!(raw["pull_requests"][0]["files"][0]["status"], "modified");
+    }
+
+    #[test]
+    fn arrived_through_is_optional_on_the_wire() {
+        // A bundle written before the field existed still reads; a PR that
+        // arrived on the first-parent chain writes no field.
+        let bundle = sample();
+        let mut raw: serde_json::Value = serde_json::to_value(&bundle).unwrap();
+        assert!(raw["pull_requests"][0].get("arrived_through").is_none());
+        raw["pull_requests"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("arrived_through");
+        assert_eq!(
+            serde_json::from_value::<EvidenceBundle>(raw).unwrap(),
+            bundle
+        );
+        let mut merged_in = sample();
+        merged_in.pull_requests[0].arrived_through = Some(ArrivedThrough {
+            merge_sha: "d".repeat(40),
+            subject: "Merge branch 'stable'".into(),
+        });
+        let raw = serde_json::to_value(&merged_in).unwrap();
+        assert_eq!(
+            raw["pull_requests"][0]["arrived_through"]["subject"],
+            "Merge branch 'stable'"
+        );
+        assert!(merged_in.validate().is_ok());
+        merged_in.pull_requests[0]
+            .arrived_through
+            .as_mut()
+            .unwrap()
+            .merge_sha = "stable".into();
+        assert!(
+            merged_in
+                .validate()
+                .unwrap_err()
+                .contains("arrived through")
+        );
     }
 
     #[test]

@@ -343,6 +343,7 @@ mod tests {
             merge_sha: sha(c),
             files: vec![],
             files_truncated: false,
+            arrived_through: None,
         };
         EvidenceBundle {
             version: BUNDLE_VERSION,

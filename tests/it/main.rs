@@ -15,6 +15,7 @@ mod dispatch; // signed dispatch ingest against the fake GitHub: every answer co
 mod dispatch_http; // POST /v1/dispatch over the real router and queue: replays, coalescing, rows unchanged on refusal
 mod forge_github; // App auth: token cache keys, installation checks, key loading, Key Vault transport
 mod forge_local; // the local forge's ancestry and pull-request checks on real git repositories
+mod forge_merged_branches; // PRs that reach the default branch through a merged branch: both forges and the builtin agent, once each
 mod harness; // starts real things: the daemon, git servers, the fake GitHub; the git CLI oracle helper
 mod http_limits; // the HTTP server attacked over raw TCP: slow heads, connection limit, body before auth, loopback Host trust
 mod jobs_api; // /v1/jobs over HTTP, token scopes, graceful shutdown

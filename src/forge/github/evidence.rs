@@ -22,6 +22,17 @@
 //! pages, which marks the bundle `pull_requests_truncated` because older
 //! updates were not looked at.
 //!
+//! A pull request merged into another branch (a maintenance branch merged
+//! back, a feature branch merged in) has its merge commit among the range's
+//! commits but off the first-parent chain; compare lists those commits too.
+//! Their subjects name candidates `GET /pulls/N` confirms, and each other
+//! merged-in commit that no confirmed merge explains is asked about with
+//! `GET /commits/{sha}/pulls`; a pull request is kept only when GitHub says
+//! it merged with a merge commit in the range. These calls are bounded per
+//! job ([`MAX_MERGED_IN_CALLS`]; past it the bundle is marked
+//! `pull_requests_truncated`), and each such pull request names the
+//! first-parent merge it arrived through (`forge/merged_in.rs`).
+//!
 //! Invariants:
 //! - only the job's own range is read: compare `before...after`, and pull
 //!   requests whose merge commit *as GitHub records it* is a commit of that
@@ -32,7 +43,8 @@
 //!   fails the job saying so), [`MAX_PULLS`] pull requests, [`MAX_FILES`]
 //!   files per pull request and [`MAX_LISTED_PAGES`] pages of the pull-request
 //!   listing, each cut list flagged `*_truncated`; no endpoint is called per
-//!   commit;
+//!   first-parent commit, and at most [`MAX_MERGED_IN_CALLS`] per job for
+//!   merged-in ones;
 //! - GitHub's answers are classified: rate limits, 5xx and timeouts are
 //!   [`SourceError::Unavailable`] (retried here when GitHub's hint is at most
 //!   [`MAX_INLINE_WAIT_SECS`], otherwise the job retries with backoff; a failed
@@ -58,12 +70,17 @@ use super::blob_cache::Head;
 use super::{GitHubError, GitHubForge, Permissions};
 use crate::config::Source;
 use crate::forge::evidence::{
-    self, BUNDLE_VERSION, ChangedFile, CommitInfo, EvidenceBundle, FilePatch, FileStatus, JobScope,
-    MAX_BODY_BYTES, MAX_COMMITS, MAX_FILES, MAX_PULLS, MAX_STORED_PATCH, MAX_TITLE_BYTES, PatchSet,
-    PullRequest, SourceError, SourceInfo,
+    self, ArrivedThrough, BUNDLE_VERSION, ChangedFile, CommitInfo, EvidenceBundle, FilePatch,
+    FileStatus, JobScope, MAX_BODY_BYTES, MAX_COMMITS, MAX_FILES, MAX_PULLS, MAX_STORED_PATCH,
+    MAX_TITLE_BYTES, PatchSet, PullRequest, SourceError, SourceInfo,
 };
 use crate::forge::local::evidence::parse_pull_subject;
+use crate::forge::merged_in::{self, Entered, first_parent_chain};
 
+/// At most this many calls per job ask GitHub about commits merged in
+/// through another branch (a subject's `GET /pulls/N`, or a commit's
+/// `GET /commits/{sha}/pulls`).
+pub const MAX_MERGED_IN_CALLS: usize = 100;
 /// Page size of compare, pull-request and file listings (GitHub's maximum).
 pub const PER_PAGE: usize = 100;
 /// At most this many pages of closed pull requests are listed per job.
@@ -463,13 +480,48 @@ impl GitHubForge {
     }
 
     /// The merged pull requests of a range, in the order their merge commits
-    /// entered it: the subject-confirmed ones, and (when a first-parent commit
-    /// is left unexplained) the listed ones; see the module docs.
+    /// entered the default branch, each merged-in one saying through which
+    /// first-parent merge it arrived; see the module docs.
     async fn range_pulls(
         &self,
         repository: &str,
         default_branch: &str,
         commits: &[CommitInfo],
+        after: &str,
+    ) -> Result<RangePulls, SourceError> {
+        let entered = merged_in::entered(commits, after);
+        let mut found = self
+            .found_pulls(repository, default_branch, commits, &entered, after)
+            .await?;
+        let position: HashMap<&str, usize> = entered
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.commit.sha.as_str(), i))
+            .collect();
+        found
+            .pulls
+            .sort_by_key(|(p, _)| position.get(p.merge_sha.as_str()).copied());
+        for (pull, _) in &mut found.pulls {
+            let carrier = position
+                .get(pull.merge_sha.as_str())
+                .and_then(|i| entered[*i].through);
+            pull.arrived_through = carrier.map(|c| ArrivedThrough {
+                merge_sha: c.sha.to_ascii_lowercase(),
+                subject: c.subject.clone(),
+            });
+        }
+        Ok(found)
+    }
+
+    /// The subject-confirmed pull requests of the first-parent chain, those
+    /// merged in through another branch, and (when a first-parent commit is
+    /// left unexplained) the listed ones; unordered.
+    async fn found_pulls(
+        &self,
+        repository: &str,
+        default_branch: &str,
+        commits: &[CommitInfo],
+        entered: &[Entered<'_>],
         after: &str,
     ) -> Result<RangePulls, SourceError> {
         let mut found = RangePulls::default();
@@ -495,7 +547,9 @@ impl GitHubForge {
                 found.pulls.push(pull);
             }
         }
-        if chain.iter().all(|c| explained.contains(c.sha.as_str())) {
+        self.merged_in_pulls(repository, commits, entered, &mut found, &mut named)
+            .await?;
+        if found.truncated || chain.iter().all(|c| explained.contains(c.sha.as_str())) {
             return Ok(found);
         }
 
@@ -531,10 +585,137 @@ impl GitHubForge {
             );
             found.truncated = true;
         }
-        found
-            .pulls
-            .sort_by_key(|(p, _)| position.get(p.merge_sha.as_str()).copied());
         Ok(found)
+    }
+
+    /// The pull requests merged into another branch that the range merged
+    /// in (commits off its first-parent chain), added to `found` by number
+    /// once. A subject naming `#N` makes a candidate that `GET /pulls/N`
+    /// confirms; every other merged-in commit not already explained (a
+    /// confirmed merge's own branch) is asked about with
+    /// `GET /commits/{sha}/pulls`, keeping merged pull requests whose merge
+    /// commit is in the range. At most [`MAX_MERGED_IN_CALLS`] such calls per
+    /// job; past it the bundle is marked `pull_requests_truncated` and a
+    /// warning says so.
+    async fn merged_in_pulls(
+        &self,
+        repository: &str,
+        commits: &[CommitInfo],
+        entered: &[Entered<'_>],
+        found: &mut RangePulls,
+        named: &mut HashSet<u64>,
+    ) -> Result<(), SourceError> {
+        let merged: Vec<&CommitInfo> = entered
+            .iter()
+            .filter(|e| e.through.is_some())
+            .map(|e| e.commit)
+            .collect();
+        if merged.is_empty() || found.truncated {
+            return Ok(());
+        }
+        let graph = RangeGraph::new(commits);
+        let mut explained: HashSet<usize> = HashSet::new();
+        for (pull, _) in &found.pulls {
+            graph.explain(&pull.merge_sha, &mut explained);
+        }
+        let mut calls = 0;
+        let mut tried = HashSet::new();
+        let mut cut = false;
+        // Subjects first: one call confirms a merge or squash commit.
+        for commit in &merged {
+            let Some(kind) = parse_pull_subject(&commit.subject) else {
+                continue;
+            };
+            let number = kind.number();
+            if graph.is_explained(&commit.sha, &explained)
+                || named.contains(&number)
+                || !tried.insert(number)
+            {
+                continue;
+            }
+            if calls == MAX_MERGED_IN_CALLS {
+                cut = true;
+                break;
+            }
+            calls += 1;
+            if let Some(pull) = self.merged_pull(repository, number, &commit.sha).await? {
+                if found.pulls.len() == MAX_PULLS {
+                    found.truncated = true;
+                    return Ok(());
+                }
+                named.insert(number);
+                graph.explain(&commit.sha, &mut explained);
+                found.pulls.push(pull);
+            }
+        }
+        // Then what GitHub associates with each commit still unexplained.
+        for commit in &merged {
+            if cut {
+                break;
+            }
+            if graph.is_explained(&commit.sha, &explained) {
+                continue;
+            }
+            if calls == MAX_MERGED_IN_CALLS {
+                cut = true;
+                break;
+            }
+            calls += 1;
+            let path = format!(
+                "/repos/{repository}/commits/{}/pulls?per_page={PER_PAGE}",
+                commit.sha
+            );
+            let associated: Vec<ListedPull> = match self
+                .get_patiently(repository, &Permissions::pull_requests_read(), &path)
+                .await
+            {
+                Ok(list) => list,
+                Err(GitHubError::NotFound(e) | GitHubError::Unexpected(e)) => {
+                    tracing::info!(
+                        repository,
+                        commit = commit.sha.as_str(),
+                        "the pull requests of merged-in commit {} could not be listed ({e}); it is left out of the evidence",
+                        commit.sha
+                    );
+                    continue;
+                }
+                Err(e) => return Err(failure(e, || SourceError::Invalid(String::new()))),
+            };
+            for pull in associated {
+                let sha = pull
+                    .merge_commit_sha
+                    .as_deref()
+                    .map(str::to_ascii_lowercase)
+                    .filter(|sha| graph.contains(sha));
+                let (Some(_), Some(sha)) = (&pull.merged_at, sha) else {
+                    continue;
+                };
+                if named.contains(&pull.number) {
+                    continue;
+                }
+                if let Some(found_pull) = self.merged_pull(repository, pull.number, &sha).await? {
+                    if found.pulls.len() == MAX_PULLS {
+                        found.truncated = true;
+                        return Ok(());
+                    }
+                    named.insert(pull.number);
+                    graph.explain(&sha, &mut explained);
+                    found.pulls.push(found_pull);
+                }
+            }
+            if let Some(i) = graph.index(&commit.sha) {
+                explained.insert(i);
+            }
+        }
+        if cut {
+            tracing::warn!(
+                repository,
+                calls = MAX_MERGED_IN_CALLS,
+                "asked GitHub about {MAX_MERGED_IN_CALLS} commits merged in through other branches and stopped; the bundle is marked pull_requests_truncated"
+            );
+            found.truncated = true;
+        }
+        Ok(())
     }
 
     /// Pages `GET /pulls?state=closed&base={branch}&sort=updated&direction=desc`
@@ -740,6 +921,7 @@ impl GitHubForge {
             merge_sha: merge_sha.to_ascii_lowercase(),
             files,
             files_truncated,
+            arrived_through: None,
         };
         Ok(Some((pull, file_patches)))
     }
@@ -1045,24 +1227,68 @@ fn oldest_commit(commits: &[CommitInfo]) -> Option<DateTime<Utc>> {
     oldest.map(|o| o - chrono::Duration::seconds(CLOCK_SKEW_SECS))
 }
 
-/// The range's first-parent chain from `after` (oldest first): the commits
-/// that entered the default branch itself, where merges and squashes land.
-fn first_parent_chain<'a>(commits: &'a [CommitInfo], after: &str) -> Vec<&'a CommitInfo> {
-    let by_sha: HashMap<&str, &CommitInfo> = commits.iter().map(|c| (c.sha.as_str(), c)).collect();
-    let mut chain = Vec::new();
-    let mut current = after.to_ascii_lowercase();
-    while let Some(commit) = by_sha.get(current.as_str()) {
-        chain.push(*commit);
-        if chain.len() > commits.len() {
-            break;
-        }
-        match commit.parents.first() {
-            Some(parent) => current = parent.clone(),
-            None => break,
-        }
+/// A range's commit graph, for explaining merged-in commits: a confirmed
+/// pull request's merge commit explains itself and the commits its merge
+/// brought in (reachable from its second and later parents, not from its
+/// first), which are that pull request's own and need no question.
+struct RangeGraph<'a> {
+    commits: &'a [CommitInfo],
+    index: HashMap<String, usize>,
+}
+
+impl<'a> RangeGraph<'a> {
+    fn new(commits: &'a [CommitInfo]) -> RangeGraph<'a> {
+        let index = commits
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.sha.to_ascii_lowercase(), i))
+            .collect();
+        RangeGraph { commits, index }
     }
-    chain.reverse();
-    chain
+
+    fn index(&self, sha: &str) -> Option<usize> {
+        self.index.get(&sha.to_ascii_lowercase()).copied()
+    }
+
+    fn contains(&self, sha: &str) -> bool {
+        self.index(sha).is_some()
+    }
+
+    fn is_explained(&self, sha: &str, explained: &HashSet<usize>) -> bool {
+        self.index(sha).is_some_and(|i| explained.contains(&i))
+    }
+
+    /// The range's commits reachable from `starts` (inside the range only).
+    fn reach(&self, starts: &[String], stop: &HashSet<usize>) -> HashSet<usize> {
+        let mut seen = HashSet::new();
+        let mut pending: Vec<usize> = starts.iter().filter_map(|s| self.index(s)).collect();
+        while let Some(at) = pending.pop() {
+            if stop.contains(&at) || !seen.insert(at) {
+                continue;
+            }
+            pending.extend(
+                self.commits[at]
+                    .parents
+                    .iter()
+                    .filter_map(|p| self.index(p)),
+            );
+        }
+        seen
+    }
+
+    /// Marks `merge_sha` and what its merge brought in as explained.
+    fn explain(&self, merge_sha: &str, explained: &mut HashSet<usize>) {
+        let Some(at) = self.index(merge_sha) else {
+            return;
+        };
+        explained.insert(at);
+        let parents = &self.commits[at].parents;
+        if parents.len() < 2 {
+            return;
+        }
+        let first = self.reach(&parents[..1], &HashSet::new());
+        explained.extend(self.reach(&parents[1..], &first));
+    }
 }
 
 #[cfg(test)]

@@ -49,6 +49,7 @@ pub fn pull(number: u64, title: &str, sha_char: char, paths: &[&str]) -> PullReq
             })
             .collect(),
         files_truncated: false,
+        arrived_through: None,
     }
 }
 

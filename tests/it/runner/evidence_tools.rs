@@ -394,6 +394,7 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
             merge_sha: merge.clone(),
             files: vec![file("logo.png"), file("src/a.rs")],
             files_truncated: false,
+            arrived_through: None,
         }],
         pull_requests_truncated: false,
         stale_facts: Vec::new(),

@@ -323,6 +323,24 @@ impl GitRepo {
         files
     }
 
+    /// Whether `merge` (a pull request's merge or squash commit) brought
+    /// `sha` in: `sha` is `merge`, or `merge` is a merge commit and `sha` is
+    /// on its merged-in side (`merge^1..merge`).
+    pub(super) fn introduced_by(&self, merge: &str, sha: &str) -> bool {
+        let Some(merge) = self.resolve(merge) else {
+            return false;
+        };
+        if merge.eq_ignore_ascii_case(sha) {
+            return true;
+        }
+        if self.resolve(&format!("{merge}^2")).is_none() {
+            return false;
+        }
+        self.git(&["rev-list", &format!("{merge}^1..{merge}")])
+            .lines()
+            .any(|line| line.eq_ignore_ascii_case(sha))
+    }
+
     pub(super) fn count(&self, range: &str) -> u64 {
         self.git(&["rev-list", "--count", range]).parse().unwrap()
     }

@@ -331,29 +331,58 @@ pub(super) async fn pull_files(
     axum::Json(paging.slice(&files, 30)).into_response()
 }
 
+/// `GET /repos/{o}/{r}/commits/{sha}/pulls`: the pull requests associated
+/// with a commit, as GitHub answers for a commit of the repository: those
+/// whose merge (or squash) commit it is, and those merged with a merge commit
+/// whose merged-in side (`merge^1..merge`) holds it (the PR's own commits).
+/// Paged; a commit the repository does not hold is 422, as on GitHub.
 pub(super) async fn commit_pulls(
     State(s): State<AppState>,
     UrlPath((owner, name, sha)): UrlPath<(String, String, String)>,
+    Query(paging): Query<Paging>,
     headers: HeaderMap,
 ) -> Response {
     let full = format!("{owner}/{name}");
-    if let Err(e) = check_token(&s, &headers, &full, Some("pull_requests")) {
+    let r = match check_token(&s, &headers, &full, Some("pull_requests")) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    if let Err(e) = require_pinned_version(&headers) {
         return e;
     }
+    let Some(sha) = r.git.resolve(&sha) else {
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &format!("No commit found for SHA: {sha}"),
+        );
+    };
     let inner = s.inner.lock().unwrap();
     let base_url = base_url(&headers);
-    let list: Vec<Value> = inner
+    let mut associated: Vec<(u64, Value)> = inner
         .pulls
         .iter()
-        .filter(|((r, _), p)| {
-            *r == full.to_ascii_lowercase() && p.merge_commit_sha.as_deref() == Some(sha.as_str())
+        .filter(|((repo, _), p)| {
+            *repo == full.to_ascii_lowercase()
+                && p.merge_commit_sha
+                    .as_deref()
+                    .is_some_and(|merge| r.git.introduced_by(merge, &sha))
         })
         .map(|((_, n), p)| {
             let times = pull_times(&inner, &full, *n, p, &mut HashMap::new());
-            pull_json(&full, *n, p, &base_url, &times)
+            let details = inner
+                .pull_details
+                .get(&(full.to_ascii_lowercase(), *n))
+                .cloned()
+                .unwrap_or_default();
+            (
+                *n,
+                pull_json_with(&full, *n, p, &base_url, &times, &details, None),
+            )
         })
         .collect();
-    axum::Json(list).into_response()
+    associated.sort_by_key(|(n, _)| *n);
+    let list: Vec<Value> = associated.into_iter().map(|(_, v)| v).collect();
+    axum::Json(paging.slice(&list, 30)).into_response()
 }
 
 impl FakeGitHub {
