@@ -33,11 +33,13 @@ impl FromRequestParts<AppState> for Caller {
             .map_err(|_| ApiError::unauthorized("the Authorization header is not valid text"))?;
         let token = tokens::bearer_token(value)
             .ok_or_else(|| ApiError::unauthorized("expected `Authorization: Bearer <token>`"))?;
+        // A token flooding past its rate is refused before it is looked up.
+        state.limits.refuse_early(Some(value))?;
         match tokens::verify(&state.pool, token).await {
             Ok(Some(principal)) => {
-                state
-                    .limits
-                    .check_rate(&super::limits::principal_key(&principal))?;
+                let key = super::limits::principal_key(&principal);
+                state.limits.remember(Some(value), &key);
+                state.limits.check_rate(&key)?;
                 Ok(Caller(principal))
             }
             Ok(None) => Err(ApiError::unauthorized(

@@ -13,6 +13,12 @@
 //! (a [`StreamGuard`] is the only way to hold one, and dropping it, when
 //! the response body ends, gives it back). Memory stays bounded by the
 //! principals active in the last few seconds.
+//!
+//! A flood of requests with a valid token is refused before its token is
+//! looked up again: a token seen to authenticate is remembered (its
+//! SHA-256, never the token) with its principal, and while that principal's
+//! bucket is empty its requests are answered `429` at once, without a
+//! database query. Nothing is granted this way, only refused.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -33,6 +39,13 @@ pub fn principal_key(principal: &Principal) -> String {
     }
 }
 
+/// The SHA-256 of an `Authorization: Bearer` header's token.
+fn bearer_hash(authorization: &str) -> Option<[u8; 32]> {
+    use sha2::Digest;
+    let token = crate::tokens::bearer_token(authorization)?;
+    Some(sha2::Sha256::digest(token.as_bytes()).into())
+}
+
 /// Above this many buckets, full (idle) ones are dropped.
 const PRUNE_ABOVE: usize = 1024;
 
@@ -48,6 +61,8 @@ pub struct PrincipalLimits {
     config: Limits,
     buckets: Mutex<HashMap<String, Bucket>>,
     streams: Arc<Mutex<HashMap<String, usize>>>,
+    /// SHA-256 of a presented bearer token → the principal it authenticated as.
+    seen: Mutex<HashMap<[u8; 32], String>>,
 }
 
 impl PrincipalLimits {
@@ -56,6 +71,7 @@ impl PrincipalLimits {
             config,
             buckets: Mutex::default(),
             streams: Arc::default(),
+            seen: Mutex::default(),
         }
     }
 
@@ -66,17 +82,62 @@ impl PrincipalLimits {
     /// Takes one request from `key`'s bucket, or answers `429 rate_limited`
     /// with the seconds until one is back.
     pub fn check_rate(&self, key: &str) -> Result<(), ApiError> {
-        self.take_at(key, Instant::now()).map_err(|wait| {
-            ApiError::too_many_requests(
-                "rate",
-                "rate_limited",
-                format!(
-                    "too many requests with this token ({} a second, bursts of {}: limits.requests_per_second, limits.request_burst); retry after the Retry-After seconds",
-                    self.config.requests_per_second, self.config.request_burst
-                ),
-                wait.as_secs_f64().ceil() as u64,
-            )
-        })
+        self.take_at(key, Instant::now())
+            .map_err(|wait| self.rate_limited(wait))
+    }
+
+    /// Refuses, before authentication, a request whose bearer token was seen
+    /// to authenticate as a principal whose bucket is empty now; takes
+    /// nothing from the bucket (the request authenticates as usual after).
+    pub fn refuse_early(&self, authorization: Option<&str>) -> Result<(), ApiError> {
+        let Some(hash) = authorization.and_then(bearer_hash) else {
+            return Ok(());
+        };
+        let key = {
+            let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            match seen.get(&hash) {
+                Some(key) => key.clone(),
+                None => return Ok(()),
+            }
+        };
+        match self.empty_for(&key, Instant::now()) {
+            None => Ok(()),
+            Some(wait) => Err(self.rate_limited(wait)),
+        }
+    }
+
+    /// Remembers that `authorization`'s token authenticated as `key`.
+    pub fn remember(&self, authorization: Option<&str>, key: &str) {
+        let Some(hash) = authorization.and_then(bearer_hash) else {
+            return;
+        };
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        // Tokens are few; a revoked one's entry only ever refuses.
+        if seen.len() >= PRUNE_ABOVE && !seen.contains_key(&hash) {
+            seen.clear();
+        }
+        seen.insert(hash, key.to_string());
+    }
+
+    /// How long until `key`'s bucket holds a request again, if it is empty.
+    fn empty_for(&self, key: &str, now: Instant) -> Option<Duration> {
+        let rate = f64::from(self.config.requests_per_second);
+        let buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let bucket = buckets.get(key)?;
+        let tokens = bucket.tokens + now.saturating_duration_since(bucket.at).as_secs_f64() * rate;
+        (tokens < 1.0).then(|| Duration::from_secs_f64((1.0 - tokens) / rate))
+    }
+
+    fn rate_limited(&self, wait: Duration) -> ApiError {
+        ApiError::too_many_requests(
+            "rate",
+            "rate_limited",
+            format!(
+                "too many requests with this token ({} a second, bursts of {}: limits.requests_per_second, limits.request_burst); retry after the Retry-After seconds",
+                self.config.requests_per_second, self.config.request_burst
+            ),
+            wait.as_secs_f64().ceil() as u64,
+        )
     }
 
     /// The bucket at `now`: `Ok` with one request taken, or how long until
@@ -188,6 +249,26 @@ mod tests {
         assert_eq!(refused.status.as_u16(), 429);
         assert_eq!(refused.code, "rate_limited");
         assert_eq!(refused.retry_after, Some(1));
+    }
+
+    #[test]
+    fn a_seen_token_is_refused_early_only_while_its_bucket_is_empty() {
+        let l = limits(1, 2, 1);
+        let bearer = Some("Bearer tmm_abc");
+        // Unknown tokens are never refused early.
+        assert!(l.refuse_early(bearer).is_ok());
+        l.remember(bearer, "token:a");
+        assert!(l.refuse_early(bearer).is_ok(), "no bucket yet");
+        l.check_rate("token:a").unwrap();
+        assert!(l.refuse_early(bearer).is_ok(), "one left");
+        l.check_rate("token:a").unwrap();
+        let refused = l.refuse_early(bearer).expect_err("empty now");
+        assert_eq!(
+            (refused.status.as_u16(), refused.code),
+            (429, "rate_limited")
+        );
+        assert!(l.refuse_early(Some("Bearer tmm_other")).is_ok());
+        assert!(l.refuse_early(None).is_ok());
     }
 
     #[test]

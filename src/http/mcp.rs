@@ -248,10 +248,16 @@ async fn admit(
         ));
     }
     let requests = service(state);
-    match requests.authenticate(&state.pool, authorization).await? {
-        Credential::Api(principal) => Ok(principal),
-        Credential::GitHub(owner) => Ok(requests.github_principal(&owner).await?),
-    }
+    // A token flooding past its rate is refused before it is looked up.
+    state.limits.refuse_early(authorization)?;
+    let principal = match requests.authenticate(&state.pool, authorization).await? {
+        Credential::Api(principal) => principal,
+        Credential::GitHub(owner) => requests.github_principal(&owner).await?,
+    };
+    state
+        .limits
+        .remember(authorization, &principal_key(&principal));
+    Ok(principal)
 }
 
 #[cfg(test)]
