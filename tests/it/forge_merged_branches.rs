@@ -468,6 +468,21 @@ async fn the_builtin_agent_records_merged_in_pull_requests_once_on_the_changelog
     ));
     let token = setup.create_token("merged", &[]);
     let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
+    // A maintainer asks for merged-in #21 first: the range that brings it
+    // later must not record it again.
+    let answer = reqwest::Client::new()
+        .post(daemon.url("/v1/requests"))
+        .bearer_auth(&token)
+        .json(&json!({"repository": "demo/app", "pull_number": 21}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 202);
+    let answer: serde_json::Value = answer.json().await.unwrap();
+    let id = answer["job_id"].as_i64().unwrap();
+    let (job, _) = wait_for(&daemon, &token, id, finished).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(entries(&wiki, "Changelog.md", &h.range1[3].1), 1);
     let mut run = 500;
     for (before, after) in [(&h.base, &h.m1), (&h.m1, &h.tip)] {
         run += 1;
