@@ -79,7 +79,7 @@ subprocess.run(["git", "-C", repo, "fast-import", "--quiet", "--force"], input="
 PY
 git -C "$WORK/src" commit-graph write --reachable
 
-SECRET="bench-secret-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
+SECRET="bench-secret-$(od -An -tx8 -N16 /dev/urandom | tr -d ' \n')"
 export TEAMMEM_BENCH_SECRET="$SECRET"
 
 # One daemon per binary under test, each with its own wiki (a bare repository
@@ -102,6 +102,7 @@ webhook_secret_env = "TEAMMEM_BENCH_SECRET"
 [queue]
 workers = 2
 TOML
+    relax_limits "$bin" "$WORK/$name.toml"
     token="$("$bin" tokens create --name bench --config "$WORK/$name.toml" 2>/dev/null | tail -n 1)"
     TEAMMEM_LOG="${TEAMMEM_LOG:-warn}" "$bin" serve --config "$WORK/$name.toml" > "$WORK/$name.log" 2>&1 &
     BUILTIN_PIDS="${BUILTIN_PIDS:-} $!"
@@ -240,6 +241,7 @@ timeout_seconds = 60
 sandbox = "$sandbox"
 read_paths = ["$PYPREFIX", "$WORK/agent"]
 TOML
+    relax_limits "$BIN" "$WORK/$name.toml"
     "$BIN" tokens create --name bench --config "$WORK/$name.toml" 2>/dev/null | tail -n 1 > "$WORK/$name.token"
     TEAMMEM_LOG="${TEAMMEM_LOG:-warn}" "$BIN" serve --config "$WORK/$name.toml" > "$WORK/daemon-$name.log" 2>&1 &
     echo "$!" > "$WORK/$name.pid"

@@ -65,7 +65,7 @@ PY
 make_source "$WORK/large" "$FILES"
 make_source "$WORK/small" 20
 
-SECRET="bench-secret-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
+SECRET="bench-secret-$(od -An -tx8 -N16 /dev/urandom | tr -d ' \n')"
 export TEAMMEM_BENCH_SECRET="$SECRET"
 start_daemon() { # NAME -> appends "NAME:PORT:TOKEN" to DAEMONS, PID to PIDS
     local name="$1" port token
@@ -82,6 +82,7 @@ local_path = "$WORK/$name"
 local_wiki_path = "$WORK/wiki-$name.git"
 webhook_secret_env = "TEAMMEM_BENCH_SECRET"
 TOML
+    relax_limits "$BIN" "$WORK/$name.toml"
     token="$("$BIN" tokens create --name bench --config "$WORK/$name.toml" 2>/dev/null | tail -n 1)"
     TEAMMEM_LOG="${TEAMMEM_LOG:-warn}" "$BIN" serve --config "$WORK/$name.toml" > "$WORK/$name.log" 2>&1 &
     PIDS="${PIDS:-} $!"

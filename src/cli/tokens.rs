@@ -71,10 +71,12 @@ pub(super) async fn run_tokens(command: TokensCommand) -> Result<(), Failure> {
                 println!("no tokens; create one with `teammem tokens create --name NAME`");
             }
             for t in list {
-                let scope = if t.repositories.is_empty() {
-                    "all sources".to_string()
-                } else {
-                    t.repositories.join(", ")
+                let scope = match &t.repositories {
+                    Some(repositories) if repositories.is_empty() => "all sources".to_string(),
+                    Some(repositories) => repositories.join(", "),
+                    // Such a token authenticates no one (see `tokens`).
+                    None => "unreadable scope: grants nothing; revoke it and create it again"
+                        .to_string(),
                 };
                 let state = if t.revoked { "revoked" } else { "active" };
                 println!("{}\t{}\t{}\t{}", t.name, state, scope, t.created_at);

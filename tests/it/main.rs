@@ -16,6 +16,7 @@ mod dispatch_http; // POST /v1/dispatch over the real router and queue: replays,
 mod forge_github; // App auth: token cache keys, installation checks, key loading, Key Vault transport
 mod forge_local; // the local forge's ancestry and pull-request checks on real git repositories
 mod forge_merged_branches; // PRs that reach the default branch through a merged branch: both forges and the builtin agent, once each
+mod hardening; // issue 34's smaller findings: /readyz bounded while PostgreSQL refuses or is silent, unreadable token scopes, short or shared dispatch secrets
 mod harness; // starts real things: the daemon, git servers, the fake GitHub; the git CLI oracle helper
 mod http_limits; // the HTTP server attacked over raw TCP: slow heads, connection limit, body before auth, loopback Host trust
 mod jobs_api; // /v1/jobs over HTTP, token scopes, graceful shutdown
