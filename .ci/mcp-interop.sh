@@ -95,7 +95,7 @@ local_path = "$work/app"
 local_wiki_path = "$work/app.wiki.git"
 webhook_secret_env = "TEAMMEM_INTEROP_DISPATCH_SECRET"
 EOF
-export TEAMMEM_INTEROP_DISPATCH_SECRET=interop-secret-not-used
+export TEAMMEM_INTEROP_DISPATCH_SECRET=interop-secret-not-used-but-32-bytes-long
 export TEAMMEM_CONFIG=$work/teammem.toml
 TEAMMEM_INTEROP_TOKEN=$("$teammem" tokens create --name interop | tail -n 1)
 export TEAMMEM_INTEROP_TOKEN

@@ -77,7 +77,7 @@ git -C "$WORK/src" rev-list --reverse main > "$WORK/shas.txt"
 openssl genrsa -out "$WORK/app.pem" 2048 2>/dev/null
 chmod 600 "$WORK/app.pem"
 
-SECRET="bench-secret-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
+SECRET="bench-secret-$(od -An -tx8 -N16 /dev/urandom | tr -d ' \n')"
 export TEAMMEM_BENCH_SECRET="$SECRET"
 PORT="$(bash "$ROOT/bench/listen-port.sh")"
 GH_PORT=$((PORT + 1))

@@ -59,7 +59,7 @@ for i in range(sources):
     config += (f'[[sources]]\nrepository = "bench/s{i:03}"\nlocal_path = "{work}/src"\n'
                f'local_wiki_path = "{work}/wiki{i:03}.git"\nwebhook_secret_env = "BENCH_SECRET"\n')
 open(f"{work}/teammem.toml", "w").write(config)
-env = dict(os.environ, BENCH_SECRET="s", TEAMMEM_LOG="warn")
+env = dict(os.environ, BENCH_SECRET="s" * 32, TEAMMEM_LOG="warn")
 subprocess.run([binary, "migrate", "--config", f"{work}/teammem.toml"], check=True, env=env,
                stdout=subprocess.DEVNULL)
 

@@ -70,7 +70,7 @@ def rss_kib(pid):
 def start(data_dir, measure_rss):
     port = free_port()
     path = config(data_dir, port)
-    env = dict(os.environ, TEAMMEM_BENCH_SECRET="bench-secret", TEAMMEM_LOG="warn")
+    env = dict(os.environ, TEAMMEM_BENCH_SECRET="bench-secret-" + "0" * 32, TEAMMEM_LOG="warn")
     began = time.perf_counter()
     proc = subprocess.Popen([binary, "serve", "--config", path], env=env,
                             stdout=subprocess.DEVNULL)

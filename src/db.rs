@@ -43,6 +43,11 @@ pub static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
 /// request waits this long, then answers `503` with `Retry-After`.
 pub const POSTGRES_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The longest a readiness probe ([`Pool::readiness`]) waits on the
+/// database: well inside the 1 s an orchestrator's probe allows by default,
+/// whatever the database does (refuses, resets, or never answers).
+pub const READINESS_PROBE_TIMEOUT: Duration = Duration::from_millis(800);
+
 /// What went wrong while opening or migrating the database.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -255,6 +260,44 @@ impl Pool {
             Pool::Sqlite(pool) => migrations_pending(pool).await,
             Pool::Postgres(pool) => postgres_migrations_pending(pool).await,
         }
+    }
+
+    /// Whether the database answers with every migration applied, asked
+    /// within `limit` (a pooled connection's wait is otherwise
+    /// [`POSTGRES_CONNECT_TIMEOUT`]): `Err` names the cause in a few words,
+    /// never the server's address or a statement.
+    pub async fn readiness(&self, limit: Duration) -> Result<(), String> {
+        match tokio::time::timeout(limit, self.migrations_pending()).await {
+            Ok(Ok(false)) => Ok(()),
+            Ok(Ok(true)) => Err("database migrations are pending; run `teammem migrate`".into()),
+            // A statement the server refused (it answered); anything else
+            // on the way (a reset, a connection cut mid-message) is the
+            // database out of reach.
+            Ok(Err(DbError::Query(e @ sqlx::Error::Database(_)))) if !is_unavailable(&e) => {
+                Err("database refused the readiness query".into())
+            }
+            Ok(Err(DbError::Query(e))) => {
+                Err(format!("database unreachable: {}", unavailable_cause(&e)))
+            }
+            Ok(Err(_)) => Err("database refused the readiness query".into()),
+            Err(_) => Err(format!(
+                "database unreachable: no answer within {} ms",
+                limit.as_millis()
+            )),
+        }
+    }
+}
+
+/// A few words on why the database is unavailable, from a closed set (an
+/// unauthenticated `/readyz` says no more).
+fn unavailable_cause(error: &sqlx::Error) -> String {
+    match error {
+        sqlx::Error::PoolTimedOut => "no connection could be made".into(),
+        sqlx::Error::PoolClosed => "the pool is closed".into(),
+        sqlx::Error::Io(e) => e.kind().to_string(),
+        sqlx::Error::Tls(_) => "TLS failed".into(),
+        sqlx::Error::Database(_) => "the server is shutting down or full".into(),
+        _ => "the connection was lost".into(),
     }
 }
 

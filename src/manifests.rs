@@ -371,14 +371,23 @@ fn pep508(text: &str) -> Option<(String, String)> {
 
 /// The strings of a TOML array that starts at `start` (just after `[`) on
 /// line `first`, with their line indexes.
+///
+/// Linear in the text: once a basic (`"`) string on a line runs to the
+/// line's end unclosed, no later `"` on that line can open one that closes
+/// (each later `"` was an escaped character of the first, so both scans
+/// agree from there on), and it is not scanned again. Without that, a line
+/// of `"\"\"\…` costs a scan to the line's end per quote.
 fn toml_array(lines: &[&str], first: usize, start: &str) -> (Vec<(String, usize)>, usize) {
     let mut out = Vec::new();
     let mut index = first;
     let mut rest = start;
+    // Whether a basic string on line `index` was found unclosed.
+    let mut unclosed_basic = false;
     loop {
         let trimmed = rest.trim_start();
         if trimmed.is_empty() || trimmed.starts_with('#') {
             index += 1;
+            unclosed_basic = false;
             match lines.get(index) {
                 Some(line) => rest = line,
                 None => return (out, index),
@@ -388,10 +397,16 @@ fn toml_array(lines: &[&str], first: usize, start: &str) -> (Vec<(String, usize)
         if trimmed.starts_with(']') {
             return (out, index);
         }
-        if let Some((text, after)) = toml_string(trimmed) {
+        let string = if unclosed_basic && trimmed.starts_with('"') {
+            None
+        } else {
+            toml_string(trimmed)
+        };
+        if let Some((text, after)) = string {
             out.push((text, index));
             rest = after;
         } else {
+            unclosed_basic |= trimmed.starts_with('"');
             // A comma, or something this reader does not know: skip one char.
             let mut chars = trimmed.chars();
             chars.next();
@@ -912,6 +927,56 @@ black = "24.1"
         assert_eq!(found[0].requirement.chars().count(), MAX_TEXT_CHARS);
         assert!(found[0].requirement.ends_with('…'));
         assert_eq!(found[1].requirement, "1");
+    }
+
+    /// A pyproject.toml whose dependency array holds one line of `"\`
+    /// repeated to about `bytes` (every quote opens a basic string that never
+    /// closes), then one real dependency.
+    fn unclosed_strings(bytes: usize) -> String {
+        format!(
+            "[project]\ndependencies = [\n{}\n\"after>=1\",\n]\n",
+            "\"\\".repeat(bytes / 2)
+        )
+    }
+
+    /// The least time of up to three parses of `text` (the least is the one
+    /// the machine's noise touched least); one parse over a second is enough.
+    fn least_parse_time(text: &str) -> std::time::Duration {
+        let mut least = std::time::Duration::MAX;
+        for _ in 0..3 {
+            let started = std::time::Instant::now();
+            let manifest = parse("pyproject.toml", text).unwrap();
+            least = least.min(started.elapsed());
+            assert_eq!(manifest.dependencies.len(), 1);
+            assert_eq!(manifest.dependencies[0].name, "after");
+            assert!(!manifest.cut);
+            if least > std::time::Duration::from_secs(1) {
+                break;
+            }
+        }
+        least
+    }
+
+    #[test]
+    fn unclosed_strings_cost_linear_time() {
+        let small = unclosed_strings(16 * 1024);
+        let big = unclosed_strings(MAX_MANIFEST_BYTES - 64);
+        assert!(big.len() <= MAX_MANIFEST_BYTES && big.len() > 250 * 1024);
+        let small = least_parse_time(&small);
+        // A quadratic scanner spends seconds here already (and minutes on
+        // the big one in a debug build): say so at once.
+        assert!(
+            small < std::time::Duration::from_millis(500),
+            "16 KiB took {small:?}"
+        );
+        let big = least_parse_time(&big);
+        // 16 times the input: linear is about 16 times the time, quadratic
+        // about 256 times (1.5 s for 64 KiB before the scanner was linear).
+        let ratio = big.as_secs_f64() / small.as_secs_f64().max(1e-6);
+        assert!(
+            ratio < 64.0 && big < std::time::Duration::from_secs(1),
+            "256 KiB took {big:?}, 16 KiB {small:?}: {ratio:.0} times"
+        );
     }
 
     #[test]

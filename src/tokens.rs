@@ -4,6 +4,11 @@
 //! bytes). The database keeps its hash, its name and the source repositories it
 //! is limited to (none = every source). This module is the only one with SQL
 //! about `api_tokens`.
+//!
+//! Invariant: a stored scope that does not read as a list of repositories
+//! grants nothing (the token authenticates no one, a warning names it, and
+//! `tokens list` shows it as unreadable); it is never taken for "every
+//! source".
 
 use std::fmt;
 
@@ -51,7 +56,9 @@ impl Principal {
 #[derive(Debug, Clone)]
 pub struct TokenInfo {
     pub name: String,
-    pub repositories: Vec<String>,
+    /// The sources it is limited to (empty = all); `None` when the stored
+    /// scope does not read as a list, and the token grants nothing.
+    pub repositories: Option<Vec<String>>,
     pub created_at: String,
     pub revoked: bool,
 }
@@ -66,6 +73,27 @@ pub enum TokenError {
     UnknownName(String),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+}
+
+/// A stored scope: a JSON list of repository names; `None` for anything
+/// else (never "every source", which is the empty list).
+fn read_scope(stored: &str) -> Option<Vec<String>> {
+    serde_json::from_str(stored).ok()
+}
+
+/// The principal of an active token's row, or `None` with a warning naming
+/// the token when its scope is unreadable: such a token grants nothing.
+fn principal(name: String, stored_scope: &str) -> Option<Principal> {
+    match read_scope(stored_scope) {
+        Some(repositories) => Some(Principal { name, repositories }),
+        None => {
+            tracing::warn!(
+                token = %name,
+                "API token {name:?} has a stored scope that is not a list of repositories; it is refused until revoked and created again (`teammem tokens revoke --name {name}`)"
+            );
+            None
+        }
+    }
 }
 
 fn hash(token: &str) -> String {
@@ -138,10 +166,7 @@ pub async fn verify(pool: &Pool, presented: &str) -> Result<Option<Principal>, s
         .fetch_optional(pool)
         .await?
     });
-    Ok(row.map(|(name, repos)| Principal {
-        name,
-        repositories: serde_json::from_str(&repos).unwrap_or_default(),
-    }))
+    Ok(row.and_then(|(name, repos)| principal(name, &repos)))
 }
 
 /// The principal of the active token called `name` (sessions name their token,
@@ -155,10 +180,7 @@ pub async fn active_principal(pool: &Pool, name: &str) -> Result<Option<Principa
         .fetch_optional(pool)
         .await?
     });
-    Ok(row.map(|(name, repos)| Principal {
-        name,
-        repositories: serde_json::from_str(&repos).unwrap_or_default(),
-    }))
+    Ok(row.and_then(|(name, repos)| principal(name, &repos)))
 }
 
 pub async fn list(pool: &Pool) -> Result<Vec<TokenInfo>, sqlx::Error> {
@@ -173,7 +195,7 @@ pub async fn list(pool: &Pool) -> Result<Vec<TokenInfo>, sqlx::Error> {
         .into_iter()
         .map(|(name, repos, created_at, revoked_at)| TokenInfo {
             name,
-            repositories: serde_json::from_str(&repos).unwrap_or_default(),
+            repositories: read_scope(&repos),
             created_at,
             revoked: revoked_at.is_some(),
         })
@@ -241,6 +263,47 @@ mod tests {
         };
         assert!(one.may_access("Octo/App"));
         assert!(!one.may_access("octo/other"));
+    }
+
+    #[test]
+    fn an_unreadable_scope_grants_nothing() {
+        assert_eq!(read_scope("[]"), Some(vec![]));
+        assert_eq!(read_scope(r#"["octo/app"]"#), Some(vec!["octo/app".into()]));
+        for stored in ["", "octo/app", "null", "{}", r#"["octo/app""#, "[1]"] {
+            assert_eq!(read_scope(stored), None, "{stored:?}");
+            assert_eq!(principal("t".into(), stored), None, "{stored:?}");
+        }
+    }
+
+    #[test]
+    fn an_unreadable_scope_is_logged_naming_the_token() {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Log(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Log {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let log = Log::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            assert_eq!(principal("ci-bot".into(), "octo/app"), None);
+        });
+        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        assert!(text.contains("WARN"), "{text}");
+        assert!(
+            text.contains(r#"API token "ci-bot" has a stored scope"#),
+            "{text}"
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `[agent]`: which agent writes the wiki, and the limits on its writes.
 //!
-//! Invariant: the agent's secrets are referenced by environment variable
-//! name, never inlined.
+//! Invariants: the agent's secrets are referenced by environment variable
+//! name, never inlined; `agent.env_allow` never names a variable any `*_env`
+//! key of the file names (a secret the daemon holds never reaches the agent).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -124,4 +125,54 @@ pub(super) fn read_agent(
     };
     s.finish(errors);
     (agent, limits)
+}
+
+/// Refuses an `agent.env_allow` entry that names a variable some `*_env` key
+/// anywhere in the file names (`sources[i].webhook_secret_env`,
+/// `database.password_env`, `agent.api_key_env`, and any such key added
+/// later): that secret would stay in the environment and reach the agent.
+/// Reads the TOML itself, so every section's keys count, whichever reader
+/// parsed them.
+pub(super) fn check_env_allow(root: &toml::Table, errors: &mut Vec<String>) {
+    let Some(allowed) = root
+        .get("agent")
+        .and_then(|a| a.get("env_allow"))
+        .and_then(|v| v.as_array())
+    else {
+        return;
+    };
+    let mut secret_keys = Vec::new();
+    secret_env_keys(root, "", &mut secret_keys);
+    for (i, name) in allowed.iter().enumerate() {
+        let Some(name) = name.as_str() else { continue };
+        for (key, _) in secret_keys.iter().filter(|(_, var)| var == name) {
+            errors.push(format!(
+                "agent.env_allow[{i}]: {name} is the secret {key} names; the agent must never be given it: remove {name} from agent.env_allow (give the agent CLI a credential of its own in another variable)"
+            ));
+        }
+    }
+}
+
+/// Every string value of a key ending in `_env`, with its key path
+/// (`sources[1].webhook_secret_env`), in tables and arrays of tables.
+fn secret_env_keys(table: &toml::Table, path: &str, out: &mut Vec<(String, String)>) {
+    for (key, value) in table {
+        let here = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
+        match value {
+            toml::Value::String(var) if key.ends_with("_env") => out.push((here, var.clone())),
+            toml::Value::Table(t) => secret_env_keys(t, &here, out),
+            toml::Value::Array(items) => {
+                for (n, item) in items.iter().enumerate() {
+                    if let toml::Value::Table(t) = item {
+                        secret_env_keys(t, &format!("{here}[{n}]"), out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }

@@ -4,11 +4,17 @@
 //! Invariants: a password is never part of the configuration: a `url` that
 //! holds one (in its user information or as a `password` parameter) is
 //! refused, and the password comes only from the environment variable
-//! `password_env` names; no message built here quotes a URL's password.
+//! `password_env` names; no message built here quotes a URL's password. A
+//! database on another machine is reached only over TLS that verifies the
+//! server (`sslmode=verify-full`, or `verify-ca` with a named
+//! `sslrootcert`): sqlx's default `prefer` and `allow`, `disable` and
+//! `require` (encrypted, but to anyone who answers) are refused, so an
+//! on-path attacker can neither read the login nor relay it. This machine's
+//! loopback addresses and Unix socket directories need no TLS.
 
 use std::str::FromStr;
 
-use sqlx::postgres::PgConnectOptions;
+use sqlx::postgres::{PgConnectOptions, PgSslMode};
 
 use super::rules::is_env_name;
 use super::section::Section;
@@ -82,9 +88,67 @@ fn check_url(url: &str) -> Result<(), String> {
                 .into(),
         );
     }
-    PgConnectOptions::from_str(url)
-        .map(|_| ())
-        .map_err(|e| format!("is not a PostgreSQL connection URL sqlx can read: {e}"))
+    let options = PgConnectOptions::from_str(url)
+        .map_err(|e| format!("is not a PostgreSQL connection URL sqlx can read: {e}"))?;
+    check_transport(url, query, &options)
+}
+
+/// A server on another machine must be verified over TLS. The host is the
+/// one sqlx will connect to (the URL's, its `host`/`hostaddr` parameter, or
+/// `PGHOST` when the URL names none); the mode is the one sqlx will use, and
+/// the URL must name it (`PGSSLMODE` in the environment does not count: the
+/// file alone shows what the daemon does).
+fn check_transport(url: &str, query: &str, options: &PgConnectOptions) -> Result<(), String> {
+    let host = match options.get_socket() {
+        Some(_) => return Ok(()),
+        None => options.get_host(),
+    };
+    if is_local_host(host) {
+        return Ok(());
+    }
+    let named = |names: &[&str]| {
+        query.split('&').any(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            names.contains(&key) && !value.is_empty()
+        })
+    };
+    let mode = named(&["sslmode", "ssl-mode"]).then(|| options.get_ssl_mode());
+    let root_cert = named(&["sslrootcert", "ssl-root-cert", "ssl-ca"]);
+    let host = host.chars().take(80).collect::<String>();
+    let with_ca = "and sslrootcert=/path/to/ca.pem when the server's certificate is not signed by a public CA";
+    match mode {
+        Some(PgSslMode::VerifyFull) => Ok(()),
+        Some(PgSslMode::VerifyCa) if root_cert => Ok(()),
+        Some(PgSslMode::VerifyCa) => Err(format!(
+            "sslmode=verify-ca to {host} needs the root certificate it verifies against: add sslrootcert=/path/to/ca.pem, or use sslmode=verify-full"
+        )),
+        None => Err(format!(
+            "{host} is not this machine and the URL names no sslmode, so the connection may fall back to plain text that anyone on the path can read or relay; add sslmode=verify-full to the URL (like {url}{}sslmode=verify-full), {with_ca}",
+            if url.contains('?') { "&" } else { "?" }
+        )),
+        Some(other) => Err(format!(
+            "sslmode={} to {host} does not verify the server, so anyone on the path can read or relay the connection; use sslmode=verify-full instead, {with_ca}",
+            match other {
+                PgSslMode::Disable => "disable",
+                PgSslMode::Allow => "allow",
+                PgSslMode::Prefer => "prefer",
+                _ => "require",
+            }
+        )),
+    }
+}
+
+/// This machine: a Unix socket directory, `localhost`, 127.0.0.0/8 or ::1.
+fn is_local_host(host: &str) -> bool {
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    host.starts_with('/')
+        || bare.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// `server.node_id`: 1 to 64 of `A-Z a-z 0-9 . _ -`; the host name when not given.
@@ -154,7 +218,7 @@ mod tests {
             assert!(!problem.contains("hunter2"), "{problem}");
         }
         for url in [
-            "postgres://teammem@db.internal:5432/teammem",
+            "postgres://teammem@db.internal:5432/teammem?sslmode=verify-full",
             "postgres:///teammem?host=/run/postgresql",
             "postgresql://db/teammem?sslmode=verify-full",
         ] {
@@ -166,6 +230,79 @@ mod tests {
                 .unwrap_err()
                 .contains("postgres://")
         );
+    }
+
+    #[test]
+    fn a_remote_server_must_be_verified_over_tls() {
+        for url in [
+            "postgres://teammem@db.internal/teammem?sslmode=verify-full",
+            "postgres://teammem@10.0.0.5:5432/teammem?sslrootcert=/etc/ca.pem&sslmode=verify-ca",
+            "postgres://teammem@[2001:db8::1]/teammem?ssl-mode=verify-full",
+            // This machine: loopback and socket directories need no TLS.
+            "postgres://teammem@127.0.0.1:5432/teammem",
+            "postgres://teammem@127.3.4.5/teammem?sslmode=disable",
+            "postgres://teammem@[::1]:5432/teammem",
+            "postgres://teammem@localhost/teammem?sslmode=prefer",
+            "postgres:///teammem?host=/run/postgresql",
+            "postgres://%2Frun%2Fpostgresql/teammem",
+        ] {
+            if let Err(e) = check_url(url) {
+                panic!("{url}: {e}");
+            }
+        }
+        for (url, expected) in [
+            ("postgres://teammem@db.internal/teammem", "names no sslmode"),
+            (
+                "postgres://teammem@db.internal/teammem?sslmode=prefer",
+                "sslmode=prefer to db.internal does not verify",
+            ),
+            (
+                "postgres://teammem@db.internal/teammem?sslmode=allow",
+                "sslmode=allow",
+            ),
+            (
+                "postgres://teammem@db.internal/teammem?sslmode=disable",
+                "sslmode=disable",
+            ),
+            (
+                "postgres://teammem@db.internal/teammem?sslmode=require",
+                "sslmode=require",
+            ),
+            (
+                "postgres://teammem@10.0.0.5/teammem?sslmode=verify-ca",
+                "needs the root certificate",
+            ),
+            (
+                "postgres://teammem@db.internal/teammem?sslmode=verify-ca&sslrootcert=",
+                "needs the root certificate",
+            ),
+            // The host sqlx connects to is the parameter's, not the URL's.
+            (
+                "postgres://teammem@localhost/teammem?host=db.internal",
+                "db.internal is not this machine",
+            ),
+            (
+                "postgres://teammem@localhost/teammem?hostaddr=10.0.0.5",
+                "10.0.0.5 is not this machine",
+            ),
+            (
+                "postgres://teammem@127.0.0.1.example.org/teammem",
+                "names no sslmode",
+            ),
+            (
+                "postgres://teammem@[::2]/teammem?sslmode=prefer",
+                "does not verify",
+            ),
+        ] {
+            let problem = check_url(url).unwrap_err();
+            assert!(problem.contains(expected), "{url}: {problem}");
+            if !expected.contains("root certificate") {
+                assert!(
+                    problem.contains("sslmode=verify-full"),
+                    "says how to fix it: {problem}"
+                );
+            }
+        }
     }
 
     #[test]

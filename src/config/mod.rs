@@ -341,6 +341,7 @@ impl Config {
         })?;
         let mut errors = Vec::new();
         let config = read_config(&table, &mut errors);
+        agent::check_env_allow(&table, &mut errors);
         if errors.is_empty() {
             Ok(config.expect("a config is built whenever no error was recorded"))
         } else {
@@ -349,16 +350,25 @@ impl Config {
     }
 
     /// Checks what the file alone cannot tell: the referenced environment
-    /// variables are set. `serve` and `check-config` both run it.
+    /// variables are set, and each dispatch secret is long enough; warns
+    /// (in the log, never quoting a value) of one secret shared by several
+    /// sources. `serve` and `check-config` both run it.
     pub fn check_environment(&self) -> Result<(), ConfigErrors> {
         let mut errors = Vec::new();
         for (i, source) in self.sources.iter().enumerate() {
-            if crate::secrets::env_secret(&source.webhook_secret_env).is_none_or(|v| v.is_empty()) {
-                errors.push(format!(
+            match crate::secrets::env_secret(&source.webhook_secret_env).filter(|v| !v.is_empty()) {
+                None => errors.push(format!(
                     "sources[{i}].webhook_secret_env: environment variable {} is not set; set it to the dispatch secret of {}",
                     source.webhook_secret_env, source.repository
-                ));
+                )),
+                Some(secret) => errors.extend(
+                    crate::secrets::short_dispatch_secret(&source.webhook_secret_env, &secret)
+                        .map(|why| format!("sources[{i}].webhook_secret_env: {why}")),
+                ),
             }
+        }
+        for warning in self.shared_dispatch_secrets() {
+            tracing::warn!("{warning}");
         }
         if let Agent::OpenAi {
             api_key_env: Some(name),

@@ -1,13 +1,15 @@
 //! `[[sources]]`: each source's reader, and the mapping rule between sources.
 //!
-//! Invariant: a local source's wiki is never a source repository (its own or
-//! another's), so memory commits never land among the code.
+//! Invariants: a local source's wiki is never a source repository (its own or
+//! another's), so memory commits never land among the code; one dispatch
+//! secret shared by several sources is warned of, compared by hash and never
+//! quoted.
 
 use std::path::{Path, PathBuf};
 
 use super::rules::{check_repository, is_env_name};
 use super::section::Section;
-use super::{DEFAULT_PROTECTED_PAGES, Forge, Source};
+use super::{Config, DEFAULT_PROTECTED_PAGES, Forge, Source};
 use crate::ids::RepoName;
 
 /// Mappings the file alone shows to be wrong: a local source whose wiki is a
@@ -184,4 +186,39 @@ pub(super) fn read_source(
         forge: forge?,
         protected_pages,
     })
+}
+
+impl Config {
+    /// One warning per dispatch secret that several sources share (the same
+    /// variable, or different variables holding one value): whoever holds
+    /// it for one repository can send dispatches for the others. Values are
+    /// compared by their SHA-256, read from the environment, and never
+    /// quoted; unset variables are left to [`Config::check_environment`].
+    pub fn shared_dispatch_secrets(&self) -> Vec<String> {
+        let mut by_value: std::collections::BTreeMap<[u8; 32], Vec<String>> =
+            std::collections::BTreeMap::new();
+        for (i, source) in self.sources.iter().enumerate() {
+            if let Some(secret) =
+                crate::secrets::env_secret(&source.webhook_secret_env).filter(|v| !v.is_empty())
+            {
+                by_value
+                    .entry(secret.fingerprint())
+                    .or_default()
+                    .push(format!(
+                        "sources[{i}] ({}, {})",
+                        source.repository, source.webhook_secret_env
+                    ));
+            }
+        }
+        by_value
+            .into_values()
+            .filter(|sharing| sharing.len() > 1)
+            .map(|sharing| {
+                format!(
+                    "{} use one dispatch secret: whoever holds it for one repository can send dispatches for the others; give each source its own (`openssl rand -hex 32`)",
+                    sharing.join(", ")
+                )
+            })
+            .collect()
+    }
 }

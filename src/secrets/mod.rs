@@ -6,7 +6,9 @@
 //!   and its bytes are overwritten when it is dropped;
 //! - the App key is read only from Key Vault or from a file that neither group nor
 //!   others can read; never from an environment variable's contents or argv;
-//! - error messages name the source (file path, vault URI) and never the value.
+//! - error messages name the source (file path, vault URI) and never the value;
+//! - a dispatch secret shorter than [`MIN_DISPATCH_SECRET_BYTES`] is never
+//!   used: a short HMAC key falls to guessing, whatever the MAC.
 
 mod env; // secrets moved out of the daemon's environment at start-up
 mod keyvault;
@@ -38,6 +40,18 @@ impl Secret {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// The value's length in bytes (says nothing else about it).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The SHA-256 of the value: for telling two secrets apart (a value
+    /// reused across sources) without comparing or printing the values.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        use sha2::Digest;
+        sha2::Sha256::digest(&self.0).into()
     }
 }
 
@@ -84,11 +98,30 @@ pub enum SecretError {
     Environment(String),
 }
 
+/// The fewest bytes a dispatch secret may have: 32 random bytes (256 bits)
+/// cannot be guessed; a few characters fall to a few thousand tries.
+pub const MIN_DISPATCH_SECRET_BYTES: usize = 32;
+
+/// Why the dispatch secret in environment variable `var` is too short to
+/// use, or `None` when it is long enough. Never quotes the value.
+pub fn short_dispatch_secret(var: &str, secret: &Secret) -> Option<String> {
+    (secret.len() < MIN_DISPATCH_SECRET_BYTES).then(|| {
+        format!(
+            "environment variable {var} holds a dispatch secret of {} bytes; it needs at least {MIN_DISPATCH_SECRET_BYTES} so it cannot be guessed: make one with `openssl rand -hex 32` and set it here and as the source repository's TEAMMEM_WEBHOOK_SECRET",
+            secret.len()
+        )
+    })
+}
+
 /// Reads the dispatch HMAC secret from the environment variable a source names.
-/// The variable's *name* is in the config; its value never is.
+/// The variable's *name* is in the config; its value never is. A value
+/// shorter than [`MIN_DISPATCH_SECRET_BYTES`] is refused.
 pub fn webhook_secret_from_env(var: &str) -> Result<Secret, SecretError> {
     match env_secret(var) {
-        Some(v) if !v.is_empty() => Ok(v),
+        Some(v) if !v.is_empty() => match short_dispatch_secret(var, &v) {
+            None => Ok(v),
+            Some(why) => Err(SecretError::Environment(why)),
+        },
         _ => Err(SecretError::Environment(format!(
             "environment variable {var} is not set or empty; set it to the source's dispatch secret"
         ))),
@@ -165,6 +198,26 @@ mod tests {
         let answer: Answer = serde_json::from_str(r#"{"token":"ghs_abc123"}"#).unwrap();
         assert_eq!(answer.token.expose_str(), Some("ghs_abc123"));
         assert!(!format!("{answer:?}").contains("ghs_abc123"));
+    }
+
+    #[test]
+    fn short_dispatch_secrets_are_refused_without_quoting_them() {
+        let short = Secret::from("hunter2-but-longer-31-bytes-xyz".to_string());
+        assert_eq!(short.len(), 31);
+        let why = short_dispatch_secret("TEAMMEM_SECRET_X", &short).unwrap();
+        assert!(
+            why.contains("TEAMMEM_SECRET_X") && why.contains("31 bytes"),
+            "{why}"
+        );
+        assert!(why.contains("openssl rand -hex 32"), "{why}");
+        assert!(!why.contains("hunter2"), "{why}");
+        let long = Secret::from("a".repeat(32));
+        assert_eq!(short_dispatch_secret("X", &long), None);
+        assert_ne!(long.fingerprint(), short.fingerprint());
+        assert_eq!(
+            long.fingerprint(),
+            Secret::from("a".repeat(32)).fingerprint()
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::harness::postgres;
 use crate::runner::daemon_client::{finished, jobs_of_commits, post_dispatch, wait_for, wiki_tip};
 use crate::runner::fixture;
 
-const SECRET: &str = "cluster dispatch secret";
+const SECRET: &str = "cluster dispatch secret, at least 32 bytes long";
 
 /// The configuration of one node: the shared database, its own node id, and
 /// the shared sources.

@@ -369,6 +369,46 @@ const BAD: &[(&str, &str, &str)] = &[
         "dashboard.trust: unknown key",
     ),
     (
+        "remote database without sslmode",
+        "[server]\ndata_dir = \"/d\"\n[database]\nurl = \"postgres://teammem@db.internal:5432/teammem\"",
+        "database.url: db.internal is not this machine and the URL names no sslmode",
+    ),
+    (
+        "remote database with sslmode=prefer",
+        "[server]\ndata_dir = \"/d\"\n[database]\nurl = \"postgres://teammem@10.0.0.5/teammem?sslmode=prefer\"",
+        "database.url: sslmode=prefer to 10.0.0.5 does not verify the server",
+    ),
+    (
+        "remote database with sslmode=require",
+        "[server]\ndata_dir = \"/d\"\n[database]\nurl = \"postgres://teammem@db.internal/teammem?sslmode=require\"",
+        "use sslmode=verify-full instead",
+    ),
+    (
+        "remote database with sslmode=disable",
+        "[server]\ndata_dir = \"/d\"\n[database]\nurl = \"postgres://teammem@db.internal/teammem?sslmode=disable\"",
+        "database.url: sslmode=disable to db.internal does not verify the server",
+    ),
+    (
+        "remote database with verify-ca and no root certificate",
+        "[server]\ndata_dir = \"/d\"\n[database]\nurl = \"postgres://teammem@db.internal/teammem?sslmode=verify-ca\"",
+        "database.url: sslmode=verify-ca to db.internal needs the root certificate it verifies against: add sslrootcert=",
+    ),
+    (
+        "remote database named in a host parameter",
+        "[server]\ndata_dir = \"/d\"\n[database]\nurl = \"postgres://teammem@localhost/teammem?host=db.internal\"",
+        "database.url: db.internal is not this machine",
+    ),
+    (
+        "env_allow hands the agent a dispatch secret",
+        "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/a\"\nlocal_wiki_path = \"/b\"\nwebhook_secret_env = \"TEAMMEM_SECRET_APP\"\n[agent]\nkind = \"command\"\nargv = [\"agent\"]\nenv_allow = [\"PATH\", \"TEAMMEM_SECRET_APP\"]",
+        "agent.env_allow[1]: TEAMMEM_SECRET_APP is the secret sources[0].webhook_secret_env names; the agent must never be given it",
+    ),
+    (
+        "env_allow hands the agent the database password",
+        "[server]\ndata_dir = \"/d\"\n[database]\nurl = \"postgres://teammem@127.0.0.1/teammem\"\npassword_env = \"TEAMMEM_DB_PASSWORD\"\n[agent]\nkind = \"command\"\nargv = [\"agent\"]\nenv_allow = [\"TEAMMEM_DB_PASSWORD\"]",
+        "agent.env_allow[0]: TEAMMEM_DB_PASSWORD is the secret database.password_env names",
+    ),
+    (
         "bool as string",
         "[server]\ndata_dir = \"/d\"\n[api]\nallow_github_tokens = \"yes\"",
         "api.allow_github_tokens: expected true or false, got string",
@@ -399,6 +439,29 @@ fn bad_configs_are_refused_with_the_key_and_reason() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The database rule's other side: this machine's addresses and socket
+/// directories (what the tests' own PostgreSQL uses) need no TLS, and a
+/// remote server verified over TLS is accepted; an `env_allow` naming no
+/// secret's variable is accepted.
+#[test]
+fn local_databases_and_verified_remote_ones_are_accepted() {
+    for url in [
+        "postgres://teammem@127.0.0.1:5432/teammem",
+        "postgres://teammem@localhost/teammem",
+        "postgres://teammem@[::1]:5432/teammem",
+        "postgres:///teammem?host=/run/postgresql",
+        "postgres://teammem@db.internal/teammem?sslmode=verify-full",
+        "postgres://teammem@db.internal/teammem?sslmode=verify-ca&sslrootcert=/etc/teammem/db-ca.pem",
+    ] {
+        let text = format!("[server]\ndata_dir = \"/d\"\n[database]\nurl = \"{url}\"");
+        if let Err(e) = Config::parse(&text) {
+            panic!("{url} refused: {e}");
+        }
+    }
+    let text = "[server]\ndata_dir = \"/d\"\n[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/a\"\nlocal_wiki_path = \"/b\"\nwebhook_secret_env = \"TEAMMEM_SECRET_APP\"\n[agent]\nkind = \"command\"\nargv = [\"agent\"]\nenv_allow = [\"PATH\", \"ANTHROPIC_API_KEY\"]";
+    Config::parse(text).unwrap();
 }
 
 #[test]
@@ -460,7 +523,7 @@ fn the_database_is_sqlite_unless_a_postgres_url_is_given() {
     assert_eq!(c.database, Database::Sqlite);
     assert!(!c.server.node_id.is_empty(), "the host name by default");
 
-    let text = "[server]\ndata_dir = \"/d\"\nnode_id = \"node-a\"\n[database]\nurl = \"postgres://teammem@db.internal:5432/teammem\"\npassword_env = \"TEAMMEM_TEST_DB_PASSWORD_UNSET\"";
+    let text = "[server]\ndata_dir = \"/d\"\nnode_id = \"node-a\"\n[database]\nurl = \"postgres://teammem@db.internal:5432/teammem?sslmode=verify-full\"\npassword_env = \"TEAMMEM_TEST_DB_PASSWORD_UNSET\"";
     let c = Config::parse(text).unwrap();
     assert_eq!(c.server.node_id, "node-a");
     let Database::Postgres(pg) = &c.database else {

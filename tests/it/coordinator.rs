@@ -534,8 +534,13 @@ async fn sigterm_ends_open_mcp_sessions_promptly() {
         .last()
         .unwrap()
         .to_owned();
-    let daemon =
-        crate::harness::daemon::Daemon::start(&config, &[("TEAMMEM_TEST_UNSET_SECRET", "s3cret")]);
+    let daemon = crate::harness::daemon::Daemon::start(
+        &config,
+        &[(
+            "TEAMMEM_TEST_UNSET_SECRET",
+            "s3cret dispatch secret, at least 32 bytes",
+        )],
+    );
 
     let http = reqwest::Client::new();
     let post = |body: Value, session: Option<&str>| {

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::harness::daemon::{Daemon, Setup};
 use crate::runner::fixture::{self, Source};
 
-const SECRET: &str = "workflow test dispatch secret";
+const SECRET: &str = "workflow test dispatch secret, at least 32 bytes long";
 
 /// One `shell: bash` step of a workflow: its `env:` (unevaluated) and script.
 struct Step {

@@ -267,7 +267,7 @@ async fn check_config_with_github_refuses_a_mapping_across_audiences() {
                 .args(flags)
                 .arg("--config")
                 .arg(&config)
-                .env("TEAMMEM_SECRET_OCTO", "x")
+                .env("TEAMMEM_SECRET_OCTO", "x".repeat(32))
                 .env("TEAMMEM_LOG", "warn")
                 .output()
                 .await

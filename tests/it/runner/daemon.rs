@@ -9,7 +9,7 @@ use super::fixture::{self, Source};
 use crate::harness::daemon::Setup as DaemonSetup;
 use crate::harness::git::{git, git_trimmed};
 
-const SECRET: &str = "runner e2e dispatch secret";
+const SECRET: &str = "runner e2e dispatch secret, at least 32 bytes long";
 
 #[tokio::test]
 async fn a_signed_dispatch_is_run_by_the_daemon_into_the_wiki() {

@@ -18,7 +18,7 @@ use super::{command, openai};
 use crate::harness::daemon::{Daemon, Setup};
 use crate::harness::git::git_trimmed;
 
-const SECRET: &str = "local e2e dispatch secret";
+const SECRET: &str = "local e2e dispatch secret, at least 32 bytes long";
 
 /// `demo/app` on the local forge with its wiki, and a daemon configuration.
 struct Local {

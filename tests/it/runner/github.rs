@@ -17,7 +17,7 @@ use crate::harness::fake_github::{FakeGitHub, FakePull, FakeRun, Fault, GitRepo,
 use crate::harness::git::{git, git_trimmed};
 use crate::harness::git_http::GitHttpServer;
 
-pub(super) const SECRET: &str = "github runner e2e secret";
+pub(super) const SECRET: &str = "github runner e2e secret, at least 32 bytes long";
 const WORKFLOW: &str = ".github/workflows/team-memory-post-merge.yml";
 
 /// `octo/app` on the fake GitHub (the fixture's history: merge #12, squash

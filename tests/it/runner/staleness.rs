@@ -15,7 +15,7 @@ use super::fixture::{self, write};
 use crate::harness::daemon::Setup;
 use crate::harness::git::{git, git_trimmed};
 
-const SECRET: &str = "staleness dispatch secret";
+const SECRET: &str = "staleness dispatch secret, at least 32 bytes long";
 
 pub(super) fn numbered(from: u32, to: u32, tag: &str) -> String {
     (from..=to).map(|n| format!("{tag} line {n}\n")).collect()

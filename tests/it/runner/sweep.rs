@@ -31,7 +31,7 @@ use crate::harness::daemon::{Daemon, Setup};
 use crate::harness::fake_github::Fault;
 use crate::harness::git::{git, git_trimmed};
 
-const SECRET: &str = "sweep e2e dispatch secret";
+const SECRET: &str = "sweep e2e dispatch secret, at least 32 bytes long";
 const EVERY_SECOND: &str = "[schedule]\nsweep = \"* * * * * *\"\n";
 const DEADLINE: Duration = Duration::from_secs(90);
 
