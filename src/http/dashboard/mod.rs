@@ -92,12 +92,14 @@ static CONTENT_SECURITY_POLICY: LazyLock<HeaderValue> = LazyLock::new(|| {
     .expect("base64 is a valid header value")
 });
 
-/// The router's one layer: gives a browser without one its `teammem_form`
-/// cookie (seen by this request's handlers already, so the first page's
-/// forms carry a token that holds), and puts the security headers on every
-/// answer.
+/// The router's one layer: gives a browser that asks for a page (GET) without
+/// one its `teammem_form` cookie (seen by this request's handlers already, so
+/// the first page's forms carry a token that holds), and puts the security
+/// headers on every answer.
 async fn harden(mut request: Request, next: Next) -> Response {
-    let minted = if form_cookie(request.headers()).is_none() {
+    let minted = if request.method() == axum::http::Method::GET
+        && form_cookie(request.headers()).is_none()
+    {
         use rand::RngCore;
         let mut bytes = [0u8; 32];
         rand::rng().fill_bytes(&mut bytes);
@@ -170,7 +172,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Peer {
 struct Viewer {
     /// `None`: the local operator, who sees every source.
     principal: Option<Principal>,
-    /// This session's form token (see [`form_token`]).
+    /// This session's form token (see [`form_token`]); empty (never
+    /// accepted) for a local operator whose browser has no form cookie.
     csrf: String,
 }
 
@@ -240,16 +243,13 @@ async fn is_local_operator(state: &AppState, peer: &Peer, headers: &HeaderMap) -
 
 async fn viewer(state: &AppState, peer: &Peer, headers: &HeaderMap) -> Result<Viewer, Response> {
     if is_local_operator(state, peer, headers).await {
-        // `harden` gave every request a form cookie.
-        let Some(form) = form_cookie(headers) else {
-            return Err(page_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal error",
-            ));
-        };
+        // `harden` gives every page request a form cookie; a POST without
+        // one has no token that holds (an empty one never does).
         return Ok(Viewer {
             principal: None,
-            csrf: form_token(state, "operator", form),
+            csrf: form_cookie(headers)
+                .map(|form| form_token(state, "operator", form))
+                .unwrap_or_default(),
         });
     }
     let now = chrono::Utc::now().timestamp();
@@ -389,7 +389,7 @@ async fn check_button_form(
                 ));
             }
         };
-    if !bool::from(form.csrf.as_bytes().ct_eq(expected.as_bytes())) {
+    if expected.is_empty() || !bool::from(form.csrf.as_bytes().ct_eq(expected.as_bytes())) {
         return Err(page_error(
             StatusCode::FORBIDDEN,
             "the form's token is not this session's; reload the page and press the button again",

@@ -17,20 +17,75 @@ const TABLES: [&str; 2] = ["/proc/net/tcp", "/proc/net/tcp6"];
 
 /// The uid owning the socket at `peer` that is connected to `local` (our end
 /// of the accepted connection), or `None` when that cannot be told for sure.
+///
+/// The kernel builds these tables while they are read, so a busy host can
+/// show a socket twice (the same inode: one socket) or, rarely, not at all:
+/// a read that finds no socket is made again, twice at most, and each table
+/// is read in as few calls as it takes to hold it.
 pub(super) fn owner_of_peer(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
-    let mut owners = Vec::new();
-    for table in TABLES {
-        match std::fs::read_to_string(table) {
-            Ok(text) => owners.extend(owners_in(&text, peer, local)?),
-            // A kernel without IPv6 has no tcp6 table; tcp is always there.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && table.ends_with('6') => {}
-            Err(_) => return None,
+    for _ in 0..3 {
+        let mut sockets: Vec<Socket> = Vec::new();
+        for table in TABLES {
+            match read_table(table) {
+                Ok(text) => sockets.extend(owners_in(&text, peer, local)?),
+                // A kernel without IPv6 has no tcp6 table; tcp is always there.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && table.ends_with('6') => {}
+                Err(_) => return None,
+            }
+        }
+        match found(sockets) {
+            Found::Nothing => continue,
+            Found::One(uid) => return Some(uid),
+            Found::Several => return None,
         }
     }
-    match owners.as_slice() {
-        [uid] => Some(*uid),
-        _ => None,
+    None
+}
+
+/// What the rows facing ours amount to.
+#[derive(Debug, PartialEq, Eq)]
+enum Found {
+    Nothing,
+    One(u32),
+    Several,
+}
+
+/// Rows of one inode are one socket shown twice.
+fn found(mut sockets: Vec<Socket>) -> Found {
+    sockets.sort_unstable();
+    sockets.dedup_by_key(|s| s.inode);
+    match sockets.as_slice() {
+        [] => Found::Nothing,
+        [socket] => Found::One(socket.uid),
+        _ => Found::Several,
     }
+}
+
+/// One socket of a table: its owner and its inode (which tells a socket
+/// shown twice from two sockets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Socket {
+    inode: u64,
+    uid: u32,
+}
+
+/// A table's text, read in chunks of a megabyte (each read of a table is
+/// consistent only within itself).
+fn read_table(path: &str) -> std::io::Result<String> {
+    use std::io::Read;
+    const CHUNK: usize = 1 << 20;
+    let mut file = std::fs::File::open(path)?;
+    let mut bytes = Vec::new();
+    loop {
+        let start = bytes.len();
+        bytes.resize(start + CHUNK, 0);
+        let n = file.read(&mut bytes[start..])?;
+        bytes.truncate(start + n);
+        if n == 0 {
+            break;
+        }
+    }
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 /// The daemon's effective uid: the only owner the dashboard trusts.
@@ -39,24 +94,27 @@ pub(super) fn own_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// The `uid` of every row of one table whose local end is `peer` and whose
-/// remote end is `local`; `None` when a row does not parse.
-fn owners_in(table: &str, peer: SocketAddr, local: SocketAddr) -> Option<Vec<u32>> {
+/// Every socket of one table whose local end is `peer` and whose remote end
+/// is `local`; `None` when a row does not parse.
+fn owners_in(table: &str, peer: SocketAddr, local: SocketAddr) -> Option<Vec<Socket>> {
     let (peer, local) = (canonical(peer), canonical(local));
-    let mut owners = Vec::new();
+    let mut sockets = Vec::new();
     // The first line names the columns.
     for row in table.lines().skip(1).filter(|l| !l.trim().is_empty()) {
         let fields: Vec<&str> = row.split_whitespace().collect();
-        // sl local_address rem_address st tx:rx tr:when retrnsmt uid ...
-        if fields.len() < 8 {
+        // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
+        if fields.len() < 10 {
             return None;
         }
         let (this_end, other_end) = (address(fields[1])?, address(fields[2])?);
         if this_end == peer && other_end == local {
-            owners.push(fields[7].parse::<u32>().ok()?);
+            sockets.push(Socket {
+                uid: fields[7].parse().ok()?,
+                inode: fields[9].parse().ok()?,
+            });
         }
     }
-    Some(owners)
+    Some(sockets)
 }
 
 /// IPv4-mapped IPv6 addresses as the IPv4 address they carry, so a
@@ -105,9 +163,10 @@ mod tests {
 
     fn row(sl: u32, this_end: SocketAddr, other_end: SocketAddr, uid: u32) -> String {
         format!(
-            "{sl:4}: {} {} 01 00000000:00000000 00:00000000 00000000 {uid:5}        0 1234 1 0000000000000000 20 4 30 10 -1",
+            "{sl:4}: {} {} 01 00000000:00000000 00:00000000 00000000 {uid:5}        0 {inode} 1 0000000000000000 20 4 30 10 -1",
             column(this_end),
-            column(other_end)
+            column(other_end),
+            inode = 1000 + sl,
         )
     }
 
@@ -158,13 +217,26 @@ mod tests {
             row(2, peer, ours, 65534),
         ]
         .join("\n");
-        assert_eq!(owners_in(&table, peer, ours), Some(vec![65534]));
+        let owners = |table: &str| {
+            owners_in(table, peer, ours).map(|s| s.iter().map(|s| s.uid).collect::<Vec<_>>())
+        };
+        assert_eq!(owners(&table), Some(vec![65534]));
         // A socket of the peer's port talking to someone else is not it.
         let elsewhere: SocketAddr = "127.0.0.1:9999".parse().unwrap();
         assert_eq!(owners_in(&table, peer, elsewhere), Some(vec![]));
+        // A row shown twice is one socket (its inode); two sockets are two.
+        let twice = format!("{table}\n{}", row(2, peer, ours, 65534));
+        assert_eq!(owners(&twice), Some(vec![65534, 65534]));
+        assert_eq!(
+            found(owners_in(&twice, peer, ours).unwrap()),
+            Found::One(65534)
+        );
+        let two = format!("{table}\n{}", row(3, peer, ours, 1000));
+        assert_eq!(found(owners_in(&two, peer, ours).unwrap()), Found::Several);
+        assert_eq!(found(Vec::new()), Found::Nothing);
         // A row that does not parse makes the whole table unreadable.
         let broken = format!("{table}\n   3: garbage");
-        assert_eq!(owners_in(&broken, peer, ours), None);
+        assert_eq!(owners(&broken), None);
     }
 
     #[test]
@@ -177,7 +249,9 @@ mod tests {
             row(0, canonical(peer), canonical(ours), 0),
         ]
         .join("\n");
-        assert_eq!(owners_in(&table, peer, ours), Some(vec![0]));
+        let uids =
+            owners_in(&table, peer, ours).map(|s| s.iter().map(|s| s.uid).collect::<Vec<_>>());
+        assert_eq!(uids, Some(vec![0]));
     }
 
     #[test]
