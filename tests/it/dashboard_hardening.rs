@@ -8,7 +8,7 @@
 //! POST button does; a PostgreSQL node without a dashboard session key
 //! refuses to start saying how to set one, nodes given the same key accept
 //! each other's logins, a node given another key does not, and the database
-//! holds no session key.
+//! holds no session key; the key's settings are checked and never echoed.
 
 use std::process::Command;
 
@@ -612,4 +612,42 @@ async fn nodes_given_one_key_accept_each_others_logins_and_the_database_holds_no
         .await
         .unwrap();
     assert_eq!(keys, 0);
+}
+
+#[test]
+fn the_session_key_settings_are_checked_and_never_echoed() {
+    let base = "[server]\ndata_dir = \"/d\"\n[dashboard]\n";
+    for (dashboard, expected) in [
+        (
+            "session_key_env = \"lower-case\"",
+            "dashboard.session_key_env: expected the NAME of an environment variable",
+        ),
+        (
+            "session_key_file = \"relative/key\"",
+            "dashboard.session_key_file: expected an absolute path",
+        ),
+        (
+            "session_key_env = \"K\"\nsession_key_file = \"/k\"",
+            "give one of them, not both",
+        ),
+    ] {
+        let errors = Config::parse(&format!("{base}{dashboard}")).unwrap_err();
+        assert!(
+            errors.to_string().contains(expected),
+            "{dashboard}: {errors}"
+        );
+    }
+
+    // A key file others may read is refused; a 0600 one is taken.
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = crate::harness::daemon::dashboard_key_file(dir.path());
+    let config = |path: &std::path::Path| {
+        Config::parse(&format!("{base}session_key_file = \"{}\"", path.display())).unwrap()
+    };
+    assert!(config(&path).check_environment().is_ok());
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let errors = config(&path).check_environment().unwrap_err().to_string();
+    assert!(errors.contains("run chmod 600 on it"), "{errors}");
+    assert!(!errors.contains(DASHBOARD_KEY), "{errors}");
 }
