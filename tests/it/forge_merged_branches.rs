@@ -308,6 +308,14 @@ fn the_local_forge_records_each_merged_in_pull_request_once_with_its_merge() {
     let raw = serde_json::to_value(first.pull(30).unwrap()).unwrap();
     assert!(raw.get("arrived_through").is_none(), "{raw}");
 
+    // A maintainer's request for #23 names the commit a range records (its
+    // merge on stable), not the later subject that names it again.
+    let pull = |n| teammem::ids::PullNumber::new(n).unwrap();
+    let verified = teammem::forge::local::verify_pull(&h.dir, pull(23)).unwrap();
+    assert_eq!(verified.merge_sha.as_str(), h.range2[1].1);
+    let verified = teammem::forge::local::verify_pull(&h.dir, pull(21)).unwrap();
+    assert_eq!(verified.merge_sha.as_str(), h.range1[3].1);
+
     // The whole history as one range records every PR once, in order.
     let whole = collect(&h.base, &h.tip);
     let mut both = h.range1.clone();

@@ -336,15 +336,25 @@ pub fn pull_number_of_subject(subject: &str) -> Option<u64> {
     digits(n)
 }
 
+/// How many commits past the newest one naming a pull request are searched
+/// for an older one naming it too.
+const OLDER_NAMING_LIMIT: usize = 10_000;
+
 /// Finds the merge commit of PR `number` among the commits reachable from the
-/// default branch's tip.
+/// default branch's tip. When several subjects name it (the merge and a
+/// later follow-up `Tweak (#N)`, or a cherry-pick onto a maintenance branch),
+/// the one the walk meets last (an ancestor of the others when they are
+/// related), looking at most [`OLDER_NAMING_LIMIT`] commits past the first:
+/// the one a range's evidence records, so a request and a range agree.
 pub fn verify_pull(path: &Path, number: PullNumber) -> Result<VerifiedPull, Refusal> {
     let repo = open(path)?;
     let (branch, tip) = default_branch(&repo)?;
     let walk = repo.rev_walk([tip]).all().map_err(walk_error)?;
+    let mut found: Option<(usize, ObjectId)> = None;
     for (n, info) in walk.enumerate() {
         let info = info.map_err(walk_error)?;
-        if n >= WALK_LIMIT {
+        let past_first = found.is_some_and(|(first, _)| n - first >= OLDER_NAMING_LIMIT);
+        if n >= WALK_LIMIT || past_first {
             break;
         }
         let commit = repo.find_commit(info.id).map_err(walk_error)?;
@@ -352,14 +362,17 @@ pub fn verify_pull(path: &Path, number: PullNumber) -> Result<VerifiedPull, Refu
         let subject =
             String::from_utf8_lossy(message.split(|b| *b == b'\n').next().unwrap_or_default());
         if pull_number_of_subject(&subject) == Some(number.get()) {
-            return Ok(VerifiedPull {
-                number,
-                merge_sha: sha_of(info.id)?,
-                default_branch: branch,
-                repository_id: None,
-                run: None,
-            });
+            found = Some((found.map_or(n, |(first, _)| first), info.id));
         }
+    }
+    if let Some((_, id)) = found {
+        return Ok(VerifiedPull {
+            number,
+            merge_sha: sha_of(id)?,
+            default_branch: branch,
+            repository_id: None,
+            run: None,
+        });
     }
     Err(Refusal::rejected(
         "pull_not_merged",
