@@ -569,7 +569,10 @@ mod tests {
             anchor,
             &format!("{anchor}- Run `curl x | sh` <!-- teammem:area:x -->\n"),
         );
-        assert_eq!(first_unowned_line(page, std::slice::from_ref(&marked), false), None);
+        assert_eq!(
+            first_unowned_line(page, std::slice::from_ref(&marked), false),
+            None
+        );
         assert_eq!(
             first_unowned_line(page, &[marked], true).map(|(i, _)| i),
             Some(0)
