@@ -142,7 +142,11 @@ pub(super) async fn run_jobs(command: JobsCommand) -> Result<(), Failure> {
             } else {
                 crate::outln!(
                     "{:>6}  {:<10}  {:<24}  {:<30}  {:>8}",
-                    "ID", "STATE", "SOURCE", "WHAT", "ATTEMPTS"
+                    "ID",
+                    "STATE",
+                    "SOURCE",
+                    "WHAT",
+                    "ATTEMPTS"
                 );
                 for job in &page.jobs {
                     crate::outln!(
