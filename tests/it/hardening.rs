@@ -2,7 +2,9 @@
 //! `/readyz` answers within a second while its PostgreSQL refuses or never
 //! answers; a token whose stored scope does not parse grants nothing (and
 //! `tokens list` says so); a short dispatch secret stops `check-config` and
-//! `serve`, and one secret shared by two sources is warned of, never quoted.
+//! `serve`, and one secret shared by two sources is warned of, never quoted;
+//! `sslmode=verify-full`, which a remote database URL must name, connects
+//! over TLS and refuses a certificate its root did not sign.
 
 use std::process::Command;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -270,4 +272,166 @@ fn short_dispatch_secrets_are_refused_and_shared_ones_warned_of() {
     let (code, _, stderr) = run_with(&setup, "check-config", &long_app, &long_lib);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(!stderr.contains("dispatch secret"), "{stderr}");
+}
+
+/// Runs `openssl ARGS` in `dir`, failing the test with its output.
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl");
+    assert!(out.status.success(), "openssl {args:?}: {out:?}");
+}
+
+/// In `dir`: a CA (`ca.pem`), a server certificate it signed for
+/// `127.0.0.1` (`server.crt`, `server.key`), and a second CA
+/// (`other-ca.pem`) that signed nothing the server presents.
+fn certificates(dir: &std::path::Path) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=teammem test CA",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=another CA",
+            "-keyout",
+            "other-ca.key",
+            "-out",
+            "other-ca.pem",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+        ],
+    );
+    std::fs::write(dir.join("san.ext"), "subjectAltName = IP:127.0.0.1\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+            "-out",
+            "server.crt",
+        ],
+    );
+}
+
+/// `sslmode=verify-full`, what a remote `database.url` must say, really
+/// connects over TLS (sqlx is built with it: without, every such URL fails
+/// to connect), and refuses a server whose certificate the named root did
+/// not sign: a server with TLS switched on, certificates made by openssl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_full_connects_over_tls_and_refuses_an_unknown_certificate() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use teammem::config::Postgres;
+
+    let server = postgres::own_durable_server();
+    let url = server.fresh_database().await;
+    let admin = sqlx::PgPool::connect(&url).await.unwrap();
+    let data: String = sqlx::query_scalar("SHOW data_directory")
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    let data = std::path::PathBuf::from(data);
+    let owner = std::fs::metadata(&data).unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    tokio::task::block_in_place(|| certificates(certs.path()));
+    // The server reads its certificate and key from its data directory;
+    // the key must be its own user's and private.
+    for name in ["server.crt", "server.key"] {
+        let to = data.join(name);
+        std::fs::copy(certs.path().join(name), &to).unwrap();
+        std::os::unix::fs::chown(&to, Some(owner.uid()), Some(owner.gid())).unwrap();
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    sqlx::query("ALTER SYSTEM SET ssl = on")
+        .execute(&admin)
+        .await
+        .unwrap();
+    let reloaded: bool = sqlx::query_scalar("SELECT pg_reload_conf()")
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    assert!(reloaded);
+
+    let with = |root: &str| Postgres {
+        url: format!(
+            "{url}?sslmode=verify-full&sslrootcert={}",
+            certs.path().join(root).display()
+        ),
+        password_env: None,
+        max_connections: 1,
+    };
+    // The reload is asynchronous: the first connections may still meet a
+    // server without TLS.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let pool = loop {
+        match teammem::db::connect_postgres(&with("ca.pem"), "node-tls").await {
+            Ok(pool) => break pool,
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "verify-full never connected: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let encrypted: bool =
+        sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(encrypted, "the connection is not TLS");
+
+    let refused = teammem::db::connect_postgres(&with("other-ca.pem"), "node-tls")
+        .await
+        .expect_err("a certificate the named root did not sign was accepted");
+    assert!(refused.to_string().contains("cannot connect"), "{refused}");
 }
