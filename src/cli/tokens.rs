@@ -58,8 +58,8 @@ pub(super) async fn run_tokens(command: TokensCommand) -> Result<(), Failure> {
             } else {
                 repositories.join(", ")
             };
-            println!("created token {name:?} for {scope}; it is shown once, store it now:");
-            println!("{}", token.expose());
+            crate::outln!("created token {name:?} for {scope}; it is shown once, store it now:");
+            crate::outln!("{}", token.expose());
             Ok(())
         }
         TokensCommand::List { config } => {
@@ -68,7 +68,7 @@ pub(super) async fn run_tokens(command: TokensCommand) -> Result<(), Failure> {
                 .await
                 .map_err(|e| Failure::runtime(e.to_string()))?;
             if list.is_empty() {
-                println!("no tokens; create one with `teammem tokens create --name NAME`");
+                crate::outln!("no tokens; create one with `teammem tokens create --name NAME`");
             }
             for t in list {
                 let scope = match &t.repositories {
@@ -79,7 +79,7 @@ pub(super) async fn run_tokens(command: TokensCommand) -> Result<(), Failure> {
                         .to_string(),
                 };
                 let state = if t.revoked { "revoked" } else { "active" };
-                println!("{}\t{}\t{}\t{}", t.name, state, scope, t.created_at);
+                crate::outln!("{}\t{}\t{}\t{}", t.name, state, scope, t.created_at);
             }
             Ok(())
         }
@@ -88,7 +88,7 @@ pub(super) async fn run_tokens(command: TokensCommand) -> Result<(), Failure> {
             tokens::revoke(&pool, &name)
                 .await
                 .map_err(|e| Failure::usage(e.to_string()))?;
-            println!("revoked {name}");
+            crate::outln!("revoked {name}");
             Ok(())
         }
     }
