@@ -209,7 +209,7 @@ async fn every_dashboard_answer_carries_the_security_headers() {
         };
         assert_eq!(get("x-frame-options"), "DENY", "{what}");
         assert_eq!(get("cache-control"), "no-store", "{what}");
-        assert_eq!(get("referrer-policy"), "no-referrer", "{what}");
+        assert_eq!(get("referrer-policy"), "same-origin", "{what}");
         assert_eq!(get("x-content-type-options"), "nosniff", "{what}");
         let csp = get("content-security-policy");
         let directives: Vec<&str> = csp.split(';').map(str::trim).collect();

@@ -21,8 +21,11 @@
 //! Every answer of this router (pages, redirects, errors) carries
 //! `X-Frame-Options: DENY`, a Content-Security-Policy that allows the page's
 //! own stylesheet and nothing else (no script, no frame, no base, forms only
-//! to this origin), `Cache-Control: no-store`, `Referrer-Policy: no-referrer`
-//! and `X-Content-Type-Options: nosniff` ([`harden`], the router's one layer).
+//! to this origin), `Cache-Control: no-store`, `Referrer-Policy: same-origin`
+//! (no referrer leaves the dashboard; `no-referrer` would also make browsers
+//! send `Origin: null` on the dashboard's own forms, which the Origin check
+//! refuses) and `X-Content-Type-Options: nosniff` ([`harden`], the router's
+//! one layer).
 //!
 //! Every form that changes something (retry, cancel, log out) is a POST that
 //! carries this session's form token: an HMAC under the session key of the
@@ -121,7 +124,7 @@ async fn harden(mut request: Request, next: Next) -> Response {
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
