@@ -20,60 +20,6 @@ fn date_of(rfc3339: &str) -> &str {
     rfc3339.get(..10).unwrap_or(rfc3339)
 }
 
-/// The longest "why" an entry quotes from a PR's description.
-const MAX_WHY_CHARS: usize = 280;
-
-/// The first paragraph of a PR's description, as one bounded line (cut at a
-/// word, marked with `…`); `None` when the description is empty.
-fn first_paragraph(body: &str) -> Option<String> {
-    let body = without_comment_lines(body);
-    let paragraph = body.split("\n\n").map(str::trim).find(|p| !p.is_empty())?;
-    let words: Vec<&str> = paragraph.split_whitespace().collect();
-    let mut line = String::new();
-    for word in words {
-        if line.chars().count() + word.chars().count() + 1 > MAX_WHY_CHARS {
-            line.push('…');
-            break;
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.push_str(word);
-    }
-    (!line.is_empty()).then_some(line)
-}
-
-/// A description without the HTML comments that open a line (PR template
-/// hints), even when text follows on the next line with no blank line between;
-/// text after a comment's `-->` on its closing line is kept. Lines come back
-/// joined by `\n`, so `\r\n` descriptions split into paragraphs too.
-fn without_comment_lines(body: &str) -> String {
-    let mut kept: Vec<&str> = Vec::new();
-    let mut in_comment = false;
-    for line in body.lines() {
-        let mut rest = line;
-        if !in_comment && rest.trim_start().starts_with("<!--") {
-            in_comment = true;
-            rest = &rest.trim_start()[4..];
-        }
-        if in_comment {
-            match rest.find("-->") {
-                Some(end) => {
-                    in_comment = false;
-                    let after = rest[end + 3..].trim();
-                    if !after.is_empty() {
-                        kept.push(after);
-                    }
-                }
-                None => continue,
-            }
-            continue;
-        }
-        kept.push(line);
-    }
-    kept.join("\n")
-}
-
 /// The issues a PR's description says it closes (`Fixes #12`, `closes #3`,
 /// `Resolved #7`: GitHub's closing keywords, this repository's issues only),
 /// in order, once each.
@@ -105,7 +51,7 @@ fn closed_issues(body: &str) -> Vec<u64> {
 /// ` — why (closes #3, #4)`: what a PR entry says about why it was made.
 fn why(pull: &PullRequest) -> String {
     let mut out = String::new();
-    if let Some(paragraph) = first_paragraph(&pull.body) {
+    if let Some(paragraph) = crate::pull_text::why(&pull.body) {
         out.push_str(" — ");
         out.push_str(&escape_markdown(&paragraph));
     }
@@ -246,7 +192,8 @@ mod tests {
         assert!(!entry.contains("<img"), "{entry}");
         let (items, html) = rendered_items(&entry);
         assert_eq!(items.len(), 1);
-        assert!(items[0].contains("Sure. - [x](javascript:1)"), "{items:?}");
+        // The link is reduced to its text; the tag stays text.
+        assert!(items[0].contains("Sure. x <img src=x>"), "{items:?}");
         assert!(
             html.iter().all(|h| h.starts_with("<!-- teammem:")),
             "{html:?}"
@@ -263,6 +210,20 @@ mod tests {
         assert!(changelog_entry(&p).contains("— After the hint. —"));
         p.body = "<!-- only a hint -->".into();
         assert!(!changelog_entry(&p).contains("hint"));
+
+        // Trailers, checklists and template headings are not the why; code
+        // in the description stays code.
+        p.body =
+            "## Description\n\n## Checklist\n- [x] Tests\n\nSigned-off-by: Ann <ann@example.com>"
+                .into();
+        let entry = changelog_entry(&p);
+        assert!(entry.contains("(by Zoë) — merge commit"), "{entry}");
+        p.body = "Fixes #14\n\nTicking it sends `PATCH /todos/<id>`.\n\nSigned-off-by: Ann <ann@example.com>".into();
+        let entry = changelog_entry(&p);
+        assert!(
+            entry.contains("(by Zoë) — Ticking it sends `PATCH /todos/<id>`. (closes #14) —"),
+            "{entry}"
+        );
 
         p.body = format!("{} end", "word ".repeat(200));
         let entry = changelog_entry(&p);

@@ -2,21 +2,26 @@
 //! and descriptions, source paths, a file's purpose, dependency names.
 //!
 //! Invariant: escaped text stays inside the one line it is written into and
-//! renders as the text it was: it never opens HTML or an autolink, never
-//! forms or closes a marker (`<` is always escaped, and [`escape_purpose`]
-//! also breaks `-->`), a link or emphasis it did not have, and never starts
-//! a heading or breaks a line (whitespace runs become one space, control and
-//! format characters are dropped).
+//! renders as the text it was, its code spans as code spans: it never opens
+//! HTML or an autolink, never forms or closes a marker (`<` is escaped
+//! wherever CommonMark could read a tag, comment or autolink, a code span
+//! holding `<!` or `-->` is written as escaped text, and [`escape_purpose`]
+//! also breaks `-->`), a link, image or emphasis it did not have, and never
+//! starts a heading or breaks a line (whitespace runs become one space,
+//! control and format characters are dropped).
 
 /// Escapes untrusted text for the middle of one line of Markdown (never its
 /// start: every caller writes it after fixed text), escaping only what would
 /// change the rendering there, so titles, dates, paths and names read as
 /// written in the raw page too: whitespace runs (newlines included) become one
-/// space; control and format characters are dropped; `<` becomes `&lt;` (no
-/// HTML, no autolink, no forged `<!-- teammem:` marker) and `&` becomes
-/// `&amp;` where it could start an entity; `` ` `` `*` `[` `~` are
-/// backslash-escaped, `_` unless it sits between letters or digits (it cannot
-/// emphasize there), and `\` before punctuation.
+/// space; control and format characters are dropped; a code span (`` `x` ``,
+/// paired as CommonMark pairs backticks) stays a code span, fenced with
+/// enough backticks for what it holds; elsewhere `<` becomes `&lt;` where it
+/// could open HTML or an autolink (no forged `<!-- teammem:` marker; `a < b`
+/// and `<=` stay as written) and `&` becomes `&amp;` where it could start an
+/// entity; a lone `` ` `` and `*` `[` `~` are backslash-escaped, `_` unless
+/// it sits between letters or digits (it cannot emphasize there), and `\`
+/// before punctuation.
 pub fn escape_markdown(text: &str) -> String {
     let mut cleaned: Vec<char> = Vec::with_capacity(text.len());
     let mut space = false;
@@ -34,13 +39,30 @@ pub fn escape_markdown(text: &str) -> String {
         }
         cleaned.push(ch);
     }
+    let joined: String = cleaned.iter().collect();
+    // Code spans, as char ranges of `cleaned`.
+    let char_at = |byte: usize| joined[..byte].chars().count();
+    let spans: Vec<(usize, usize)> = crate::pull_text::code_spans(&joined)
+        .into_iter()
+        .map(|r| (char_at(r.start), char_at(r.end)))
+        .collect();
     let mut out = String::with_capacity(cleaned.len() + 8);
-    for (i, &ch) in cleaned.iter().enumerate() {
+    let mut i = 0;
+    while i < cleaned.len() {
+        if let Some(&(start, end)) = spans.iter().find(|(start, _)| *start == i)
+            && let Some(code) = code_span(&cleaned[start..end])
+        {
+            out.push_str(&code);
+            i = end;
+            continue;
+        }
+        let ch = cleaned[i];
         let before = i.checked_sub(1).map(|b| cleaned[b]);
         let after = cleaned.get(i + 1).copied();
         let alnum = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+        i += 1;
         match ch {
-            '<' => out.push_str("&lt;"),
+            '<' if opens_html(&cleaned[i..]) => out.push_str("&lt;"),
             '&' if after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '#') => {
                 out.push_str("&amp;")
             }
@@ -54,6 +76,52 @@ pub fn escape_markdown(text: &str) -> String {
         }
     }
     out
+}
+
+/// Whether a `<` followed by `rest` could start raw HTML (a tag, a closing
+/// tag, a comment, a declaration, a processing instruction) or an autolink
+/// (`<scheme:…>`, `<name@host>`): a letter, `/`, `!` or `?` after it, or a
+/// `>` before the next space.
+fn opens_html(rest: &[char]) -> bool {
+    match rest.first() {
+        None => false,
+        Some(c) if c.is_ascii_alphabetic() || matches!(c, '/' | '!' | '?') => true,
+        Some(_) => rest
+            .iter()
+            .take_while(|c| !c.is_whitespace())
+            .any(|&c| c == '>'),
+    }
+}
+
+/// A code span (`span`, its backticks included) written again so it renders
+/// as the same code: fenced with one backtick more than the longest run
+/// inside, padded with a space where the code starts or ends with a
+/// backtick or with a space on both sides. `None` when the code holds `<!`,
+/// `-->` or `--!>`: inside a code span they could not be escaped, and a
+/// marker must never be formed or closed in the raw page.
+fn code_span(span: &[char]) -> Option<String> {
+    let ticks = span.iter().take_while(|&&c| c == '`').count();
+    let inner: String = span[ticks..span.len() - ticks].iter().collect();
+    // CommonMark strips one space on each side when both are there.
+    let code = match inner.strip_prefix(' ').and_then(|s| s.strip_suffix(' ')) {
+        Some(stripped) if !inner.trim().is_empty() => stripped,
+        _ => inner.as_str(),
+    };
+    if code.trim().is_empty() || ["<!", "-->", "--!>"].iter().any(|m| code.contains(m)) {
+        return None;
+    }
+    let mut longest = 0;
+    let mut run = 0;
+    for c in code.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = code.starts_with('`')
+        || code.ends_with('`')
+        || (code.starts_with(' ') && code.ends_with(' '));
+    let pad = if pad { " " } else { "" };
+    Some(format!("{fence}{pad}{code}{pad}{fence}"))
 }
 
 /// Unicode format characters (bidi overrides, zero-width joiners, ...).
@@ -73,6 +141,7 @@ pub fn escape_purpose(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::escape_markdown;
     use crate::forge::evidence::PullRequest;
     use crate::runner::builtin::entries::changelog_entry;
     use crate::runner::builtin::markers::*;
@@ -97,7 +166,8 @@ mod tests {
         assert!(entry.contains("\\[x](http://e)"));
         assert!(entry.contains("&lt;!-- teammem"));
         assert!(!entry.contains('\u{202E}'));
-        assert!(entry.contains("# h next | \\`c\\`"));
+        // A code span stays one.
+        assert!(entry.contains("# h next | `c`"));
         // The forged marker does not hide PR #2's entry.
         let after = apply(&home(), &plan(&b, &home()));
         assert!(after[CHANGELOG].contains("#2 Later"));
@@ -185,6 +255,101 @@ mod tests {
                 changelog.contains(plain) || pages.values().any(|p| p.contains(plain)),
                 "{plain}"
             );
+        }
+    }
+
+    /// `text` escaped, as one list item renders it: its text, its code
+    /// spans, and whether it holds any link, image or HTML.
+    fn render(text: &str) -> (String, Vec<String>, bool) {
+        use pulldown_cmark::{Event, Options, Parser, Tag};
+        let line = format!("- x {}\n", escape_markdown(text));
+        let (mut plain, mut code, mut injected) = (String::new(), Vec::new(), false);
+        let options = Options::ENABLE_STRIKETHROUGH
+            | Options::ENABLE_TABLES
+            | Options::ENABLE_TASKLISTS
+            | Options::ENABLE_FOOTNOTES
+            | Options::ENABLE_GFM;
+        for event in Parser::new_ext(&line, options) {
+            match event {
+                Event::Text(t) => plain.push_str(&t),
+                Event::Code(c) => {
+                    plain.push_str(&c);
+                    code.push(c.to_string());
+                }
+                Event::Html(_) | Event::InlineHtml(_) => injected = true,
+                Event::Start(Tag::Link { .. } | Tag::Image { .. }) => injected = true,
+                _ => {}
+            }
+        }
+        (plain.trim_start_matches("x ").to_owned(), code, injected)
+    }
+
+    #[test]
+    fn code_spans_stay_code_and_lt_is_escaped_only_where_html_could_start() {
+        // (untrusted text, its escaped form, the code spans it renders)
+        let table: [(&str, &str, &[&str]); 12] = [
+            (
+                "Sends `PATCH /todos/<id>` with `{\"done\": true}`.",
+                "Sends `PATCH /todos/<id>` with `{\"done\": true}`.",
+                &["PATCH /todos/<id>", "{\"done\": true}"],
+            ),
+            ("Use ``a`b`` here", "Use ``a`b`` here", &["a`b"]),
+            (
+                "The `` `tick` `` span",
+                "The `` `tick` `` span",
+                &["`tick`"],
+            ),
+            (
+                "Fence ```` ``` ```` in code",
+                "Fence ```` ``` ```` in code",
+                &["```"],
+            ),
+            (
+                "a < b, x <= y, <3 and a <- b",
+                "a < b, x <= y, <3 and a <- b",
+                &[],
+            ),
+            (
+                "PATCH /todos/<id> outside code",
+                "PATCH /todos/&lt;id> outside code",
+                &[],
+            ),
+            (
+                "mail <1@x.co> or <https://e.x>",
+                "mail &lt;1@x.co> or &lt;https://e.x>",
+                &[],
+            ),
+            (
+                "</p> <!doctype> <?php",
+                "&lt;/p> &lt;!doctype> &lt;?php",
+                &[],
+            ),
+            // A code span that could form or close a marker is escaped text.
+            (
+                "`<!-- teammem:x -->` and `a -->`",
+                "\\`&lt;!-- teammem:x -->\\` and \\`a -->\\`",
+                &[],
+            ),
+            ("an unclosed `tick", "an unclosed \\`tick", &[]),
+            ("` ` is blank", "\\` \\` is blank", &[]),
+            (
+                "`[x](javascript:1)` ok",
+                "`[x](javascript:1)` ok",
+                &["[x](javascript:1)"],
+            ),
+        ];
+        for (text, escaped, spans) in table {
+            assert_eq!(escape_markdown(text), escaped, "{text}");
+            let (plain, code, injected) = render(text);
+            if spans.is_empty() {
+                assert_eq!(plain, text, "renders as written");
+            }
+            assert_eq!(
+                code,
+                spans.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                "{text}"
+            );
+            assert!(!injected, "{text}");
         }
     }
 

@@ -177,9 +177,17 @@ pub fn rendered_items(page: &str) -> (Vec<String>, Vec<String>) {
         match event {
             Event::Start(Tag::Item) => current = Some(String::new()),
             Event::End(TagEnd::Item) => items.extend(current.take()),
-            Event::Text(text) | Event::Code(text) => {
+            Event::Text(text) => {
                 if let Some(item) = &mut current {
                     item.push_str(&text);
+                }
+            }
+            // A code span reads as written: in backticks.
+            Event::Code(text) => {
+                if let Some(item) = &mut current {
+                    item.push('`');
+                    item.push_str(&text);
+                    item.push('`');
                 }
             }
             Event::SoftBreak | Event::HardBreak => {
