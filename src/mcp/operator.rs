@@ -157,20 +157,20 @@ async fn run_read(context: &Context, repository: String, command: Command) -> Va
         arguments.insert(key.into(), value);
     };
     let tool = match command {
-        Command::Snapshot => "get_wiki_snapshot",
+        Command::Snapshot => crate::writer_contract::tools::GET_WIKI_SNAPSHOT,
         Command::List { git_ref } => {
             put("ref", git_ref.into());
-            "list_wiki_pages"
+            crate::writer_contract::tools::LIST_WIKI_PAGES
         }
         Command::Get { path, git_ref } => {
             put("path", path.into());
             put("ref", git_ref.into());
-            "get_wiki_page"
+            crate::writer_contract::tools::GET_WIKI_PAGE
         }
         Command::Search { query, git_ref } => {
             put("query", query.into());
             put("ref", git_ref.into());
-            "search_wiki"
+            crate::writer_contract::tools::SEARCH_WIKI
         }
         Command::History {
             path,
@@ -182,12 +182,12 @@ async fn run_read(context: &Context, repository: String, command: Command) -> Va
             }
             put("ref", git_ref.into());
             put("limit", limit.into());
-            "list_wiki_history"
+            crate::writer_contract::tools::LIST_WIKI_HISTORY
         }
         Command::Diff { from, to } => {
             put("from", from.into());
             put("to", to.into());
-            "get_wiki_diff"
+            crate::writer_contract::tools::GET_WIKI_DIFF
         }
         Command::Write { .. } | Command::Patch { .. } => {
             unreachable!("writes are handled by run")

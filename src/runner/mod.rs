@@ -20,18 +20,17 @@ pub mod receipt; // receipts and their checks against evidence and wiki
 #[cfg(feature = "test-hooks")]
 pub mod test_hooks; // test builds only: hold the daemon's builtin agent before a write
 pub mod writer; // the job-bound writer child and its rmcp client
+mod writer_client; // the runner's typed calls to its writer, one method per tool
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 
-use serde_json::json;
-
 use crate::config::{Agent, Config, Source};
 use crate::forge::evidence::{self, EvidenceBundle, JobScope, SourceError};
-use crate::forge::github::SetupError;
 use crate::forge::github::GitHubForge;
+use crate::forge::github::SetupError;
 use crate::forge::{Forges, Refusal, SourceForge};
 use crate::queue::{Completion, Job};
 use crate::worker::{JobFailure, JobFuture, JobHandler};
@@ -350,17 +349,14 @@ impl Runner {
             hook(pid).await;
         }
         let start = client
-            .result(
-                "get_wiki_snapshot",
-                json!({"repository": source.repository}),
-            )
+            .snapshot(&source.repository)
             .await
             .map_err(|e| JobFailure {
                 reason: format!("reading the wiki's starting snapshot failed: {e}"),
                 retryable: true,
                 receipt: None,
             })?;
-        let Some(start_base) = start["sha"].as_str().map(str::to_owned) else {
+        let Some(start_base) = start.result.sha else {
             return Err(permanent(format!(
                 "the wiki of {} has no commits yet; create its first page (Home), then retry the job",
                 source.repository
@@ -585,43 +581,27 @@ async fn wiki_facts(
         retryable: true,
         receipt: None,
     };
-    let snapshot = client
-        .result(
-            "get_wiki_snapshot",
-            json!({"repository": source.repository}),
-        )
-        .await
-        .map_err(failure)?;
-    let tip = snapshot["sha"].as_str().unwrap_or(&start_base).to_owned();
+    let snapshot = client.snapshot(&source.repository).await.map_err(failure)?;
+    let tip = snapshot.result.sha.unwrap_or_else(|| start_base.clone());
     let history = client
-        .result(
-            "list_wiki_history",
-            json!({"repository": source.repository, "ref": tip, "limit": 100}),
-        )
+        .history(&source.repository, &tip, 100)
         .await
         .map_err(failure)?;
     let trailer = format!("{}: {job_id}", crate::writer_contract::TRAILER_JOB);
     let mut shas = Vec::new();
     let mut job_commits = Vec::new();
     let mut before_base = true;
-    for commit in history["commits"].as_array().into_iter().flatten() {
-        let Some(sha) = commit["sha"].as_str() else {
-            continue;
-        };
-        if sha.eq_ignore_ascii_case(&start_base) {
+    for commit in history.commits {
+        if commit.sha.eq_ignore_ascii_case(&start_base) {
             before_base = false;
         }
-        let message = commit["message"].as_str().unwrap_or_default();
-        if before_base && message.lines().any(|line| line.trim() == trailer) {
-            job_commits.push(sha.to_owned());
+        if before_base && commit.message.lines().any(|line| line.trim() == trailer) {
+            job_commits.push(commit.sha.clone());
         }
-        shas.push(sha.to_owned());
+        shas.push(commit.sha);
     }
     Ok(WikiFacts {
-        wiki_repository: snapshot["wiki_repository"]
-            .as_str()
-            .unwrap_or(&source.wiki_repository)
-            .to_owned(),
+        wiki_repository: snapshot.wiki_repository,
         start_base,
         history: shas,
         job_commits,

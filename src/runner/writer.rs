@@ -30,9 +30,12 @@ use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, Tool};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::ids::Scope;
+use crate::wiki::{ErrorKind, WriteStatus};
+use crate::writer_contract::tools;
 use crate::writer_contract::{AGENT_FD, AGENT_GATE_FD, BROKER_FD, ENV_LOG, Refusal, WriterEnv};
 
 /// A `command` agent's endpoint as the writer child gets it: the listening
@@ -190,21 +193,16 @@ pub struct Envelope {
 
 impl Envelope {
     pub fn from_value(tool: &str, value: &Value) -> Result<Envelope, String> {
-        let success = value["success"].as_bool().ok_or_else(|| {
+        let wire = WireEnvelope::deserialize(value).map_err(|_| {
             format!("the wiki writer's answer to {tool} is not an envelope (no success field)")
         })?;
+        let error = wire.error.unwrap_or_default();
         Ok(Envelope {
-            success,
-            outcome: value["outcome"].as_str().unwrap_or_default().to_owned(),
-            result: value["result"].clone(),
-            error_type: value["error"]["type"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            error_message: value["error"]["message"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
+            success: wire.success,
+            outcome: wire.outcome.unwrap_or_default(),
+            result: wire.result,
+            error_type: error.kind.unwrap_or_default(),
+            error_message: error.message.unwrap_or_default(),
         })
     }
 
@@ -215,7 +213,7 @@ impl Envelope {
         } else {
             Err(ToolFailure {
                 tool: tool.to_owned(),
-                kind: self.error_type,
+                kind: error_kind(&self.error_type),
                 outcome: self.outcome,
                 message: self.error_message,
             })
@@ -223,12 +221,34 @@ impl Envelope {
     }
 }
 
+/// An envelope as it arrives; fields other than `success` may be absent or
+/// null (the writer's `mcp/envelope.rs` makes it).
+#[derive(Deserialize)]
+struct WireEnvelope {
+    success: bool,
+    #[serde(default)]
+    outcome: Option<String>,
+    #[serde(default)]
+    result: Value,
+    #[serde(default)]
+    error: Option<WireError>,
+}
+
+#[derive(Default, Deserialize)]
+struct WireError {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
 /// A tool call that ended in an envelope error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolFailure {
     pub tool: String,
-    /// `error.type`: `conflict`, `timeout`, ...
-    pub kind: String,
+    /// `error.type`: `conflict`, `timeout`, ... (one the writer never sends
+    /// is `internal_error`).
+    pub kind: ErrorKind,
     /// `not_applied` or `unknown`.
     pub outcome: String,
     pub message: String,
@@ -238,13 +258,13 @@ impl ToolFailure {
     /// Causes that may clear up by trying again later.
     pub fn is_transient(&self) -> bool {
         matches!(
-            self.kind.as_str(),
-            "conflict"
-                | "timeout"
-                | "transport_error"
-                | "rate_limited"
-                | "upstream_error"
-                | "outcome_unknown"
+            self.kind,
+            ErrorKind::Conflict
+                | ErrorKind::Timeout
+                | ErrorKind::TransportError
+                | ErrorKind::RateLimited
+                | ErrorKind::UpstreamError
+                | ErrorKind::OutcomeUnknown
         )
     }
 }
@@ -255,7 +275,7 @@ impl std::fmt::Display for ToolFailure {
             f,
             "{} failed with {} ({}): {}",
             self.tool,
-            self.kind,
+            self.kind.as_str(),
             self.outcome,
             self.message.trim_end_matches('.')
         )
@@ -370,7 +390,7 @@ impl WriterClient {
             format!("the wiki writer's answer to {tool} has no structuredContent")
         })?;
         let envelope = Envelope::from_value(tool, &value)?;
-        if WRITE_TOOLS.contains(&tool) {
+        if tools::WRITE_TOOLS.contains(&tool) {
             crate::metrics::WIKI_PUBLISHES.inc(&[publish_outcome(&envelope)]);
         }
         Ok(envelope)
@@ -395,44 +415,37 @@ impl WriterClient {
     }
 }
 
-/// The writer's tools that publish to the wiki.
-const WRITE_TOOLS: [&str; 2] = ["write_wiki_pages", "patch_wiki_pages"];
+/// The wiki engine's error type named `error_type` on the wire, if it is one.
+fn known_error(error_type: &str) -> Option<ErrorKind> {
+    serde_json::from_value(Value::String(error_type.to_owned())).ok()
+}
 
-/// The wiki engine's error types a write can end in (its `ErrorKind` names).
-const WRITE_ERRORS: [&str; 15] = [
-    "invalid_input",
-    "not_found",
-    "conflict",
-    "destination_changed",
-    "publish_rejected",
-    "permission_denied",
-    "authentication_error",
-    "rate_limited",
-    "timeout",
-    "transport_error",
-    "limit_exceeded",
-    "upstream_error",
-    "configuration_error",
-    "outcome_unknown",
-    "internal_error",
-];
+/// The error type of an envelope error as the enum; a name the writer never
+/// sends (it speaks only [`ErrorKind`]) is an internal error.
+fn error_kind(error_type: &str) -> ErrorKind {
+    known_error(error_type).unwrap_or(ErrorKind::InternalError)
+}
 
 /// The `outcome` label of `teammem_wiki_publishes_total` for a write's
 /// envelope: `updated`, `no_change`, or the error type; anything outside
 /// these closed sets is `other`, so the series stay bounded.
 fn publish_outcome(envelope: &Envelope) -> &'static str {
     if envelope.success {
-        return match envelope.result["status"].as_str() {
-            Some("updated") => "updated",
-            Some("no-change") => "no_change",
-            _ => "other",
+        #[derive(Deserialize)]
+        struct Written {
+            status: WriteStatus,
+        }
+        return match Written::deserialize(&envelope.result) {
+            Ok(Written {
+                status: WriteStatus::Updated,
+            }) => "updated",
+            Ok(Written {
+                status: WriteStatus::NoChange,
+            }) => "no_change",
+            Err(_) => "other",
         };
     }
-    WRITE_ERRORS
-        .iter()
-        .find(|known| **known == envelope.error_type)
-        .copied()
-        .unwrap_or("other")
+    known_error(&envelope.error_type).map_or("other", ErrorKind::as_str)
 }
 
 /// A failed call: the protocol broke, or the tool answered with an error.

@@ -2,10 +2,10 @@
 //! type, a sentence an agent can act on (no trailing period, never raw internal
 //! error text, never a credential) and what happened to the wiki (`outcome`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// DESIGN §7 error types, serialized in snake_case as the envelope's `error.type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     InvalidInput,

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 pub use super::patch::Replacement;
 
 /// `get_wiki_snapshot`: the default branch and its tip.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// Default branch from the remote `HEAD` symref (e.g. `master`); `None` when unknown.
     pub branch: Option<String>,
@@ -28,7 +28,7 @@ pub struct StaleCount {
 }
 
 /// One page of a tree.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PageInfo {
     pub path: String,
     /// Blob sha (the `expected_sha` of a patch).
@@ -37,7 +37,7 @@ pub struct PageInfo {
 }
 
 /// `list_wiki_pages`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PageList {
     /// The commit the list was read at.
     #[serde(rename = "ref")]
@@ -49,7 +49,7 @@ pub struct PageList {
 }
 
 /// `get_wiki_page`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Page {
     pub path: String,
     /// The commit the page was read at.
@@ -93,7 +93,7 @@ pub struct SearchResult {
 }
 
 /// A stale evidence marker on a page (`get_wiki_page`'s `stale_facts`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StaleFact {
     /// 1-based page line carrying the marker.
     pub line: usize,
@@ -112,7 +112,7 @@ pub struct StaleFact {
 }
 
 /// One commit of `list_wiki_history`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryEntry {
     pub sha: String,
     pub message: String,
@@ -121,7 +121,7 @@ pub struct HistoryEntry {
 }
 
 /// `list_wiki_history`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct History {
     #[serde(rename = "ref")]
     pub commit: String,
@@ -207,7 +207,7 @@ pub struct CommitSpec {
 }
 
 /// `updated` or `no-change`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum WriteStatus {
     #[serde(rename = "updated")]
     Updated,
@@ -216,7 +216,7 @@ pub enum WriteStatus {
 }
 
 /// A page as it is after a write.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WrittenPage {
     pub path: String,
     /// Blob sha of the page now.
@@ -224,7 +224,7 @@ pub struct WrittenPage {
 }
 
 /// `write_wiki_pages` / `patch_wiki_pages`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WriteResult {
     pub status: WriteStatus,
     /// The new tip, or the unchanged one for `no-change`.

@@ -1,8 +1,9 @@
 //! The contract between the runner and the job-bound wiki-writer child it
 //! spawns (`teammem mcp --wiki-writer`): the environment names and their one
 //! encode/decode pair ([`WriterEnv`]), the descriptor numbers the child
-//! inherits, the commit trailers every write carries, and the broker's wire
-//! protocol with the child's client ([`broker`]).
+//! inherits, the commit trailers every write carries, the broker's wire
+//! protocol with the child's client ([`broker`]), and the writer's tools on
+//! the wire ([`tools`]).
 //!
 //! Both sides import this module and nothing of each other: the runner
 //! (`runner/`) encodes, the writer (`mcp/`) decodes.
@@ -22,6 +23,7 @@
 //!   or argv, and the agent from a file in its job's work directory.
 
 pub mod broker; // the broker's wire protocol (one JSON line each way) and the writer's client
+pub mod tools; // the writer's tool names, and the arguments and results of the tools the runner calls
 
 use std::ffi::OsString;
 use std::os::fd::RawFd;

@@ -16,13 +16,14 @@ use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_argum
 use crate::mcp::context::{Context, Resolved};
 use crate::mcp::envelope::{ToolError, ToolOutcome};
 use crate::wiki::WikiError;
+use crate::writer_contract::tools::{self, HistoryArgs, ListArgs, PageArgs, SnapshotArgs};
 
 pub const TOOLSET: Toolset = Toolset {
     name: "wiki_read",
     served_by: &[ServerKind::Agent, ServerKind::WikiWriter],
     tools: &[
         ToolDef {
-            name: "get_wiki_snapshot",
+            name: tools::GET_WIKI_SNAPSHOT,
             title: "Wiki snapshot",
             description: "Resolve the source's wiki: its default branch and full tip sha (initialized: false for an empty wiki). Pin later reads to this sha; writes take it as expected_base together with wiki_repository as expected_wiki_repository. as_of is the source commit the memory is reconciled to (null with as_of_reason when unknown): source changes after it are not in the wiki yet. stale_facts counts facts whose cited source lines changed since they were written; get_wiki_page lists a page's.",
             hints: Hints::READ,
@@ -30,7 +31,7 @@ pub const TOOLSET: Toolset = Toolset {
             handler: get_wiki_snapshot,
         },
         ToolDef {
-            name: "list_wiki_pages",
+            name: tools::LIST_WIKI_PAGES,
             title: "List wiki pages",
             description: "List the Markdown pages (path, blob sha, size) of the wiki at a ref; at most 2,000 pages (truncated says when there were more).",
             hints: Hints::READ,
@@ -38,7 +39,7 @@ pub const TOOLSET: Toolset = Toolset {
             handler: list_wiki_pages,
         },
         ToolDef {
-            name: "get_wiki_page",
+            name: tools::GET_WIKI_PAGE,
             title: "Read a wiki page",
             description: "Read one page at a ref: its content and blob sha (the expected_sha of a patch). stale_facts lists each statement on the page whose cited source lines changed after it was written (path, lines, cited_commit, changed_in, deleted): do not rely on it without checking the code. last_change says who made the page's last commit: by teammem (a job's commit, with its Teammem-Job trailer) or by a person (anyone else, e.g. an edit in GitHub's web interface; text a person wrote is theirs, not checked memory), with commit and at; null when not found in the newest 1,000 commits.",
             hints: Hints::READ,
@@ -46,7 +47,7 @@ pub const TOOLSET: Toolset = Toolset {
             handler: get_wiki_page,
         },
         ToolDef {
-            name: "search_wiki",
+            name: tools::SEARCH_WIKI,
             title: "Search the wiki",
             description: "The pages most relevant to query (BM25 over words, paths and identifiers; page titles and headings weigh more), best first, at most 20: each with score, the best matching line as a plain-text snippet and the heading nearest above it. Indexes at most 8 MiB (truncated says when the budget ended first). as_of is the source commit the memory is reconciled to (null with as_of_reason when unknown).",
             hints: Hints::READ,
@@ -54,7 +55,7 @@ pub const TOOLSET: Toolset = Toolset {
             handler: search_wiki,
         },
         ToolDef {
-            name: "list_wiki_history",
+            name: tools::LIST_WIKI_HISTORY,
             title: "Wiki history",
             description: "Commits (sha, message, time), newest first, reachable from a ref; only those touching path when given; limit 1-100 (default 20).",
             hints: Hints::READ,
@@ -62,7 +63,7 @@ pub const TOOLSET: Toolset = Toolset {
             handler: list_wiki_history,
         },
         ToolDef {
-            name: "get_wiki_diff",
+            name: tools::GET_WIKI_DIFF,
             title: "Wiki diff",
             description: "Unified diff of the wiki between two refs (at most 512 KiB). A page version over 256 KiB, or pages past 8 MiB read in all, are not diffed: not_diffed names each (path, bytes, reason).",
             hints: Hints::READ,
@@ -134,56 +135,13 @@ fn diff_schema() -> Value {
     )
 }
 
-fn head() -> String {
-    "HEAD".into()
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SnapshotArgs {
-    repository: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListArgs {
-    repository: String,
-    #[serde(rename = "ref", default = "head")]
-    git_ref: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PageArgs {
-    repository: String,
-    path: String,
-    #[serde(rename = "ref", default = "head")]
-    git_ref: String,
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SearchArgs {
     repository: String,
     query: String,
-    #[serde(rename = "ref", default = "head")]
+    #[serde(rename = "ref", default = "tools::head")]
     git_ref: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HistoryArgs {
-    repository: String,
-    path: Option<String>,
-    #[serde(rename = "ref", default = "head")]
-    git_ref: String,
-    /// Any integer parses; the range is a rule (an envelope error), not a type.
-    #[serde(default = "default_limit")]
-    limit: i64,
-}
-
-fn default_limit() -> i64 {
-    20
 }
 
 #[derive(Deserialize)]
@@ -274,14 +232,14 @@ fn with_as_of(mut value: Value, as_of: Result<String, &'static str>) -> Value {
 
 fn get_wiki_snapshot(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
-        let args: SnapshotArgs = parse_arguments("get_wiki_snapshot", arguments)?;
+        let args: SnapshotArgs = parse_arguments(tools::GET_WIKI_SNAPSHOT, arguments)?;
         read_tool_as_of!(context, args.repository, |wiki| wiki.snapshot())
     })
 }
 
 fn list_wiki_pages(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
-        let args: ListArgs = parse_arguments("list_wiki_pages", arguments)?;
+        let args: ListArgs = parse_arguments(tools::LIST_WIKI_PAGES, arguments)?;
         read_tool!(context, args.repository, |wiki| wiki
             .list_pages(&args.git_ref))
     })
@@ -289,7 +247,7 @@ fn list_wiki_pages(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
 
 fn get_wiki_page(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
-        let args: PageArgs = parse_arguments("get_wiki_page", arguments)?;
+        let args: PageArgs = parse_arguments(tools::GET_WIKI_PAGE, arguments)?;
         read_tool!(context, args.repository, |wiki| async {
             let page = wiki.get_page(&args.git_ref, &args.path).await?;
             // At the page's own commit, so both answers describe one version.
@@ -318,7 +276,7 @@ struct PageRead {
 
 fn search_wiki(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
-        let args: SearchArgs = parse_arguments("search_wiki", arguments)?;
+        let args: SearchArgs = parse_arguments(tools::SEARCH_WIKI, arguments)?;
         read_tool_as_of!(context, args.repository, |wiki| wiki
             .search(&args.git_ref, &args.query))
     })
@@ -326,7 +284,7 @@ fn search_wiki(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
 
 fn list_wiki_history(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
-        let args: HistoryArgs = parse_arguments("list_wiki_history", arguments)?;
+        let args: HistoryArgs = parse_arguments(tools::LIST_WIKI_HISTORY, arguments)?;
         let limit = u32::try_from(args.limit).map_err(|_| {
             WikiError::invalid_input(format!(
                 "limit must be between 1 and 100, got {}",
@@ -342,7 +300,7 @@ fn list_wiki_history(context: &Context, arguments: JsonObject) -> CallFuture<'_>
 
 fn get_wiki_diff(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
-        let args: DiffArgs = parse_arguments("get_wiki_diff", arguments)?;
+        let args: DiffArgs = parse_arguments(tools::GET_WIKI_DIFF, arguments)?;
         read_tool!(context, args.repository, |wiki| wiki
             .diff(&args.from, &args.to))
     })

@@ -13,14 +13,13 @@
 //! `Teammem-Range`). The runner's evidence-marker rewrites folded into a job's
 //! write come only from the job's broker (the runner's in-memory bundle),
 //! never from `evidence.json`; the engine checks each one and counts its bytes
-//! against `agent.max_changed_bytes`. The evidence tools of the writer (`get_job_evidence`,
-//! `list_pull_request_files`, `get_source_file`) will be a sibling toolset served
-//! by the same server kind.
+//! against `agent.max_changed_bytes`. The writer's evidence tools are the
+//! sibling toolset `evidence.rs`, served by the same server kind. The tools'
+//! names and arguments are `writer_contract::tools`', shared with the runner.
 
 use std::collections::BTreeMap;
 
 use rmcp::model::JsonObject;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::wiki_read::to_outcome;
@@ -28,13 +27,14 @@ use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_argum
 use crate::mcp::context::{self, Context, WriteOrigin};
 use crate::mcp::envelope::ToolError;
 use crate::wiki::{Amend, CommitSpec, PagePatch, PageWrite, Replacement, WriteRules};
+use crate::writer_contract::tools::{self, PageArg, PatchArg, PatchArgs, WriteArgs};
 
 pub const TOOLSET: Toolset = Toolset {
     name: "wiki_write",
     served_by: &[ServerKind::WikiWriter],
     tools: &[
         ToolDef {
-            name: "write_wiki_pages",
+            name: tools::WRITE_WIKI_PAGES,
             title: "Write wiki pages",
             description: "Create or replace 1-20 Markdown pages with full contents (each at most 64 KiB, 256 KiB in all) in one commit whose only parent is expected_base; optional patches (the shape patch_wiki_pages takes) change other existing pages in the same commit, 20 pages at most in all, so one job's change is one commit. Take expected_base (sha) and expected_wiki_repository (wiki_repository) from one get_wiki_snapshot. Returns status updated or no-change and the new (or unchanged) tip sha. On conflict read a fresh snapshot and reconcile; never retry blindly. Refused with permission_denied: replacing an existing protected page (Home.md, _Sidebar.md, _Footer.md unless configured) or an existing page a person last changed (its last commit has no Teammem-Job trailer); patch those with patch_wiki_pages instead. Creating new pages is allowed. A job may change at most agent.max_changed_bytes (256 KiB by default) in all, else limit_exceeded.",
             hints: WRITE,
@@ -42,7 +42,7 @@ pub const TOOLSET: Toolset = Toolset {
             handler: write_wiki_pages,
         },
         ToolDef {
-            name: "patch_wiki_pages",
+            name: tools::PATCH_WIKI_PAGES,
             title: "Patch wiki pages",
             description: "Exact-anchor replacements in 1-20 existing pages, in one commit whose only parent is expected_base. Every non-empty old must occur exactly once in the page at expected_base; replacements may not overlap; an empty old appends new at the end (one per page); at most 40 replacements and 256 KiB of replacement input. Untouched bytes are kept exactly. On a protected page or one a person last changed, only lines carrying a <!-- teammem:... --> marker may be replaced (insert after teammem's anchor line by replacing it with itself plus the new lines) and an empty old appends, and every line added must be blank, carry a teammem marker, or be a plain heading above a marked line; on a protected page a marked line added must be the marker alone or a link to a wiki page (- [label](Page) <!-- teammem:name -->); anything else is refused with permission_denied. A job may change at most agent.max_changed_bytes (256 KiB by default) in all, else limit_exceeded.",
             hints: WRITE,
@@ -149,50 +149,6 @@ fn patch_schema() -> Value {
     let mut required = COMMON_REQUIRED.to_vec();
     required.push("patches");
     json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PageArg {
-    path: String,
-    content: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WriteArgs {
-    repository: String,
-    expected_wiki_repository: String,
-    expected_base: String,
-    message: String,
-    pages: Vec<PageArg>,
-    /// Other pages patched in the same commit (as `patch_wiki_pages` takes them).
-    #[serde(default)]
-    patches: BTreeMap<String, PatchArg>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReplacementArg {
-    old: String,
-    new: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PatchArg {
-    expected_sha: String,
-    replacements: Vec<ReplacementArg>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PatchArgs {
-    repository: String,
-    expected_wiki_repository: String,
-    expected_base: String,
-    message: String,
-    patches: BTreeMap<String, PatchArg>,
 }
 
 /// What a write changes: pages written whole and pages patched, as one commit.
@@ -338,7 +294,7 @@ fn origin(context: &Context) -> Result<WriteOrigin, ToolError> {
 
 fn write_wiki_pages(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
-        let args: WriteArgs = parse_arguments("write_wiki_pages", arguments)?;
+        let args: WriteArgs = parse_arguments(tools::WRITE_WIKI_PAGES, arguments)?;
         let origin = match origin(context) {
             Ok(origin) => origin,
             Err(error) => return Ok(Answer::new(None, Err(error))),
@@ -375,7 +331,7 @@ fn write_wiki_pages(context: &Context, arguments: JsonObject) -> CallFuture<'_> 
 
 fn patch_wiki_pages(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
-        let args: PatchArgs = parse_arguments("patch_wiki_pages", arguments)?;
+        let args: PatchArgs = parse_arguments(tools::PATCH_WIKI_PAGES, arguments)?;
         let origin = match origin(context) {
             Ok(origin) => origin,
             Err(error) => return Ok(Answer::new(None, Err(error))),

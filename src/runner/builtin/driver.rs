@@ -21,8 +21,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::{Value, json};
-
 use super::inputs::{CurrentPage, DependencyFacts, Listings};
 use super::markers::DEPENDENCIES;
 use super::plan::{NewPage, PagePatch, Plan, areas_to_record, plan_full};
@@ -32,6 +30,8 @@ use super::sections::refresh_order;
 use crate::runner::agent::{AgentError, AgentOutcome, AgentTask};
 use crate::runner::receipt::{PullResult, PullStatus, Receipt, ReceiptStatus};
 use crate::runner::writer::{CallError, WriterClient};
+use crate::wiki::{ErrorKind, WriteStatus};
+use crate::writer_contract::tools::{PageArg, PatchArg, PatchArgs, ReplacementArg, WriteArgs};
 
 /// At most this many pages per write call (DESIGN §7).
 const PAGES_PER_CALL: usize = 20;
@@ -134,37 +134,67 @@ async fn apply_plan(
         .chain(plan.writes.into_iter().map(Step::Write))
         .collect();
     for batch in batches(steps, |step| step.weight(&view.pages)) {
-        let mut patches = serde_json::Map::new();
+        let mut patches = BTreeMap::new();
         let mut pages = Vec::new();
         for step in batch {
             match step {
                 Step::Patch(path, patch) => {
-                    patches.insert(path, serde_json::to_value(patch).unwrap_or(Value::Null));
+                    patches.insert(path, patch_arg(patch));
                 }
-                Step::Write(write) => pages.push(write),
+                Step::Write(write) => pages.push(PageArg {
+                    path: write.path,
+                    content: write.content,
+                }),
             }
         }
-        let mut arguments = json!({
-            "repository": task.repository,
-            "expected_wiki_repository": view.wiki_repository,
-            "expected_base": tip,
-            "message": message,
-            "patches": patches,
-        });
-        let tool = if pages.is_empty() {
-            "patch_wiki_pages"
+        let (repository, expected_wiki_repository, expected_base, message) = (
+            task.repository.to_owned(),
+            view.wiki_repository.clone(),
+            tip.clone(),
+            message.clone(),
+        );
+        let written = if pages.is_empty() {
+            client
+                .patch_pages(&PatchArgs {
+                    repository,
+                    expected_wiki_repository,
+                    expected_base,
+                    message,
+                    patches,
+                })
+                .await
         } else {
-            arguments["pages"] = serde_json::to_value(&pages).unwrap_or(Value::Null);
-            "write_wiki_pages"
+            client
+                .write_pages(&WriteArgs {
+                    repository,
+                    expected_wiki_repository,
+                    expected_base,
+                    message,
+                    pages,
+                    patches,
+                })
+                .await
         };
-        let result = client
-            .result(tool, arguments)
-            .await
-            .map_err(|e| (e, tip.clone(), changed))?;
-        changed |= result["status"] == "updated";
-        tip = result["sha"].as_str().unwrap_or(&tip).to_owned();
+        let written = written.map_err(|e| (e, tip.clone(), changed))?;
+        changed |= written.status == WriteStatus::Updated;
+        tip = written.sha;
     }
     Ok((tip, changed))
+}
+
+/// A planned patch as the writer takes it.
+fn patch_arg(patch: PagePatch) -> PatchArg {
+    PatchArg {
+        expected_sha: patch.expected_sha,
+        replacements: patch
+            .replacements
+            .into_iter()
+            .map(|r| ReplacementArg {
+                old: r.old,
+                new: r.new,
+            })
+            .collect(),
+    }
 }
 
 fn pull_results(
@@ -295,7 +325,10 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
             // A conflict, or a write whose outcome is unknown: re-read the wiki
             // (the markers tell what landed) and rebuild once.
             Err((CallError::Tool(failure), tip, changed))
-                if failure.kind == "conflict" || failure.kind == "outcome_unknown" =>
+                if matches!(
+                    failure.kind,
+                    ErrorKind::Conflict | ErrorKind::OutcomeUnknown
+                ) =>
             {
                 if changed {
                     last_tip = Some(tip);

@@ -16,8 +16,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
-
 use super::areas::{ByArea, area_page, area_title, by_area};
 use super::budget::{apply_replacements, trim_new_page, trim_patch};
 use super::dependencies::{dependency_note, plan_dependencies};
@@ -35,21 +33,21 @@ use super::sections::{
 use crate::forge::evidence::{EvidenceBundle, PullRequest};
 
 /// Full content for a new page (`write_wiki_pages`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewPage {
     pub path: String,
     pub content: String,
 }
 
 /// One exact-anchor replacement.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replacement {
     pub old: String,
     pub new: String,
 }
 
 /// Replacements in one existing page (`patch_wiki_pages`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PagePatch {
     pub expected_sha: String,
     pub replacements: Vec<Replacement>,

@@ -14,15 +14,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::json;
-
 use super::areas::{area_of_entry, area_slug};
 use super::inputs::{AreaFile, AreaFiles, CurrentPage, Listings};
 use super::plan::pages_of_interest;
 use super::sections::WHAT_IS_HERE_FILES;
+use crate::forge::evidence::EntryKind;
 use crate::purpose::{HEAD_BYTES, purpose};
 use crate::runner::agent::AgentTask;
 use crate::runner::writer::{CallError, ToolFailure, WriterClient};
+use crate::wiki::ErrorKind;
+use crate::writer_contract::tools::{self, FileArgs, HeadOutcome, HeadsArgs, TreeArgs};
 
 /// At most this many file heads are read for the "What is here" sections of
 /// one job.
@@ -42,46 +43,26 @@ pub struct View {
 }
 
 pub async fn read_view(client: &WriterClient, task: &AgentTask<'_>) -> Result<View, CallError> {
-    let snapshot = client
-        .result("get_wiki_snapshot", json!({"repository": task.repository}))
-        .await?;
-    let wiki_repository = snapshot["wiki_repository"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let Some(base) = snapshot["sha"].as_str().map(str::to_owned) else {
+    let snapshot = client.snapshot(task.repository).await?;
+    let wiki_repository = snapshot.wiki_repository;
+    let Some(base) = snapshot.result.sha else {
         return Err(CallError::Protocol(format!(
             "the wiki {wiki_repository} has no commits yet; create its first page (Home) in GitHub's web interface, then retry the job"
         )));
     };
-    let listed = client
-        .result(
-            "list_wiki_pages",
-            json!({"repository": task.repository, "ref": base}),
-        )
-        .await?;
-    let existing: BTreeSet<String> = listed["pages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p["path"].as_str().map(str::to_owned))
-        .collect();
+    let listed = client.list_pages(task.repository, &base).await?;
+    let existing: BTreeSet<String> = listed.pages.into_iter().map(|p| p.path).collect();
     let mut pages = BTreeMap::new();
     for path in pages_of_interest(task.bundle) {
         if !existing.contains(&path) {
             continue;
         }
-        let page = client
-            .result(
-                "get_wiki_page",
-                json!({"repository": task.repository, "ref": base, "path": path}),
-            )
-            .await?;
+        let page = client.page(task.repository, &base, &path).await?;
         pages.insert(
             path,
             CurrentPage {
-                sha: page["sha"].as_str().unwrap_or_default().to_owned(),
-                content: page["content"].as_str().unwrap_or_default().to_owned(),
+                sha: page.sha,
+                content: page.content,
             },
         );
     }
@@ -100,23 +81,19 @@ pub async fn list_files(
     recursive: bool,
 ) -> Result<(Vec<(String, bool)>, bool), CallError> {
     let listed = client
-        .result(
-            "list_source_files",
-            json!({
-                "repository": task.repository,
-                "commit": task.bundle.job.tip().as_str(),
-                "directory": directory,
-                "recursive": recursive,
-            }),
-        )
+        .source_files(&TreeArgs {
+            repository: task.repository.to_owned(),
+            directory: directory.to_owned(),
+            recursive,
+            commit: Some(task.bundle.job.tip().as_str().to_owned()),
+        })
         .await?;
-    let entries = listed["entries"]
-        .as_array()
+    let entries = listed
+        .entries
         .into_iter()
-        .flatten()
-        .filter_map(|e| Some((e["path"].as_str()?.to_owned(), e["type"] == "directory")))
+        .map(|e| (e.path, e.kind == EntryKind::Directory))
         .collect();
-    Ok((entries, listed["truncated"] == true))
+    Ok((entries, listed.truncated))
 }
 
 /// The first `max_bytes` of `path` at `commit` through `get_source_file`,
@@ -130,29 +107,24 @@ pub async fn read_head(
     max_bytes: usize,
 ) -> Result<Option<(String, bool)>, CallError> {
     let file = client
-        .result(
-            "get_source_file",
-            json!({
-                "repository": task.repository,
-                "commit": commit,
-                "path": path,
-                "max_bytes": max_bytes,
-            }),
-        )
+        .source_file(&FileArgs {
+            repository: task.repository.to_owned(),
+            path: path.to_owned(),
+            commit: Some(commit.to_owned()),
+            max_bytes: Some(max_bytes as i64),
+        })
         .await;
-    let file = match file {
-        Ok(file) => file,
-        Err(CallError::Tool(f)) if unreadable(&f.kind) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let content = file["content"].as_str().unwrap_or_default().to_owned();
-    Ok(Some((content, file["truncated"] == true)))
+    match file {
+        Ok(file) => Ok(Some((file.content, file.truncated))),
+        Err(CallError::Tool(f)) if unreadable(f.kind) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// A reading tool's failure kind that means "no text to read here" (the file
 /// is absent, or too large or binary) rather than a failed call.
-fn unreadable(kind: &str) -> bool {
-    matches!(kind, "not_found" | "limit_exceeded")
+fn unreadable(kind: ErrorKind) -> bool {
+    matches!(kind, ErrorKind::NotFound | ErrorKind::LimitExceeded)
 }
 
 /// How many file heads one `get_source_file_heads` call asks for (its limits
@@ -171,17 +143,14 @@ async fn file_purposes(
     let mut purposes = Vec::with_capacity(paths.len());
     for chunk in paths.chunks(HEADS_PER_CALL) {
         let heads = client
-            .result(
-                "get_source_file_heads",
-                json!({
-                    "repository": task.repository,
-                    "commit": task.bundle.job.tip().as_str(),
-                    "paths": chunk,
-                    "max_bytes": HEAD_BYTES,
-                }),
-            )
+            .source_file_heads(&HeadsArgs {
+                repository: task.repository.to_owned(),
+                paths: chunk.to_vec(),
+                max_bytes: HEAD_BYTES as i64,
+                commit: Some(task.bundle.job.tip().as_str().to_owned()),
+            })
             .await?;
-        let files = heads["files"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        let files = heads.files;
         if files.len() != chunk.len() {
             return Err(CallError::Protocol(format!(
                 "get_source_file_heads answered {} files for {} paths",
@@ -190,22 +159,23 @@ async fn file_purposes(
             )));
         }
         for (path, file) in chunk.iter().zip(files) {
-            if let Some(error) = file.get("error") {
-                let kind = error["type"].as_str().unwrap_or_default();
-                if unreadable(kind) {
+            let (content, truncated) = match &file.head {
+                HeadOutcome::Read { content, truncated } => (content.as_str(), *truncated),
+                HeadOutcome::Failed { error } if unreadable(error.kind) => {
                     purposes.push(None);
                     continue;
                 }
-                return Err(CallError::Tool(ToolFailure {
-                    tool: "get_source_file_heads".into(),
-                    kind: kind.to_owned(),
-                    outcome: "not_applied".into(),
-                    message: error["message"].as_str().unwrap_or_default().to_owned(),
-                }));
-            }
-            let content = file["content"].as_str().unwrap_or_default();
+                HeadOutcome::Failed { error } => {
+                    return Err(CallError::Tool(ToolFailure {
+                        tool: tools::GET_SOURCE_FILE_HEADS.into(),
+                        kind: error.kind,
+                        outcome: "not_applied".into(),
+                        message: error.message.clone(),
+                    }));
+                }
+            };
             // A head cut inside a line ends at the last whole line.
-            let content = if file["truncated"] == true {
+            let content = if truncated {
                 content.rfind('\n').map_or(content, |end| &content[..=end])
             } else {
                 content
