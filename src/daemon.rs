@@ -233,6 +233,7 @@ pub async fn run_with_ingest(
     // runner and the sweep.
     options.handler.share_forges(&ingest.forges());
     let job_problems = options.handler.problems();
+    let agent_isolation = options.handler.agent_isolation();
     for problem in &job_problems {
         tracing::error!(%problem, "jobs cannot run as configured; /readyz reports not ready");
     }
@@ -353,6 +354,7 @@ pub async fn run_with_ingest(
     .with_shutdown(mcp_sessions.clone());
     let state = AppState {
         job_problems: Arc::new(job_problems),
+        agent_isolation: Arc::new(agent_isolation),
         leader,
         wakeups,
         ..state
