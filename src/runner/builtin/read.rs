@@ -9,8 +9,10 @@
 //! the writer's evidence tools; at most [`WHAT_IS_HERE_FILES`] per area and
 //! [`HEADS_PER_JOB`] per job are read (an area past that keeps its section as
 //! it is; areas without a section go first, the others in an order that
-//! moves with the tip, so no area waits for ever); a read that fails for a
-//! lasting cause leaves its part out, a transient one ends the run.
+//! moves with the tip, so no area waits for ever), and at most
+//! [`INCLUDED_DOCS_PER_AREA`] crate docs its files name with `include_str!`;
+//! a read that fails for a lasting cause leaves its part out, a transient
+//! one ends the run.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,7 +21,7 @@ use super::inputs::{AreaFile, AreaFiles, CurrentPage, Listings};
 use super::plan::pages_of_interest;
 use super::sections::WHAT_IS_HERE_FILES;
 use crate::forge::evidence::EntryKind;
-use crate::purpose::{HEAD_BYTES, purpose};
+use crate::purpose::{HEAD_BYTES, Stated, included_purpose, stated};
 use crate::runner::agent::AgentTask;
 use crate::runner::writer::{CallError, ToolFailure, WriterClient};
 use crate::wiki::ErrorKind;
@@ -127,6 +129,10 @@ fn unreadable(kind: ErrorKind) -> bool {
     matches!(kind, ErrorKind::NotFound | ErrorKind::LimitExceeded)
 }
 
+/// At most this many files named by `#![doc = include_str!(…)]` are read
+/// for one area's purposes.
+pub const INCLUDED_DOCS_PER_AREA: usize = 8;
+
 /// How many file heads one `get_source_file_heads` call asks for (its limits
 /// are 50 paths and 128 KiB of paths × bytes).
 const HEADS_PER_CALL: usize = 32;
@@ -141,6 +147,7 @@ async fn file_purposes(
     paths: &[String],
 ) -> Result<Vec<Option<(String, crate::facts::Lines)>>, CallError> {
     let mut purposes = Vec::with_capacity(paths.len());
+    let mut includes: Vec<(usize, String, crate::facts::Lines)> = Vec::new();
     for chunk in paths.chunks(HEADS_PER_CALL) {
         let heads = client
             .source_file_heads(&HeadsArgs {
@@ -180,7 +187,42 @@ async fn file_purposes(
             } else {
                 content
             };
-            purposes.push(purpose(path, content.as_bytes()));
+            match stated(path, content.as_bytes()) {
+                Some(Stated::Purpose(text, lines)) => purposes.push(Some((text, lines))),
+                Some(Stated::Include { path: doc, line }) => {
+                    includes.push((purposes.len(), doc, line));
+                    purposes.push(None);
+                }
+                None => purposes.push(None),
+            }
+        }
+    }
+    // A crate doc kept in another file (`#![doc = include_str!(…)]`): that
+    // file's purpose, cited at the line that names it. The file is read
+    // once however many name it; one that cannot be read leaves no purpose.
+    let mut docs: Vec<String> = includes.iter().map(|(_, doc, _)| doc.clone()).collect();
+    docs.sort();
+    docs.dedup();
+    docs.truncate(INCLUDED_DOCS_PER_AREA);
+    for chunk in docs.chunks(HEADS_PER_CALL) {
+        let heads = client
+            .source_file_heads(&HeadsArgs {
+                repository: task.repository.to_owned(),
+                paths: chunk.to_vec(),
+                max_bytes: HEAD_BYTES as i64,
+                commit: Some(task.bundle.job.tip().as_str().to_owned()),
+            })
+            .await?;
+        for (doc, file) in chunk.iter().zip(heads.files) {
+            let HeadOutcome::Read { content, .. } = &file.head else {
+                continue;
+            };
+            let Some(text) = included_purpose(content.as_bytes()) else {
+                continue;
+            };
+            for (at, _, line) in includes.iter().filter(|(_, d, _)| d == doc) {
+                purposes[*at] = Some((text.clone(), *line));
+            }
         }
     }
     Ok(purposes)

@@ -45,6 +45,8 @@ mod staleness;
 mod staleness_github;
 // The openai backend against a scripted chat-completions fake on loopback.
 mod openai;
+// Purposes through the real writer: a crate doc kept in its README, usage boilerplate, a sentence over two lines.
+mod purposes;
 // The sweep for missed pushes: the real daemon on both forges, and its decisions in process.
 mod sweep;
 // The writer trusts only the runner: a tampered evidence.json, checked and budgeted marker rewrites, Home.md below teammem's lines, bounded diffs, fair staleness checks, last_change.
