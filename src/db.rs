@@ -432,6 +432,9 @@ pub async fn connect_postgres(pg: &Postgres, node_id: &str) -> Result<PgPool, Db
         source,
     };
     let mut options: PgConnectOptions = pg.url.parse().map_err(connect_error)?;
+    if crate::config::plain_on_this_machine(&pg.url, &options) {
+        options = options.ssl_mode(sqlx::postgres::PgSslMode::Disable);
+    }
     options = options.application_name(&format!("teammem {node_id}"));
     if let Some(name) = &pg.password_env {
         let secret = crate::secrets::env_secret(name)

@@ -138,6 +138,21 @@ fn check_transport(url: &str, query: &str, options: &PgConnectOptions) -> Result
     }
 }
 
+/// Whether a connection with these options stays on this machine and its
+/// URL names no sslmode: then teammem connects without TLS (`sslmode=disable`)
+/// rather than sqlx's `prefer`. TLS protects nothing on loopback, and its
+/// negotiation with a server that is restarting fails as a protocol error
+/// instead of reading as "unavailable".
+pub fn plain_on_this_machine(url: &str, options: &PgConnectOptions) -> bool {
+    let local = options.get_socket().is_some() || is_local_host(options.get_host());
+    let query = url.split_once('?').map(|(_, q)| q).unwrap_or_default();
+    let names_mode = query.split('&').any(|pair| {
+        let key = pair.split('=').next().unwrap_or_default();
+        key == "sslmode" || key == "ssl-mode"
+    });
+    local && !names_mode
+}
+
 /// This machine: a Unix socket directory, `localhost`, 127.0.0.0/8 or ::1.
 fn is_local_host(host: &str) -> bool {
     let bare = host

@@ -31,6 +31,7 @@ mod section;
 mod sources;
 
 pub use database::DEFAULT_MAX_CONNECTIONS as DEFAULT_DATABASE_CONNECTIONS;
+pub use database::plain_on_this_machine;
 pub use limits::Limits;
 use read::read_config;
 pub use rules::{is_loopback_host, is_repository_name};

@@ -26,8 +26,33 @@ const JOB_DEADLINE: Duration = Duration::from_secs(90);
 /// How long a test waits for the daemon to reach its hold point.
 const HOLD_DEADLINE: Duration = Duration::from_secs(60);
 
-/// How often a condition is looked at again while waiting for it.
-const POLL: Duration = Duration::from_millis(20);
+/// How often a condition is looked at again while waiting for it: under the
+/// daemon's default rate per token (`limits.requests_per_second`, 20/s).
+const POLL: Duration = Duration::from_millis(60);
+
+/// `GET path` with `token`, as a well-behaved client: a `429` is asked
+/// again after the `Retry-After` it names (several waiters may share a token).
+async fn get_json(daemon: &Daemon, token: &str, path: &str) -> Value {
+    let deadline = Instant::now() + JOB_DEADLINE;
+    loop {
+        let answer = reqwest::Client::new()
+            .get(daemon.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        if answer.status() == 429 && Instant::now() < deadline {
+            let wait = answer
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+                .unwrap_or(1);
+            tokio::time::sleep(Duration::from_secs(wait)).await;
+            continue;
+        }
+        return answer.json().await.unwrap();
+    }
+}
 
 /// The `X-Hub-Signature-256` header of `body` under `secret`.
 pub fn signature(secret: &str, body: &[u8]) -> String {
@@ -55,30 +80,14 @@ pub async fn post_dispatch(daemon: &Daemon, secret: &str, body: &Value) -> (u16,
 
 /// `GET /v1/jobs/{id}`: the job and its events.
 pub async fn job(daemon: &Daemon, token: &str, id: i64) -> (Value, Value) {
-    let answer: Value = reqwest::Client::new()
-        .get(daemon.url(&format!("/v1/jobs/{id}")))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer = get_json(daemon, token, &format!("/v1/jobs/{id}")).await;
     assert!(answer["job"].is_object(), "job {id}: {answer}");
     (answer["job"].clone(), answer["events"].clone())
 }
 
 /// Every job the daemon holds, newest first (`GET /v1/jobs`, one page).
 pub async fn jobs(daemon: &Daemon, token: &str) -> Vec<Value> {
-    let answer: Value = reqwest::Client::new()
-        .get(daemon.url("/v1/jobs?limit=100"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer = get_json(daemon, token, "/v1/jobs?limit=100").await;
     assert_eq!(answer["next_cursor"], Value::Null, "{answer}");
     answer["jobs"].as_array().cloned().unwrap_or_default()
 }
