@@ -19,9 +19,9 @@ mod forge_merged_branches; // PRs that reach the default branch through a merged
 mod hardening; // issue 34's smaller findings: /readyz bounded while PostgreSQL refuses or is silent, unreadable token scopes, short or shared dispatch secrets
 mod harness; // starts real things: the daemon, git servers, the fake GitHub; the git CLI oracle helper
 mod http_limits; // the HTTP server attacked over raw TCP: slow heads, connection limit, body before auth, loopback Host trust
+mod mcp_limits; // /mcp and the authenticated routes attacked by a token holder: streams, initialize floods, connection reserve, 429s, session binding and caps, stream lifetime
 mod jobs_api; // /v1/jobs over HTTP, token scopes, graceful shutdown
 mod private_wiki; // agents read a private GitHub wiki with the App's read-only token (/mcp and stdio), never seeing it
-mod mcp_limits; // /mcp and the authenticated routes attacked by a token holder: streams, initialize floods, connection reserve, 429s, session binding and caps, stream lifetime
 mod mcp; // the wiki MCP server through rmcp's client: modes, envelope, reads, the job-bound writer
 mod postgres_harness; // the PostgreSQL harness: the shared server answers, fresh databases are isolated
 mod postgres_db; // [database] on a real PostgreSQL server: migrate, the schema's own rules, newer migrations refused, an unreachable server

@@ -295,8 +295,8 @@ mod tests {
     use super::*;
     use crate::facts::Lines;
     use crate::forge::evidence::PullRequest;
-    use crate::runner::builtin::inputs::Listings;
     use crate::runner::builtin::areas::ROOT_AREA;
+    use crate::runner::builtin::inputs::Listings;
     use crate::runner::builtin::plan::{apply, plan, plan_with};
     use crate::runner::builtin::samples::*;
 
