@@ -167,8 +167,7 @@ async fn a_range_is_recorded_with_full_shas_and_a_replay_changes_nothing() {
         "{changelog}"
     );
     assert!(
-        changelog
-            .contains("#13 Docs: \\*guide\\* for `ünïcode` \\[links] &lt;b>|pipes|&lt;/b>"),
+        changelog.contains("#13 Docs: \\*guide\\* for `ünïcode` \\[links] &lt;b>|pipes|&lt;/b>"),
         "{changelog}"
     );
     assert!(!changelog.contains("<b>"));
