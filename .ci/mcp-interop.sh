@@ -94,6 +94,14 @@ repository = "demo/app"
 local_path = "$work/app"
 local_wiki_path = "$work/app.wiki.git"
 webhook_secret_env = "TEAMMEM_INTEROP_DISPATCH_SECRET"
+
+# The suites fire their scenarios from one token as fast as they go; the
+# per-token limits are tested in tests/it/mcp_limits.rs, not here.
+[limits]
+requests_per_second = 100000
+request_burst = 100000
+mcp_streams_per_principal = 1024
+mcp_sessions_per_principal = 10000
 EOF
 export TEAMMEM_INTEROP_DISPATCH_SECRET=interop-secret-not-used-but-32-bytes-long
 export TEAMMEM_CONFIG=$work/teammem.toml
