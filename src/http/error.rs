@@ -175,6 +175,13 @@ impl IntoResponse for ApiError {
         {
             response.headers_mut().insert(header::RETRY_AFTER, v);
         }
+        // A caller over its limit loses its connection too: kept alive, it
+        // would hold one of the server's connections while it waits.
+        if self.status == StatusCode::TOO_MANY_REQUESTS {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         response
     }
 }
