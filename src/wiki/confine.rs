@@ -77,14 +77,29 @@ pub struct Amend {
     pub tip: Option<crate::ids::Sha>,
 }
 
-/// The change measure of one page: bytes removed plus bytes added outside the
-/// longest common prefix and suffix of the old and new content. A new page
-/// counts its whole size. It is never less than the bytes a line diff shows
-/// changed within the page, and it costs one pass over both texts.
+/// The change measure of one page: the smaller of two measures of what
+/// changed, each a bound no write can add new text under.
+/// - Lines: the bytes of the lines the old content has and the new one lacks
+///   plus the bytes of the lines the new one has and the old one lacks,
+///   lines compared as a multiset (a line kept counts nothing wherever it
+///   moved within the page). Inserting entries at the top of a full page and
+///   dropping its oldest at the bottom costs what was inserted and dropped,
+///   not the page between them.
+/// - Ends: bytes removed plus bytes added outside the longest common prefix
+///   and suffix, which keeps a change inside one line (a marker rewrite)
+///   at the bytes it changed.
+///
+/// A new page counts its whole size. Both measures cost one pass over both
+/// texts (the lines are hashed), whatever the input.
 pub fn changed_bytes(old: Option<&[u8]>, new: &[u8]) -> u64 {
     let Some(old) = old else {
         return new.len() as u64;
     };
+    ends_changed_bytes(old, new).min(lines_changed_bytes(old, new))
+}
+
+/// Bytes outside the longest common prefix and suffix of `old` and `new`.
+fn ends_changed_bytes(old: &[u8], new: &[u8]) -> u64 {
     let prefix = old.iter().zip(new).take_while(|(a, b)| a == b).count();
     let room = old.len().min(new.len()) - prefix;
     let suffix = old
@@ -96,6 +111,22 @@ pub fn changed_bytes(old: Option<&[u8]>, new: &[u8]) -> u64 {
         .count();
     let common = prefix + suffix;
     (old.len() - common + new.len() - common) as u64
+}
+
+/// Bytes of the lines (each with its newline) one side holds more often than
+/// the other: removed lines plus added lines, as multisets.
+fn lines_changed_bytes(old: &[u8], new: &[u8]) -> u64 {
+    let mut count: std::collections::HashMap<&[u8], i64> = std::collections::HashMap::new();
+    for line in old.split_inclusive(|b| *b == b'\n') {
+        *count.entry(line).or_insert(0) += 1;
+    }
+    for line in new.split_inclusive(|b| *b == b'\n') {
+        *count.entry(line).or_insert(0) -= 1;
+    }
+    count
+        .into_iter()
+        .map(|(line, n)| line.len() as u64 * n.unsigned_abs())
+        .sum()
 }
 
 /// The index of the first replacement that touches a line without a teammem
@@ -493,6 +524,51 @@ mod tests {
         // Prefix and suffix never overlap: "aa" -> "aaa" is one byte added.
         assert_eq!(changed_bytes(Some(b"aa"), b"aaa"), 1);
         assert_eq!(changed_bytes(Some(b"whole"), b""), 5);
+    }
+
+    #[test]
+    fn changed_bytes_counts_lines_added_and_dropped_not_the_page_between() {
+        // A full page: a header, 800 entry lines, a footer.
+        let entry = |n: usize| {
+            format!("- #{n} A change of a reasonable length <!-- teammem:{n:040x} -->\n")
+        };
+        let mut old = String::from("# Changelog\n\n<!-- teammem:changelog -->\n");
+        for n in (1..=800).rev() {
+            old.push_str(&entry(n));
+        }
+        let footer = "\nkept by teammem\n";
+        old.push_str(footer);
+        // The newest entry goes in at the top, the oldest two drop out at the bottom.
+        let added = entry(801);
+        let dropped = entry(1).len() + entry(2).len();
+        let mut new = old.replacen(
+            "<!-- teammem:changelog -->\n",
+            &format!("<!-- teammem:changelog -->\n{added}"),
+            1,
+        );
+        new = new.replacen(&format!("{}{}", entry(2), entry(1)), "", 1);
+        let cost = changed_bytes(Some(old.as_bytes()), new.as_bytes());
+        assert_eq!(cost, (added.len() + dropped) as u64);
+        // The common-ends measure alone counted everything between.
+        assert!(ends_changed_bytes(old.as_bytes(), new.as_bytes()) > 2 * 60_000);
+        // A line moved within the page costs nothing; a line copied costs its bytes.
+        let moved = old.replacen(&entry(5), "", 1) + &entry(5);
+        assert_eq!(changed_bytes(Some(old.as_bytes()), moved.as_bytes()), 0);
+        let copied = format!("{old}{}", entry(5));
+        assert_eq!(
+            changed_bytes(Some(old.as_bytes()), copied.as_bytes()),
+            entry(5).len() as u64
+        );
+        // A page replaced by junk costs both texts, however it is shuffled.
+        let junk = "x\n".repeat(old.len() / 2);
+        assert!(
+            changed_bytes(Some(old.as_bytes()), junk.as_bytes())
+                >= (old.len() + junk.len() - 2) as u64
+        );
+        // Added text is never cheaper than its own bytes: a hostile agent's
+        // additions count in full under both measures.
+        let padded = format!("{old}{}", "y".repeat(1000));
+        assert_eq!(changed_bytes(Some(old.as_bytes()), padded.as_bytes()), 1000);
     }
 
     #[test]
