@@ -2,7 +2,10 @@
 //! `package.json`, `pyproject.toml`, `go.mod`, `requirements*.txt`), each
 //! with its version requirement as written, its kind and the line it is
 //! declared on, and the difference between two versions of one manifest.
-//! Pure text: the builtin agent reads the files and cites what this finds.
+//! Cargo's `optional = true` and `[target.X.*]` tables, and PEP 735's
+//! `[dependency-groups]` (whose `{include-group = …}` entries are not
+//! dependencies), are read too. Pure text: the builtin agent reads the files
+//! and cites what this finds.
 //!
 //! Invariants:
 //! - only the first [`MAX_MANIFEST_BYTES`] of a manifest are read and at most
@@ -79,6 +82,32 @@ pub struct Dependency {
     pub kind: Kind,
     /// 1-based line of the declaration.
     pub line: u32,
+    /// Installed only when a feature, extra or platform asks for it: Cargo's
+    /// and Poetry's `optional = true` (a normal dependency's kind is then
+    /// [`Kind::Optional`]; a build dependency keeps [`Kind::Build`]), npm's
+    /// `optionalDependencies`, PEP 621's `optional-dependencies`.
+    pub optional: bool,
+    /// The platform a Cargo `[target.X.*]` table limits it to, as written
+    /// (`cfg(unix)`, `x86_64-pc-windows-msvc`).
+    pub target: Option<String>,
+    /// The named group it is declared in: a PEP 735 `[dependency-groups]`
+    /// group, a PEP 621 extra, a Poetry group.
+    pub group: Option<String>,
+}
+
+impl Dependency {
+    /// A dependency neither optional, platform-bound nor in a group.
+    fn plain(name: String, requirement: String, kind: Kind, line: u32) -> Self {
+        Dependency {
+            name,
+            requirement,
+            kind,
+            line,
+            optional: false,
+            target: None,
+            group: None,
+        }
+    }
 }
 
 /// A manifest's dependencies, in declaration order.
@@ -134,6 +163,8 @@ pub fn parse(path: &str, text: &str) -> Option<Manifest> {
     for d in &mut dependencies {
         d.name = bounded(&d.name);
         d.requirement = bounded(&d.requirement);
+        d.target = d.target.as_deref().map(bounded);
+        d.group = d.group.as_deref().map(bounded);
     }
     Some(Manifest {
         ecosystem,
@@ -219,6 +250,37 @@ fn inline_field(table: &str, key: &str) -> Option<String> {
     None
 }
 
+/// Whether an inline table's text says `key = true`.
+fn inline_true(table: &str, key: &str) -> bool {
+    let mut rest = table;
+    while let Some(at) = rest.find(key) {
+        let before = rest[..at].chars().last();
+        let after = &rest[at + key.len()..];
+        rest = after;
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '"') {
+            continue;
+        }
+        if let Some(value) = after.trim_start().strip_prefix('=') {
+            let value = value.trim_start();
+            if value.starts_with("true")
+                && !value[4..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
+            {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// The kind of a dependency declared `optional = true` in a table of `kind`.
+fn optional_kind(kind: Kind) -> Kind {
+    if kind == Kind::Normal {
+        Kind::Optional
+    } else {
+        kind
+    }
+}
+
 /// The requirement a Cargo/Poetry value states: a version string, or an
 /// inline table's version (else its path, git or workspace source).
 fn table_requirement(value: &str) -> Option<String> {
@@ -243,12 +305,30 @@ fn table_requirement(value: &str) -> Option<String> {
     Some(String::new())
 }
 
-/// The kind of a dependency table's entries, and the one dependency a
-/// `[dependencies.NAME]` table declares.
-type TableMeaning = (Kind, Option<String>);
+/// What a dependency table's header says about its entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct TableMeaning {
+    kind: Option<Kind>,
+    /// The one dependency a `[dependencies.NAME]` table declares.
+    single: Option<String>,
+    /// `X` of a Cargo `[target.X.dependencies]` table.
+    target: Option<String>,
+    /// The Poetry group of `[tool.poetry.group.NAME.dependencies]`.
+    group: Option<String>,
+}
 
-/// What a Cargo table header means: the kind of the dependencies in it, and
-/// the one dependency a `[dependencies.NAME]` table declares.
+impl TableMeaning {
+    fn of(kind: Kind) -> Self {
+        TableMeaning {
+            kind: Some(kind),
+            ..Self::default()
+        }
+    }
+}
+
+/// What a Cargo table header means: the kind of the dependencies in it, the
+/// one dependency a `[dependencies.NAME]` table declares, and the platform
+/// of a `[target.X.…]` table.
 fn cargo_table(header: &str) -> Option<TableMeaning> {
     let parts = header_parts(header);
     let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
@@ -258,15 +338,22 @@ fn cargo_table(header: &str) -> Option<TableMeaning> {
         "build-dependencies" | "build_dependencies" => Some(Kind::Build),
         _ => None,
     };
-    let tail = match parts.as_slice() {
-        ["target", _, rest @ ..] | ["workspace", rest @ ..] => rest,
-        rest => rest,
+    let (target, tail) = match parts.as_slice() {
+        ["target", platform, rest @ ..] => (Some((*platform).to_owned()), rest),
+        ["workspace", rest @ ..] => (None, rest),
+        rest => (None, rest),
     };
-    match tail {
-        [word] => kind_of(word).map(|k| (k, None)),
-        [word, name] => kind_of(word).map(|k| (k, Some((*name).to_owned()))),
-        _ => None,
-    }
+    let (word, single) = match tail {
+        [word] => (word, None),
+        [word, name] => (word, Some((*name).to_owned())),
+        _ => return None,
+    };
+    Some(TableMeaning {
+        kind: Some(kind_of(word)?),
+        single,
+        target,
+        group: None,
+    })
 }
 
 /// The dotted parts of a table header, quotes removed.
@@ -307,24 +394,28 @@ fn toml_dependencies(text: &str, table: fn(&str) -> Option<TableMeaning>) -> Vec
             } else {
                 header.rfind(']').and_then(|end| table(&header[..end]))
             };
-            if let Some((kind, Some(name))) = &current {
+            if let Some(meaning) = &current
+                && let (Some(kind), Some(name)) = (meaning.kind, &meaning.single)
+            {
                 single = Some(out.len());
                 out.push(Dependency {
-                    name: name.clone(),
-                    requirement: String::new(),
-                    kind: *kind,
-                    line: line_no(index),
+                    target: meaning.target.clone(),
+                    group: meaning.group.clone(),
+                    ..Dependency::plain(name.clone(), String::new(), kind, line_no(index))
                 });
             }
             continue;
         }
-        let Some((kind, name)) = &current else {
+        let Some(meaning) = &current else {
+            continue;
+        };
+        let Some(kind) = meaning.kind else {
             continue;
         };
         let Some((key, value)) = toml_key(trimmed) else {
             continue;
         };
-        if name.is_some() {
+        if meaning.single.is_some() {
             if let Some(at) = single {
                 let found = match key.as_str() {
                     "version" => toml_string(value).map(|(v, _)| v),
@@ -335,6 +426,11 @@ fn toml_dependencies(text: &str, table: fn(&str) -> Option<TableMeaning>) -> Vec
                         toml_string(value).map(|(v, _)| format!("git {v}"))
                     }
                     "workspace" if out[at].requirement.is_empty() => Some("workspace".into()),
+                    "optional" if value.split('#').next().map(str::trim) == Some("true") => {
+                        out[at].optional = true;
+                        out[at].kind = optional_kind(out[at].kind);
+                        None
+                    }
                     _ => None,
                 };
                 if let Some(found) = found {
@@ -344,11 +440,17 @@ fn toml_dependencies(text: &str, table: fn(&str) -> Option<TableMeaning>) -> Vec
             continue;
         }
         if let Some(requirement) = table_requirement(value) {
+            let optional = value.starts_with('{') && inline_true(value, "optional");
             out.push(Dependency {
-                name: key,
-                requirement,
-                kind: *kind,
-                line: line_no(index),
+                optional,
+                target: meaning.target.clone(),
+                group: meaning.group.clone(),
+                ..Dependency::plain(
+                    key,
+                    requirement,
+                    if optional { optional_kind(kind) } else { kind },
+                    line_no(index),
+                )
             });
         }
     }
@@ -397,6 +499,13 @@ fn toml_array(lines: &[&str], first: usize, start: &str) -> (Vec<(String, usize)
         if trimmed.starts_with(']') {
             return (out, index);
         }
+        if let Some(table) = trimmed.strip_prefix('{') {
+            // An inline table (PEP 735's `{include-group = "…"}`) is not a
+            // requirement: skip it whole; one with a string unclosed on its
+            // line ends the line (so the scan stays linear).
+            rest = skip_inline_table(table);
+            continue;
+        }
         let string = if unclosed_basic && trimmed.starts_with('"') {
             None
         } else {
@@ -415,13 +524,34 @@ fn toml_array(lines: &[&str], first: usize, start: &str) -> (Vec<(String, usize)
     }
 }
 
+/// The text after the `}` closing an inline table whose text (after its
+/// `{`) starts `text`; empty when the table does not close on this line.
+fn skip_inline_table(text: &str) -> &str {
+    let mut rest = text;
+    loop {
+        let Some(at) = rest.find(['}', '"', '\'']) else {
+            return "";
+        };
+        if rest[at..].starts_with('}') {
+            return &rest[at + 1..];
+        }
+        match toml_string(&rest[at..]) {
+            Some((_, after)) => rest = after,
+            None => return "",
+        }
+    }
+}
+
 fn poetry_table(header: &str) -> Option<TableMeaning> {
     let parts = header_parts(header);
     let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     match parts.as_slice() {
-        ["tool", "poetry", "dependencies"] => Some((Kind::Normal, None)),
-        ["tool", "poetry", "dev-dependencies"] => Some((Kind::Dev, None)),
-        ["tool", "poetry", "group", _, "dependencies"] => Some((Kind::Dev, None)),
+        ["tool", "poetry", "dependencies"] => Some(TableMeaning::of(Kind::Normal)),
+        ["tool", "poetry", "dev-dependencies"] => Some(TableMeaning::of(Kind::Dev)),
+        ["tool", "poetry", "group", group, "dependencies"] => Some(TableMeaning {
+            group: Some((*group).to_owned()),
+            ..TableMeaning::of(Kind::Dev)
+        }),
         _ => None,
     }
 }
@@ -441,23 +571,25 @@ fn pyproject(text: &str) -> Vec<Dependency> {
             index += 1;
             continue;
         }
-        let kind = match table.as_str() {
-            "project" => Some(Kind::Normal),
-            "project.optional-dependencies" => Some(Kind::Optional),
-            _ => None,
+        // PEP 621's dependencies and extras, PEP 735's dependency groups
+        // (whose `{include-group = "…"}` entries name a group, not a package).
+        let (kind, optional, grouped) = match table.as_str() {
+            "project" => (Some(Kind::Normal), false, false),
+            "project.optional-dependencies" => (Some(Kind::Optional), true, true),
+            "dependency-groups" => (Some(Kind::Dev), false, true),
+            _ => (None, false, false),
         };
         if let (Some(kind), Some((key, value))) = (kind, toml_key(trimmed))
-            && (kind == Kind::Optional || key == "dependencies")
+            && (grouped || key == "dependencies")
             && let Some(start) = value.strip_prefix('[')
         {
             let (strings, last) = toml_array(&lines, index, start);
             for (text, at) in strings {
                 if let Some((name, requirement)) = pep508(&text) {
                     out.push(Dependency {
-                        name,
-                        requirement,
-                        kind,
-                        line: line_no(at),
+                        optional,
+                        group: grouped.then(|| key.clone()),
+                        ..Dependency::plain(name, requirement, kind, line_no(at))
                     });
                 }
             }
@@ -492,12 +624,12 @@ fn requirements(text: &str) -> Vec<Dependency> {
         if let Some((name, requirement)) = pep508(line)
             && !requirement.starts_with("://")
         {
-            out.push(Dependency {
+            out.push(Dependency::plain(
                 name,
                 requirement,
-                kind: Kind::Normal,
-                line: line_no(index),
-            });
+                Kind::Normal,
+                line_no(index),
+            ));
         }
     }
     out
@@ -537,16 +669,16 @@ fn go_mod(text: &str) -> Vec<Dependency> {
             continue;
         };
         let indirect = comment.split([';', ' ']).any(|w| w.trim() == "indirect");
-        out.push(Dependency {
-            name: name.trim_matches('"').to_owned(),
-            requirement: version.to_owned(),
-            kind: if indirect {
+        out.push(Dependency::plain(
+            name.trim_matches('"').to_owned(),
+            version.to_owned(),
+            if indirect {
                 Kind::Indirect
             } else {
                 Kind::Normal
             },
-            line: line_no(index),
-        });
+            line_no(index),
+        ));
     }
     out
 }
@@ -634,10 +766,8 @@ fn package_json(text: &str) -> Vec<Dependency> {
                     && let Some(name) = stack[1].1.take()
                 {
                     out.push(Dependency {
-                        name,
-                        requirement: value,
-                        kind,
-                        line: line_no(key_line),
+                        optional: kind == Kind::Optional,
+                        ..Dependency::plain(name, value, kind, line_no(key_line))
                     });
                 }
                 line += text[i..i + len].matches('\n').count();
@@ -877,10 +1007,301 @@ black = "24.1"
                 d("pytest", ">=8", Kind::Optional, 10),
                 d("coverage", "", Kind::Optional, 10),
                 d("httpx", "^0.27", Kind::Normal, 14),
-                d("rich", "13.7", Kind::Normal, 15),
+                d("rich", "13.7", Kind::Optional, 15),
                 d("black", "24.1", Kind::Dev, 18),
             ]
         );
+    }
+
+    /// Every field of every dependency: name, requirement, kind, line,
+    /// optional, target, group.
+    type Full = (
+        String,
+        String,
+        Kind,
+        u32,
+        bool,
+        Option<String>,
+        Option<String>,
+    );
+
+    fn full(path: &str, text: &str) -> Vec<Full> {
+        parse(path, text)
+            .unwrap()
+            .dependencies
+            .into_iter()
+            .map(|d| {
+                (
+                    d.name,
+                    d.requirement,
+                    d.kind,
+                    d.line,
+                    d.optional,
+                    d.target,
+                    d.group,
+                )
+            })
+            .collect()
+    }
+
+    fn f(
+        name: &str,
+        req: &str,
+        kind: Kind,
+        line: u32,
+        optional: bool,
+        target: Option<&str>,
+        group: Option<&str>,
+    ) -> Full {
+        (
+            name.into(),
+            req.into(),
+            kind,
+            line,
+            optional,
+            target.map(Into::into),
+            group.map(Into::into),
+        )
+    }
+
+    #[test]
+    fn cargo_optional_and_target_tables() {
+        // Shaped like reqwest's and tokio's manifests.
+        let text = r#"[package]
+name = "reqwest"
+version = "0.12.8"
+
+[features]
+json = ["dep:serde_json"]
+optional = []
+
+[dependencies]
+base64 = "0.22"
+serde_json = { version = "1.0", optional = true }
+futures-util = { version = "0.3.28", default-features = false, optional=true }
+cookie_crate = { version = "0.18.0", package = "cookie", optional = true }
+not-optional = { version = "1", features = ["optional"] }
+also-not = { version = "1", optional = false }
+optional-looking = { version = "2", non_optional = true }
+
+[dependencies.hickory-resolver]
+version = "0.24"
+optional = true # feature hickory-dns
+features = ["tokio-runtime"]
+
+[target.'cfg(not(target_arch = "wasm32"))'.dependencies]
+tokio = { version = "1.0", default-features = false, features = ["net", "time"] }
+rustls = { version = "0.23.4", optional = true, default-features = false }
+
+[target.'cfg(windows)'.dependencies]
+windows-registry = "0.2"
+
+[target.x86_64-pc-windows-msvc.dev-dependencies]
+winapi = "0.3"
+
+[target."cfg(unix)".build-dependencies]
+pkg-config = { version = "0.3", optional = true }
+
+[target.'cfg(target_arch = "wasm32")'.dependencies.js-sys]
+version = "0.3.45"
+optional = true
+
+[dev-dependencies]
+hyper = { version = "1.1", features = ["server"] }
+"#;
+        let unix = Some("cfg(unix)");
+        let native = Some(r#"cfg(not(target_arch = "wasm32"))"#);
+        let wasm = Some(r#"cfg(target_arch = "wasm32")"#);
+        assert_eq!(
+            full("Cargo.toml", text),
+            vec![
+                f("base64", "0.22", Kind::Normal, 10, false, None, None),
+                f("serde_json", "1.0", Kind::Optional, 11, true, None, None),
+                f(
+                    "futures-util",
+                    "0.3.28",
+                    Kind::Optional,
+                    12,
+                    true,
+                    None,
+                    None
+                ),
+                f(
+                    "cookie_crate",
+                    "0.18.0",
+                    Kind::Optional,
+                    13,
+                    true,
+                    None,
+                    None
+                ),
+                f("not-optional", "1", Kind::Normal, 14, false, None, None),
+                f("also-not", "1", Kind::Normal, 15, false, None, None),
+                f("optional-looking", "2", Kind::Normal, 16, false, None, None),
+                f(
+                    "hickory-resolver",
+                    "0.24",
+                    Kind::Optional,
+                    18,
+                    true,
+                    None,
+                    None
+                ),
+                f("tokio", "1.0", Kind::Normal, 24, false, native, None),
+                f("rustls", "0.23.4", Kind::Optional, 25, true, native, None),
+                f(
+                    "windows-registry",
+                    "0.2",
+                    Kind::Normal,
+                    28,
+                    false,
+                    Some("cfg(windows)"),
+                    None
+                ),
+                f(
+                    "winapi",
+                    "0.3",
+                    Kind::Dev,
+                    31,
+                    false,
+                    Some("x86_64-pc-windows-msvc"),
+                    None
+                ),
+                // An optional build dependency stays a build dependency.
+                f("pkg-config", "0.3", Kind::Build, 34, true, unix, None),
+                f("js-sys", "0.3.45", Kind::Optional, 36, true, wasm, None),
+                f("hyper", "1.1", Kind::Dev, 41, false, None, None),
+            ]
+        );
+        // Making a dependency optional shows in the diff as a change of kind.
+        let before = parse("Cargo.toml", "[dependencies]\nserde_json = \"1.0\"\n").unwrap();
+        let after = parse(
+            "Cargo.toml",
+            "[dependencies]\nserde_json = { version = \"1.0\", optional = true }\n",
+        )
+        .unwrap();
+        assert_eq!(
+            diff(Some(&before), Some(&after)),
+            vec![
+                Change::Removed {
+                    name: "serde_json".into(),
+                    kind: Kind::Normal,
+                    requirement: "1.0".into()
+                },
+                Change::Added {
+                    name: "serde_json".into(),
+                    kind: Kind::Optional,
+                    requirement: "1.0".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn pyproject_dependency_groups_pep_735() {
+        // Shaped like the PEP's own examples and uv's documentation.
+        let text = r#"[project]
+name = "example"
+requires-python = ">=3.10"
+dependencies = ["httpx>=0.27"]
+
+[project.optional-dependencies]
+cli = ["rich>=13", "click"]
+
+[dependency-groups]
+test = [
+    "pytest>=8",
+    "coverage[toml]",
+]
+lint = ["ruff==0.6.9", {include-group = "typing"}]
+typing = ["mypy>=1.11", "types-requests"]
+dev = [
+  { include-group = "test" },
+  { include-group = "lint" },  # not packages
+  "pre-commit",
+]
+"docs" = ["sphinx>=7; python_version >= '3.10'"]
+odd = [{include-group = "a}\"b"}, "after-odd"]
+broken = [{include-group = "never closed
+  "after-broken",
+]
+
+[tool.uv]
+dev-dependencies = ["not-read-here"]
+
+[tool.poetry.group.docs.dependencies]
+mkdocs = "^1.6"
+"#;
+        let group = |g| Some(g);
+        assert_eq!(
+            full("pyproject.toml", text),
+            vec![
+                f("httpx", ">=0.27", Kind::Normal, 4, false, None, None),
+                f("rich", ">=13", Kind::Optional, 7, true, None, group("cli")),
+                f("click", "", Kind::Optional, 7, true, None, group("cli")),
+                f("pytest", ">=8", Kind::Dev, 11, false, None, group("test")),
+                f(
+                    "coverage",
+                    "[toml]",
+                    Kind::Dev,
+                    12,
+                    false,
+                    None,
+                    group("test")
+                ),
+                f("ruff", "==0.6.9", Kind::Dev, 14, false, None, group("lint")),
+                f(
+                    "mypy",
+                    ">=1.11",
+                    Kind::Dev,
+                    15,
+                    false,
+                    None,
+                    group("typing")
+                ),
+                f(
+                    "types-requests",
+                    "",
+                    Kind::Dev,
+                    15,
+                    false,
+                    None,
+                    group("typing")
+                ),
+                f("pre-commit", "", Kind::Dev, 19, false, None, group("dev")),
+                f(
+                    "sphinx",
+                    ">=7; python_version >= '3.10'",
+                    Kind::Dev,
+                    21,
+                    false,
+                    None,
+                    group("docs")
+                ),
+                f("after-odd", "", Kind::Dev, 22, false, None, group("odd")),
+                f(
+                    "after-broken",
+                    "",
+                    Kind::Dev,
+                    24,
+                    false,
+                    None,
+                    group("broken")
+                ),
+                f("mkdocs", "^1.6", Kind::Dev, 31, false, None, group("docs")),
+            ]
+        );
+        // Names of included groups never become dependencies.
+        let names: Vec<String> = full("pyproject.toml", text)
+            .into_iter()
+            .map(|d| d.0)
+            .collect();
+        for group in ["typing", "test", "lint", "a", "never"] {
+            assert!(
+                !names.iter().any(|n| n == group),
+                "{group} read as a package"
+            );
+        }
     }
 
     #[test]
