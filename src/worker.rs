@@ -31,7 +31,8 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use crate::metrics;
-use crate::queue::{Claimed, Completion, Job, Queue, QueueError};
+use crate::ids::Sha;
+use crate::queue::{Claimed, Completion, CursorMove, Job, Queue, QueueError};
 
 /// Why a handler could not finish a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +73,44 @@ pub trait JobHandler: Send + Sync + 'static {
     /// The process's forges (one GitHub client, one token cache), handed
     /// over before the first job; a handler that reads no forge ignores them.
     fn share_forges(&self, _forges: &crate::forge::Forges) {}
+
+    /// How a range job that reconciled its range moves its source's cursor,
+    /// which names `cursor` now (`None`: no cursor yet): a handler that can
+    /// ask the forge says whether the job's `after` descends from it. The
+    /// default asks nobody, and the queue then moves the cursor only where it
+    /// can tell on its own that this is forward.
+    fn cursor_move<'a>(&'a self, _job: &'a Job, _cursor: Option<&'a Sha>) -> CursorFuture<'a> {
+        Box::pin(async { CursorMove::Unchecked })
+    }
+}
+
+/// What [`JobHandler::cursor_move`] returns.
+pub type CursorFuture<'a> = Pin<Box<dyn Future<Output = CursorMove> + Send + 'a>>;
+
+/// The cursor decision for a finished job: only a range job that reconciled
+/// its range may move the cursor, and the handler judges its `after` against
+/// the cursor stored now. A cursor the queue cannot read leaves the decision
+/// to the queue's own guard.
+async fn cursor_move(
+    handler: &dyn JobHandler,
+    queue: &Queue,
+    job: &Job,
+    completion: &Completion,
+) -> CursorMove {
+    if job.kind != crate::queue::JobKindName::Range || !completion.reconciles() {
+        return CursorMove::Unchecked;
+    }
+    match queue.cursor(&job.source).await {
+        Ok(cursor) => {
+            handler
+                .cursor_move(job, cursor.as_ref().map(|cursor| &cursor.sha))
+                .await
+        }
+        Err(error) => {
+            tracing::warn!(%error, "reading the source's cursor failed; it moves only where the queue can tell that is forward");
+            CursorMove::Unchecked
+        }
+    }
 }
 
 /// The handler of a build that has no job runner: it fails every job at once
@@ -288,7 +327,15 @@ impl Worker {
         let kind = job.kind.as_str();
         tracing::info!(worker = %self.name, attempt = job.attempts, "job started");
 
-        let mut work = self.handler.run(&job);
+        // The cursor decision is part of the work: it asks the forge while
+        // the lease is kept alive.
+        let (handler, queue) = (&*self.handler, &self.queue);
+        let job_ref = &job;
+        let mut work = Box::pin(async move {
+            let completion = handler.run(job_ref).await?;
+            let cursor = cursor_move(handler, queue, job_ref, &completion).await;
+            Ok::<_, JobFailure>((completion, cursor))
+        });
         let mut heartbeat = tokio::time::interval(self.settings.lease / 3);
         heartbeat.tick().await; // the first tick is immediate; the claim just set the lease
         let deadline = tokio::time::sleep(self.settings.job_timeout);
@@ -337,17 +384,22 @@ impl Worker {
                 tracing::warn!("shutdown grace period over; releasing the job");
                 Outcome::Release
             }
-            Some(Ok(completion)) => Outcome::Complete(completion),
+            Some(Ok((completion, cursor))) => Outcome::Complete(completion, cursor),
             Some(Err(failure)) => Outcome::Fail(failure),
         };
 
         let mut next = None;
         let mut result = match &outcome {
-            Outcome::Complete(completion) if !*self.stop.borrow() => {
+            Outcome::Complete(completion, cursor) if !*self.stop.borrow() => {
                 // The next claim shares the completion's commit.
                 let (r, claimed) = self
                     .queue
-                    .complete_and_claim(&lease, completion.clone(), &self.name)
+                    .complete_and_claim_moving(
+                        &lease,
+                        completion.clone(),
+                        cursor.clone(),
+                        &self.name,
+                    )
                     .await;
                 match claimed {
                     Ok(claimed) => next = claimed,
@@ -407,9 +459,9 @@ impl Worker {
     ) -> Result<(), QueueError> {
         let result = match outcome {
             Outcome::Release => self.queue.release(lease).await,
-            Outcome::Complete(completion) => self
+            Outcome::Complete(completion, cursor) => self
                 .queue
-                .complete(lease, completion.clone())
+                .complete_moving(lease, completion.clone(), cursor.clone())
                 .await
                 .map(|_| ()),
             Outcome::Fail(failure) => {
@@ -449,8 +501,8 @@ enum Outcome {
     /// The shutdown grace period ran out: the job goes back to the queue
     /// without counting the attempt.
     Release,
-    /// The handler finished the job.
-    Complete(Completion),
+    /// The handler finished the job (and said how the cursor moves).
+    Complete(Completion, CursorMove),
     /// The handler could not finish it.
     Fail(JobFailure),
 }
@@ -461,7 +513,7 @@ impl Outcome {
     fn recorded(&self, kind: &'static str) {
         match self {
             Outcome::Release => metrics::JOBS_FINISHED.inc(&[kind, "released"]),
-            Outcome::Complete(completion) => {
+            Outcome::Complete(completion, _) => {
                 let state = completion.state();
                 metrics::JOBS_FINISHED.inc(&[kind, state.as_str()]);
                 tracing::info!(state = state.as_str(), "job finished");

@@ -19,13 +19,22 @@ use super::{Counters, Queue, QueueError};
 use crate::db::{Conn, on_conn, on_pool};
 
 /// A queued job `candidate` that is due (`run_after <= $1`, the claim's
-/// `now`) and whose destination has nothing running.
+/// `now`) and whose destination has nothing running; a backfill's range also
+/// waits while an earlier range of its backfill is queued or running (in
+/// backoff, say), so a backfill's ranges run in order (`backfill.rs`).
 macro_rules! claimable_condition {
     () => {
         "candidate.state = 'queued' AND candidate.run_after <= $1 \
          AND NOT EXISTS (SELECT 1 FROM jobs AS busy \
                          WHERE busy.state = 'running' \
-                           AND busy.destination = candidate.destination)"
+                           AND busy.destination = candidate.destination) \
+         AND NOT EXISTS (SELECT 1 FROM backfill_ranges AS mine \
+                         JOIN backfill_ranges AS earlier \
+                           ON earlier.backfill_id = mine.backfill_id \
+                          AND earlier.position < mine.position \
+                         JOIN jobs AS waiting ON waiting.id = earlier.job_id \
+                         WHERE mine.job_id = candidate.id \
+                           AND waiting.state IN ('queued', 'running'))"
     };
 }
 
@@ -138,9 +147,25 @@ impl Queue {
         Result<super::Job, QueueError>,
         Result<Option<Claimed>, QueueError>,
     ) {
+        self.complete_and_claim_moving(lease, completion, super::CursorMove::Unchecked, worker)
+            .await
+    }
+
+    /// [`Queue::complete_and_claim`] with the runner's decision about the
+    /// cursor (see [`Queue::complete_moving`]).
+    pub async fn complete_and_claim_moving(
+        &self,
+        lease: &Lease,
+        completion: super::Completion,
+        cursor: super::CursorMove,
+        worker: &str,
+    ) -> (
+        Result<super::Job, QueueError>,
+        Result<Option<Claimed>, QueueError>,
+    ) {
         let now = self.now_ms();
         let token = new_lease_token();
-        let (state, completion) = self.completion_write(lease, completion);
+        let (state, completion) = self.completion_write(lease, completion, cursor);
         let (completed, claimed) = self
             .write_pair(completion, self.claim_write(now, worker, &token))
             .await;

@@ -1,6 +1,6 @@
 //! `teammem db copy`: a deployment's whole database moved from SQLite to
 //! PostgreSQL — jobs (with their ids), identities, deliveries, events, source
-//! cursors and API tokens — in one PostgreSQL transaction.
+//! cursors, API tokens and backfills — in one PostgreSQL transaction.
 //!
 //! Invariants: the target must hold no row in any of these tables, else
 //! nothing is written; the source is read inside one SQLite write
@@ -105,6 +105,25 @@ const TABLES: &[Table] = &[
             ("created_at", Text),
             ("revoked_at", Text),
         ],
+        identity: false,
+    },
+    Table {
+        name: "backfills",
+        columns: &[
+            ("id", Int),
+            ("source", Text),
+            ("spec", Text),
+            ("first_sha", Text),
+            ("last_sha", Text),
+            ("ranges", Int),
+            ("actor", Text),
+            ("created_at", Int),
+        ],
+        identity: true,
+    },
+    Table {
+        name: "backfill_ranges",
+        columns: &[("job_id", Int), ("backfill_id", Int), ("position", Int)],
         identity: false,
     },
 ];

@@ -3,8 +3,11 @@
 //!
 //! Invariant: a cursor moves when a range job of its source finishes having
 //! reconciled its range (`succeeded`, `no_change`, `skipped`), in the same
-//! transaction as that completion (see `lease.rs`), or when an operator or
-//! the sweep sets (or an operator forgets) it explicitly. The sweep asks [`Queue::range_job_from`]
+//! transaction as that completion (see `lease.rs`), and then only forward
+//! ([`advance_from_job`]: no cursor yet, the range starts at the cursor, or
+//! the runner found the job's `after` descends from the cursor that is still
+//! stored); or when an operator or the sweep sets (or an operator forgets) it
+//! explicitly. The sweep asks [`Queue::range_job_from`]
 //! before enqueuing, so a range already queued or running from the cursor is
 //! never enqueued twice.
 
@@ -37,6 +40,41 @@ pub(crate) async fn store_cursor(
         .rows_affected()
     });
     Ok(())
+}
+
+/// Moves the cursor of `source` to a reconciled range job's `after`, only
+/// forward: when the source has no cursor, when the cursor is the range's
+/// `before`, or when it is `descends_from` (a commit the runner found `after`
+/// descends from). One statement: the check and the write cannot be split by
+/// another writer. Returns whether the cursor moved.
+pub(crate) async fn advance_from_job(
+    conn: &mut Conn<'_>,
+    source: &str,
+    before: &str,
+    after: &str,
+    descends_from: Option<&str>,
+    job_id: i64,
+    now: i64,
+) -> Result<bool, QueueError> {
+    let moved = on_conn!(conn, |c| {
+        sqlx::query(
+            "INSERT INTO source_cursors (source, sha, job_id, updated_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (source) DO UPDATE SET sha = excluded.sha, job_id = excluded.job_id, \
+             updated_at = excluded.updated_at \
+             WHERE source_cursors.sha <> excluded.sha \
+               AND (source_cursors.sha = $5 OR source_cursors.sha = $6)",
+        )
+        .bind(source)
+        .bind(after)
+        .bind(job_id)
+        .bind(now)
+        .bind(before)
+        .bind(descends_from)
+        .execute(c)
+        .await?
+        .rows_affected()
+    });
+    Ok(moved == 1)
 }
 
 impl Queue {

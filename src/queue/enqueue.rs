@@ -7,7 +7,9 @@
 //! from its first lookup to the commit and runs writes one after another; on
 //! PostgreSQL enqueues that could meet wait for each other on advisory locks
 //! (see `store_postgres`); a range is only
-//! merged into a job that is still `queued` (a running job's range is fixed).
+//! merged into a job that is still `queued` (a running job's range is fixed),
+//! and never into a backfill's range (`backfill.rs`: cancelling a backfill
+//! must not cancel a dispatch's range).
 
 use sqlx::Row;
 
@@ -312,7 +314,9 @@ async fn store_sqlite(
            (SELECT job_id FROM deliveries WHERE delivery_id = $1), \
            (SELECT job_id FROM job_identities WHERE identity = $2), \
            (SELECT id FROM jobs WHERE state = 'queued' AND kind = 'range' \
-            AND source = $3 AND destination = $4 AND push_after = $5 ORDER BY id LIMIT 1)",
+            AND source = $3 AND destination = $4 AND push_after = $5 \
+            AND NOT EXISTS (SELECT 1 FROM backfill_ranges WHERE backfill_ranges.job_id = jobs.id) \
+            ORDER BY id LIMIT 1)",
         // A known identity under a new delivery id: remember the delivery.
         "; INSERT INTO deliveries (delivery_id, job_id, received_at) \
            SELECT $6, by_identity, $7 FROM temp.enqueue_probe \
@@ -457,6 +461,8 @@ async fn store_postgres(
                     (SELECT job_id FROM job_identities WHERE identity = $2), \
                     (SELECT id FROM jobs WHERE state = 'queued' AND kind = 'range' \
                      AND source = $3 AND destination = $4 AND push_after = $5 \
+                     AND NOT EXISTS (SELECT 1 FROM backfill_ranges \
+                                     WHERE backfill_ranges.job_id = jobs.id) \
                      ORDER BY id LIMIT 1)",
         )
         .bind(delivery_id)

@@ -9,7 +9,7 @@
 //! one else holds the job, and finishing it is better than redoing it.
 
 use super::clock::duration_ms;
-use super::model::{Completion, Job, JobKindName, JobState, Lease};
+use super::model::{Completion, CursorMove, Job, JobKindName, JobState, Lease};
 use super::retry_policy::backoff;
 use super::rows::{JobRow, insert_event, job_columns};
 use super::{Counters, Queue, QueueError};
@@ -50,10 +50,24 @@ impl Queue {
 
     /// Finishes a running job in the terminal state the completion names and
     /// returns it. A range job that ends `succeeded`, `no_change` or `skipped`
-    /// has reconciled its range, so its source's cursor advances to its
-    /// `after` in the same transaction.
+    /// has reconciled its range, so its source's cursor may advance to its
+    /// `after` in the same transaction: only where the queue can tell that is
+    /// forward by itself ([`CursorMove::Unchecked`]; see
+    /// [`Queue::complete_moving`] for the runner's decision).
     pub async fn complete(&self, lease: &Lease, completion: Completion) -> Result<Job, QueueError> {
-        let (state, write) = self.completion_write(lease, completion);
+        self.complete_moving(lease, completion, CursorMove::Unchecked)
+            .await
+    }
+
+    /// [`Queue::complete`] with the runner's decision about the cursor (see
+    /// [`CursorMove`]); the cursor never moves back whatever it says.
+    pub async fn complete_moving(
+        &self,
+        lease: &Lease,
+        completion: Completion,
+        cursor: CursorMove,
+    ) -> Result<Job, QueueError> {
+        let (state, write) = self.completion_write(lease, completion, cursor);
         let job = self.write(write).await?;
         self.counters.bump_finished(state);
         Ok(job)
@@ -65,6 +79,7 @@ impl Queue {
         &self,
         lease: &Lease,
         completion: Completion,
+        cursor: CursorMove,
     ) -> (
         JobState,
         impl for<'c> FnOnce(Conn<'c>) -> super::group_commit::WriteFuture<'c, Job>
@@ -125,10 +140,25 @@ impl Queue {
                 );
                 if reconciled
                     && job.kind == JobKindName::Range
-                    && let Some(after) = &job.push_after
+                    && let (Some(before), Some(after)) = (&job.push_before, &job.push_after)
                 {
-                    super::cursors::store_cursor(&mut conn, &job.source, after, Some(job.id), now)
+                    let descends_from = match &cursor {
+                        CursorMove::Stays => None,
+                        CursorMove::Unchecked => Some(None),
+                        CursorMove::Descends { from } => Some(Some(from.as_str())),
+                    };
+                    if let Some(descends_from) = descends_from {
+                        super::cursors::advance_from_job(
+                            &mut conn,
+                            &job.source,
+                            before,
+                            after,
+                            descends_from,
+                            job.id,
+                            now,
+                        )
                         .await?;
+                    }
                 }
                 Ok(job)
             })

@@ -22,6 +22,7 @@
 //!   unique index enforces it);
 //! - bad input and refused transitions change nothing.
 
+pub mod backfill;
 mod claim;
 mod clock;
 pub mod copy;
@@ -52,7 +53,7 @@ use serde::Serialize;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use enqueue::identity_key;
 pub use model::{
-    Claimed, Completion, DEFAULT_PAGE_SIZE, Disposition, Enqueued, Job, JobEvent, JobFilter,
+    Claimed, Completion, CursorMove, DEFAULT_PAGE_SIZE, Disposition, Enqueued, Job, JobEvent, JobFilter,
     JobKind, JobKindName, JobPage, JobState, Lease, MAX_PAGE_SIZE, NewJob, Origin, SourceCursor,
     UnknownState,
 };

@@ -388,6 +388,37 @@ impl Completion {
     }
 }
 
+impl Completion {
+    /// True for the completions that reconcile a job's range (`succeeded`,
+    /// `no_change`, `skipped`): only these may move a source's cursor.
+    pub fn reconciles(&self) -> bool {
+        !matches!(self, Completion::Rejected { .. })
+    }
+}
+
+/// What a range job that reconciled its range does to its source's cursor
+/// (the newest reconciled commit). The runner decides, because only the forge
+/// knows the commit graph; the queue stores the decision in the completion's
+/// transaction, and never moves the cursor to a commit it cannot tell is
+/// newer: a retried old range, an old backfill range or a sweep never lowers
+/// it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum CursorMove {
+    /// Nobody asked the forge. The cursor moves only where the queue can tell
+    /// on its own that this is forward: the source has no cursor yet, or the
+    /// job's range starts at the cursor (ranges are verified to descend from
+    /// their start).
+    #[default]
+    Unchecked,
+    /// The forge says the job's `after` descends from `from`: the cursor
+    /// moves when it still names `from` (or in the [`CursorMove::Unchecked`]
+    /// cases); if it moved meanwhile, it stays where it is.
+    Descends { from: Sha },
+    /// The forge says the job's `after` is not newer than the cursor (an old
+    /// range retried or backfilled): the cursor stays.
+    Stays,
+}
+
 /// Which jobs `list` returns, newest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobFilter {

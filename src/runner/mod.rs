@@ -13,6 +13,7 @@ pub mod agent; // what every agent kind gets and gives back, and the dispatch to
 pub mod broker; // the per-job broker: wiki token and source files for the writer child (GitHub)
 pub mod builtin; // the builtin agent: its pure planner (Home, Areas, Changelog, Dependencies) and its driver
 pub mod command; // the external agent CLI backend
+mod cursor; // whether a finished range is newer than the source's cursor, asked of the forge
 mod job_token; // the job's wiki token: minted for one job, revoked when it ends
 pub mod facts; // every evidence marker of the wiki judged against the source, once per job
 pub mod openai; // the OpenAI-compatible chat-completions backend
@@ -559,6 +560,14 @@ impl JobHandler for Runner {
     fn share_forges(&self, forges: &Forges) {
         // Only before the first job built its own: a set cell stays as it is.
         let _ = self.forges.set(forges.clone());
+    }
+
+    fn cursor_move<'a>(
+        &'a self,
+        job: &'a Job,
+        cursor: Option<&'a crate::ids::Sha>,
+    ) -> crate::worker::CursorFuture<'a> {
+        Box::pin(cursor::decide(self, job, cursor))
     }
 }
 

@@ -5,6 +5,7 @@
 //! Helpers shared by the queue test modules live here.
 
 mod claim;
+mod cursor_forward; // the cursor never moves back: old ranges, the runner's decision, its re-check
 mod enqueue;
 mod lease;
 mod pg_batch;
