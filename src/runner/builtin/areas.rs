@@ -1,15 +1,18 @@
 //! What an area is: a changed path's first folder (`root` for top-level
-//! files), its page-safe slug and its page under `Areas/`, and the one place
-//! a pull request's paths are grouped by area.
+//! files), its page-safe slug and its page `Area-<slug>.md` (at the top of
+//! the wiki: GitHub wikis are flat), how Home names it, and the one place a
+//! pull request's paths are grouped by area.
 //!
 //! Invariant: a slug is a safe page name whatever the path: lowercase letters
 //! and digits (any script), `-` and `_`, never empty, never a device or
-//! git-reserved name, at most 64 bytes; two spellings of one folder
+//! git-reserved name, at most 64 bytes, never read as a quarter page
+//! (`-2026-q3` at its end gets `-area` after it); two spellings of one folder
 //! (`Docs/`, `docs/`) share one slug and so one page.
 
 use std::collections::BTreeMap;
 
-use super::markers::AREAS_DIR;
+use super::markdown::escape_markdown;
+use super::markers::AREA_PREFIX;
 use crate::forge::evidence::PullRequest;
 
 /// The area of files at the repository root.
@@ -49,8 +52,14 @@ pub fn area_slug(area: &str) -> String {
         || DEVICE_NAMES.contains(&slug.as_str())
         || slug == "git"
         || slug.starts_with("git~");
-    if reserved {
+    let slug = if reserved {
         format!("area-{slug}").trim_end_matches('-').to_owned()
+    } else {
+        slug
+    };
+    // `Area-x-2026-q3` would be read as a quarter page of `Area-x`.
+    if super::archive::looks_like_archive(&slug) {
+        format!("{slug}-area")
     } else {
         slug
     }
@@ -58,7 +67,33 @@ pub fn area_slug(area: &str) -> String {
 
 /// The page of an area slug.
 pub fn area_page(slug: &str) -> String {
-    format!("{AREAS_DIR}/{slug}.md")
+    format!("{AREA_PREFIX}{slug}.md")
+}
+
+/// The page name (without `.md`) of an area slug: the base of its quarter
+/// pages and the target of links to it.
+pub fn area_base(slug: &str) -> String {
+    format!("{AREA_PREFIX}{slug}")
+}
+
+/// The slug of an area page path (`Area-src.md` → `src`), not of a quarter
+/// page.
+pub fn slug_of_page(path: &str) -> Option<&str> {
+    let slug = path.strip_prefix(AREA_PREFIX)?.strip_suffix(".md")?;
+    (!slug.is_empty() && !super::archive::looks_like_archive(slug)).then_some(slug)
+}
+
+/// How Home and the area's pages name an area: as in the tree (`.github`),
+/// escaped; the slug when the name holds characters a link label on a
+/// protected page may not (see `wiki::confine`).
+pub fn area_label(area: &str, slug: &str) -> String {
+    let label = escape_markdown(area);
+    let plain = !label.trim().is_empty()
+        && label.len() <= 200
+        && label
+            .chars()
+            .all(|c| c.is_alphanumeric() || " -_./\\".contains(c));
+    if plain { label } else { slug.to_owned() }
 }
 
 /// How an area is named in its page's text.
@@ -117,14 +152,21 @@ mod tests {
         assert_eq!(area_slug("..."), "area");
         assert_eq!(area_slug("-x-"), "x");
         assert!(area_slug(&"x".repeat(300)).len() <= 64);
+        assert_eq!(area_slug("release-2026-Q3"), "release-2026-q3-area");
+        assert_eq!(area_page("src"), "Area-src.md");
+        assert_eq!(slug_of_page("Area-src.md"), Some("src"));
+        assert_eq!(slug_of_page("Area-src-2026-Q3.md"), None);
+        assert_eq!(slug_of_page("Changelog.md"), None);
+        // Home names an area as the tree does.
+        assert_eq!(area_label(".github", "github"), ".github");
+        assert_eq!(area_label("my_dir", "my_dir"), "my_dir");
+        assert_eq!(area_label("c++", "c"), "c");
+        assert_eq!(area_label("[x](y)", "x-y"), "x-y");
         // Two spellings of one area share one page.
         let b = bundle(vec![pull(1, "A", 'a', &["Docs/a", "docs/b"])]);
         let p = plan(&b, &home());
         assert_eq!(
-            p.writes
-                .iter()
-                .filter(|w| w.path == "Areas/docs.md")
-                .count(),
+            p.writes.iter().filter(|w| w.path == "Area-docs.md").count(),
             1
         );
     }

@@ -1,17 +1,20 @@
 //! Page budgets: no page the builtin agent plans exceeds [`PAGE_BUDGET`]
 //! (the writer's 64 KiB page limit).
 //!
-//! Invariant: a page over the budget loses its oldest entry lines first
-//! (pages list newest first) and says so once, in its
-//! `<!-- teammem:trimmed -->` note: a page that drops entries it held points
-//! at its history; a new page that cannot hold all of its first job's
-//! entries names the pull requests it left out. Only entry lines are ever
-//! dropped, never a person's text or a kept section. (A range replayed after
-//! its entries were trimmed would record them again.)
+//! Invariant: a current page over the budget drops its oldest entry lines
+//! first (pages list newest first), and only lines that are on their quarter
+//! page too (`super::archive`): every line of a page that links its quarter
+//! pages, except those below its [`BEFORE_ARCHIVES_MARKER`] line (recorded
+//! before quarter pages existed). Only when those are not enough do older
+//! lines go, and then the page says so once, in its
+//! `<!-- teammem:trimmed -->` note (they remain in its history). Only entry
+//! lines are ever dropped, never a person's text or a kept section.
+//! Dropping lines costs what they hold, so a full page costs each job about
+//! what it adds.
 
-use super::entries::{entry_lines, pull_number_of_entry};
+use super::entries::entry_lines;
 use super::inputs::CurrentPage;
-use super::markers::TRIMMED_MARKER;
+use super::markers::{ARCHIVES_MARKER, BEFORE_ARCHIVES_MARKER, TRIMMED_MARKER};
 use super::plan::{PagePatch, Replacement};
 
 /// The most bytes a page the planner writes may hold: the writer's page limit.
@@ -39,8 +42,9 @@ pub fn apply_replacements(text: &str, replacements: &[Replacement]) -> Result<St
 
 /// Adds replacements to `patch` that drop the oldest entry lines of `page`
 /// (the last ones: pages list newest first) until the patched page fits
-/// [`PAGE_BUDGET`], leaving the trimmed note once. One replacement per run
-/// of adjacent dropped lines, so a page trimmed from the bottom costs one.
+/// [`PAGE_BUDGET`]: lines on their quarter page first, then (with the
+/// trimmed note, once) lines recorded before quarter pages existed. One
+/// replacement per run of adjacent dropped lines.
 pub fn trim_patch(page: &CurrentPage, patch: &mut PagePatch) {
     let Ok(after) = apply_replacements(&page.content, &patch.replacements) else {
         return;
@@ -56,12 +60,6 @@ pub fn trim_patch(page: &CurrentPage, patch: &mut PagePatch) {
         .filter(|r| !r.old.is_empty())
         .filter_map(|r| page.content.find(&r.old).map(|at| at..at + r.old.len()))
         .collect();
-    let note = if page.content.contains(TRIMMED_MARKER) {
-        String::new()
-    } else {
-        trimmed_note()
-    };
-    let need = after + note.len() - PAGE_BUDGET;
     let lines: Vec<std::ops::Range<usize>> = entry_lines(&page.content)
         .into_iter()
         .filter(|line| {
@@ -70,16 +68,43 @@ pub fn trim_patch(page: &CurrentPage, patch: &mut PagePatch) {
                 .any(|t| line.start < t.end && t.start < line.end)
         })
         .collect();
+    // Lines on their quarter page: all of a page that links its quarters,
+    // except those below the before-archives line.
+    let archived_until = if page.content.contains(ARCHIVES_MARKER) {
+        page.content
+            .find(BEFORE_ARCHIVES_MARKER)
+            .unwrap_or(page.content.len())
+    } else {
+        0
+    };
+    let (archived, older): (Vec<_>, Vec<_>) = lines
+        .into_iter()
+        .partition(|line| line.end <= archived_until);
+    let mut need = after - PAGE_BUDGET;
     let mut dropped: Vec<std::ops::Range<usize>> = Vec::new();
     let mut freed = 0;
-    for range in lines.iter().rev() {
+    for range in archived.iter().rev() {
         if freed >= need {
             break;
         }
         freed += range.len();
         dropped.push(range.clone());
     }
-    dropped.reverse();
+    let mut note = String::new();
+    if freed < need {
+        if !page.content.contains(TRIMMED_MARKER) {
+            note = trimmed_note();
+            need += note.len();
+        }
+        for range in older.iter().rev() {
+            if freed >= need {
+                break;
+            }
+            freed += range.len();
+            dropped.push(range.clone());
+        }
+    }
+    dropped.sort_by_key(|r| r.start);
     // Merge adjacent lines into runs.
     let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
     for range in dropped {
@@ -101,78 +126,26 @@ pub fn trim_patch(page: &CurrentPage, patch: &mut PagePatch) {
     }
 }
 
-/// Cuts the oldest entry lines of a new page's content until it fits. The
-/// entries cut were never on this page, so its history does not hold them:
-/// the note names their pull requests instead.
+/// Cuts the oldest entry lines of a new page's content until it fits. A new
+/// page's entries are all on their quarter pages (written in the same plan),
+/// which the page links, so nothing is lost and no note is needed.
 pub fn trim_new_page(content: String) -> String {
     if content.len() <= PAGE_BUDGET {
         return content;
     }
     let lines = entry_lines(&content);
-    // Cut from the oldest until the page and a note naming the cut fit.
-    for keep in (0..lines.len()).rev() {
-        let cut = &lines[keep..];
-        let note = left_out_note(cut.iter().map(|line| &content[line.clone()]));
-        let size = content.len() - cut.iter().map(|line| line.len()).sum::<usize>() + note.len();
-        if size <= PAGE_BUDGET || keep == 0 {
-            let mut kept = content.clone();
-            for line in cut.iter().rev() {
-                kept.replace_range(line.clone(), "");
-            }
-            kept.push_str(&note);
-            return kept;
-        }
+    let need = content.len() - PAGE_BUDGET;
+    let mut freed = 0;
+    let mut cut = lines.len();
+    while cut > 0 && freed < need {
+        cut -= 1;
+        freed += lines[cut].len();
     }
-    content
-}
-
-/// How many pull-request numbers a left-out note spells out before "and N
-/// more".
-const LEFT_OUT_NAMED: usize = 12;
-
-/// The note of a new page that left out `cut` (entry lines, newest first):
-/// how many, and which pull requests, in runs of consecutive numbers.
-fn left_out_note<'a>(cut: impl Iterator<Item = &'a str>) -> String {
-    let mut numbers: Vec<u64> = Vec::new();
-    let mut count = 0;
-    for line in cut {
-        count += 1;
-        numbers.extend(pull_number_of_entry(line));
+    let mut kept = content;
+    for line in lines[cut..].iter().rev() {
+        kept.replace_range(line.clone(), "");
     }
-    numbers.sort_unstable();
-    numbers.dedup();
-    let mut runs: Vec<(u64, u64)> = Vec::new();
-    for n in numbers {
-        match runs.last_mut() {
-            Some((_, end)) if *end + 1 == n => *end = n,
-            _ => runs.push((n, n)),
-        }
-    }
-    let mut named: Vec<String> = runs
-        .iter()
-        .take(LEFT_OUT_NAMED)
-        .map(|&(start, end)| match end - start {
-            0 => format!("#{start}"),
-            1 => format!("#{start}, #{end}"),
-            _ => format!("#{start}–#{end}"),
-        })
-        .collect();
-    if runs.len() > LEFT_OUT_NAMED {
-        named.push(format!("and {} more", runs.len() - LEFT_OUT_NAMED));
-    }
-    let (noun, verb) = if count == 1 {
-        ("entry", "was")
-    } else {
-        ("entries", "were")
-    };
-    let which = if named.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", named.join(", "))
-    };
-    format!(
-        "\n_To keep this page within 64 KiB, its {count} oldest {noun}{which} {verb} left out; their merge commits are in the source's history._ {TRIMMED_MARKER}\n"
-    )
+    kept
 }
 
 #[cfg(test)]
@@ -185,8 +158,9 @@ mod tests {
     use std::collections::BTreeMap;
 
     /// A Changelog of `n` entries (shas from `n` down to 1, newest first)
-    /// whose length is `target` bytes, padded with a non-entry line.
-    fn full_changelog(n: u64, target: usize) -> (CurrentPage, Vec<String>) {
+    /// whose length is `target` bytes, padded with a non-entry line; with a
+    /// line linking its quarter pages when `archived`.
+    fn full_changelog(n: u64, target: usize, archived: bool) -> (CurrentPage, Vec<String>) {
         let mut entries = String::new();
         let mut shas = Vec::new();
         for i in (1..=n).rev() {
@@ -196,7 +170,13 @@ mod tests {
             entries.push_str(&changelog_entry(&p));
         }
         let head = "# Changelog\n\nFiller: ".to_owned();
-        let tail = format!("\n\n{CHANGELOG_ANCHOR}{entries}");
+        let links = if archived {
+            let q4 = crate::runner::builtin::archive::Period::of("2026-11-30");
+            crate::runner::builtin::archive::archives_line("Changelog", &[(q4, 1)].into())
+        } else {
+            String::new()
+        };
+        let tail = format!("\n\n{links}{CHANGELOG_ANCHOR}{entries}");
         let filler = "x".repeat(target - head.len() - tail.len());
         let content = format!("{head}{filler}{tail}");
         assert_eq!(content.len(), target);
@@ -209,58 +189,53 @@ mod tests {
         )
     }
 
-    #[test]
-    fn the_changelog_is_trimmed_from_its_oldest_entry_at_the_page_limit() {
+    fn newest() -> crate::forge::evidence::PullRequest {
         let mut newest = pull(999, "A change of a reasonable length", 'f', &[]);
         newest.merge_sha = "f".repeat(40);
-        let added = changelog_entry(&newest).len();
-        let b = bundle(vec![newest.clone()]);
+        newest
+    }
 
-        // Exactly at the limit after the insert: nothing is trimmed.
-        let (page, _) = full_changelog(250, PAGE_BUDGET - added);
+    #[test]
+    fn a_full_changelog_drops_its_oldest_entries_which_its_quarter_pages_hold() {
+        let b = bundle(vec![newest()]);
+        let added = changelog_entry(&newest()).len();
+        // Exactly at the limit after the insert: nothing is dropped.
+        let (page, _) = full_changelog(250, PAGE_BUDGET - added, true);
         let pages: BTreeMap<String, CurrentPage> = [(CHANGELOG.to_owned(), page)].into();
         let p = plan(&b, &pages);
         assert_eq!(p.patches[CHANGELOG].replacements.len(), 1);
-        let after = apply(&pages, &p);
-        assert_eq!(after[CHANGELOG].len(), PAGE_BUDGET);
+        assert_eq!(apply(&pages, &p)[CHANGELOG].len(), PAGE_BUDGET);
 
-        // One byte more: the oldest entry goes, the page says so, and it fits.
-        let (page, shas) = full_changelog(250, PAGE_BUDGET - added + 1);
+        // Over it: the oldest entries go, silently (they are on their quarter
+        // pages), and the page fits.
+        let (page, shas) = full_changelog(250, PAGE_BUDGET - added + 1, true);
         let pages: BTreeMap<String, CurrentPage> = [(CHANGELOG.to_owned(), page)].into();
-        let p = plan(&b, &pages);
-        assert_eq!(p.patches[CHANGELOG].replacements.len(), 2);
-        let after = apply(&pages, &p);
+        let after = apply(&pages, &plan(&b, &pages));
         let text = &after[CHANGELOG];
         assert!(text.len() <= PAGE_BUDGET, "{}", text.len());
-        assert!(text.contains(&entry_marker(&newest.merge_sha)));
-        let oldest = shas.last().unwrap();
-        assert!(
-            !text.contains(&entry_marker(oldest)),
-            "the oldest entry is gone"
-        );
-        assert!(text.contains(&entry_marker(&shas[shas.len() - 2])));
+        assert!(text.contains(&entry_marker(&newest().merge_sha)));
+        assert!(!text.contains(&entry_marker(shas.last().unwrap())));
+        assert!(text.contains(&entry_marker(&shas[shas.len() - 3])));
+        assert!(!text.contains(TRIMMED_MARKER), "no note: nothing is lost");
+        assert!(after["Changelog-2026-Q4.md"].contains(&entry_marker(&newest().merge_sha)));
+    }
+
+    #[test]
+    fn entries_from_before_quarter_pages_are_trimmed_last_and_with_a_note() {
+        let b = bundle(vec![newest()]);
+        let (page, shas) = full_changelog(250, PAGE_BUDGET - 100, false);
+        let pages: BTreeMap<String, CurrentPage> = [(CHANGELOG.to_owned(), page)].into();
+        let after = apply(&pages, &plan(&b, &pages));
+        let text = &after[CHANGELOG];
+        assert!(text.len() <= PAGE_BUDGET, "{}", text.len());
+        assert!(text.contains(&entry_marker(&newest().merge_sha)));
+        assert!(text.contains(BEFORE_ARCHIVES_MARKER));
+        assert!(!text.contains(&entry_marker(shas.last().unwrap())));
         assert_eq!(text.matches(TRIMMED_MARKER).count(), 1);
         assert!(
             text.trim_end().ends_with(TRIMMED_MARKER),
             "the note closes the list"
         );
-
-        // The next run trims again without a second note.
-        let pages: BTreeMap<String, CurrentPage> = [(
-            CHANGELOG.to_owned(),
-            CurrentPage {
-                sha: "d".repeat(40),
-                content: text.clone(),
-            },
-        )]
-        .into();
-        let mut next = pull(1000, "Another change of a reasonable length", 'e', &[]);
-        next.merge_sha = "e".repeat(40);
-        let after = apply(&pages, &plan(&bundle(vec![next.clone()]), &pages));
-        let text = &after[CHANGELOG];
-        assert!(text.len() <= PAGE_BUDGET);
-        assert!(text.contains(&entry_marker(&next.merge_sha)));
-        assert_eq!(text.matches(TRIMMED_MARKER).count(), 1);
     }
 
     #[test]
@@ -273,44 +248,11 @@ mod tests {
                 changelog_entry(&p)
             })
             .collect();
-        let text = trim_new_page(new_changelog(&entries));
+        let text = trim_new_page(new_changelog("", &entries));
         assert!(text.len() <= PAGE_BUDGET);
+        assert!(PAGE_BUDGET - text.len() < 400, "it keeps what fits");
         assert!(text.contains(&entry_marker(&format!("{:040x}", 400))));
         assert!(!text.contains(&entry_marker(&format!("{:040x}", 1))));
-        assert_eq!(text.matches(TRIMMED_MARKER).count(), 1);
-        // The note names exactly the entries it left out.
-        let oldest_kept = (1..=400u64)
-            .find(|i| text.contains(&entry_marker(&format!("{i:040x}"))))
-            .unwrap();
-        let left_out = oldest_kept - 1;
-        assert!(
-            text.contains(&format!(
-                "_To keep this page within 64 KiB, its {left_out} oldest entries (#1–#{left_out}) were left out;"
-            )),
-            "{}",
-            &text[text.len() - 300..]
-        );
-        assert!((oldest_kept..=400).all(|i| text.contains(&entry_marker(&format!("{i:040x}")))));
-    }
-
-    #[test]
-    fn a_left_out_note_names_runs_of_pull_requests_and_counts_the_rest() {
-        let line =
-            |n: u64| format!("- #{n} Title #999 (by A, 2026-01-05) <!-- teammem:{n:040x} -->\n");
-        let lines: Vec<String> = [9, 3, 4, 5, 7, 1].into_iter().map(line).collect();
-        let note = left_out_note(lines.iter().map(String::as_str));
-        assert!(
-            note.contains("its 6 oldest entries (#1, #3–#5, #7, #9) were left out;"),
-            "{note}"
-        );
-        let one = left_out_note(std::iter::once(line(2).as_str()));
-        assert!(
-            one.contains("its 1 oldest entry (#2) was left out;"),
-            "{one}"
-        );
-        let many: Vec<String> = (0..20).map(|i| line(i * 2)).collect();
-        let note = left_out_note(many.iter().map(String::as_str));
-        assert!(note.contains("#22, and 8 more) were left out"), "{note}");
-        assert!(note.trim_end().ends_with(TRIMMED_MARKER));
+        assert!(!text.contains(TRIMMED_MARKER));
     }
 }

@@ -129,6 +129,14 @@ fn is_entry_line(line: &str) -> bool {
         && rest[..rest.len() - 40].ends_with("<!-- teammem:")
 }
 
+/// The merge shas (lowercase) of the entry lines of `text`.
+pub fn entry_shas(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().filter(|line| is_entry_line(line)).map(|line| {
+        let line = line.trim_end();
+        &line[line.len() - 44..line.len() - 4]
+    })
+}
+
 /// Byte ranges of the entry lines of `text` (newline included), in page order.
 pub fn entry_lines(text: &str) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
@@ -140,16 +148,6 @@ pub fn entry_lines(text: &str) -> Vec<std::ops::Range<usize>> {
         start += line.len();
     }
     out
-}
-
-/// start with the date or the number, and the title comes after it).
-pub fn pull_number_of_entry(line: &str) -> Option<u64> {
-    let at = line.find('#')?;
-    let digits: String = line[at + 1..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok()
 }
 
 #[cfg(test)]

@@ -229,7 +229,7 @@ mod tests {
                 assert!(item.contains("bob_smith"), "{path}: {item:?}");
                 assert!(item.contains("2026-11-30"), "{path}: {item:?}");
             }
-            if path.starts_with("Areas/") {
+            if path.starts_with("Area-") {
                 assert!(
                     items.iter().any(|item| item.contains("api/routes.py")
                         || item.contains("pkg/__init__.py")
@@ -358,7 +358,7 @@ mod tests {
         let b = bundle(vec![pull(3, "Ünïcode 日本語 🚀", 'f', &["ü/x"])]);
         let after = apply(&home(), &plan(&b, &home()));
         assert!(after[CHANGELOG].contains("Ünïcode 日本語 🚀"));
-        assert!(after.contains_key("Areas/ü.md"));
+        assert!(after.contains_key("Area-ü.md"));
     }
 
     #[test]

@@ -2,6 +2,11 @@
 //! with: page names, the anchor lines entries are inserted after, the
 //! anchors that frame its sections, and the markers that end its lines.
 //!
+//! Page names: `Home.md`, `Changelog.md`, `Dependencies.md`, `Archive.md`
+//! and `Area-<slug>.md` at the top of the wiki, and the quarter pages
+//! (`super::archive`): every name unique case-insensitively, so each is one
+//! page on GitHub's flat wiki and on the dashboard.
+//!
 //! Invariant: every anchor and marker here starts with the wiki's teammem
 //! marker (`<!-- teammem:`), the one confinement guards, so a person's text
 //! never looks like teammem's and teammem's lines are the ones an agent may
@@ -12,8 +17,11 @@ pub const HOME: &str = "Home.md";
 pub const CHANGELOG: &str = "Changelog.md";
 /// The page that lists the dependencies the manifests declare.
 pub const DEPENDENCIES: &str = "Dependencies.md";
-/// The folder of the area pages.
-pub const AREAS_DIR: &str = "Areas";
+/// What every area page's name starts with (`Area-<slug>.md`, at the top of
+/// the wiki: GitHub wikis are flat, a page is linked by its file name).
+pub const AREA_PREFIX: &str = "Area-";
+/// The archive index: every Changelog quarter page, linked from Home.
+pub const ARCHIVE_INDEX: &str = "Archive.md";
 
 /// The anchor lines new entries are inserted after.
 pub const CHANGELOG_ANCHOR: &str = "<!-- teammem:changelog -->\n";
@@ -34,6 +42,26 @@ pub fn area_link_marker(slug: &str) -> String {
 pub const CHANGELOG_LINK_MARKER: &str = "<!-- teammem:changelog-link -->";
 /// Ends Home's link to the Dependencies page.
 pub const DEPENDENCIES_LINK_MARKER: &str = "<!-- teammem:dependencies-link -->";
+
+/// The anchor entries are inserted after on an archive (quarter) page.
+pub const ARCHIVE_ANCHOR: &str = "<!-- teammem:archive-entries -->\n";
+/// Ends a current page's line linking the quarter pages of its entries.
+pub const ARCHIVES_MARKER: &str = "<!-- teammem:archives -->";
+/// Ends the line below which a current page holds entries recorded before
+/// quarter pages existed (on no quarter page, so never dropped silently).
+pub const BEFORE_ARCHIVES_MARKER: &str = "<!-- teammem:before-archives -->";
+/// Ends Home's link to the archive index.
+pub const ARCHIVE_LINK_MARKER: &str = "<!-- teammem:archive-link -->";
+/// The anchor of Home's "Removed areas" list.
+pub const REMOVED_AREAS_ANCHOR: &str = "<!-- teammem:removed-areas -->\n";
+/// The first and last lines of the archive index's list.
+pub const ARCHIVE_INDEX_ANCHOR: &str = "<!-- teammem:archive-index -->\n";
+pub const ARCHIVE_INDEX_END: &str = "<!-- teammem:archive-index-end -->\n";
+
+/// Ends Home's link to a removed area's page.
+pub fn removed_link_marker(slug: &str) -> String {
+    format!("<!-- teammem:removed:{slug} -->")
+}
 
 /// Marks the note that says older entries were trimmed.
 pub const TRIMMED_MARKER: &str = "<!-- teammem:trimmed -->";
@@ -75,6 +103,13 @@ mod tests {
             CHANGELOG_LINK_MARKER,
             DEPENDENCIES_LINK_MARKER,
             TRIMMED_MARKER,
+            ARCHIVE_ANCHOR,
+            ARCHIVES_MARKER,
+            BEFORE_ARCHIVES_MARKER,
+            ARCHIVE_LINK_MARKER,
+            REMOVED_AREAS_ANCHOR,
+            ARCHIVE_INDEX_ANCHOR,
+            ARCHIVE_INDEX_END,
             WHAT_IS_HERE_ANCHOR,
             WHAT_IS_HERE_END,
             FILE_MARKER,
@@ -88,5 +123,6 @@ mod tests {
             assert!(fixed.starts_with(marker), "{fixed}");
         }
         assert!(area_link_marker("src").starts_with(marker));
+        assert!(removed_link_marker("src").starts_with(marker));
     }
 }

@@ -1,9 +1,10 @@
 //! The builtin agent: deterministic, no model. For each job it reads the
 //! wiki and the source through the job's writer child, plans the edits that
-//! keep `Home.md` (topic index), `Areas/<area>.md` (one page per area
+//! keep `Home.md` (topic index), `Area-<slug>.md` (one page per area
 //! touched: "What is here", "Who knows this area", "Recent changes"),
-//! `Changelog.md` and `Dependencies.md` in step with the merged pull
-//! requests, and writes them through the writer child.
+//! `Changelog.md`, the quarter pages of both and their index `Archive.md`,
+//! and `Dependencies.md` in step with the merged pull requests, and writes
+//! them through the writer child.
 //!
 //! The wing, one idea per file (reading order):
 //! - `markers.rs`: page names, anchors and the teammem markers lines end with;
@@ -14,7 +15,8 @@
 //! - `entries.rs`: one pull request's entry line;
 //! - `sections.rs`: the kept sections ("What is here", "Who knows this
 //!   area") and the one section finder;
-//! - `budget.rs`: the 64 KiB page budget and trimming;
+//! - `budget.rs`: the 64 KiB page budget: current pages drop their oldest
+//!   entries, which their quarter pages hold;
 //! - `dependencies.rs`: `Dependencies.md` and dependency notes;
 //! - `plan.rs`: the plan types and planning, one function per page;
 //! - `read.rs`, `read_manifests.rs`: what the driver reads through the writer;
@@ -26,6 +28,7 @@
 //! except through the writer child's tools; each file states the invariants
 //! of its own part.
 
+mod archive;
 mod areas;
 mod budget;
 mod dependencies;
@@ -41,7 +44,8 @@ mod read_manifests;
 mod samples;
 mod sections;
 
-pub use areas::{ROOT_AREA, area_of, area_page, area_slug};
+pub use archive::{Period, archive_page};
+pub use areas::{ROOT_AREA, area_label, area_of, area_page, area_slug};
 pub use budget::PAGE_BUDGET;
 pub use dependencies::{
     CHANGES_PER_ENTRY, DEPENDENCIES_BYTES, MAX_MANIFESTS, dependencies_section, dependency_note,
@@ -51,13 +55,13 @@ pub use entries::{area_entry, area_entry_with, changelog_entry, changelog_entry_
 pub use inputs::{AreaFile, AreaFiles, CurrentPage, DependencyFacts, Listings, TipManifests};
 pub use markdown::{escape_markdown, escape_purpose};
 pub use markers::{
-    AREAS_DIR, CHANGELOG, CHANGELOG_ANCHOR, DEPENDENCIES, DEPENDENCIES_ANCHOR, DEPENDENCIES_END,
-    HOME, RECENT_ANCHOR, TOPICS_ANCHOR, WHAT_IS_HERE_ANCHOR, WHAT_IS_HERE_END, WHO_KNOWS_ANCHOR,
-    WHO_KNOWS_END, entry_marker,
+    ARCHIVE_INDEX, AREA_PREFIX, CHANGELOG, CHANGELOG_ANCHOR, DEPENDENCIES, DEPENDENCIES_ANCHOR,
+    DEPENDENCIES_END, HOME, RECENT_ANCHOR, TOPICS_ANCHOR, WHAT_IS_HERE_ANCHOR, WHAT_IS_HERE_END,
+    WHO_KNOWS_ANCHOR, WHO_KNOWS_END, entry_marker,
 };
 pub use plan::{
-    NewPage, PagePatch, Plan, PullPlan, Replacement, apply, areas_to_record, pages_of_interest,
-    plan, plan_full, plan_with,
+    NewPage, PagePatch, Plan, PullPlan, Replacement, apply, archives_of_interest, areas_to_record,
+    pages_of_interest, plan, plan_full, plan_with, quarters_of_interest,
 };
 pub use read::HEADS_PER_JOB;
 pub use read_manifests::CHANGE_READS_PER_JOB;

@@ -1,36 +1,53 @@
 //! The builtin agent's plan: from an evidence bundle, the current pages and
 //! what the agent read, the edits of one run, deterministic, no network,
-//! pure: `Changelog.md`, `Areas/<area>.md` (one page per area touched, with
-//! its "What is here", "Who knows this area" and "Recent changes"),
-//! `Dependencies.md` and `Home.md` (the topic index), each planned by its
-//! own function.
+//! pure: `Changelog.md`, `Area-<slug>.md` (one page per area touched, with
+//! its "What is here", "Who knows this area" and "Recent changes"), the
+//! quarter pages of both (`super::archive`), `Archive.md` (the index of the
+//! Changelog's quarters), `Dependencies.md` and `Home.md` (the topic index),
+//! each planned by its own function.
 //!
 //! Invariants:
 //! - every entry cites the PR number, title, author and the full merge-commit
 //!   SHA, and ends with the marker `<!-- teammem:<sha> -->`; an entry whose
-//!   marker is already on a page is never written again, so replaying a range
-//!   plans nothing (and `Dependencies.md` changes only with new entries);
+//!   marker is already on its current page or one of its quarter pages is
+//!   never written again, so replaying a range plans nothing (and
+//!   `Dependencies.md` changes only with new entries);
+//! - every new entry goes on its current page and on its quarter page, so a
+//!   current page may drop its oldest lines without losing any (every
+//!   recorded pull request stays on the Changelog page of its quarter, linked
+//!   from `Archive.md`, which Home links: two links from Home);
 //! - existing pages are only patched at exact anchors (insert after a marker
-//!   line, swap a kept section, or append at the end); new pages are written
-//!   whole; every planned page fits [`super::budget::PAGE_BUDGET`].
+//!   line, swap a kept section or a marker line, or append at the end); new
+//!   pages are written whole; every planned page fits
+//!   [`super::budget::PAGE_BUDGET`];
+//! - Home lists its topics in one order (Changelog, Dependencies, Archive,
+//!   areas by slug, then "Removed areas"), each area named as in the tree.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use super::areas::{ByArea, area_page, area_title, by_area};
+use super::archive::{
+    ArchiveHeader, ArchiveLinks, Period, archive_base, archive_page, archives_line,
+    linked_archives, new_archive_page, page_name, parse_archive, parts, placement,
+};
+use super::areas::{
+    ByArea, ROOT_AREA, area_base, area_label, area_page, area_title, by_area, slug_of_page,
+};
 use super::budget::{apply_replacements, trim_new_page, trim_patch};
 use super::dependencies::{dependency_note, plan_dependencies};
-use super::entries::{area_entry_with, changelog_entry_with};
-use super::inputs::{CurrentPage, DependencyFacts, Listings};
-use super::markdown::escape_markdown;
+use super::entries::{area_entry_with, changelog_entry_with, entry_lines, entry_shas};
+use super::inputs::{AreaFiles, CurrentPage, DependencyFacts, Listings};
 use super::markers::{
-    AREAS_DIR, CHANGELOG, CHANGELOG_ANCHOR, CHANGELOG_LINK_MARKER, DEPENDENCIES,
-    DEPENDENCIES_LINK_MARKER, HOME, RECENT_ANCHOR, TOPICS_ANCHOR, area_link_marker, entry_marker,
+    ARCHIVE_ANCHOR, ARCHIVE_INDEX, ARCHIVE_INDEX_ANCHOR, ARCHIVE_INDEX_END, ARCHIVE_LINK_MARKER,
+    ARCHIVES_MARKER, BEFORE_ARCHIVES_MARKER, CHANGELOG, CHANGELOG_ANCHOR, CHANGELOG_LINK_MARKER,
+    DEPENDENCIES, DEPENDENCIES_LINK_MARKER, HOME, RECENT_ANCHOR, REMOVED_AREAS_ANCHOR,
+    TOPICS_ANCHOR, area_link_marker, removed_link_marker,
 };
 use super::sections::{
     JOB_SECTION_BYTES, Section, WHAT_IS_HERE_BYTES, WHAT_IS_HERE_HEADING, WHO_KNOWS_HEADING,
-    section_span, what_is_here, who_knows_after, who_knows_span,
+    removed_section, section_span, what_is_here, who_knows_after, who_knows_span,
+    without_removed_files,
 };
-use crate::forge::evidence::{EvidenceBundle, PullRequest};
+use crate::forge::evidence::{EvidenceBundle, FileStatus, PullRequest};
 
 /// Full content for a new page (`write_wiki_pages`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +75,7 @@ pub struct PagePatch {
 pub struct PullPlan {
     pub number: u64,
     pub merge_sha: String,
-    /// Pages that carry (or will carry) the PR's entry.
+    /// The current pages that carry (or will carry) the PR's entry.
     pub pages: Vec<String>,
     /// True when every page already carried the entry.
     pub already_recorded: bool,
@@ -77,24 +94,47 @@ impl Plan {
         self.writes.is_empty() && self.patches.is_empty()
     }
 
-    /// The slugs of the area pages the plan writes or patches.
+    /// The slugs of the area pages (not their quarter pages) the plan writes
+    /// or patches.
     pub fn area_slugs(&self) -> BTreeSet<String> {
-        let prefix = format!("{AREAS_DIR}/");
         self.writes
             .iter()
             .map(|w| w.path.as_str())
             .chain(self.patches.keys().map(String::as_str))
-            .filter_map(|p| p.strip_prefix(&prefix)?.strip_suffix(".md"))
+            .filter_map(slug_of_page)
             .map(str::to_owned)
             .collect()
     }
 }
 
-/// Whether the page at `path` already carries the entry of merge commit `sha`.
-fn recorded(pages: &BTreeMap<String, CurrentPage>, path: &str, sha: &str) -> bool {
-    pages
-        .get(path)
-        .is_some_and(|p| p.content.contains(&entry_marker(sha)))
+/// The merge shas each page family (a current page's name) already carries,
+/// on its current page or any of its quarter pages.
+struct Recorded(BTreeMap<String, HashSet<String>>);
+
+impl Recorded {
+    fn new(pages: &BTreeMap<String, CurrentPage>) -> Recorded {
+        let mut families: BTreeMap<String, HashSet<String>> = BTreeMap::new();
+        for (path, page) in pages {
+            let base = if path == CHANGELOG || slug_of_page(path).is_some() {
+                page_name(path)
+            } else if let Some(base) = archive_base(path) {
+                base
+            } else {
+                continue;
+            };
+            families
+                .entry(base.to_owned())
+                .or_default()
+                .extend(entry_shas(&page.content).map(str::to_owned));
+        }
+        Recorded(families)
+    }
+
+    fn has(&self, base: &str, sha: &str) -> bool {
+        self.0
+            .get(base)
+            .is_some_and(|shas| shas.contains(&sha.to_ascii_lowercase()))
+    }
 }
 
 /// Plans the edits for `bundle` against `pages` (the current contents of the
@@ -127,13 +167,15 @@ pub fn plan_full(
         .iter()
         .map(|pull| (pull, by_area(pull)))
         .collect();
+    let recorded = Recorded::new(pages);
     let mut out = Plan {
-        pulls: pull_plans(&grouped, pages),
+        pulls: pull_plans(&grouped, &recorded),
         ..Plan::default()
     };
-    plan_changelog(&mut out, &grouped, pages, deps);
-    let areas = area_entries(&grouped, pages, deps);
-    plan_area_pages(&mut out, &areas, pages, listings);
+    let changelog_links = plan_changelog(&mut out, &grouped, pages, deps, &recorded);
+    let areas = area_entries(&grouped, deps, &recorded);
+    let removed = removed_paths(bundle);
+    plan_area_pages(&mut out, &areas, pages, listings, (bundle, &removed));
     // Dependencies.md changes only with new entries: a job that records
     // nothing (a replay) changes nothing.
     let dependencies_page = if out.is_empty() {
@@ -141,50 +183,61 @@ pub fn plan_full(
     } else {
         plan_dependencies(&mut out, pages, deps)
     };
-    plan_home(
-        &mut out,
-        !bundle.pull_requests.is_empty(),
-        pages,
-        areas.keys(),
+    let archive_index = plan_archive_index(&mut out, pages, &changelog_links);
+    let topics = Topics {
+        any_pulls: !bundle.pull_requests.is_empty(),
         dependencies_page,
-    );
+        archive_index,
+        areas: areas
+            .iter()
+            .map(|(slug, a)| (slug.clone(), area_label(&a.area, slug)))
+            .collect(),
+        gone: areas
+            .keys()
+            .filter(|slug| {
+                listings
+                    .get(*slug)
+                    .is_some_and(|files| is_gone(slug, files))
+            })
+            .cloned()
+            .collect(),
+    };
+    plan_home(&mut out, pages, &topics);
     out
 }
 
 /// The slugs of the areas whose pages a plan for `bundle` against `pages`
-/// writes or patches: those of a pull request's paths whose page does not
-/// carry its entry yet. (The driver reads these areas' files before it
-/// plans.)
+/// writes or patches: those of a pull request's paths whose page (or its
+/// quarter pages) does not carry its entry yet. (The driver reads these
+/// areas' files before it plans.)
 pub fn areas_to_record(
     bundle: &EvidenceBundle,
     pages: &BTreeMap<String, CurrentPage>,
 ) -> BTreeSet<String> {
+    let recorded = Recorded::new(pages);
     bundle
         .pull_requests
         .iter()
         .flat_map(|pull| {
             by_area(pull)
                 .into_keys()
-                .filter(|slug| !recorded(pages, &area_page(slug), &pull.merge_sha))
+                .filter(|slug| !recorded.has(&area_base(slug), &pull.merge_sha))
+                .collect::<Vec<_>>()
         })
         .collect()
 }
 
 /// What the plan does for each pull request, in merge order: the pages that
 /// carry its entry, and whether all of them already do.
-fn pull_plans(
-    grouped: &[(&PullRequest, ByArea<'_>)],
-    pages: &BTreeMap<String, CurrentPage>,
-) -> Vec<PullPlan> {
+fn pull_plans(grouped: &[(&PullRequest, ByArea<'_>)], recorded: &Recorded) -> Vec<PullPlan> {
     grouped
         .iter()
         .map(|(pull, areas)| {
             let mut touched = vec![CHANGELOG.to_owned()];
-            let mut all_recorded = recorded(pages, CHANGELOG, &pull.merge_sha);
+            let mut all_recorded = recorded.has(page_name(CHANGELOG), &pull.merge_sha);
             for slug in areas.keys() {
-                let page = area_page(slug);
-                all_recorded &= recorded(pages, &page, &pull.merge_sha);
-                touched.push(page);
+                all_recorded &= recorded.has(&area_base(slug), &pull.merge_sha);
+                touched.push(area_page(slug));
             }
             PullPlan {
                 number: pull.number,
@@ -196,44 +249,221 @@ fn pull_plans(
         .collect()
 }
 
+/// New entry lines of one page family: in page order (newest first), and
+/// by quarter (each newest first).
+#[derive(Default)]
+struct NewEntries {
+    lines: String,
+    by_period: BTreeMap<Period, Vec<String>>,
+}
+
+impl NewEntries {
+    fn push(&mut self, pull: &PullRequest, line: String) {
+        self.lines.push_str(&line);
+        self.by_period
+            .entry(Period::of(&pull.merged_at))
+            .or_default()
+            .push(line);
+    }
+}
+
+/// The quarter pages of `base` after the plan: those its current page links,
+/// those `pages` holds, and those the plan writes.
+fn links_of(pages: &BTreeMap<String, CurrentPage>, base: &str, current: &str) -> ArchiveLinks {
+    let mut links = pages
+        .get(current)
+        .map(|page| linked_archives(&page.content, base))
+        .unwrap_or_default();
+    links.extend(pages.keys().filter_map(|path| parse_archive(base, path)));
+    links
+}
+
+/// Writes `entries` to their quarter pages of `base` (the newest part of each
+/// quarter while it has room, then new parts); returns every quarter page of
+/// `base` after the plan.
+fn plan_archives(
+    out: &mut Plan,
+    pages: &BTreeMap<String, CurrentPage>,
+    (base, current): (&str, &str),
+    header: &ArchiveHeader<'_>,
+    entries: &NewEntries,
+) -> ArchiveLinks {
+    let mut links = links_of(pages, base, current);
+    for (period, lines) in &entries.by_period {
+        let newest = parts(pages.keys(), base, *period).last().map(|&part| {
+            (
+                part,
+                pages[&archive_page(base, *period, part)].content.len(),
+            )
+        });
+        let header_bytes = new_archive_page(header, *period, 2, "").len();
+        for (part, lines, new) in placement(newest, header_bytes, lines) {
+            let path = archive_page(base, *period, part);
+            let block: String = lines.concat();
+            links.insert((*period, part));
+            if new {
+                out.writes.push(NewPage {
+                    content: new_archive_page(header, *period, part, &block),
+                    path,
+                });
+            } else {
+                let page = &pages[&path];
+                let r = insert_after_anchor(page, ARCHIVE_ANCHOR, &block, |b| {
+                    format!("\n{ARCHIVE_ANCHOR}{b}")
+                });
+                out.patches.insert(
+                    path,
+                    PagePatch {
+                        expected_sha: page.sha.clone(),
+                        replacements: vec![r],
+                    },
+                );
+            }
+        }
+    }
+    links
+}
+
+/// The line a current page says it holds entries recorded before quarter
+/// pages existed below.
+fn before_archives_line() -> String {
+    format!(
+        "_Entries below were recorded before quarter pages existed; they are on this page and in its history only._ {BEFORE_ARCHIVES_MARKER}\n"
+    )
+}
+
+/// The byte range of the one line of `content` that ends with `marker`
+/// (newline included), when exactly one does.
+fn marker_line(content: &str, marker: &str) -> Option<std::ops::Range<usize>> {
+    let mut found = None;
+    let mut start = 0;
+    for line in content.split_inclusive('\n') {
+        if line.trim_end().ends_with(marker) {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(start..start + line.len());
+        }
+        start += line.len();
+    }
+    found
+}
+
+/// The replacements that put `entries` after `anchor` on an existing current
+/// page and keep its archives line in step, and what to append when the page
+/// lacks the anchor (`heading` titles it). A page that had entries but no
+/// archives line gets one, and its old entries are marked as recorded before
+/// quarter pages existed.
+fn entry_replacements(
+    page: &CurrentPage,
+    anchor: &str,
+    entries: &str,
+    archives: &str,
+    heading: &str,
+) -> (Vec<Replacement>, String) {
+    let content = &page.content;
+    let mut replacements = Vec::new();
+    let mut append = String::new();
+    let anchored = occurrences(content, anchor) == 1;
+    match marker_line(content, ARCHIVES_MARKER) {
+        Some(line) => {
+            if content[line.clone()] != *archives {
+                replacements.push(Replacement {
+                    old: content[line].to_owned(),
+                    new: archives.to_owned(),
+                });
+            }
+            if anchored {
+                replacements.push(Replacement {
+                    old: anchor.to_owned(),
+                    new: format!("{anchor}{entries}"),
+                });
+            } else {
+                append.push_str(&format!("\n{heading}{anchor}{entries}"));
+            }
+        }
+        None if anchored => {
+            let before = if entry_lines(content).is_empty() {
+                String::new()
+            } else {
+                before_archives_line()
+            };
+            replacements.push(Replacement {
+                old: anchor.to_owned(),
+                new: format!("{archives}\n{anchor}{entries}{before}"),
+            });
+        }
+        None => append.push_str(&format!("\n{heading}{archives}\n{anchor}{entries}")),
+    }
+    (replacements, append)
+}
+
+/// The one replacement that appends `append` to `page` (after a newline
+/// when its last line has none).
+fn append_replacement(page: &CurrentPage, append: &str) -> Replacement {
+    let sep = if page.content.is_empty() || page.content.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
+    Replacement {
+        old: String::new(),
+        new: format!("{sep}{append}"),
+    }
+}
+
+fn changelog_header() -> ArchiveHeader<'static> {
+    ArchiveHeader {
+        title: "Changelog",
+        what: "Merged pull requests",
+        current: ("Changelog", "Changelog"),
+    }
+}
+
 /// `Changelog.md`: the entries it lacks, newest first, after its anchor (or
-/// a new page).
+/// a new page), each also on its quarter page; returns the Changelog's
+/// quarter pages after the plan.
 fn plan_changelog(
     out: &mut Plan,
     grouped: &[(&PullRequest, ByArea<'_>)],
     pages: &BTreeMap<String, CurrentPage>,
     deps: &DependencyFacts,
-) {
+    recorded: &Recorded,
+) -> ArchiveLinks {
+    let base = page_name(CHANGELOG);
     // Newest first on every page: walk the PRs in reverse merge order.
-    let mut changelog = String::new();
+    let mut entries = NewEntries::default();
     for (pull, _) in grouped.iter().rev() {
-        if !recorded(pages, CHANGELOG, &pull.merge_sha) {
-            changelog.push_str(&changelog_entry_with(
-                pull,
-                &dependency_note(deps, pull, None),
-            ));
+        if !recorded.has(base, &pull.merge_sha) {
+            let line = changelog_entry_with(pull, &dependency_note(deps, pull, None));
+            entries.push(pull, line);
         }
     }
-    if changelog.is_empty() {
-        return;
+    if entries.lines.is_empty() {
+        return links_of(pages, base, CHANGELOG);
     }
+    let links = plan_archives(out, pages, (base, CHANGELOG), &changelog_header(), &entries);
+    let archives = archives_line(base, &links);
     match pages.get(CHANGELOG) {
         None => out.writes.push(NewPage {
             path: CHANGELOG.into(),
-            content: trim_new_page(new_changelog(&changelog)),
+            content: trim_new_page(new_changelog(&archives, &entries.lines)),
         }),
         Some(page) => {
-            let r = insert_after_anchor(page, CHANGELOG_ANCHOR, &changelog, |b| {
-                format!("\n{CHANGELOG_ANCHOR}{b}")
-            });
+            let (mut replacements, append) =
+                entry_replacements(page, CHANGELOG_ANCHOR, &entries.lines, &archives, "");
+            if !append.is_empty() {
+                replacements.push(append_replacement(page, &append));
+            }
             let mut patch = PagePatch {
                 expected_sha: page.sha.clone(),
-                replacements: vec![r],
+                replacements,
             };
             trim_patch(page, &mut patch);
             out.patches.insert(CHANGELOG.into(), patch);
         }
     }
+    links
 }
 
 /// What one area gets from a plan.
@@ -241,9 +471,8 @@ fn plan_changelog(
 struct AreaEntries {
     /// The area as first seen (newest first).
     area: String,
-    /// The entries its page lacks, newest first (empty: the page is left as
-    /// it is).
-    entries: String,
+    /// The entries its pages lack (empty: the page is left as it is).
+    entries: NewEntries,
     /// The authors of those entries, with counts.
     authors: BTreeMap<String, u64>,
 }
@@ -252,8 +481,8 @@ struct AreaEntries {
 /// whose page already carries every entry.
 fn area_entries(
     grouped: &[(&PullRequest, ByArea<'_>)],
-    pages: &BTreeMap<String, CurrentPage>,
     deps: &DependencyFacts,
+    recorded: &Recorded,
 ) -> BTreeMap<String, AreaEntries> {
     let mut areas: BTreeMap<String, AreaEntries> = BTreeMap::new();
     for (pull, by_area) in grouped.iter().rev() {
@@ -262,59 +491,120 @@ fn area_entries(
                 area: area.clone(),
                 ..AreaEntries::default()
             });
-            if recorded(pages, &area_page(slug), &pull.merge_sha) {
+            if recorded.has(&area_base(slug), &pull.merge_sha) {
                 continue;
             }
             *slot.authors.entry(pull.author.clone()).or_insert(0) += 1;
             let note = dependency_note(deps, pull, Some(paths));
-            slot.entries.push_str(&area_entry_with(pull, paths, &note));
+            slot.entries.push(pull, area_entry_with(pull, paths, &note));
         }
     }
     areas
 }
 
+/// Whether an area's listing at the tip shows its folder gone (the root's
+/// files never are an area that can go).
+fn is_gone(slug: &str, files: &AreaFiles) -> bool {
+    slug != ROOT_AREA && files.files.is_empty() && files.omitted == 0 && !files.listing_cut
+}
+
+/// The paths the bundle's pull requests leave removed (a path removed and
+/// added again later in the range is not).
+fn removed_paths(bundle: &EvidenceBundle) -> BTreeSet<String> {
+    let mut removed = BTreeSet::new();
+    for pull in &bundle.pull_requests {
+        for file in &pull.files {
+            if file.status == FileStatus::Removed {
+                removed.insert(file.path.clone());
+            } else {
+                removed.remove(&file.path);
+            }
+        }
+    }
+    removed
+}
+
+/// The newest pull request of `bundle` that removed a file of area `slug`.
+fn removed_by<'a>(bundle: &'a EvidenceBundle, slug: &str) -> Option<&'a PullRequest> {
+    bundle.pull_requests.iter().rev().find(|pull| {
+        by_area(pull).get(slug).is_some_and(|(_, paths)| {
+            pull.files
+                .iter()
+                .any(|f| f.status == FileStatus::Removed && paths.contains(&f.path.as_str()))
+        })
+    })
+}
+
 /// The area pages that get entries: new pages written whole, existing ones
 /// patched (entries after the recent-changes anchor, the kept sections
-/// swapped, what is missing appended). The "What is here" sections come from
-/// `listings` while the job's [`JOB_SECTION_BYTES`] last.
+/// swapped, what is missing appended), each entry also on its quarter page.
+/// The "What is here" sections come from `listings` while the job's
+/// [`JOB_SECTION_BYTES`] last (counted as the writer counts a change);
+/// without a listing, a section loses the lines of files the range removed.
 fn plan_area_pages(
     out: &mut Plan,
     areas: &BTreeMap<String, AreaEntries>,
     pages: &BTreeMap<String, CurrentPage>,
     listings: &Listings,
+    (bundle, removed): (&EvidenceBundle, &BTreeSet<String>),
 ) {
     let mut section_room = JOB_SECTION_BYTES;
     for (slug, entries) in areas {
-        if entries.entries.is_empty() {
+        if entries.entries.lines.is_empty() {
             continue;
         }
         let path = area_page(slug);
+        let base = area_base(slug);
+        let label = area_label(&entries.area, slug);
         let current = pages.get(&path);
         let span = current.map_or(Section::Absent, |page| section_span(&page.content));
+        let old_section = match (&span, current) {
+            (Section::At(range), Some(page)) => Some(&page.content[range.clone()]),
+            _ => None,
+        };
         // The section, when the agent derived it, the page's own is intact,
         // and the job's section budget has room for the swap.
-        let section = match (listings.get(slug), &span) {
-            (Some(files), Section::Absent | Section::At(_)) => {
-                let text = what_is_here(&entries.area, files, WHAT_IS_HERE_BYTES);
-                let cost = span.bytes() + text.len();
-                (cost <= section_room).then(|| {
-                    section_room -= cost;
-                    text
-                })
+        let derived = match (listings.get(slug), &span) {
+            (Some(files), Section::Absent | Section::At(_)) => Some(if is_gone(slug, files) {
+                let by = removed_by(bundle, slug).map(|p| (p.number, p.merge_sha.as_str()));
+                removed_section(&entries.area, &files.commit, by)
+            } else {
+                what_is_here(&entries.area, files, WHAT_IS_HERE_BYTES)
+            }),
+            (None, Section::At(_)) => {
+                old_section.and_then(|old| without_removed_files(old, removed))
             }
             _ => None,
         };
+        let section = derived.and_then(|text| {
+            let cost = crate::wiki::confine::changed_bytes(
+                old_section.map(str::as_bytes),
+                text.as_bytes(),
+            ) as usize;
+            (cost <= section_room).then(|| {
+                section_room -= cost;
+                text
+            })
+        });
         // Who knows: the counts the page keeps plus this plan's entries.
         let who_span = current.map_or(Section::Absent, |page| who_knows_span(&page.content));
         let who = who_knows_after(&who_span, current, &entries.authors);
+        let header = ArchiveHeader {
+            title: &format!("Area: {label}"),
+            what: &format!("Pull requests that changed {}", area_title(&entries.area)),
+            current: (&label, &base),
+        };
+        let links = plan_archives(out, pages, (&base, &path), &header, &entries.entries);
+        let archives = archives_line(&base, &links);
         match current {
             None => out.writes.push(NewPage {
                 content: trim_new_page(new_area_page(
                     &entries.area,
-                    slug,
+                    &label,
                     section.as_deref(),
                     who.as_deref().unwrap_or_default(),
-                    &entries.entries,
+                    &archives,
+                    &entries.entries.lines,
                 )),
                 path,
             }),
@@ -323,7 +613,7 @@ fn plan_area_pages(
                     expected_sha: page.sha.clone(),
                     replacements: area_replacements(
                         page,
-                        &entries.entries,
+                        (&entries.entries.lines, &archives),
                         (section, span),
                         (who, who_span),
                     ),
@@ -336,24 +626,22 @@ fn plan_area_pages(
 }
 
 /// The replacements of an existing area page: `entries` after its
-/// recent-changes anchor, and each kept section (new text, where the page
-/// has it) swapped when it changed; what the page lacks is appended.
+/// recent-changes anchor with its archives line in step, and each kept
+/// section (new text, where the page has it) swapped when it changed; what
+/// the page lacks is appended.
 fn area_replacements(
     page: &CurrentPage,
-    entries: &str,
+    (entries, archives): (&str, &str),
     (section, span): (Option<String>, Section),
     (who, who_span): (Option<String>, Section),
 ) -> Vec<Replacement> {
-    let mut replacements = Vec::new();
-    let mut append = String::new();
-    if occurrences(&page.content, RECENT_ANCHOR) == 1 {
-        replacements.push(Replacement {
-            old: RECENT_ANCHOR.to_owned(),
-            new: format!("{RECENT_ANCHOR}{entries}"),
-        });
-    } else {
-        append.push_str(&format!("\n## Recent changes\n\n{RECENT_ANCHOR}{entries}"));
-    }
+    let (mut replacements, mut append) = entry_replacements(
+        page,
+        RECENT_ANCHOR,
+        entries,
+        archives,
+        "## Recent changes\n\n",
+    );
     match (section, span) {
         (Some(section), Section::At(old)) if page.content[old.clone()] != section => {
             replacements.push(Replacement {
@@ -379,73 +667,295 @@ fn area_replacements(
         _ => {}
     }
     if !append.is_empty() {
-        let sep = if page.content.is_empty() || page.content.ends_with('\n') {
-            ""
-        } else {
-            "\n"
-        };
-        replacements.push(Replacement {
-            old: String::new(),
-            new: format!("{sep}{append}"),
-        });
+        replacements.push(append_replacement(page, &append));
     }
     replacements
 }
 
-/// `Home.md`: a topic index linking the Changelog (once there are pull
-/// requests), the Dependencies page (when it exists or will) and every area
-/// page touched, each link added once.
-fn plan_home<'a>(
+/// `Archive.md`: the Changelog's quarter pages, newest first, re-derived
+/// between its anchors (written when the first one exists). Returns whether
+/// the index exists after the plan.
+fn plan_archive_index(
     out: &mut Plan,
-    any_pulls: bool,
     pages: &BTreeMap<String, CurrentPage>,
-    slugs: impl Iterator<Item = &'a String>,
-    dependencies_page: bool,
-) {
-    let mut links = String::new();
-    let home = pages.get(HOME);
-    let home_has = |marker: &str| home.is_some_and(|p| p.content.contains(marker));
-    if any_pulls && !home_has(CHANGELOG_LINK_MARKER) {
-        links.push_str(&changelog_link());
-    }
-    if dependencies_page && !home_has(DEPENDENCIES_LINK_MARKER) {
-        links.push_str(&dependencies_link());
-    }
-    for slug in slugs {
-        if !home_has(&area_link_marker(slug)) {
-            links.push_str(&topic_line(slug));
+    changelog: &ArchiveLinks,
+) -> bool {
+    let base = page_name(CHANGELOG);
+    let current = pages.get(ARCHIVE_INDEX);
+    let span = current.map_or(Section::Absent, |page| {
+        super::sections::span_between(
+            &page.content,
+            ARCHIVE_INDEX_ANCHOR.trim_end(),
+            ARCHIVE_INDEX_END.trim_end(),
+        )
+    });
+    let mut links = changelog.clone();
+    if let (Some(page), Section::At(range)) = (current, &span) {
+        for line in page.content[range.clone()].lines() {
+            if let Some(target) = line.split("](").nth(1).and_then(|t| t.split(')').next())
+                && let Some(at) = parse_archive(base, &format!("{target}.md"))
+            {
+                links.insert(at);
+            }
         }
     }
     if links.is_empty() {
-        return;
+        return current.is_some();
     }
-    match home {
-        None => out.writes.push(NewPage {
-            path: HOME.into(),
-            content: format!("# Home\n\n## Topics\n\n{TOPICS_ANCHOR}{links}"),
+    let mut block = String::from(ARCHIVE_INDEX_ANCHOR);
+    for &(period, part) in links.iter().rev() {
+        let name = page_name(&archive_page(base, period, part)).to_owned();
+        let label = if part > 1 {
+            format!("Changelog, {} part {part}", period.label())
+        } else {
+            format!("Changelog, {}", period.label())
+        };
+        block.push_str(&format!(
+            "- [{label}]({name}) <!-- teammem:archive:{name} -->\n"
+        ));
+    }
+    block.push_str(ARCHIVE_INDEX_END);
+    match (current, span) {
+        (None, _) => out.writes.push(NewPage {
+            path: ARCHIVE_INDEX.into(),
+            content: format!(
+                "# Archive\n\nEvery pull request teammem recorded is on the Changelog page of its quarter, newest quarter first (kept by teammem). Each area page links the quarter pages of its own entries.\n\n{block}"
+            ),
         }),
-        Some(page) => {
-            let r = insert_after_anchor(page, TOPICS_ANCHOR, &links, |b| {
-                format!("\n## Topics\n\n{TOPICS_ANCHOR}{b}")
-            });
+        (Some(page), Section::At(range)) => {
+            if page.content[range.clone()] != block {
+                out.patches.insert(
+                    ARCHIVE_INDEX.into(),
+                    PagePatch {
+                        expected_sha: page.sha.clone(),
+                        replacements: vec![Replacement {
+                            old: page.content[range].to_owned(),
+                            new: block,
+                        }],
+                    },
+                );
+            }
+        }
+        (Some(page), Section::Absent) => {
             out.patches.insert(
-                HOME.into(),
+                ARCHIVE_INDEX.into(),
                 PagePatch {
                     expected_sha: page.sha.clone(),
-                    replacements: vec![r],
+                    replacements: vec![append_replacement(page, &format!("\n{block}"))],
                 },
             );
         }
+        // A person changed the list: it is left as it is.
+        (Some(_), Section::Edited) => {}
+    }
+    true
+}
+
+/// What Home's topics are planned from.
+struct Topics {
+    any_pulls: bool,
+    dependencies_page: bool,
+    archive_index: bool,
+    /// The areas the job's pull requests touch: slug → label.
+    areas: BTreeMap<String, String>,
+    /// Those whose folder is gone at the job's tip.
+    gone: BTreeSet<String>,
+}
+
+/// A list of link lines on Home: its range, and each line's marker name and
+/// label.
+type LinkBlock = (std::ops::Range<usize>, Vec<(String, String)>);
+
+/// The link lines of a list on Home: from the line that is exactly `anchor`
+/// through the teammem link lines that follow it: (their range, each line's
+/// marker name and label), when the anchor is there exactly once.
+fn link_block(content: &str, anchor: &str) -> Option<LinkBlock> {
+    if occurrences(content, anchor) != 1 {
+        return None;
+    }
+    let at = content.find(anchor)?;
+    if at > 0 && !content[..at].ends_with('\n') {
+        return None;
+    }
+    let mut end = at + anchor.len();
+    let mut lines = Vec::new();
+    for line in content[end..].split_inclusive('\n') {
+        let Some((name, label)) = parse_link_line(line) else {
+            break;
+        };
+        lines.push((name, label));
+        end += line.len();
+    }
+    Some((at..end, lines))
+}
+
+/// `- [label](target) <!-- teammem:name -->`: (name, label).
+fn parse_link_line(line: &str) -> Option<(String, String)> {
+    let line = line.trim_end();
+    let rest = line.strip_prefix("- [")?;
+    let (label, rest) = rest.split_once("](")?;
+    let at = rest.rfind(crate::wiki::confine::MARKER)?;
+    let name = rest[at + crate::wiki::confine::MARKER.len()..].strip_suffix(" -->")?;
+    Some((name.to_owned(), label.to_owned()))
+}
+
+fn link_line(label: &str, target: &str, marker: &str) -> String {
+    format!("- [{label}]({target}) {marker}\n")
+}
+
+/// `Home.md`: its topics re-derived in one order (Changelog, Dependencies,
+/// Archive, the areas by slug, then links teammem does not know, kept), and
+/// its "Removed areas" list (areas whose folder is gone, by slug). An area
+/// moves between the two as its folder goes and comes back.
+fn plan_home(out: &mut Plan, pages: &BTreeMap<String, CurrentPage>, topics: &Topics) {
+    let home = pages.get(HOME);
+    let content = home.map_or("", |page| page.content.as_str());
+    let topic_block = link_block(content, TOPICS_ANCHOR);
+    let removed_block = link_block(content, REMOVED_AREAS_ANCHOR);
+    let had = |block: &Option<LinkBlock>, name: &str| {
+        block
+            .as_ref()
+            .is_some_and(|(_, lines)| lines.iter().any(|(n, _)| n == name))
+    };
+    let mut fixed = String::new();
+    let changelog_name = CHANGELOG_LINK_MARKER
+        .trim_start_matches(crate::wiki::confine::MARKER)
+        .trim_end_matches(" -->");
+    let dependencies_name = DEPENDENCIES_LINK_MARKER
+        .trim_start_matches(crate::wiki::confine::MARKER)
+        .trim_end_matches(" -->");
+    let archive_name = ARCHIVE_LINK_MARKER
+        .trim_start_matches(crate::wiki::confine::MARKER)
+        .trim_end_matches(" -->");
+    if topics.any_pulls || had(&topic_block, changelog_name) {
+        fixed.push_str(&link_line("Changelog", "Changelog", CHANGELOG_LINK_MARKER));
+    }
+    if topics.dependencies_page || had(&topic_block, dependencies_name) {
+        fixed.push_str(&link_line(
+            "Dependencies",
+            "Dependencies",
+            DEPENDENCIES_LINK_MARKER,
+        ));
+    }
+    if topics.archive_index || had(&topic_block, archive_name) {
+        fixed.push_str(&link_line("Archive", "Archive", ARCHIVE_LINK_MARKER));
+    }
+    // slug → label, for the topics and the removed list.
+    let mut current: BTreeMap<String, String> = BTreeMap::new();
+    let mut removed: BTreeMap<String, String> = BTreeMap::new();
+    let mut others = String::new();
+    if let Some((_, lines)) = &topic_block {
+        for (name, label) in lines {
+            if let Some(slug) = name.strip_prefix("area:") {
+                current.insert(slug.to_owned(), label.clone());
+            } else if ![changelog_name, dependencies_name, archive_name].contains(&name.as_str()) {
+                // A link teammem does not write any more: kept as it was.
+                let range = &topic_block.as_ref().unwrap().0;
+                if let Some(line) = content[range.clone()]
+                    .lines()
+                    .find(|l| parse_link_line(l).is_some_and(|(n, _)| &n == name))
+                {
+                    others.push_str(line);
+                    others.push('\n');
+                }
+            }
+        }
+    }
+    if let Some((_, lines)) = &removed_block {
+        for (name, label) in lines {
+            if let Some(slug) = name.strip_prefix("removed:") {
+                removed.insert(slug.to_owned(), label.clone());
+            }
+        }
+    }
+    for (slug, label) in &topics.areas {
+        if topics.gone.contains(slug) {
+            current.remove(slug);
+            removed.insert(slug.clone(), label.clone());
+        } else {
+            removed.remove(slug);
+            current.insert(slug.clone(), label.clone());
+        }
+    }
+    let mut topic_lines = String::from(TOPICS_ANCHOR);
+    topic_lines.push_str(&fixed);
+    for (slug, label) in &current {
+        topic_lines.push_str(&link_line(label, &area_base(slug), &area_link_marker(slug)));
+    }
+    topic_lines.push_str(&others);
+    let removed_lines = (!removed.is_empty() || removed_block.is_some()).then(|| {
+        let mut text = String::from(REMOVED_AREAS_ANCHOR);
+        for (slug, label) in &removed {
+            text.push_str(&link_line(
+                label,
+                &area_base(slug),
+                &removed_link_marker(slug),
+            ));
+        }
+        text
+    });
+    let Some(page) = home else {
+        if topic_lines == TOPICS_ANCHOR {
+            return;
+        }
+        let mut content = format!("# Home\n\n## Topics\n\n{topic_lines}");
+        if let Some(removed) = removed_lines.filter(|r| r != REMOVED_AREAS_ANCHOR) {
+            content.push_str(&format!("\n## Removed areas\n\n{removed}"));
+        }
+        out.writes.push(NewPage {
+            path: HOME.into(),
+            content,
+        });
+        return;
+    };
+    let mut replacements = Vec::new();
+    let mut append = String::new();
+    match &topic_block {
+        Some((range, _)) if content[range.clone()] != topic_lines => {
+            replacements.push(Replacement {
+                old: content[range.clone()].to_owned(),
+                new: topic_lines,
+            });
+        }
+        None if topic_lines != TOPICS_ANCHOR => {
+            append.push_str(&format!("\n## Topics\n\n{topic_lines}"));
+        }
+        _ => {}
+    }
+    match (&removed_block, removed_lines) {
+        (Some((range, _)), Some(lines)) if content[range.clone()] != lines => {
+            replacements.push(Replacement {
+                old: content[range.clone()].to_owned(),
+                new: lines,
+            });
+        }
+        (None, Some(lines)) if lines != REMOVED_AREAS_ANCHOR => {
+            append.push_str(&format!("\n## Removed areas\n\n{lines}"));
+        }
+        _ => {}
+    }
+    if !append.is_empty() {
+        replacements.push(append_replacement(page, &append));
+    }
+    if !replacements.is_empty() {
+        out.patches.insert(
+            HOME.into(),
+            PagePatch {
+                expected_sha: page.sha.clone(),
+                replacements,
+            },
+        );
     }
 }
 
-/// The pages a plan for `bundle` may read: Home, Changelog, Dependencies and
-/// the area pages.
+/// The pages a plan for `bundle` may read besides the quarter pages: Home,
+/// Changelog, Dependencies, Archive and the area pages.
 pub fn pages_of_interest(bundle: &EvidenceBundle) -> BTreeSet<String> {
     let mut out: BTreeSet<String> = [
         HOME.to_owned(),
         CHANGELOG.to_owned(),
         DEPENDENCIES.to_owned(),
+        ARCHIVE_INDEX.to_owned(),
     ]
     .into();
     for pull in &bundle.pull_requests {
@@ -454,43 +964,62 @@ pub fn pages_of_interest(bundle: &EvidenceBundle) -> BTreeSet<String> {
     out
 }
 
-pub fn new_changelog(entries: &str) -> String {
+/// The quarters whose pages a plan for `bundle` reads, by page family
+/// (a current page's name): the quarter of each pull request's merge date,
+/// for the Changelog and each area it touches (so an entry is found wherever
+/// it went, and new ones go after the newest part).
+pub fn quarters_of_interest(bundle: &EvidenceBundle) -> BTreeSet<(String, Period)> {
+    let mut wanted = BTreeSet::new();
+    for pull in &bundle.pull_requests {
+        let period = Period::of(&pull.merged_at);
+        wanted.insert((page_name(CHANGELOG).to_owned(), period));
+        for slug in by_area(pull).keys() {
+            wanted.insert((area_base(slug), period));
+        }
+    }
+    wanted
+}
+
+/// The quarter pages among `existing` (a complete listing) a plan for
+/// `bundle` reads: every part of each of [`quarters_of_interest`].
+pub fn archives_of_interest(
+    bundle: &EvidenceBundle,
+    existing: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    let wanted = quarters_of_interest(bundle);
+    existing
+        .iter()
+        .filter(|path| {
+            archive_base(path).is_some_and(|base| {
+                parse_archive(base, path)
+                    .is_some_and(|(period, _)| wanted.contains(&(base.to_owned(), period)))
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+pub fn new_changelog(archives: &str, entries: &str) -> String {
     format!(
-        "# Changelog\n\nMerged pull requests, newest first (kept by teammem).\n\n{CHANGELOG_ANCHOR}{entries}"
+        "# Changelog\n\nMerged pull requests, newest first (kept by teammem).\n\n{archives}\n{CHANGELOG_ANCHOR}{entries}"
     )
 }
 
 fn new_area_page(
     area: &str,
-    slug: &str,
+    label: &str,
     section: Option<&str>,
     who: &str,
+    archives: &str,
     entries: &str,
 ) -> String {
     let what = section
         .map(|s| format!("{WHAT_IS_HERE_HEADING}{s}\n"))
         .unwrap_or_default();
     format!(
-        "# Area: {}\n\nPull requests that changed {} (kept by teammem).\n\n{what}{WHO_KNOWS_HEADING}{who}\n## Recent changes\n\n{RECENT_ANCHOR}{entries}",
-        escape_markdown(slug),
+        "# Area: {label}\n\nPull requests that changed {} (kept by teammem).\n\n{what}{WHO_KNOWS_HEADING}{who}\n## Recent changes\n\n{archives}\n{RECENT_ANCHOR}{entries}",
         area_title(area)
     )
-}
-
-fn topic_line(slug: &str) -> String {
-    format!(
-        "- [{}]({AREAS_DIR}/{slug}) {}\n",
-        escape_markdown(slug),
-        area_link_marker(slug)
-    )
-}
-
-fn changelog_link() -> String {
-    format!("- [Changelog](Changelog) {CHANGELOG_LINK_MARKER}\n")
-}
-
-fn dependencies_link() -> String {
-    format!("- [Dependencies](Dependencies) {DEPENDENCIES_LINK_MARKER}\n")
 }
 
 /// Counts the non-overlapping occurrences of `needle` in `haystack`.
@@ -512,15 +1041,7 @@ fn insert_after_anchor(
             new: format!("{anchor}{block}"),
         }
     } else {
-        let sep = if page.content.is_empty() || page.content.ends_with('\n') {
-            ""
-        } else {
-            "\n"
-        };
-        Replacement {
-            old: String::new(),
-            new: format!("{sep}{}", fallback(block)),
-        }
+        append_replacement(page, &fallback(block))
     }
 }
 
@@ -546,6 +1067,8 @@ pub fn apply(pages: &BTreeMap<String, CurrentPage>, plan: &Plan) -> BTreeMap<Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runner::builtin::budget::PAGE_BUDGET;
+    use crate::runner::builtin::markers::entry_marker;
     use crate::runner::builtin::samples::*;
 
     #[test]
@@ -558,7 +1081,17 @@ mod tests {
         let written: Vec<&str> = plan.writes.iter().map(|w| w.path.as_str()).collect();
         assert_eq!(
             written,
-            vec![CHANGELOG, "Areas/docs.md", "Areas/root.md", "Areas/src.md"]
+            vec![
+                "Changelog-2026-Q4.md",
+                CHANGELOG,
+                "Area-docs-2026-Q4.md",
+                "Area-docs.md",
+                "Area-root-2026-Q4.md",
+                "Area-root.md",
+                "Area-src-2026-Q4.md",
+                "Area-src.md",
+                ARCHIVE_INDEX,
+            ]
         );
         assert_eq!(plan.patches.keys().collect::<Vec<_>>(), vec![HOME]);
         let pages = apply(&home(), &plan);
@@ -570,19 +1103,30 @@ mod tests {
         assert!(changelog.contains(&"a".repeat(40)));
         assert!(changelog.contains(&entry_marker(&"b".repeat(40))));
         assert!(changelog.contains("by Zoë"));
-        assert!(pages["Areas/src.md"].contains("## Recent changes"));
-        assert!(pages["Areas/src.md"].contains("src/search.rs"));
-        assert!(!pages["Areas/src.md"].contains("#13"));
+        assert!(pages["Area-src.md"].contains("## Recent changes"));
+        assert!(pages["Area-src.md"].contains("src/search.rs"));
+        assert!(!pages["Area-src.md"].contains("#13"));
         let home = &pages[HOME];
         assert!(home.starts_with("# Welcome\n"));
-        for link in ["(Areas/src)", "(Areas/docs)", "(Areas/root)", "(Changelog)"] {
-            assert!(home.contains(link), "{home}");
-        }
+        // One order: Changelog, Archive, then the areas by slug.
+        assert!(
+            home.ends_with(
+                "<!-- teammem:topics -->\n- [Changelog](Changelog) <!-- teammem:changelog-link -->\n- [Archive](Archive) <!-- teammem:archive-link -->\n- [docs](Area-docs) <!-- teammem:area:docs -->\n- [root](Area-root) <!-- teammem:area:root -->\n- [src](Area-src) <!-- teammem:area:src -->\n"
+            ),
+            "{home}"
+        );
+        // Every entry is on its quarter page too, which the pages link.
+        assert!(pages["Changelog-2026-Q4.md"].contains(&entry_marker(&"b".repeat(40))));
+        assert!(changelog.contains("[2026 Q4](Changelog-2026-Q4) <!-- teammem:archives -->"));
+        assert!(pages["Area-src-2026-Q4.md"].contains("#12 Faster search"));
+        assert!(pages[ARCHIVE_INDEX].contains(
+            "- [Changelog, 2026 Q4](Changelog-2026-Q4) <!-- teammem:archive:Changelog-2026-Q4 -->"
+        ));
         assert_eq!(plan.pulls.len(), 2);
         assert!(plan.pulls.iter().all(|p| !p.already_recorded));
         assert_eq!(
             plan.pulls[0].pages,
-            vec![CHANGELOG, "Areas/root.md", "Areas/src.md"]
+            vec![CHANGELOG, "Area-root.md", "Area-src.md"]
         );
     }
 
@@ -606,11 +1150,20 @@ mod tests {
         let p = plan(&second, &pages);
         assert!(p.writes.is_empty(), "{:?}", p.writes);
         let keys: Vec<&String> = p.patches.keys().collect();
-        assert_eq!(keys, vec!["Areas/src.md", CHANGELOG]);
-        // The changelog gets its entries; the area page its entries and its
-        // author count (Zoë again), each at an exact anchor.
+        assert_eq!(
+            keys,
+            vec![
+                "Area-src-2026-Q4.md",
+                "Area-src.md",
+                "Changelog-2026-Q4.md",
+                CHANGELOG,
+            ]
+        );
+        // The changelog and the quarter pages get their entries; the area
+        // page its entries and its author count (Zoë again), each at an
+        // exact anchor.
         for (path, patch) in &p.patches {
-            let want = if path == CHANGELOG { 1 } else { 2 };
+            let want = if path == "Area-src.md" { 2 } else { 1 };
             assert_eq!(patch.replacements.len(), want, "{path}");
             assert!(patch.replacements.iter().all(|r| !r.old.is_empty()));
         }
@@ -652,7 +1205,14 @@ mod tests {
         let set: Vec<String> = pages_of_interest(&b).into_iter().collect();
         assert_eq!(
             set,
-            vec!["Areas/root.md", "Areas/x.md", CHANGELOG, DEPENDENCIES, HOME]
+            vec![
+                "Archive.md",
+                "Area-root.md",
+                "Area-x.md",
+                CHANGELOG,
+                DEPENDENCIES,
+                HOME
+            ]
         );
     }
 
@@ -682,5 +1242,227 @@ mod tests {
             areas_to_record(&second, &pages),
             plan(&second, &pages).area_slugs()
         );
+    }
+
+    /// A pull request `n` merged on `date` touching `paths`, with a long
+    /// title (entries of a few hundred bytes, as on real pages).
+    fn dated(n: u64, date: &str, paths: &[&str]) -> PullRequest {
+        let mut p = pull(
+            n,
+            &format!("Change number {n} of a long history, with a title as long as real ones are"),
+            'a',
+            paths,
+        );
+        p.merge_sha = format!("{n:040x}");
+        p.merged_at = format!("{date}T10:00:00Z");
+        p
+    }
+
+    #[test]
+    fn a_long_history_keeps_every_entry_on_one_quarter_page_and_each_job_small() {
+        // 1,200 pull requests over nine months, 4 per job, all in one area:
+        // the current pages fill up, the quarter pages take everything.
+        let mut pages = as_current(apply(&home(), &Plan::default()));
+        let mut all = Vec::new();
+        for job in 0..300u64 {
+            let pulls: Vec<PullRequest> = (0..4)
+                .map(|i| {
+                    let n = job * 4 + i + 1;
+                    let month = (n * 9 / 1200) % 12 + 1;
+                    let year = 2024 + n * 9 / 1200 / 12;
+                    dated(n, &format!("{year}-{month:02}-15"), &["src/lib.rs"])
+                })
+                .collect();
+            all.extend(pulls.clone());
+            let p = plan(&bundle(pulls), &pages);
+            let after = apply(&pages, &p);
+            // The job costs what it adds (each entry twice, on the current
+            // and the quarter page) plus what it drops, never a page's size.
+            let cost: u64 = after
+                .iter()
+                .map(|(path, text)| {
+                    crate::wiki::confine::changed_bytes(
+                        pages.get(path).map(|p| p.content.as_bytes()),
+                        text.as_bytes(),
+                    )
+                })
+                .sum();
+            assert!(cost < 16 * 1024, "job {job} changes {cost} bytes");
+            for (path, text) in &after {
+                assert!(text.len() <= PAGE_BUDGET, "{path}: {}", text.len());
+            }
+            pages = as_current(after);
+        }
+        // Every pull request is on exactly one Changelog quarter page and one
+        // of the area's, the one of its merge date, and each quarter page is
+        // linked from the archive index (the Changelog's) or the area page.
+        let index = &pages[ARCHIVE_INDEX].content;
+        let area = &pages["Area-src.md"].content;
+        for p in &all {
+            let marker = entry_marker(&p.merge_sha);
+            let period = Period::of(&p.merged_at);
+            for (base, linked_from) in [("Changelog", index), ("Area-src", area)] {
+                let holding: Vec<&String> = pages
+                    .iter()
+                    .filter(|(path, page)| {
+                        parse_archive(base, path).is_some() && page.content.contains(&marker)
+                    })
+                    .map(|(path, _)| path)
+                    .collect();
+                assert_eq!(holding.len(), 1, "#{} on {holding:?}", p.number);
+                assert_eq!(parse_archive(base, holding[0]).unwrap().0, period);
+                assert!(
+                    linked_from.contains(&format!("({})", page_name(holding[0]))),
+                    "{} is not linked",
+                    holding[0]
+                );
+            }
+        }
+        // Busy quarters were split into parts; the current pages hold the newest.
+        assert!(
+            pages.keys().any(|k| k.ends_with("-2.md")),
+            "{:?}",
+            pages.keys()
+        );
+        assert!(
+            pages[CHANGELOG]
+                .content
+                .contains(&entry_marker(&format!("{:040x}", 1200)))
+        );
+        assert!(!pages[CHANGELOG].content.contains(TRIMMED_NOTE_MARKER));
+        // Home reaches them: Home → Archive → quarter page.
+        assert!(
+            pages[HOME]
+                .content
+                .contains("- [Archive](Archive) <!-- teammem:archive-link -->")
+        );
+        // Replaying an old job finds its entries on their quarter pages.
+        let old = bundle(all[..4].to_vec());
+        assert!(plan(&old, &pages).is_empty());
+        assert!(areas_to_record(&old, &pages).is_empty());
+    }
+
+    const TRIMMED_NOTE_MARKER: &str = "<!-- teammem:trimmed -->";
+
+    #[test]
+    fn a_changelog_from_before_quarter_pages_keeps_its_old_entries_marked() {
+        let mut pages = home();
+        let old_entry =
+            crate::runner::builtin::entries::changelog_entry(&dated(1, "2025-01-02", &[]));
+        pages.insert(
+            CHANGELOG.into(),
+            CurrentPage {
+                sha: "c".repeat(40),
+                content: format!("# Changelog\n\n{CHANGELOG_ANCHOR}{old_entry}"),
+            },
+        );
+        let p = plan(&bundle(vec![dated(2, "2026-01-02", &["a.txt"])]), &pages);
+        let after = apply(&pages, &p);
+        let log = &after[CHANGELOG];
+        let archives = log.find(ARCHIVES_MARKER).unwrap();
+        let new = log.find("#2 ").unwrap();
+        let before = log.find(BEFORE_ARCHIVES_MARKER).unwrap();
+        let old = log.find("#1 ").unwrap();
+        assert!(archives < new && new < before && before < old, "{log}");
+        assert!(
+            plan(
+                &bundle(vec![dated(2, "2026-01-02", &["a.txt"])]),
+                &as_current(after)
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn home_lists_topics_in_one_order_and_moves_a_removed_area() {
+        let mut pages = home();
+        // A Home from before: links in the order they came, to Areas/ pages.
+        pages.get_mut(HOME).unwrap().content = "# Welcome\n\n## Topics\n\n<!-- teammem:topics -->\n- [web](Areas/web) <!-- teammem:area:web -->\n- [Changelog](Changelog) <!-- teammem:changelog-link -->\n- [Team](Team) <!-- teammem:team -->\n\nA person's words.\n".into();
+        let b = bundle(vec![pull(
+            1,
+            "CI",
+            'a',
+            &[".github/workflows/ci.yml", "old/x.py"],
+        )]);
+        let mut listings = Listings::new();
+        listings.insert(
+            "github".into(),
+            listing(&[(".github/workflows/ci.yml", None)]),
+        );
+        listings.insert("old".into(), listing(&[]));
+        let mut b = b;
+        b.pull_requests[0].files[1].status = FileStatus::Removed;
+        let p = plan_with(&b, &pages, &listings);
+        let after = apply(&pages, &p);
+        let home = &after[HOME];
+        assert!(
+            home.contains("<!-- teammem:topics -->\n- [Changelog](Changelog) <!-- teammem:changelog-link -->\n- [Archive](Archive) <!-- teammem:archive-link -->\n- [.github](Area-github) <!-- teammem:area:github -->\n- [web](Area-web) <!-- teammem:area:web -->\n- [Team](Team) <!-- teammem:team -->\n\nA person's words.\n"),
+            "{home}"
+        );
+        assert!(
+            home.ends_with("## Removed areas\n\n<!-- teammem:removed-areas -->\n- [old](Area-old) <!-- teammem:removed:old -->\n"),
+            "{home}"
+        );
+        // Home is protected: every line the patch adds is teammem's own.
+        let engine: Vec<crate::wiki::patch::Replacement> = p.patches[HOME]
+            .replacements
+            .iter()
+            .map(|r| crate::wiki::patch::Replacement {
+                old: r.old.clone(),
+                new: r.new.clone(),
+            })
+            .collect();
+        let original = &pages[HOME].content;
+        assert_eq!(
+            crate::wiki::confine::first_unmarked_replacement(original, &engine),
+            None
+        );
+        assert_eq!(
+            crate::wiki::confine::first_unowned_line(original, &engine, true),
+            None
+        );
+        // The removed area's page says when and by which pull request.
+        let old = &after["Area-old.md"];
+        assert!(
+            old.contains(&format!("Removed: no files under `old/` at commit `{}`. It was removed by #1 (merge commit `{}`).", tip(), "a".repeat(40))),
+            "{old}"
+        );
+        assert!(after["Area-github.md"].starts_with("# Area: .github\n"));
+        // The folder comes back: the area returns to the topics.
+        let current = as_current(after);
+        let mut back = bundle(vec![pull(2, "Back", 'b', &["old/y.py"])]);
+        back.pull_requests[0].files[0].status = FileStatus::Added;
+        let listings: Listings = [("old".to_owned(), listing(&[("old/y.py", None)]))].into();
+        let home = apply(&current, &plan_with(&back, &current, &listings))[HOME].clone();
+        assert!(
+            home.contains("- [old](Area-old) <!-- teammem:area:old -->"),
+            "{home}"
+        );
+        assert!(home.ends_with("<!-- teammem:removed-areas -->\n"), "{home}");
+    }
+
+    #[test]
+    fn a_deleted_file_leaves_what_is_here_without_a_listing() {
+        let listings: Listings = [(
+            "src".to_owned(),
+            listing(&[("src/a.rs", None), ("src/b.rs", Some(("B.", 1)))]),
+        )]
+        .into();
+        let first = bundle(vec![pull(1, "A", 'a', &["src/a.rs"])]);
+        let pages = as_current(apply(&home(), &plan_with(&first, &home(), &listings)));
+        assert!(
+            pages["Area-src.md"]
+                .content
+                .contains("- src/a.rs <!-- teammem:file -->")
+        );
+        let mut gone = bundle(vec![pull(2, "Drop a", 'b', &["src/a.rs"])]);
+        gone.pull_requests[0].files[0].status = FileStatus::Removed;
+        let after = apply(&pages, &plan(&gone, &pages));
+        assert!(
+            !after["Area-src.md"].contains("- src/a.rs "),
+            "{}",
+            after["Area-src.md"]
+        );
+        assert!(after["Area-src.md"].contains("- src/b.rs — B."));
     }
 }

@@ -1,5 +1,6 @@
 //! What the builtin agent reads through the writer child before it plans:
-//! the wiki as one snapshot shows it (the pages a plan may touch), and the
+//! the wiki as one snapshot shows it (the pages a plan may touch, and every
+//! part of the quarter pages its pull requests' entries belong on), and the
 //! files of the areas it records entries in, each with the purpose its first
 //! lines state ([`crate::purpose`]), read at the job's tip through the
 //! child's evidence tools (`list_source_files`, and `get_source_file_heads`
@@ -16,9 +17,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::archive::archive_page;
 use super::areas::{area_of_entry, area_slug};
 use super::inputs::{AreaFile, AreaFiles, CurrentPage, Listings};
-use super::plan::pages_of_interest;
+use super::plan::{archives_of_interest, pages_of_interest, quarters_of_interest};
 use super::sections::WHAT_IS_HERE_FILES;
 use crate::forge::evidence::EntryKind;
 use crate::purpose::{HEAD_BYTES, Stated, included_purpose, stated};
@@ -53,13 +55,47 @@ pub async fn read_view(client: &WriterClient, task: &AgentTask<'_>) -> Result<Vi
         )));
     };
     let listed = client.list_pages(task.repository, &base).await?;
-    let existing: BTreeSet<String> = listed.pages.into_iter().map(|p| p.path).collect();
+    let complete = !listed.truncated;
+    let mut existing: BTreeSet<String> = listed.pages.into_iter().map(|p| p.path).collect();
     let mut pages = BTreeMap::new();
-    for path in pages_of_interest(task.bundle) {
-        if !existing.contains(&path) {
+    let quarters = if complete {
+        archives_of_interest(task.bundle, &existing)
+    } else {
+        // A listing cut short may miss quarter pages, and a part the plan
+        // did not see would be written over: ask for each part in turn.
+        let mut found = BTreeSet::new();
+        for (family, period) in quarters_of_interest(task.bundle) {
+            for part in 1.. {
+                let path = archive_page(&family, period, part);
+                match client.page(task.repository, &base, &path).await {
+                    Ok(page) => {
+                        pages.insert(
+                            path.clone(),
+                            CurrentPage {
+                                sha: page.sha,
+                                content: page.content,
+                            },
+                        );
+                        found.insert(path);
+                    }
+                    Err(CallError::Tool(f)) if f.kind == ErrorKind::NotFound => break,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        existing.extend(pages_of_interest(task.bundle));
+        found
+    };
+    for path in pages_of_interest(task.bundle).into_iter().chain(quarters) {
+        if !existing.contains(&path) || pages.contains_key(&path) {
             continue;
         }
-        let page = client.page(task.repository, &base, &path).await?;
+        let page = match client.page(task.repository, &base, &path).await {
+            Ok(page) => page,
+            // Probed past a cut listing: a page of interest that is not there.
+            Err(CallError::Tool(f)) if !complete && f.kind == ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
         pages.insert(
             path,
             CurrentPage {

@@ -174,6 +174,39 @@ pub fn what_is_here(area: &str, files: &AreaFiles, cap: usize) -> String {
     format!("{summary} {WHAT_IS_HERE_ANCHOR}\n{lines}{WHAT_IS_HERE_END}\n")
 }
 
+/// The "What is here" section of an area whose folder is gone at `commit`:
+/// which pull request of the job removed it, when one did.
+pub fn removed_section(area: &str, commit: &Sha, by: Option<(u64, &str)>) -> String {
+    let how = match by {
+        Some((number, sha)) => format!(
+            " It was removed by #{number} (merge commit `{}`).",
+            sha.to_ascii_lowercase()
+        ),
+        None => String::new(),
+    };
+    format!(
+        "Removed: no {} at commit `{commit}`.{how} The entries below and this area's quarter pages stay (kept by teammem). {WHAT_IS_HERE_ANCHOR}\n{WHAT_IS_HERE_END}\n",
+        area_title(area)
+    )
+}
+
+/// `section` (a "What is here" section) without the lines of `removed`
+/// files; `None` when it lists none of them.
+pub fn without_removed_files(section: &str, removed: &BTreeSet<String>) -> Option<String> {
+    if removed.is_empty() {
+        return None;
+    }
+    let listed: Vec<String> = removed
+        .iter()
+        .map(|path| format!("- {} ", escape_markdown(path)))
+        .collect();
+    let kept: String = section
+        .split_inclusive('\n')
+        .filter(|line| !listed.iter().any(|start| line.starts_with(start.as_str())))
+        .collect();
+    (kept.len() != section.len()).then_some(kept)
+}
+
 /// The order in which a job reads its areas' files, for when its budget of
 /// file heads does not cover them all: areas whose page has no "What is
 /// here" section yet come first (in slug order), then the others from a
@@ -349,7 +382,7 @@ mod tests {
         let p = plan_with(&b, &home(), &listings);
         assert_eq!(p.area_slugs(), BTreeSet::from(["src".to_owned()]));
         let pages = apply(&home(), &p);
-        let page = &pages["Areas/src.md"];
+        let page = &pages["Area-src.md"];
         let what = page
             .find("## What is here\n\nThe files under `src/` at commit")
             .unwrap();
@@ -400,8 +433,7 @@ mod tests {
         );
         // No listing for an area: its page has no section.
         assert!(
-            !pages.contains_key("Areas/root.md")
-                || !pages["Areas/root.md"].contains("What is here")
+            !pages.contains_key("Area-root.md") || !pages["Area-root.md"].contains("What is here")
         );
         // Replaying the range plans nothing, section included.
         assert!(plan_with(&b, &as_current(pages), &listings).is_empty());
@@ -415,7 +447,7 @@ mod tests {
         let listings: Listings = [("src".to_owned(), old)].into();
         let mut pages = as_current(apply(&home(), &plan_with(&first, &home(), &listings)));
         // The runner marked the cited line stale since.
-        let page = pages.get_mut("Areas/src.md").unwrap();
+        let page = pages.get_mut("Area-src.md").unwrap();
         let marker = format!("src/a.rs@{}#L1 -->", "a".repeat(40));
         assert!(page.content.contains(&marker), "{}", page.content);
         page.content = page.content.replace(
@@ -436,9 +468,9 @@ mod tests {
         let p = plan_with(&second, &pages, &now);
         assert!(p.writes.is_empty());
         // Entries, the section, the author count.
-        assert_eq!(p.patches["Areas/src.md"].replacements.len(), 3);
+        assert_eq!(p.patches["Area-src.md"].replacements.len(), 3);
         let after = apply(&pages, &p);
-        let page = &after["Areas/src.md"];
+        let page = &after["Area-src.md"];
         assert!(!page.contains("stale="), "{page}");
         assert!(!page.contains("Old purpose"), "{page}");
         assert!(
@@ -453,16 +485,16 @@ mod tests {
         assert!(page.contains("#14 Two") && page.contains("#12 One"));
         // A section a person edited inside is left as it is; the entry still lands.
         let mut edited = as_current(after);
-        let page = edited.get_mut("Areas/src.md").unwrap();
+        let page = edited.get_mut("Area-src.md").unwrap();
         page.content = page
             .content
             .replace("- src/b.rs", "My own line\n- src/b.rs");
         let third = bundle(vec![pull(15, "Three", 'd', &["src/c.rs"])]);
         let p = plan_with(&third, &edited, &now);
-        assert_eq!(p.patches["Areas/src.md"].replacements.len(), 2);
+        assert_eq!(p.patches["Area-src.md"].replacements.len(), 2);
         let after = apply(&edited, &p);
-        assert!(after["Areas/src.md"].contains("My own line\n"));
-        assert!(after["Areas/src.md"].contains("#15 Three"));
+        assert!(after["Area-src.md"].contains("My own line\n"));
+        assert!(after["Area-src.md"].contains("#15 Three"));
     }
 
     /// The author lines of an area page's "Who knows this area" section.
@@ -485,7 +517,7 @@ mod tests {
             by("Alice", pull(3, "Three", 'c', &["src/c.rs"])),
         ]);
         let pages = apply(&home(), &plan(&first, &home()));
-        let src = &pages["Areas/src.md"];
+        let src = &pages["Area-src.md"];
         assert_eq!(
             who_lines(src),
             ["- Alice — 2 pull requests", "- Bob — 1 pull request"]
@@ -494,7 +526,7 @@ mod tests {
             src.find("## Who knows this area").unwrap() < src.find("## Recent changes").unwrap()
         );
         assert_eq!(
-            who_lines(&pages["Areas/docs.md"]),
+            who_lines(&pages["Area-docs.md"]),
             ["- Alice — 1 pull request"]
         );
 
@@ -507,14 +539,14 @@ mod tests {
         ]);
         let pages = apply(&current, &plan(&second, &current));
         assert_eq!(
-            who_lines(&pages["Areas/src.md"]),
+            who_lines(&pages["Area-src.md"]),
             ["- Bob — 3 pull requests", "- Alice — 2 pull requests"]
         );
         assert_eq!(
-            who_lines(&pages["Areas/docs.md"]),
+            who_lines(&pages["Area-docs.md"]),
             ["- Alice — 1 pull request"]
         );
-        assert_eq!(pages["Areas/src.md"].matches("## Who knows").count(), 1);
+        assert_eq!(pages["Area-src.md"].matches("## Who knows").count(), 1);
     }
 
     #[test]
@@ -537,7 +569,7 @@ mod tests {
             again
         });
         let pages = apply(&home(), &plan(&bundle(pulls), &home()));
-        let page = &pages["Areas/src.md"];
+        let page = &pages["Area-src.md"];
         let lines = who_lines(page);
         assert_eq!(lines.len(), WHO_KNOWS_AUTHORS, "{lines:?}");
         assert!(lines[0].starts_with("- Eve ") && lines[0].ends_with("— 2 pull requests"));
@@ -562,22 +594,22 @@ mod tests {
 
         // A person's line inside the section: it is left as it is.
         let mut current = as_current(pages);
-        let page = current.get_mut("Areas/src.md").unwrap();
+        let page = current.get_mut("Area-src.md").unwrap();
         page.content = page
             .content
             .replace("- dev00", "Ask Mallory first.\n- dev00");
         let next = bundle(vec![by("Zed", pull(200, "Z", 'f', &["src/z.rs"]))]);
         let after = apply(&current, &plan(&next, &current));
-        assert!(after["Areas/src.md"].contains("Ask Mallory first.\n"));
-        assert!(!after["Areas/src.md"].contains("- Zed"));
-        assert!(after["Areas/src.md"].contains("#200 Z"));
+        assert!(after["Area-src.md"].contains("Ask Mallory first.\n"));
+        assert!(!after["Area-src.md"].contains("- Zed"));
+        assert!(after["Area-src.md"].contains("#200 Z"));
     }
 
     #[test]
     fn a_page_from_before_gets_the_section_appended_once() {
         let mut pages = home();
         pages.insert(
-            "Areas/src.md".into(),
+            "Area-src.md".into(),
             CurrentPage {
                 sha: "c".repeat(40),
                 content: "# Area: src\nhand-written".into(),
@@ -586,10 +618,10 @@ mod tests {
         let b = bundle(vec![pull(1, "X", 'd', &["src/a.rs"])]);
         let listings: Listings = [("src".to_owned(), listing(&[("src/a.rs", None)]))].into();
         let p = plan_with(&b, &pages, &listings);
-        let replacements = &p.patches["Areas/src.md"].replacements;
+        let replacements = &p.patches["Area-src.md"].replacements;
         assert_eq!(replacements.len(), 1, "one append: {replacements:?}");
         let after = apply(&pages, &p);
-        let page = &after["Areas/src.md"];
+        let page = &after["Area-src.md"];
         assert!(
             page.starts_with("# Area: src\nhand-written\n\n## Recent changes"),
             "{page}"
