@@ -230,10 +230,11 @@ pub static JOB_DURATION: Histogram = Histogram::new(
     JOB_BUCKETS,
 );
 
-/// Wiki publishes by outcome (`updated`, `no_change`, `conflict`, ...).
+/// Wiki publishes (a job's staged writes as one commit) by outcome
+/// (`updated`, `no_change`, `conflict`, ...).
 pub static WIKI_PUBLISHES: Counter = Counter::new(
     "teammem_wiki_publishes_total",
-    "Wiki write attempts by outcome.",
+    "Jobs' wiki publishes (one commit per job at most) by outcome.",
     &["outcome"],
 );
 

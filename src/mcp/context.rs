@@ -250,9 +250,64 @@ pub struct Context {
     /// The job queue and PR verification of the coordinator tools (`None`:
     /// they answer with a configuration error).
     pub coordinator: Option<crate::requests::Requests>,
-    /// Bytes this server's job writes have changed (`agent.max_changed_bytes`);
-    /// held across a write so two calls cannot both spend the same budget.
-    pub changed_bytes: tokio::sync::Mutex<u64>,
+    /// What this server's job has written so far; held across a write so
+    /// two calls cannot both spend the same budget or stage on one base.
+    pub job_writes: tokio::sync::Mutex<JobWrites>,
+}
+
+/// A job-bound writer's writes so far.
+#[derive(Debug, Default)]
+pub struct JobWrites {
+    /// Bytes changed (`agent.max_changed_bytes`).
+    pub changed_bytes: u64,
+    /// The job's staged commits, not yet published (`None`: nothing staged).
+    pub staged: Option<Staged>,
+}
+
+/// A job's staged writes: commits in the local object store, chained on the
+/// wiki's tip as the first write found it, published as one commit by
+/// `publish_job_changes` when the job succeeds.
+#[derive(Debug, Clone)]
+pub struct Staged {
+    /// The wiki commit the job's first staged write was based on.
+    pub start: String,
+    /// The job's newest staged commit: what the job's reads see as `HEAD`.
+    pub tip: String,
+    /// Each staged write's message, in order.
+    pub messages: Vec<String>,
+}
+
+impl Context {
+    /// Does this server stage its writes? Only a writer the runner started
+    /// (it has the job's broker) does: the runner publishes the job's
+    /// changes once, when the job succeeds. A writer run by hand publishes
+    /// each write.
+    pub fn stages_writes(&self) -> bool {
+        self.binding
+            .writer
+            .as_ref()
+            .is_some_and(|writer| writer.broker.is_some())
+    }
+
+    /// The job's staged tip, if it staged anything.
+    pub async fn staged_tip(&self) -> Option<String> {
+        if !self.stages_writes() {
+            return None;
+        }
+        let writes = self.job_writes.lock().await;
+        writes.staged.as_ref().map(|staged| staged.tip.clone())
+    }
+
+    /// The commit a read at `git_ref` means: within a job that staged
+    /// writes, `HEAD` is its staged tip (a job reads what it wrote).
+    pub async fn read_ref(&self, git_ref: String) -> String {
+        if git_ref == "HEAD"
+            && let Some(tip) = self.staged_tip().await
+        {
+            return tip;
+        }
+        git_ref
+    }
 }
 
 impl Context {
@@ -270,7 +325,7 @@ impl Context {
             guard,
             credentials: None,
             coordinator: None,
-            changed_bytes: tokio::sync::Mutex::new(0),
+            job_writes: tokio::sync::Mutex::new(JobWrites::default()),
         }
     }
 

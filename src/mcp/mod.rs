@@ -102,7 +102,7 @@ pub async fn run_stdio(config_path: Option<PathBuf>, mode: Mode) -> Result<(), M
             let (binding, agent_fd) = bind_writer(binding).await?;
             let server = WikiServer::with_context(Context::new(binding));
             if let Some(fd) = agent_fd {
-                serve_agents(fd, server.clone())?;
+                serve_agents(fd, server.for_agent())?;
             }
             return serve_stdio(server).await;
         }

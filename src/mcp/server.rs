@@ -60,6 +60,23 @@ impl WikiServer {
         }
     }
 
+    /// The same server for a job's agent (its endpoint's connections): the
+    /// tools only the runner calls (`publish_job_changes`) are neither listed
+    /// nor run.
+    pub fn for_agent(&self) -> Self {
+        let tools = self
+            .tools
+            .iter()
+            .copied()
+            .filter(|tool| !crate::writer_contract::tools::RUNNER_ONLY_TOOLS.contains(&tool.name))
+            .collect();
+        Self {
+            context: self.context.clone(),
+            tools: Arc::new(tools),
+            remote: self.remote,
+        }
+    }
+
     /// The same server for HTTP callers: each call is limited to the principal
     /// the HTTP layer authenticated (see `crate::http::mcp`).
     pub fn remote(mut self) -> Self {

@@ -78,6 +78,33 @@ pub fn work_dir(data_dir: &Path, job_id: i64) -> PathBuf {
     data_dir.join("jobs").join(job_id.to_string())
 }
 
+/// How many times a job starts its agent on a wiki that moved under it
+/// before it gives up for this attempt (the queue retries it later).
+const PUBLISH_ATTEMPTS: u32 = 3;
+
+/// What every attempt of one job shares.
+struct AttemptInputs<'a> {
+    job: &'a Job,
+    source: &'a Source,
+    forge: &'a SourceForge<'a>,
+    scope: &'a JobScope,
+    dir: &'a Path,
+    /// The evidence as collected; each attempt judges the markers afresh.
+    bundle: &'a EvidenceBundle,
+    patches: crate::forge::evidence::PatchSet,
+    policy: Option<&'a str>,
+    wiki_token: Option<crate::wiki::Secret>,
+}
+
+/// How one attempt ended.
+enum Attempted {
+    /// The job's end: published (or nothing to publish), or refused.
+    Done(Completion),
+    /// The wiki moved past the job's start before it could publish; nothing
+    /// was published.
+    WikiMoved(String),
+}
+
 /// The job handler the daemon's workers call.
 pub struct Runner {
     config: Arc<Config>,
@@ -227,7 +254,7 @@ impl Runner {
         };
 
         // 2. Evidence, into the job's work directory.
-        let (mut bundle, patches) = match forge.collect_evidence(&scope, &branch).await {
+        let (bundle, patches) = match forge.collect_evidence(&scope, &branch).await {
             Ok(found) => found,
             Err(SourceError::Rejected(reason)) => return Ok(Completion::Rejected { reason }),
             Err(e) => return Err(source_failure(e)),
@@ -254,7 +281,7 @@ impl Runner {
         };
         // A copy for the agent and the dashboard to read; the writer takes its
         // bundle and patches from the broker's memory, never from this file.
-        let evidence_path = evidence::write_bundle(&dir, &bundle).map_err(unwritable)?;
+        evidence::write_bundle(&dir, &bundle).map_err(unwritable)?;
         if bundle.pull_requests.is_empty() {
             return Ok(Completion::Skipped {
                 reason: format!(
@@ -289,24 +316,98 @@ impl Runner {
                 .await?
             }),
         };
+        // 4b–7, once per attempt: a wiki that moved while the job ran (a
+        // person's edit) is a conflict at publish time, and the job starts
+        // its agent again on the new tip with a fresh writer.
+        let inputs = AttemptInputs {
+            job,
+            source: &source,
+            forge: &forge,
+            scope: &scope,
+            dir: &dir,
+            bundle: &bundle,
+            patches: patches.unwrap_or_default(),
+            policy: policy.as_deref(),
+            wiki_token: token.as_ref().map(|t| t.secret.clone()),
+        };
+        let mut attempt = 1;
+        let completion = loop {
+            match self.attempt(&inputs).await? {
+                Attempted::Done(completion) => break completion,
+                Attempted::WikiMoved(why) if attempt < PUBLISH_ATTEMPTS => {
+                    tracing::info!(target: "teammem::runner", job = job.id, attempt, reason = %why, "the wiki moved while the job ran; nothing was published; starting the agent again on the new tip");
+                    attempt += 1;
+                    // Each attempt's agent starts in an empty work directory:
+                    // nothing the last one left there (links included) stays.
+                    fresh_work_dir(&dir)
+                        .and_then(|()| restrict(&dir))
+                        .map_err(|e| JobFailure {
+                            reason: format!(
+                                "cannot make the job's work directory {} afresh: {e}; check data_dir's permissions",
+                                dir.display()
+                            ),
+                            retryable: true,
+                            receipt: None,
+                        })?;
+                }
+                Attempted::WikiMoved(why) => {
+                    return Err(JobFailure {
+                        reason: format!(
+                            "the wiki moved while the job ran, {PUBLISH_ATTEMPTS} times ({why}); nothing was published; the job retries later"
+                        ),
+                        retryable: true,
+                        receipt: None,
+                    });
+                }
+            }
+        };
+        if let Some(token) = token {
+            token.revoke().await;
+        }
+        Ok(completion)
+    }
+
+    /// One attempt at the job's wiki change: the markers judged, the writer
+    /// started, the agent run, its receipt checked against what it staged,
+    /// and the staged writes published as ONE commit only when the receipt
+    /// ends the job well. Any other end publishes nothing: the writer, and
+    /// what it staged, die with this future.
+    async fn attempt(&self, inputs: &AttemptInputs<'_>) -> Result<Attempted, JobFailure> {
+        let AttemptInputs {
+            job,
+            source,
+            forge,
+            scope,
+            dir,
+            ..
+        } = *inputs;
+        let unwritable = |e: std::io::Error| JobFailure {
+            reason: format!(
+                "cannot write the evidence bundle into {}: {e}; check data_dir's permissions and free space",
+                dir.display()
+            ),
+            retryable: true,
+            receipt: None,
+        };
+        let mut bundle = inputs.bundle.clone();
         // 4b. Every evidence marker on the wiki, judged against the source at
         // the job's tip: stale facts go to the agent, marker rewrites to the
         // writer, which folds them into the job's one commit.
         if let Ok(mirror) = facts::mirror_of(
             &self.config,
-            &source,
-            token.as_ref().map(|t| t.secret.clone()),
+            source,
+            inputs.wiki_token.clone(),
             FACT_CHECK_DEADLINE,
         ) {
-            let updates = facts::check(&mirror, &forge, scope.tip(), job.id).await;
+            let updates = facts::check(&mirror, forge, scope.tip(), job.id).await;
             if !updates.stale.is_empty() || !updates.rewrites.is_empty() {
                 bundle.stale_facts = updates.stale;
                 bundle.marker_rewrites = updates.rewrites;
-                evidence::write_bundle(&dir, &bundle).map_err(unwritable)?;
             }
         }
+        let evidence_path = evidence::write_bundle(dir, &bundle).map_err(unwritable)?;
         let destination = crate::writer_contract::broker::WriterDestination::of(
-            &source,
+            source,
             self.config.github.as_ref().map(|g| g.git_url.as_str()),
         )
         .map_err(permanent)?;
@@ -314,16 +415,16 @@ impl Runner {
             source: source.clone(),
             destination,
             bundle: bundle.clone(),
-            patches: patches.unwrap_or_default(),
+            patches: inputs.patches.clone(),
             forge: forge.github().cloned(),
-            wiki_token: token.as_ref().map(|t| t.secret.clone()),
+            wiki_token: inputs.wiki_token.clone(),
         })
         .map_err(|e| JobFailure {
             reason: e.reason,
             retryable: e.retryable,
             receipt: None,
         })?;
-        let (endpoint, agent_listener) = match self.agent_endpoint(&dir)? {
+        let (endpoint, agent_listener) = match self.agent_endpoint(dir)? {
             Some((endpoint, listener)) => (Some(endpoint), Some(listener)),
             None => (None, None),
         };
@@ -369,7 +470,7 @@ impl Runner {
             repository: &source.repository,
             job_id: job.id,
             bundle: &bundle,
-            policy: policy.as_deref(),
+            policy: inputs.policy,
             before_write: self.before_write.as_ref(),
         };
         let command = self.command_settings();
@@ -377,7 +478,7 @@ impl Runner {
             &self.config.agent,
             &client,
             &task,
-            &dir,
+            dir,
             endpoint.as_ref(),
             command.as_ref(),
         )
@@ -388,14 +489,10 @@ impl Runner {
             receipt: None,
         })?;
 
-        // 6. The receipt, checked against the evidence and the wiki.
+        // 6. The receipt, checked against the evidence and the job's staged
+        // writes (the writer's HEAD is the job's staged tip).
         client.count_steps_as(None);
-        let facts = wiki_facts(&client, &source, job.id, start_base).await?;
-        client.close().await;
-        drop(broker);
-        if let Some(token) = token {
-            token.revoke().await;
-        }
+        let facts = wiki_facts(&client, source, job.id, start_base).await?;
         // A receipt that does not hold is still kept with the failure: what
         // the agent claimed is what a maintainer reviews before a retry.
         check(&outcome.receipt, &bundle, &facts).map_err(|reason| JobFailure {
@@ -403,7 +500,34 @@ impl Runner {
             retryable: false,
             receipt: serde_json::to_value(&outcome.receipt).ok(),
         })?;
-        let mut completion = receipt::completion(&outcome.receipt, outcome.retry_failed)?;
+        let mut receipt = outcome.receipt;
+        // Only a receipt that ends the job well publishes anything.
+        receipt::completion(&receipt, outcome.retry_failed)?;
+
+        // 7. Publish: the job's staged writes as its one commit.
+        if !facts.job_commits.is_empty() {
+            let published = match client.publish_job_changes(&source.repository).await {
+                Ok(published) => published,
+                Err(writer::CallError::Tool(failure))
+                    if failure.kind == crate::wiki::ErrorKind::Conflict =>
+                {
+                    return Ok(Attempted::WikiMoved(failure.message));
+                }
+                Err(e) => {
+                    return Err(JobFailure {
+                        reason: format!("publishing the job's changes to the wiki failed: {e}"),
+                        retryable: true,
+                        receipt: serde_json::to_value(&receipt).ok(),
+                    });
+                }
+            };
+            if receipt.wiki_sha.is_some() {
+                receipt.wiki_sha = Some(published.sha);
+            }
+        }
+        client.close().await;
+        drop(broker);
+        let mut completion = receipt::completion(&receipt, outcome.retry_failed)?;
         // The runner's own finding, kept beside the agent's receipt for the
         // job page: the facts that were stale when the job started.
         if !bundle.stale_facts.is_empty()
@@ -416,7 +540,7 @@ impl Runner {
                 serde_json::to_value(&bundle.stale_facts).unwrap_or_default(),
             );
         }
-        Ok(completion)
+        Ok(Attempted::Done(completion))
     }
 
     /// A `command` agent reaches the writer through a socket in the work

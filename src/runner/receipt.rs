@@ -7,10 +7,11 @@
 //! - its per-PR results cover the evidence exactly: every PR of the bundle once,
 //!   with its merge sha, and no PR from outside the bundle;
 //! - an `updated` (or `partial`) receipt's `wiki_sha` must be reachable from the
-//!   destination's current tip and descend from the base the *runner* read when
-//!   the job started (the agent's own `base_sha` is not trusted for this), and
+//!   job's staged tip and descend from the base the *runner* read when the
+//!   job started (the agent's own `base_sha` is not trusted for this), and
 //!   carry this job's `Teammem-Job` trailer; a `no_change` receipt is refused
-//!   when the job did commit;
+//!   when the job staged writes; all of this is checked before anything is
+//!   published, so a receipt that does not hold publishes nothing;
 //! - only a checked receipt becomes a [`Completion`].
 
 use std::collections::BTreeMap;
@@ -242,7 +243,7 @@ pub fn check_against_wiki(receipt: &Receipt, facts: &WikiFacts) -> Result<(), St
                     )
                 } else {
                     format!(
-                        "receipt.wiki_sha: {sha} is not on the wiki's branch, but this job committed {} to it; review those commits before retrying the job",
+                        "receipt.wiki_sha: {sha} is not among this job's writes, which it staged as {}; nothing was published",
                         facts.job_commits.join(", ")
                     )
                 });
@@ -269,7 +270,7 @@ pub fn check_against_wiki(receipt: &Receipt, facts: &WikiFacts) -> Result<(), St
         }
         ReceiptStatus::NoChange => match receipt.wiki_sha.as_deref() {
             _ if !facts.job_commits.is_empty() => Err(format!(
-                "receipt.status: no_change, but this job committed {} to the wiki",
+                "receipt.status: no_change, but this job staged writes ({}); nothing was published",
                 facts.job_commits.join(", ")
             )),
             Some(sha) if position(sha).is_none() => Err(format!(
@@ -474,14 +475,16 @@ mod tests {
                 .unwrap_err()
                 .contains("did not land")
         );
-        // Not on the branch, but the job's own write did land: the reason says so.
+        // Not among the job's writes, though it staged some: the reason says
+        // what it staged and that nothing was published.
         let other_write = WikiFacts {
             job_commits: vec![sha('f')],
             ..facts(&['f', 'd'])
         };
         let landed = check_against_wiki(&r, &other_write).unwrap_err();
         assert!(
-            landed.contains(&format!("this job committed {}", sha('f')))
+            landed.contains(&format!("staged as {}", sha('f')))
+                && landed.contains("nothing was published")
                 && !landed.contains("did not land"),
             "{landed}"
         );
@@ -519,11 +522,11 @@ mod tests {
             ..facts(&['e', 'd'])
         };
         check_against_wiki(&no, &quiet).unwrap();
-        // A no_change receipt from a job that did commit is a lie.
+        // A no_change receipt from a job that staged writes is a lie.
         assert!(
             check_against_wiki(&no, &facts(&['e', 'd']))
                 .unwrap_err()
-                .contains("this job committed")
+                .contains("this job staged writes")
         );
         assert!(matches!(
             completion(&no, false),

@@ -363,17 +363,32 @@ impl WriterClient {
         *self.agent.lock().unwrap_or_else(|e| e.into_inner()) = agent;
     }
 
-    /// The tools the writer offers.
+    /// The tools the writer offers an agent (not those only the runner calls).
     pub async fn tools(&self) -> Result<Vec<Tool>, String> {
-        self.service
+        let mut tools = self
+            .service
             .list_all_tools()
             .await
-            .map_err(|e| format!("listing the wiki writer's tools failed: {e}"))
+            .map_err(|e| format!("listing the wiki writer's tools failed: {e}"))?;
+        tools.retain(|tool| !tools::RUNNER_ONLY_TOOLS.contains(&tool.name.as_ref()));
+        Ok(tools)
     }
 
-    /// Calls a tool; `Err(String)` for a protocol-level failure (unknown tool,
-    /// unparseable arguments, a dead child), else the envelope.
+    /// Calls a tool for an agent (a model's or a command's call relayed);
+    /// `Err(String)` for a protocol-level failure (unknown tool, unparseable
+    /// arguments, a dead child, a tool only the runner calls), else the
+    /// envelope.
     pub async fn call(&self, tool: &str, arguments: Value) -> Result<Envelope, String> {
+        if tools::RUNNER_ONLY_TOOLS.contains(&tool) {
+            return Err(format!(
+                "{tool} is the runner's alone: the job's changes are published when it succeeds"
+            ));
+        }
+        self.call_any(tool, arguments).await
+    }
+
+    /// Calls any tool, the runner's own included.
+    pub(super) async fn call_any(&self, tool: &str, arguments: Value) -> Result<Envelope, String> {
         let Value::Object(arguments) = arguments else {
             return Err(format!("the arguments of {tool} must be a JSON object"));
         };
@@ -390,7 +405,7 @@ impl WriterClient {
             format!("the wiki writer's answer to {tool} has no structuredContent")
         })?;
         let envelope = Envelope::from_value(tool, &value)?;
-        if tools::WRITE_TOOLS.contains(&tool) {
+        if tool == tools::PUBLISH_JOB_CHANGES {
             crate::metrics::WIKI_PUBLISHES.inc(&[publish_outcome(&envelope)]);
         }
         Ok(envelope)
@@ -398,7 +413,7 @@ impl WriterClient {
 
     /// Calls a tool and returns its result, or the envelope error.
     pub async fn result(&self, tool: &str, arguments: Value) -> Result<Value, CallError> {
-        self.call(tool, arguments)
+        self.call_any(tool, arguments)
             .await
             .map_err(CallError::Protocol)?
             .into_result(tool)

@@ -16,7 +16,7 @@ use super::writer::{CallError, WriterClient};
 use crate::wiki::{History, Page, PageList, Snapshot, WriteResult};
 use crate::writer_contract::tools::{
     self, Bound, FileArgs, FileHeads, HeadsArgs, HistoryArgs, ListArgs, PageArgs, PatchArgs,
-    SnapshotArgs, SourceFile, SourceListing, TreeArgs, WriteArgs,
+    PublishArgs, SnapshotArgs, SourceFile, SourceListing, TreeArgs, WriteArgs,
 };
 
 impl WriterClient {
@@ -94,6 +94,15 @@ impl WriterClient {
     /// `patch_wiki_pages`: patches alone, as one commit.
     pub async fn patch_pages(&self, args: &PatchArgs) -> Result<WriteResult, CallError> {
         self.typed(tools::PATCH_WIKI_PAGES, args).await
+    }
+
+    /// `publish_job_changes`: the job's staged writes as one commit (the
+    /// runner's alone; never relayed for an agent).
+    pub async fn publish_job_changes(&self, repository: &str) -> Result<WriteResult, CallError> {
+        let args = PublishArgs {
+            repository: repository.to_owned(),
+        };
+        self.typed(tools::PUBLISH_JOB_CHANGES, &args).await
     }
 
     /// `list_source_files`.

@@ -42,7 +42,7 @@ use mirror::{Backend, PageChange, WikiState};
 pub use remote::{Destination, Remote, Secret};
 pub use types::*;
 use validate::RefSpec;
-use write::SendGate;
+use write::{SendGate, WriteTarget};
 
 /// Default deadline of one call (DESIGN §7).
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
@@ -467,8 +467,70 @@ impl Wiki {
     ) -> Result<WriteResult, WikiError> {
         let base = validate::check_commit_spec(spec, &self.state.id)?;
         validate::check_change(&writes, &patches)?;
-        self.publish(spec, base, PageChange { writes, patches }, rules)
+        self.publish(
+            spec,
+            base,
+            PageChange { writes, patches },
+            rules,
+            WriteTarget::Publish,
+        )
+        .await
+    }
+
+    /// [`Wiki::change_confined`], staged instead of published: the commit
+    /// goes into the local object store only (see [`WriteTarget::Stage`]).
+    /// `base_staged`: `expected_base` is the job's own staged commit.
+    pub async fn stage_confined(
+        &self,
+        spec: &CommitSpec,
+        writes: Vec<PageWrite>,
+        patches: Vec<PagePatch>,
+        rules: &WriteRules,
+        base_staged: bool,
+    ) -> Result<WriteResult, WikiError> {
+        let base = validate::check_commit_spec(spec, &self.state.id)?;
+        validate::check_change(&writes, &patches)?;
+        self.publish(
+            spec,
+            base,
+            PageChange { writes, patches },
+            rules,
+            WriteTarget::Stage { base_staged },
+        )
+        .await
+    }
+
+    /// Publishes a job's staged commits `start..staged` as one commit on
+    /// `start` with `spec`'s message and trailers, by compare-and-swap.
+    pub async fn publish_staged(
+        &self,
+        spec: &CommitSpec,
+        start: &str,
+        staged: &str,
+    ) -> Result<WriteResult, WikiError> {
+        let start = validate::parse_full_sha(start, "start")?;
+        let staged = validate::parse_full_sha(staged, "staged")?;
+        let deadline = Instant::now() + self.deadline;
+        let gate = Arc::new(SendGate::default());
+        let state = self.state.clone();
+        let spec = spec.clone();
+        let task_gate = gate.clone();
+        let work = async move {
+            let guard = state.lock.clone().lock_owned().await;
+            blocking(move || {
+                let _serialized = guard;
+                let _mirror = state.lock_mirror()?;
+                state.publish_staged(&spec, start, staged, &task_gate, deadline)
+            })
             .await
+        };
+        match tokio::time::timeout(self.deadline, work).await {
+            Ok(result) => result,
+            Err(_) if gate.cancel() => Err(timed_out()),
+            Err(_) => Err(WikiError::outcome_unknown(
+                "the call's deadline passed after the update was sent; read a fresh snapshot and compare the pages before writing again",
+            )),
+        }
     }
 
     async fn publish(
@@ -477,6 +539,7 @@ impl Wiki {
         base: ObjectId,
         change: PageChange,
         rules: &WriteRules,
+        target: WriteTarget,
     ) -> Result<WriteResult, WikiError> {
         let rules = rules.clone();
         let deadline = Instant::now() + self.deadline;
@@ -489,7 +552,7 @@ impl Wiki {
             blocking(move || {
                 let _serialized = guard;
                 let _mirror = state.lock_mirror()?;
-                state.write(&spec, base, &change, &rules, &task_gate, deadline)
+                state.write(&spec, base, &change, &rules, target, &task_gate, deadline)
             })
             .await
         };

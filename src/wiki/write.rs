@@ -71,6 +71,29 @@ fn timeout_before_send() -> WikiError {
     )
 }
 
+/// Where a checked change goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteTarget {
+    /// Published at once by compare-and-swap (the operator's writes, a
+    /// writer run by hand).
+    Publish,
+    /// Committed on the base into the local object store and never sent: a
+    /// job's writer stages each call and publishes them all as one commit
+    /// ([`WikiState::publish_staged`]) when the job succeeds. `base_staged`:
+    /// the base is the job's own staged commit, which no remote holds;
+    /// otherwise it must be the branch's tip, as for a publish.
+    Stage { base_staged: bool },
+}
+
+/// The commit a write goes on, read once.
+struct OnTip<'a> {
+    base: ObjectId,
+    base_tree: ObjectId,
+    base_index: &'a TreeIndex,
+    branch: &'a str,
+    mirror_tip: ObjectId,
+}
+
 impl WikiState {
     /// The whole write path. The caller holds the destination lock and has run
     /// every argument check.
@@ -80,6 +103,7 @@ impl WikiState {
         base: ObjectId,
         change: &PageChange,
         rules: &WriteRules,
+        target: WriteTarget,
         gate: &SendGate,
         deadline: Instant,
     ) -> Result<WriteResult, WikiError> {
@@ -161,12 +185,76 @@ impl WikiState {
             )?;
         }
         let all_match_base = desired.iter().all(|page| page_matches(&base_index, page));
+        if target == (WriteTarget::Stage { base_staged: true }) {
+            // On the job's own staged commit: no remote holds it to compare with.
+            if all_match_base {
+                return Ok(no_change(base, &branch, &desired));
+            }
+            return self.stage(
+                &repo,
+                spec,
+                base,
+                base_tree,
+                &base_index,
+                &desired,
+                &branch,
+                changed_bytes,
+            );
+        }
+        self.commit_on_tip(
+            &repo,
+            spec,
+            OnTip {
+                base,
+                base_tree,
+                base_index: &base_index,
+                branch: &branch,
+                mirror_tip,
+            },
+            &desired,
+            changed_bytes,
+            target,
+            gate,
+            deadline,
+        )
+    }
+
+    /// The write's second half: checks that `on.base` is the branch's tip
+    /// (or finds the pages already there), then commits `desired` on it,
+    /// staged or published as `target` says.
+    #[allow(clippy::too_many_arguments)]
+    fn commit_on_tip(
+        &self,
+        repo: &gix::Repository,
+        spec: &CommitSpec,
+        on: OnTip<'_>,
+        desired: &[DesiredPage],
+        changed_bytes: u64,
+        target: WriteTarget,
+        gate: &SendGate,
+        deadline: Instant,
+    ) -> Result<WriteResult, WikiError> {
+        let OnTip {
+            base,
+            base_tree,
+            base_index,
+            branch,
+            mirror_tip,
+        } = on;
+        let branch = branch.to_owned();
+        let all_match_base = desired.iter().all(|page| page_matches(base_index, page));
         let tip = match &self.backend {
             // The warm path: the mirror's tip is the base and there is something
             // to write. The push itself asks the server to compare and swap, so
             // reading the branch first would only cost a request; a moved branch
             // is found from the push's refusal and handled as below.
-            Backend::Http { .. } if mirror_tip == base && !all_match_base => Some(base),
+            // Only for a publish: a staged write sends nothing, so it must
+            // learn here whether its base is still the tip.
+            Backend::Http { .. }
+                if mirror_tip == base && !all_match_base && target == WriteTarget::Publish =>
+            {
+                Some(base)
+            }
             // Otherwise ask where the branch is now (a no-change answer must be
             // checked against the remote's tip, not the mirror's).
             Backend::Http { http } => {
@@ -190,14 +278,26 @@ impl WikiState {
             )));
         };
         if tip != base {
-            return self.no_change_on_descendant(&repo, base, tip, &branch, &desired, deadline);
+            return self.no_change_on_descendant(repo, base, tip, &branch, desired, deadline);
         }
         if all_match_base {
-            return Ok(no_change(base, &branch, &desired));
+            return Ok(no_change(base, &branch, desired));
+        }
+        if let WriteTarget::Stage { .. } = target {
+            return self.stage(
+                repo,
+                spec,
+                base,
+                base_tree,
+                base_index,
+                desired,
+                &branch,
+                changed_bytes,
+            );
         }
 
         let message = commit_message(spec);
-        let built = build_commit(&repo, base, base_tree, &desired, &message, &spec.identity)?;
+        let built = build_commit(repo, base, base_tree, desired, &message, &spec.identity)?;
         match &self.backend {
             Backend::Http { http } => {
                 let pack = encode_pack(&built.objects)?;
@@ -207,16 +307,16 @@ impl WikiState {
                 let pushed = push(http, deadline, base, built.commit, &branch, &pack);
                 match classify_push(http, pushed, base, built.commit, &branch, deadline)? {
                     PushVerdict::Published => {
-                        self.record_published(&repo, &built, &branch, &base_index, &desired)?;
+                        self.record_published(repo, &built, &branch, base_index, desired)?;
                         Ok(outcome_result(
                             built.commit,
                             &branch,
-                            &desired,
+                            desired,
                             changed_bytes,
                         ))
                     }
                     PushVerdict::Moved(now) => {
-                        self.no_change_on_descendant(&repo, base, now, &branch, &desired, deadline)
+                        self.no_change_on_descendant(repo, base, now, &branch, desired, deadline)
                     }
                 }
             }
@@ -224,11 +324,109 @@ impl WikiState {
                 if !gate.begin_sending() {
                     return Err(timeout_before_send());
                 }
-                let published = self.publish_local(&repo, &built, base, &branch)?;
-                self.cache_new_index(&built, &base_index, &desired);
-                Ok(outcome_result(published, &branch, &desired, changed_bytes))
+                let published = self.publish_local(repo, &built, base, &branch)?;
+                self.cache_new_index(&built, base_index, desired);
+                Ok(outcome_result(published, &branch, desired, changed_bytes))
             }
         }
+    }
+
+    /// Commits `desired` on `base` into the local object store only: a
+    /// job's staged write, which no remote sees until [`Self::publish_staged`].
+    #[allow(clippy::too_many_arguments)]
+    fn stage(
+        &self,
+        repo: &gix::Repository,
+        spec: &CommitSpec,
+        base: ObjectId,
+        base_tree: ObjectId,
+        base_index: &TreeIndex,
+        desired: &[DesiredPage],
+        branch: &str,
+        changed_bytes: u64,
+    ) -> Result<WriteResult, WikiError> {
+        let message = commit_message(spec);
+        let built = build_commit(repo, base, base_tree, desired, &message, &spec.identity)?;
+        persist_objects(repo, &built.objects)?;
+        self.cache_new_index(&built, base_index, desired);
+        Ok(outcome_result(built.commit, branch, desired, changed_bytes))
+    }
+
+    /// Publishes a job's staged commits as ONE commit on `start` (the base
+    /// of its first staged write) by compare-and-swap: its tree is the
+    /// staged tip's. The rules were held when each write was staged, so none
+    /// is checked again. A branch that moved past `start` is a conflict
+    /// (unless every page already matches there); nothing is rebased.
+    pub fn publish_staged(
+        &self,
+        spec: &CommitSpec,
+        start: ObjectId,
+        staged: ObjectId,
+        gate: &SendGate,
+        deadline: Instant,
+    ) -> Result<WriteResult, WikiError> {
+        let repo = self.repo();
+        for (what, id) in [("start", start), ("staged tip", staged)] {
+            if !has_commit(&repo, id) {
+                return Err(WikiError::not_applied(
+                    ErrorKind::InvalidInput,
+                    format!(
+                        "the job's {what} {id} is not in this wiki's store; the writer's staged changes are lost, so the job must run again"
+                    ),
+                ));
+            }
+        }
+        if start != staged && !is_ancestor(&repo, start, staged)? {
+            return Err(WikiError::not_applied(
+                ErrorKind::InvalidInput,
+                format!(
+                    "the job's staged tip {staged} does not descend from its start {start}; the job must run again"
+                ),
+            ));
+        }
+        let (branch, mirror_tip) = Self::known_branch(&repo).ok_or_else(uninitialized)?;
+        let start_tree = commit_tree(&repo, start)?;
+        let start_index = self.cache.get_or_build(&repo, start_tree)?;
+        let staged_index = self
+            .cache
+            .get_or_build(&repo, commit_tree(&repo, staged)?)?;
+        if let Some(gone) = start_index
+            .pages
+            .keys()
+            .find(|path| !staged_index.pages.contains_key(*path))
+        {
+            return Err(WikiError::internal(
+                "publishing the job's staged changes",
+                format!("the staged tree lost the page {gone}, which no write can remove"),
+            ));
+        }
+        let mut desired = Vec::new();
+        for (path, page) in &staged_index.pages {
+            if start_index.pages.get(path) == Some(page) {
+                continue;
+            }
+            desired.push(DesiredPage::new(
+                path.clone(),
+                read_blob(&repo, page.blob)?,
+                page.kind,
+            )?);
+        }
+        self.commit_on_tip(
+            &repo,
+            spec,
+            OnTip {
+                base: start,
+                base_tree: start_tree,
+                base_index: &start_index,
+                branch: &branch,
+                mirror_tip,
+            },
+            &desired,
+            0,
+            WriteTarget::Publish,
+            gate,
+            deadline,
+        )
     }
 
     /// The tip moved past `base`: `no-change` if it descends from `base` and

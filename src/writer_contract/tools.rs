@@ -34,8 +34,22 @@ pub const LIST_SOURCE_FILES: &str = "list_source_files";
 pub const GET_SOURCE_FILE: &str = "get_source_file";
 pub const GET_SOURCE_FILE_HEADS: &str = "get_source_file_heads";
 
-/// The writer's tools that publish to the wiki.
+pub const PUBLISH_JOB_CHANGES: &str = "publish_job_changes";
+
+/// The writer's tools that change the wiki (a job's writer stages them;
+/// [`PUBLISH_JOB_CHANGES`] publishes).
 pub const WRITE_TOOLS: [&str; 2] = [WRITE_WIKI_PAGES, PATCH_WIKI_PAGES];
+
+/// The writer's tools only the runner calls, on its own connection: never
+/// listed to an agent, never relayed for one.
+pub const RUNNER_ONLY_TOOLS: [&str; 1] = [PUBLISH_JOB_CHANGES];
+
+/// `publish_job_changes`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublishArgs {
+    pub repository: String,
+}
 
 /// The ref a wiki read is at when the call names none.
 pub fn head() -> String {

@@ -233,13 +233,22 @@ fn with_as_of(mut value: Value, as_of: Result<String, &'static str>) -> Value {
 fn get_wiki_snapshot(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
         let args: SnapshotArgs = parse_arguments(tools::GET_WIKI_SNAPSHOT, arguments)?;
-        read_tool_as_of!(context, args.repository, |wiki| wiki.snapshot())
+        read_tool_as_of!(context, args.repository, |wiki| async {
+            let mut snapshot = wiki.snapshot().await?;
+            // A job reads what it staged: its staged tip is its HEAD.
+            if let Some(tip) = context.staged_tip().await {
+                snapshot.stale_facts = wiki.stale_facts(&tip).await?.stale;
+                snapshot.sha = Some(tip);
+            }
+            Ok::<_, WikiError>(snapshot)
+        })
     })
 }
 
 fn list_wiki_pages(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
-        let args: ListArgs = parse_arguments(tools::LIST_WIKI_PAGES, arguments)?;
+        let mut args: ListArgs = parse_arguments(tools::LIST_WIKI_PAGES, arguments)?;
+        args.git_ref = context.read_ref(args.git_ref).await;
         read_tool!(context, args.repository, |wiki| wiki
             .list_pages(&args.git_ref))
     })
@@ -247,7 +256,8 @@ fn list_wiki_pages(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
 
 fn get_wiki_page(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
-        let args: PageArgs = parse_arguments(tools::GET_WIKI_PAGE, arguments)?;
+        let mut args: PageArgs = parse_arguments(tools::GET_WIKI_PAGE, arguments)?;
+        args.git_ref = context.read_ref(args.git_ref).await;
         read_tool!(context, args.repository, |wiki| async {
             let page = wiki.get_page(&args.git_ref, &args.path).await?;
             // At the page's own commit, so both answers describe one version.
@@ -276,7 +286,8 @@ struct PageRead {
 
 fn search_wiki(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
-        let args: SearchArgs = parse_arguments(tools::SEARCH_WIKI, arguments)?;
+        let mut args: SearchArgs = parse_arguments(tools::SEARCH_WIKI, arguments)?;
+        args.git_ref = context.read_ref(args.git_ref).await;
         read_tool_as_of!(context, args.repository, |wiki| wiki
             .search(&args.git_ref, &args.query))
     })
@@ -284,7 +295,8 @@ fn search_wiki(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
 
 fn list_wiki_history(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
-        let args: HistoryArgs = parse_arguments(tools::LIST_WIKI_HISTORY, arguments)?;
+        let mut args: HistoryArgs = parse_arguments(tools::LIST_WIKI_HISTORY, arguments)?;
+        args.git_ref = context.read_ref(args.git_ref).await;
         let limit = u32::try_from(args.limit).map_err(|_| {
             WikiError::invalid_input(format!(
                 "limit must be between 1 and 100, got {}",
@@ -300,7 +312,9 @@ fn list_wiki_history(context: &Context, arguments: JsonObject) -> CallFuture<'_>
 
 fn get_wiki_diff(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
-        let args: DiffArgs = parse_arguments(tools::GET_WIKI_DIFF, arguments)?;
+        let mut args: DiffArgs = parse_arguments(tools::GET_WIKI_DIFF, arguments)?;
+        args.from = context.read_ref(args.from).await;
+        args.to = context.read_ref(args.to).await;
         read_tool!(context, args.repository, |wiki| wiki
             .diff(&args.from, &args.to))
     })

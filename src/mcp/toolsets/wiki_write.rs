@@ -8,8 +8,13 @@
 //! Order of checks, each failure an envelope error that changed nothing:
 //! binding (`permission_denied`), source (`not_found`), destination
 //! precondition (`destination_changed`, before any credential or network use),
-//! then the engine's argument rules, then one compare-and-swap publish. The
-//! commit carries the job's trailers (`Teammem-Job`, `Teammem-Source`,
+//! then the engine's argument rules, then the commit. A writer the runner
+//! started stages each call on the job's own tree (`JobWrites::staged`) and
+//! publishes nothing until the runner calls `publish_job_changes`, which is
+//! never offered to an agent: a job that fails, times out or is cancelled
+//! (its writer killed) leaves the wiki untouched, and one that succeeds adds
+//! exactly one commit. A writer run by hand publishes each call by
+//! compare-and-swap. The commit carries the job's trailers (`Teammem-Job`, `Teammem-Source`,
 //! `Teammem-Range`). The runner's evidence-marker rewrites folded into a job's
 //! write come only from the job's broker (the runner's in-memory bundle),
 //! never from `evidence.json`; the engine checks each one and counts its bytes
@@ -24,10 +29,10 @@ use serde_json::{Value, json};
 
 use super::wiki_read::to_outcome;
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
-use crate::mcp::context::{self, Context, WriteOrigin};
+use crate::mcp::context::{self, Context, Staged, WriteOrigin};
 use crate::mcp::envelope::ToolError;
-use crate::wiki::{Amend, CommitSpec, PagePatch, PageWrite, Replacement, WriteRules};
-use crate::writer_contract::tools::{self, PageArg, PatchArg, PatchArgs, WriteArgs};
+use crate::wiki::{Amend, CommitSpec, PagePatch, PageWrite, Replacement, WriteRules, WriteStatus};
+use crate::writer_contract::tools::{self, PageArg, PatchArg, PatchArgs, PublishArgs, WriteArgs};
 
 pub const TOOLSET: Toolset = Toolset {
     name: "wiki_write",
@@ -36,7 +41,7 @@ pub const TOOLSET: Toolset = Toolset {
         ToolDef {
             name: tools::WRITE_WIKI_PAGES,
             title: "Write wiki pages",
-            description: "Create or replace 1-20 Markdown pages with full contents (each at most 64 KiB, 256 KiB in all) in one commit whose only parent is expected_base; optional patches (the shape patch_wiki_pages takes) change other existing pages in the same commit, 20 pages at most in all, so one job's change is one commit. Take expected_base (sha) and expected_wiki_repository (wiki_repository) from one get_wiki_snapshot. Returns status updated or no-change and the new (or unchanged) tip sha. On conflict read a fresh snapshot and reconcile; never retry blindly. Refused with permission_denied: replacing an existing protected page (Home.md, _Sidebar.md, _Footer.md unless configured) or an existing page a person last changed (its last commit has no Teammem-Job trailer); patch those with patch_wiki_pages instead. Creating new pages is allowed. A job may change at most agent.max_changed_bytes (256 KiB by default) in all, else limit_exceeded.",
+            description: "Create or replace 1-20 Markdown pages with full contents (each at most 64 KiB, 256 KiB in all) in one commit whose only parent is expected_base; optional patches (the shape patch_wiki_pages takes) change other existing pages in the same commit, 20 pages at most in all, so one job's change is one commit. Take expected_base (sha) and expected_wiki_repository (wiki_repository) from one get_wiki_snapshot. Returns status updated or no-change and the new (or unchanged) tip sha. In a job, writes are staged: each call is a commit on the job's own tree (reads of HEAD and get_wiki_snapshot see it; the returned sha is the next call's expected_base), and all of the job's calls are published together as one commit when the job succeeds (nothing when it fails). On conflict read a fresh snapshot and reconcile; never retry blindly. Refused with permission_denied: replacing an existing protected page (Home.md, _Sidebar.md, _Footer.md unless configured) or an existing page a person last changed (its last commit has no Teammem-Job trailer); patch those with patch_wiki_pages instead. Creating new pages is allowed. A job may change at most agent.max_changed_bytes (256 KiB by default) in all, else limit_exceeded.",
             hints: WRITE,
             input_schema: write_schema,
             handler: write_wiki_pages,
@@ -44,13 +49,28 @@ pub const TOOLSET: Toolset = Toolset {
         ToolDef {
             name: tools::PATCH_WIKI_PAGES,
             title: "Patch wiki pages",
-            description: "Exact-anchor replacements in 1-20 existing pages, in one commit whose only parent is expected_base. Every non-empty old must occur exactly once in the page at expected_base; replacements may not overlap; an empty old appends new at the end (one per page); at most 40 replacements and 256 KiB of replacement input. Untouched bytes are kept exactly. On a protected page or one a person last changed, only lines carrying a <!-- teammem:... --> marker may be replaced (insert after teammem's anchor line by replacing it with itself plus the new lines) and an empty old appends, and every line added must be blank, carry a teammem marker, or be a plain heading above a marked line; on a protected page a marked line added must be the marker alone or a link to a wiki page (- [label](Page) <!-- teammem:name -->); anything else is refused with permission_denied. A job may change at most agent.max_changed_bytes (256 KiB by default) in all, else limit_exceeded.",
+            description: "Exact-anchor replacements in 1-20 existing pages, in one commit whose only parent is expected_base. Every non-empty old must occur exactly once in the page at expected_base; replacements may not overlap; an empty old appends new at the end (one per page); at most 40 replacements and 256 KiB of replacement input. Untouched bytes are kept exactly. In a job the call is staged like write_wiki_pages' (published with the job's other writes as one commit when the job succeeds). On a protected page or one a person last changed, only lines carrying a <!-- teammem:... --> marker may be replaced (insert after teammem's anchor line by replacing it with itself plus the new lines) and an empty old appends, and every line added must be blank, carry a teammem marker, or be a plain heading above a marked line; on a protected page a marked line added must be the marker alone or a link to a wiki page (- [label](Page) <!-- teammem:name -->); anything else is refused with permission_denied. A job may change at most agent.max_changed_bytes (256 KiB by default) in all, else limit_exceeded.",
             hints: WRITE,
             input_schema: patch_schema,
             handler: patch_wiki_pages,
         },
+        ToolDef {
+            name: tools::PUBLISH_JOB_CHANGES,
+            title: "Publish the job's changes",
+            description: "The runner's alone (never offered to an agent): publish every write this job staged as one commit on the wiki tip its first write was based on, by compare-and-swap, with the job's trailers. Returns status updated and the published sha, or no-change with the wiki's tip when nothing was staged; conflict when the wiki moved meanwhile (the staged writes are kept, nothing is published).",
+            hints: WRITE,
+            input_schema: publish_schema,
+            handler: publish_job_changes,
+        },
     ],
 };
+
+fn publish_schema() -> Value {
+    super::object_schema(
+        json!({"repository": super::repository_schema()}),
+        &["repository"],
+    )
+}
 
 const WRITE: Hints = Hints {
     read_only: false,
@@ -207,12 +227,12 @@ pub async fn run(context: &Context, origin: &WriteOrigin, request: WriteRequest)
         trailers: context::trailers(origin, &resolved.source.repository),
     };
     // The operator is trusted (it holds the App key anyway): only the
-    // job-bound writer is confined. The budget's lock is held through the
-    // write, so the job's writes (and the settling of its rewrites) are one
-    // at a time.
-    let (mut rules, mut budget) = match origin {
+    // job-bound writer is confined. The job's write state is locked through
+    // the write, so the job's writes (and the settling of its rewrites) are
+    // one at a time.
+    let (mut rules, mut job) = match origin {
         WriteOrigin::Job(_) => {
-            let spent = context.changed_bytes.lock().await;
+            let writes = context.job_writes.lock().await;
             let amend = match amend_of(context).await {
                 Ok(amend) => amend,
                 Err(error) => return Answer::new(identity, Err(error)),
@@ -225,24 +245,150 @@ pub async fn run(context: &Context, origin: &WriteOrigin, request: WriteRequest)
                     already_changed: 0,
                     amend: Some(std::sync::Arc::new(amend)),
                 },
-                Some(spent),
+                Some(writes),
             )
         }
         WriteOrigin::Operator => (WriteRules::default(), None),
     };
-    if let Some(spent) = &budget {
-        rules.already_changed = **spent;
+    if let Some(writes) = &job {
+        rules.already_changed = writes.changed_bytes;
     }
     let Change { writes, patches } = request.change;
-    let result = wiki.change_confined(&spec, writes, patches, &rules).await;
-    if let (Some(spent), Ok(written)) = (&mut budget, &result) {
-        **spent += written.changed_bytes;
-        // Published, or found in place: a later write carries no rewrite.
+    let staging = job.is_some() && context.stages_writes();
+    let result = match &job {
+        Some(job) if staging => {
+            // A job builds on its own staged tip once it staged anything.
+            let base_staged = match &job.staged {
+                Some(staged) if staged.tip.eq_ignore_ascii_case(&spec.expected_base) => true,
+                Some(staged) => {
+                    return Answer::new(
+                        identity,
+                        Err(ToolError::new(
+                            crate::wiki::ErrorKind::Conflict,
+                            format!(
+                                "this job's earlier writes are staged at {}; expected_base must be that sha: read get_wiki_snapshot again (it shows the job's staged tip) and build on it",
+                                staged.tip
+                            ),
+                        )),
+                    );
+                }
+                None => false,
+            };
+            wiki.stage_confined(&spec, writes, patches, &rules, base_staged)
+                .await
+        }
+        _ => wiki.change_confined(&spec, writes, patches, &rules).await,
+    };
+    if let (Some(job), Ok(written)) = (&mut job, &result) {
+        job.changed_bytes += written.changed_bytes;
+        if staging && written.status == WriteStatus::Updated {
+            let earlier = job.staged.take();
+            let start = earlier.as_ref().map_or_else(
+                || spec.expected_base.to_ascii_lowercase(),
+                |staged| staged.start.clone(),
+            );
+            let mut messages = earlier.map(|staged| staged.messages).unwrap_or_default();
+            messages.push(spec.message.clone());
+            job.staged = Some(Staged {
+                start,
+                tip: written.sha.clone(),
+                messages,
+            });
+        }
+        // Written (staged or published), or found in place: a later write
+        // carries no rewrite.
         if let Some(broker) = broker(context) {
             broker.settle_rewrites();
         }
     }
     Answer::new(identity, to_outcome(result))
+}
+
+/// At most this many staged writes' messages are listed in the published
+/// commit's body.
+const MAX_LISTED_MESSAGES: usize = 20;
+
+/// The published commit's message: the first staged write's, and the others
+/// (distinct, at most [`MAX_LISTED_MESSAGES`]) as a list in the body.
+fn job_message(messages: &[String]) -> String {
+    let mut distinct: Vec<&str> = Vec::new();
+    for message in messages {
+        if !distinct.contains(&message.as_str()) {
+            distinct.push(message);
+        }
+    }
+    let Some((first, rest)) = distinct.split_first() else {
+        return "teammem: update the wiki".to_owned();
+    };
+    let mut text = (*first).to_owned();
+    if !rest.is_empty() {
+        text.push('\n');
+        for message in rest.iter().take(MAX_LISTED_MESSAGES) {
+            text.push_str("\n- ");
+            text.push_str(message);
+        }
+        if rest.len() > MAX_LISTED_MESSAGES {
+            text.push_str(&format!(
+                "\n- and {} more writes",
+                rest.len() - MAX_LISTED_MESSAGES
+            ));
+        }
+    }
+    text
+}
+
+/// `publish_job_changes`: the job's staged writes as one commit on the tip
+/// its first write was based on, by compare-and-swap. Nothing staged: the
+/// wiki's tip, `no-change`. A moved tip is `conflict` and the staged writes
+/// stay as they are (the runner starts the job's agent again on the new tip).
+fn publish_job_changes(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
+    Box::pin(async move {
+        let args: PublishArgs = parse_arguments(tools::PUBLISH_JOB_CHANGES, arguments)?;
+        let origin = match origin(context) {
+            Ok(origin) => origin,
+            Err(error) => return Ok(Answer::new(None, Err(error))),
+        };
+        let resolved = match context.resolve(&args.repository) {
+            Ok(resolved) => resolved,
+            Err(error) => return Ok(Answer::new(None, Err(error))),
+        };
+        let identity = Some(resolved.identity.clone());
+        let wiki = match context.wiki(&resolved, true).await {
+            Ok(wiki) => wiki,
+            Err(error) => return Ok(Answer::new(identity, Err(error))),
+        };
+        let mut job = context.job_writes.lock().await;
+        let Some(staged) = job.staged.clone() else {
+            let tip = wiki.snapshot().await.and_then(|snapshot| {
+                let sha = snapshot.sha.ok_or_else(|| {
+                    crate::wiki::WikiError::not_found(
+                        "the wiki has no pages yet; create its first page in GitHub's web interface, then retry the job",
+                    )
+                })?;
+                Ok(crate::wiki::WriteResult {
+                    status: WriteStatus::NoChange,
+                    sha,
+                    branch: snapshot.branch.unwrap_or_default(),
+                    pages: Vec::new(),
+                    changed_bytes: 0,
+                })
+            });
+            return Ok(Answer::new(identity, to_outcome(tip)));
+        };
+        let spec = CommitSpec {
+            expected_destination: None,
+            expected_base: staged.start.clone(),
+            message: job_message(&staged.messages),
+            identity: context.committer(),
+            trailers: context::trailers(&origin, &resolved.source.repository),
+        };
+        let result = wiki.publish_staged(&spec, &staged.start, &staged.tip).await;
+        if result.is_ok() {
+            // Published: the job's reads see the wiki itself again.
+            job.staged = None;
+        }
+        Ok(Answer::new(identity, to_outcome(result)))
+    })
 }
 
 /// The job's broker, when the runner started this writer.

@@ -11,8 +11,9 @@
 //!   reconciled, do;
 //! - every write names the snapshot it was planned on (`expected_base`) and
 //!   the destination the snapshot reported (`expected_wiki_repository`);
-//! - one `write_wiki_pages` call (pages and patches) is one commit, and a job
-//!   is published in one call unless the per-call limits force more;
+//! - its write calls are staged by the writer and the runner publishes them
+//!   as the job's one commit, so a job may use as many calls as the
+//!   per-call limits need (each call builds on the previous call's sha);
 //! - on `conflict` (or `outcome_unknown`) it re-reads a fresh snapshot and
 //!   rebuilds its edit exactly once; entries keyed by merge sha make the
 //!   rebuild skip what already landed; a second conflict ends the run with a

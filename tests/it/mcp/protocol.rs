@@ -23,7 +23,7 @@ const READS: [&str; 6] = [
     "list_wiki_history",
     "get_wiki_diff",
 ];
-const WRITES: [&str; 2] = ["write_wiki_pages", "patch_wiki_pages"];
+const WRITES: [&str; 3] = ["write_wiki_pages", "patch_wiki_pages", "publish_job_changes"];
 /// The writer's evidence tools (read-only, served only in writer mode).
 const EVIDENCE: [&str; 5] = [
     "get_job_evidence",

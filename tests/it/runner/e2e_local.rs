@@ -188,16 +188,18 @@ async fn the_openai_agent_in_the_daemon_that_lies_in_its_receipt_fails_the_job()
         reason.contains("receipt does not hold") && reason.contains("wiki_sha"),
         "{job}"
     );
-    // The write the writer accepted stays, and the reason says it landed (a
-    // maintainer about to retry must know the wiki already holds it).
-    let changelog = git_trimmed(&f.wiki, &["show", "master:Changelog.md"]);
-    assert!(changelog.contains(&f.source.merge_12), "{changelog}");
-    let tip = wiki_tip(&f.wiki);
+    // The writes the writer staged were never published, and the reason
+    // says so (a maintainer about to retry must know the wiki is as it was).
+    assert_eq!(
+        wiki_tip(&f.wiki),
+        start,
+        "a refused receipt publishes nothing"
+    );
     assert!(
-        reason.contains(&format!("this job committed {tip}")) && !reason.contains("did not land"),
+        reason.contains("staged") && reason.contains("nothing was published"),
         "{job}"
     );
-    assert_eq!(jobs_of_commits(&f.wiki, &start), [Some(id)]);
+    assert!(jobs_of_commits(&f.wiki, &start).is_empty());
     // What the agent claimed is kept with the failure for that review.
     assert_eq!(job["receipt"]["wiki_sha"], "1".repeat(40), "{job}");
     assert!(daemon.terminate().success());

@@ -45,6 +45,8 @@ mod staleness;
 mod staleness_github;
 // The openai backend against a scripted chat-completions fake on loopback.
 mod openai;
+// One job, one wiki commit: staged writes published once, nothing on failure or cancel, a moved wiki rebuilt on.
+mod one_commit;
 // Purposes through the real writer: a crate doc kept in its README, usage boilerplate, a sentence over two lines.
 mod purposes;
 // The sweep for missed pushes: the real daemon on both forges, and its decisions in process.

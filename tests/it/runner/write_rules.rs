@@ -89,25 +89,42 @@ impl Bound {
         self.client.call(tool, args).await.unwrap()
     }
 
-    /// A new page written at the wiki's tip.
-    async fn write_page(&self, s: &Setup, path: &str, content: &str) -> Envelope {
+    /// The job's HEAD: the wiki's tip, or the job's staged tip once it
+    /// staged a write.
+    async fn base(&self) -> Value {
+        self.call("get_wiki_snapshot", json!({"repository": REPO}))
+            .await
+            .result["sha"]
+            .clone()
+    }
+
+    /// Publishes the job's staged writes as its one commit (the runner's
+    /// step when a job succeeds).
+    async fn publish(&self) {
+        self.client.publish_job_changes(REPO).await.unwrap();
+    }
+
+    /// A new page written at the job's HEAD (staged until published).
+    async fn write_page(&self, _s: &Setup, path: &str, content: &str) -> Envelope {
+        let base = self.base().await;
         self.call(
             "write_wiki_pages",
             json!({"repository": REPO, "expected_wiki_repository": REPO,
-                   "expected_base": s.tip(), "message": "A job's write",
+                   "expected_base": base, "message": "A job's write",
                    "pages": [{"path": path, "content": content}]}),
         )
         .await
     }
 
-    async fn patch(&self, s: &Setup, path: &str, replacements: Value) -> Envelope {
+    async fn patch(&self, _s: &Setup, path: &str, replacements: Value) -> Envelope {
         let page = self
             .call("get_wiki_page", json!({"repository": REPO, "path": path}))
             .await;
+        let base = self.base().await;
         self.call(
             "patch_wiki_pages",
             json!({"repository": REPO, "expected_wiki_repository": REPO,
-                   "expected_base": s.tip(), "message": "A job's patch",
+                   "expected_base": base, "message": "A job's patch",
                    "patches": {path: {"expected_sha": page.result["sha"], "replacements": replacements}}}),
         )
         .await
@@ -237,6 +254,7 @@ async fn marker_rewrites_are_checked_before_they_touch_a_page() {
     let good = bound(&s, 4, rewrites("Facts.md", &[(&cited, &stale)])).await;
     let answer = good.write_page(&s, "Log.md", "# Log\n").await;
     assert!(answer.success, "{answer:?}");
+    good.publish().await;
     assert!(s.page("Facts.md").contains(&stale));
     assert!(s.page("Stale.md").contains("Search is fast."));
     // A later write of the same job carries the settled rewrite no more.
@@ -264,6 +282,7 @@ async fn marker_rewrites_spend_the_jobs_byte_budget() {
     );
     let answer = job.write_page(&s, "Log.md", &"x".repeat(50)).await;
     assert!(answer.success, "{answer:?}");
+    job.publish().await;
     assert!(s.page("Facts.md").contains(&stale));
     // 97 of 100 spent: four more bytes are refused.
     let tip = s.tip();
@@ -327,6 +346,7 @@ async fn text_reaches_home_only_below_teammems_marker_lines() {
         )
         .await;
     assert!(below.success, "{below:?}");
+    job.publish().await;
     assert_eq!(
         s.page("Home.md"),
         format!("{HOME}\n## Topics\n\n{anchor}{link}").trim_end()
@@ -474,6 +494,7 @@ async fn a_page_read_says_whether_a_person_or_teammem_changed_it_last() {
 
     let written = job.write_page(&s, "Log.md", "# Log\n").await;
     assert!(written.success, "{written:?}");
+    job.publish().await;
     let log = read("Log.md").await;
     assert_eq!(log["by"], "teammem", "{log}");
     assert_eq!(log["commit"], s.tip().as_str());
