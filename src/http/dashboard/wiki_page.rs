@@ -1,6 +1,7 @@
 //! A wiki page as teammem's mirror holds it, for wikis that have no web view
 //! of their own (local wikis): `/wiki/{owner}/{name}/{page}`, the Markdown
-//! shown as text.
+//! shown as text; `{page}` is a file (`Area-src.md`) or a page name as the
+//! pages link it (`Area-src`).
 //!
 //! Invariant: only a configured source the viewer may see, only a page path
 //! the wiki engine accepts (checked there), and the content always escaped.
@@ -47,6 +48,13 @@ pub(super) async fn page(
         .filter(|s| viewer.may_see(&s.repository))
     else {
         return page_error(StatusCode::NOT_FOUND, "no such source");
+    };
+    // A page linked by its name, as teammem's pages link for GitHub's flat
+    // wiki (`Area-src`), is its file (`Area-src.md`).
+    let page = if page.ends_with(".md") {
+        page
+    } else {
+        format!("{page}.md")
     };
     let read = async {
         let wiki = wiki_of(&state, source)?;
