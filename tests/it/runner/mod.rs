@@ -4,6 +4,8 @@
 
 // The audience rule past dispatch: a visibility change while queued, a retry, the sweep.
 mod audience;
+// A long history over four quarters: quarter pages, nothing lost, a removed area and file.
+mod archives;
 // The per-job broker: GitHub source files and listings for get_source_file and list_source_files, reachable only
 // by the writer it was given to, and its end with the job.
 mod broker;
