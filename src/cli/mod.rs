@@ -7,7 +7,8 @@
 //!
 //! The families: `serve` (the daemon, migrations, configuration checks),
 //! `jobs` (the job queue and the sweep cursor), `tokens`, `wiki` (the MCP
-//! servers and operator wiki access), `request` (asking a running daemon).
+//! servers and operator wiki access), `request` (asking a running daemon),
+//! `backfill` (a source's earlier history into the queue).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,6 +19,7 @@ use crate::config::Config;
 use crate::db;
 use crate::queue::Queue;
 
+mod backfill;
 mod database;
 mod jobs;
 mod request;
@@ -84,6 +86,8 @@ enum Command {
     SandboxExec(SandboxExecArgs),
     /// Ask a running daemon to reconcile one merged pull request (token from TEAMMEM_TOKEN)
     Request(request::RequestArgs),
+    /// Adopt a repository's history: enqueue its last N merges (or those since a commit or date) as ranges, oldest first; --status, --cancel
+    Backfill(backfill::BackfillArgs),
     /// Check that the GitHub App is installed on repositories; exit 0 all, 1 some not, 2 config/auth failure
     CheckInstallations {
         #[command(flatten)]
@@ -223,6 +227,7 @@ async fn run(command: Command) -> ExitCode {
         Command::Mcp(m) => wiki::run_mcp(m).await,
         Command::Wiki(w) => wiki::run_wiki(w).await,
         Command::Request(r) => request::run_request(r).await,
+        Command::Backfill(b) => backfill::run_backfill(b).await,
         Command::SandboxExec(_) => Err(Failure::usage(
             "sandbox-exec runs before the async runtime starts",
         )),

@@ -9,6 +9,7 @@
 
 pub mod evidence; // the evidence bundle of one job: what a forge produces, bounded, and its file form
 pub mod github;
+pub mod history; // the default branch's first-parent history, for backfills
 pub mod local;
 pub mod merged_in; // the order a range's commits entered the default branch, and through which merge
 pub mod source; // the façade: one GitHub client per process, one SourceForge per source

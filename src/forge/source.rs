@@ -205,6 +205,28 @@ impl<'a> SourceForge<'a> {
         }
     }
 
+    /// The default branch's first-parent history ending at `end`, oldest
+    /// first, from `start`, refused past `limit` commits (backfills).
+    pub async fn first_parent_history(
+        &self,
+        end: &Sha,
+        start: &super::history::HistoryStart,
+        limit: usize,
+    ) -> Result<Vec<super::history::FirstParent>, Refusal> {
+        match self.on {
+            On::Local(repo) => {
+                let (repo, end, start) = (repo.clone(), end.to_string(), start.clone());
+                blocking(move || local::history::first_parent_history(&repo, &end, &start, limit))
+                    .await
+            }
+            On::GitHub(client) => {
+                Self::github_or_refuse(client)?
+                    .first_parent_history(&self.source.repository, end, start, limit)
+                    .await
+            }
+        }
+    }
+
     /// At job start, what ingest verified still holds; returns the default
     /// branch.
     pub async fn recheck(&self, scope: &JobScope) -> Result<String, SourceError> {

@@ -214,6 +214,40 @@ impl Queue {
         Ok(out)
     }
 
+    /// Every range job of `source` (any origin, any state), oldest first:
+    /// `(id, before, after, state)`; a backfill plans around them.
+    pub async fn range_jobs(
+        &self,
+        source: &str,
+    ) -> Result<Vec<(i64, Sha, Sha, JobState)>, QueueError> {
+        let rows: Vec<(i64, String, String, String)> = on_pool!(&self.pool, |pool| {
+            sqlx::query_as(
+                "SELECT id, push_before, push_after, state FROM jobs \
+                 WHERE source = $1 AND kind = 'range' ORDER BY id",
+            )
+            .bind(source)
+            .fetch_all(pool)
+            .await?
+        });
+        rows.into_iter()
+            .map(|(id, before, after, state)| {
+                let sha = |text: &str| {
+                    Sha::parse(text).map_err(|e| {
+                        QueueError::Database(sqlx::Error::Decode(
+                            format!("jobs.push_before/after of job {id}: {e}").into(),
+                        ))
+                    })
+                };
+                Ok((
+                    id,
+                    sha(&before)?,
+                    sha(&after)?,
+                    super::rows::parse_state(&state)?,
+                ))
+            })
+            .collect()
+    }
+
     /// Cancels every queued range of `source`'s backfills for `actor`;
     /// returns the jobs cancelled. A running range finishes (it holds the
     /// wiki's one lease; cancel it by id to stop it).

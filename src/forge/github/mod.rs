@@ -15,6 +15,7 @@ pub mod audience; // the audience rule for every path to a wiki write
 pub mod auth;
 mod blob_cache; // source-file heads already read, by blob sha, bounded (GitHub sources' "What is here")
 pub mod citations; // cited source lines followed to a job's tip: compares, a file's history, its patches
+mod history; // the first-parent history from the commit listing (backfills)
 mod installations;
 pub mod evidence; // the evidence bundle of a job: compare paging, merged PRs, file manifests, policy file
 mod maintainers; // token owners and their role on a source (requests with GitHub tokens)

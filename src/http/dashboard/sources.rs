@@ -2,7 +2,8 @@
 //! the viewer may see, with the commit its memory is reconciled to, how far
 //! the default branch has moved past it, the stale facts on its wiki, the
 //! jobs in flight for its wiki and its last job and failure; the sources that
-//! need an operator come first.
+//! need an operator come first; a backfill in progress shows under its
+//! source's status ("backfill: N of M ranges done").
 //!
 //! Invariant: every value from the configuration, the queue, a forge or a
 //! wiki is escaped; the page waits on forges (and stale-fact counts) at most
@@ -19,6 +20,7 @@ use super::{Peer, age, escape, internal, layout, viewer};
 use crate::forge::{Forges, Lag};
 use crate::freshness::{FactsAnswer, LagAnswer, SourceRow};
 use crate::http::AppState;
+use crate::queue::backfill::BackfillStatus;
 use crate::queue::{readable_utc, short_sha};
 
 pub(super) async fn page(
@@ -53,12 +55,25 @@ pub(super) async fn page(
         Ok(finished) => finished,
         Err(e) => return internal(e),
     };
-    let body = render(&rows, now) + &super::chart::last_day(&finished, now);
+    // Backfills in progress, by source (`teammem backfill`).
+    let backfills: Vec<BackfillStatus> = match state.queue.backfills(None).await {
+        Ok(all) => all.into_iter().filter(|b| b.in_flight() > 0).collect(),
+        Err(e) => return internal(e),
+    };
+    let body =
+        render_with_backfills(&rows, &backfills, now) + &super::chart::last_day(&finished, now);
     Html(layout("Sources", &body, Some(30), Some(&viewer))).into_response()
 }
 
-/// The page's body for `rows` at `now` (unix ms).
-pub fn render(rows: &[SourceRow], now: i64) -> String {
+/// The page's body for `rows` at `now` (unix ms), without backfills.
+#[cfg(test)]
+fn render(rows: &[SourceRow], now: i64) -> String {
+    render_with_backfills(rows, &[], now)
+}
+
+/// The page's body, with the backfills in progress (`teammem backfill`)
+/// under their source's status: "backfill: N of M ranges done".
+pub fn render_with_backfills(rows: &[SourceRow], backfills: &[BackfillStatus], now: i64) -> String {
     if rows.is_empty() {
         return "<p class=empty>No sources you may see. Sources are configured in teammem.toml ([[sources]]).</p>".into();
     }
@@ -142,9 +157,24 @@ pub fn render(rows: &[SourceRow], now: i64) -> String {
             ),
             None => "—".into(),
         };
+        let backfill: String = backfills
+            .iter()
+            .filter(|b| b.source.eq_ignore_ascii_case(&row.repository))
+            .map(|b| {
+                format!(
+                    "<br><small class=backfill data-backfill=\"{id}\" title=\"{spec}, from {first} to {last}\">backfill: {done} of {total} ranges done</small>",
+                    id = b.id,
+                    spec = escape(&b.spec),
+                    first = escape(short_sha(&b.first_sha)),
+                    last = escape(short_sha(&b.last_sha)),
+                    done = b.done(),
+                    total = b.ranges,
+                )
+            })
+            .collect();
         let _ = write!(
             body,
-            "<tr data-source=\"{src}\" data-attention=\"{attn}\"{stale_attribute}><td><a href=\"/jobs?repository={src}\">{src}</a><br><small>{dest}</small></td><td><span class=\"attention {attn_class}\">{attn}</span></td><td>{reconciled}</td><td>{behind}</td><td>{stale}</td><td>{running} running, {queued} queued</td><td>{last_job}</td><td>{last_failure}</td></tr>",
+            "<tr data-source=\"{src}\" data-attention=\"{attn}\"{stale_attribute}><td><a href=\"/jobs?repository={src}\">{src}</a><br><small>{dest}</small></td><td><span class=\"attention {attn_class}\">{attn}</span>{backfill}</td><td>{reconciled}</td><td>{behind}</td><td>{stale}</td><td>{running} running, {queued} queued</td><td>{last_job}</td><td>{last_failure}</td></tr>",
             src = escape(&row.repository),
             dest = escape(&row.destination),
             attn = row.attention.as_str(),
@@ -331,5 +361,47 @@ mod tests {
             !empty.contains("stale-count") && empty.contains("<td>up to date</td><td>—</td>"),
             "{empty}"
         );
+    }
+
+    #[test]
+    fn a_backfill_in_progress_shows_under_its_source() {
+        let row = |repository: &str| SourceRow {
+            repository: repository.into(),
+            destination: "d".into(),
+            cursor: None,
+            lag: LagAnswer::Unknown("x".into()),
+            running: 1,
+            queued: 3,
+            last_job: None,
+            last_failure: None,
+            facts: FactsAnswer::Unknown("x".into()),
+            attention: Attention::CatchingUp,
+        };
+        let backfill = BackfillStatus {
+            id: 7,
+            source: "octo/app".into(),
+            spec: "--since <b>".into(),
+            first_sha: "a".repeat(40),
+            last_sha: "b".repeat(40),
+            actor: "cli".into(),
+            created_at: 0,
+            ranges: 5,
+            states: [
+                (crate::queue::JobState::Succeeded, 1),
+                (crate::queue::JobState::NoChange, 1),
+                (crate::queue::JobState::Running, 1),
+                (crate::queue::JobState::Queued, 2),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let html = render_with_backfills(&[row("octo/app"), row("octo/lib")], &[backfill], 0);
+        assert_eq!(
+            html.matches("backfill: 2 of 5 ranges done").count(),
+            1,
+            "{html}"
+        );
+        assert!(html.contains("--since &lt;b&gt;"), "{html}");
+        assert!(!html.contains("<b>"), "{html}");
     }
 }
