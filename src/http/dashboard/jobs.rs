@@ -391,7 +391,9 @@ fn diff_html(diff: &str) -> String {
             } else {
                 ""
             };
-        let _ = writeln!(out, "<span class=\"{class}\">{}</span>", escape(line));
+        // One block per line and no newline between them: a newline after a
+        // block inside <pre> rendered as a blank line after every line.
+        let _ = write!(out, "<span class=\"{class}\">{}</span>", escape(line));
     }
     out.push_str("</pre>");
     if cut {
@@ -551,4 +553,26 @@ fn github_page_name(page: &str) -> String {
     let name = page.rsplit('/').next().unwrap_or(page);
     let name = name.strip_suffix(".md").unwrap_or(name).replace(' ', "-");
     super::wiki_page::encode_path(&name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::diff_html;
+
+    #[test]
+    fn a_diff_shows_each_line_once_with_no_blank_line_between() {
+        let diff = "diff --git a/Home.md b/Home.md\n@@ -1,2 +1,2 @@\n # Home\n-old <b>\n+new\n";
+        let html = diff_html(diff);
+        let pre = html
+            .split_once("<pre class=diff>")
+            .and_then(|(_, rest)| rest.split_once("</pre>"))
+            .map(|(pre, _)| pre)
+            .unwrap();
+        // Every line is one block; a newline between blocks in <pre> would
+        // render as an empty line after each.
+        assert!(!pre.contains('\n'), "{pre}");
+        assert_eq!(pre.matches("<span").count(), 5, "{pre}");
+        assert!(pre.contains("<span class=\"del\">-old &lt;b&gt;</span>"), "{pre}");
+        assert!(pre.contains("<span class=\"add\">+new</span>"), "{pre}");
+    }
 }

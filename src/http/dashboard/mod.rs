@@ -648,7 +648,7 @@ dl{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem}dt{font-we
 pre{background:#f6f8fa;padding:.75rem;overflow:auto}.filters{margin-bottom:1rem}.error{color:#cf222e}\
 .timeline time{color:#57606a;font-size:.9em}\
 .attention{padding:.05rem .45rem;border-radius:1rem;white-space:nowrap;font-size:.85em}.attention.failing,.attention.stalled{background:#ffebe9}.attention.unknown{background:#fff8c5}.attention.catching-up{background:#ddf4ff}.attention.stale-facts{background:#fff1e5}.attention.up-to-date{background:#dafbe1}.unknown{color:#9a6700}.stale-count{color:#bc4c00}\
-.diff .add{background:#dafbe1;display:block}.diff .del{background:#ffebe9;display:block}.diff .hunk{color:#8250df}.diff .file{font-weight:600}\
+.diff span{display:block;min-height:1.2em}.diff .add{background:#dafbe1}.diff .del{background:#ffebe9}.diff .hunk{color:#8250df}.diff .file{font-weight:600}\
 @media (max-width:40rem){thead{display:none}tr{display:block;border-bottom:1px solid #d0d7de;padding:.4rem 0}td{display:inline-block;border:0;padding:.1rem .4rem}}";
 
 /// A page: `viewer` is named in the header (none on error pages, which
