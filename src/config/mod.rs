@@ -310,6 +310,21 @@ pub struct Api {
     pub allowed_origins: Vec<String>,
 }
 
+/// Why `path` is not a git repository this process can read (`None`: it
+/// is one): missing, not a directory, or neither a bare repository nor a
+/// work tree (no `HEAD` and `objects`, or no `.git`).
+fn not_a_repository(path: &std::path::Path) -> Option<&'static str> {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("does not exist"),
+        Err(_) => Some("cannot be read by this process"),
+        Ok(meta) if !meta.is_dir() => Some("is not a directory"),
+        Ok(_) => {
+            let bare = path.join("HEAD").is_file() && path.join("objects").is_dir();
+            (!bare && !path.join(".git").exists()).then_some("is not a git repository")
+        }
+    }
+}
+
 impl Config {
     pub fn source(&self, repository: &str) -> Option<&Source> {
         self.sources
@@ -366,6 +381,21 @@ impl Config {
                     crate::secrets::short_dispatch_secret(&source.webhook_secret_env, &secret)
                         .map(|why| format!("sources[{i}].webhook_secret_env: {why}")),
                 ),
+            }
+        }
+        for (i, source) in self.sources.iter().enumerate() {
+            if let Forge::Local { repo, wiki } = &source.forge {
+                for (key, path, what) in [
+                    ("local_path", repo, "the source's git repository"),
+                    ("local_wiki_path", wiki, "the wiki's git repository"),
+                ] {
+                    if let Some(why) = not_a_repository(path) {
+                        errors.push(format!(
+                            "sources[{i}].{key}: {} {why}; it must be {what} (create it, or fix the path)",
+                            path.display()
+                        ));
+                    }
+                }
             }
         }
         for warning in self.shared_dispatch_secrets() {

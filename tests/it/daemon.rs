@@ -171,6 +171,35 @@ fn check_config_prints_ok_or_every_error_with_exit_2() {
     );
     assert!(err.contains("nonsense: unknown key"), "{err}");
 
+    // A local source whose repositories are not there: named, with the fix.
+    let gone = good.dir.path().join("gone");
+    let wiki = good.dir.path().join("wiki.git");
+    crate::harness::git::git(
+        good.dir.path(),
+        &["init", "-q", "--bare", wiki.to_str().unwrap()],
+    );
+    let absent = Setup::new(&format!(
+        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_TEST_ABSENT_SECRET\"\n",
+        gone.display(),
+        wiki.display()
+    ));
+    let out = std::process::Command::new(crate::harness::daemon::BIN)
+        .args(["check-config", "--config"])
+        .arg(&absent.config)
+        .env("TEAMMEM_TEST_ABSENT_SECRET", "s".repeat(40))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "sources[0].local_path: {} does not exist",
+            gone.display()
+        )) && err.contains("create it, or fix the path")
+            && !err.contains("local_wiki_path"),
+        "{err}"
+    );
+
     let missing = good.dir.path().join("nope.toml");
     let out = std::process::Command::new(crate::harness::daemon::BIN)
         .args(["check-config", "--config"])

@@ -336,3 +336,19 @@ fn lag_counts_the_commits_after_the_cursor_and_sees_a_force_push() {
         Lag::Diverged { tip: rewritten }
     );
 }
+
+/// A local source repository that is gone fails its job for good, naming
+/// local_path: no retry can bring it back.
+#[test]
+fn a_missing_local_repository_is_a_permanent_failure_naming_local_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let gone = dir.path().join("gone");
+    let sha = "a".repeat(40);
+    let error =
+        teammem::forge::local::evidence::recheck_range(&gone, &sha, &"b".repeat(40)).unwrap_err();
+    assert!(
+        matches!(&error, teammem::forge::evidence::SourceError::Invalid(reason)
+            if reason.contains("does not exist") && reason.contains("local_path")),
+        "{error:?}"
+    );
+}

@@ -50,6 +50,13 @@ fn unavailable(what: &str, e: impl std::fmt::Display) -> SourceError {
 }
 
 fn open(path: &Path) -> Result<gix::Repository, SourceError> {
+    // Gone is not a passing fault: retrying cannot bring it back.
+    if !path.exists() {
+        return Err(SourceError::Invalid(format!(
+            "the local source repository {} does not exist; fix local_path (teammem check-config names it), then retry the job",
+            path.display()
+        )));
+    }
     gix::open(path).map_err(|e| {
         SourceError::Unavailable(format!(
             "the local source repository {} cannot be opened: {e}; check local_path",
