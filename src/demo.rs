@@ -6,7 +6,8 @@
 //! post-merge workflow sends them (the second edits lines the first one's pages
 //! cite), follows each job, prints the jobs, their receipts, the pages written
 //! and the wiki's log (read through the wiki engine), and keeps serving the
-//! dashboard until Ctrl-C (`--once`: exits after the jobs).
+//! dashboard until Ctrl-C (`--once`: exits after the jobs and removes the
+//! temporary directory it made, unless `--keep`).
 //!
 //! Invariants:
 //! - bad input (a busy port, a data directory that cannot be written or holds
@@ -48,6 +49,9 @@ const JOB_DEADLINE: Duration = Duration::from_secs(300);
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
     pub once: bool,
+    /// With `once`: keep the temporary data directory the demo made (one
+    /// given with `data_dir` is always kept).
+    pub keep: bool,
     pub port: u16,
     pub data_dir: Option<PathBuf>,
 }
@@ -101,6 +105,9 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
             .map_err(|e| port_problem(options.port, &e))?;
     }
     let dir = prepare_data_dir(options.data_dir.as_deref())?;
+    // Only a directory the demo made itself, for a run that ends on its own,
+    // is removed at the end.
+    let remove_at_end = options.once && !options.keep && options.data_dir.is_none();
     let layout = Layout::new(&dir);
 
     let sample = create_sample_source(&layout.source).map_err(|e| failed(e.to_string()))?;
@@ -187,19 +194,36 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
     crate::outln!("\ndaemon listening on {base_url} (local forge, builtin agent)");
 
     let outcome = follow_demo(&config, &layout, &sample, &base_url, &secret, &served).await;
+    // A failed run keeps its directory to be looked at.
+    let remove_at_end = remove_at_end && outcome.is_ok();
     let job_page = match &outcome {
         Ok(job_id) => format!("  (this job: {base_url}/jobs/{job_id})"),
         Err(_) => String::new(),
     };
-    crate::outln!("\ndashboard: {base_url}/{job_page}");
-    crate::outln!(
-        "  from this machine no login is needed (loopback); elsewhere sign in with a token from `teammem tokens create --config {}`",
-        config_path.display()
-    );
-    crate::outln!(
-        "  the wiki is a plain git repository: git --git-dir {} log -p",
-        layout.wiki.display()
-    );
+    if options.once {
+        crate::outln!(
+            "\nthe dashboard served this run at {base_url}/{job_page}; it stops with --once (run `teammem demo` without --once to browse it)"
+        );
+    } else {
+        crate::outln!("\ndashboard: {base_url}/{job_page}");
+        crate::outln!(
+            "  from this machine no login is needed (loopback); elsewhere sign in with a token from `teammem tokens create --config {}`",
+            config_path.display()
+        );
+    }
+    if !remove_at_end {
+        crate::outln!(
+            "  the wiki is a plain git repository: git --git-dir {} log -p",
+            layout.wiki.display()
+        );
+        // The run's own secret stays in memory; serving the configuration
+        // again takes a secret of the user's choosing, which their own
+        // dispatches are then signed with.
+        crate::outln!(
+            "  to serve this configuration yourself: {SECRET_ENV}=\"$(head -c 32 /dev/urandom | base64)\" teammem serve --config {}",
+            config_path.display()
+        );
+    }
     match &outcome {
         Ok(_) => crate::outln!("demo ok: the wiki was updated as expected"),
         Err(e) => crate::outln!("demo failed: {}", e.message()),
@@ -211,6 +235,12 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
         crate::outln!("serving until Ctrl-C");
     }
     let ended = served.await;
+    if remove_at_end {
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => crate::outln!("removed {} (--keep keeps it)", dir.display()),
+            Err(e) => crate::outln!("could not remove {}: {e}", dir.display()),
+        }
+    }
     match (outcome, ended) {
         // The daemon's own failure explains the rest.
         (_, Ok(Err(e))) => Err(daemon_ended(Ok(Err(e)), options.port)),

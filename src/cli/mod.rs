@@ -103,6 +103,9 @@ struct DemoArgs {
     /// Exit after the job: 0 only when the wiki was updated as expected
     #[arg(long)]
     once: bool,
+    /// With --once: keep the temporary directory (removed by default; a --data-dir is always kept)
+    #[arg(long, requires = "once")]
+    keep: bool,
     /// Loopback port of the daemon and dashboard (0: any free port)
     #[arg(long, default_value_t = 8080)]
     port: u16,
@@ -210,6 +213,7 @@ async fn run(command: Command) -> ExitCode {
         Command::Serve(c) => serve::serve(&c.config).await,
         Command::Demo(d) => crate::demo::run(crate::demo::DemoOptions {
             once: d.once,
+            keep: d.keep,
             port: d.port,
             data_dir: d.data_dir,
         })

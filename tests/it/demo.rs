@@ -87,9 +87,18 @@ fn rendered(markdown: &str) -> String {
 fn assert_area_pages_say_what_is_here(source: &Path, wiki: &Path) {
     let pages = git(wiki, &["ls-tree", "-r", "--name-only", "master"]);
     let mut purposes = 0;
-    for page in pages.lines().filter(|p| p.starts_with("Areas/")) {
+    // Area pages, not their quarter pages (`Area-api-2026-Q1.md`).
+    let is_area_page = |p: &&str| {
+        p.starts_with("Area-")
+            && !p
+                .trim_end_matches(".md")
+                .rsplit('-')
+                .next()
+                .is_some_and(|last| last.starts_with('Q'))
+    };
+    for page in pages.lines().filter(is_area_page) {
         let text = git(wiki, &["show", &format!("master:{page}")]);
-        let area = page.trim_start_matches("Areas/").trim_end_matches(".md");
+        let area = page.trim_start_matches("Area-").trim_end_matches(".md");
         let summary = text
             .lines()
             .find(|l| l.ends_with("<!-- teammem:what-is-here -->"))
@@ -209,7 +218,20 @@ fn demo_once_runs_both_jobs_and_the_wiki_cites_every_merged_pull_request() {
     assert!(stdout.contains("demo ok"), "{stdout}");
     assert!(stdout.contains("job 1: succeeded"), "{stdout}");
     assert!(stdout.contains("job 2: succeeded"), "{stdout}");
-    assert!(stdout.contains("dashboard: http://127.0.0.1:"), "{stdout}");
+    assert!(
+        stdout.contains("the dashboard served this run at http://127.0.0.1:")
+            && stdout.contains("it stops with --once"),
+        "{stdout}"
+    );
+    // A --data-dir is kept, and the configuration can be served again with
+    // a secret of the user's own (the run's secret is never printed).
+    assert!(
+        stdout.contains(&format!(
+            "TEAMMEM_DEMO_SECRET=\"$(head -c 32 /dev/urandom | base64)\" teammem serve --config {}",
+            data.join("teammem-demo.toml").display()
+        )),
+        "{stdout}"
+    );
     // The demo's own logging stays quiet, the writer child's included.
     assert!(!stderr.contains("INFO"), "{stderr}");
 
@@ -234,10 +256,10 @@ fn demo_once_runs_both_jobs_and_the_wiki_cites_every_merged_pull_request() {
     for page in [
         "Home.md",
         "Changelog.md",
-        "Areas/api.md",
-        "Areas/docs.md",
-        "Areas/storage.md",
-        "Areas/web.md",
+        "Area-api.md",
+        "Area-docs.md",
+        "Area-storage.md",
+        "Area-web.md",
     ] {
         assert!(pages.lines().any(|p| p == page), "{page} in {pages}");
     }
@@ -487,4 +509,43 @@ fn the_sample_is_what_the_local_forge_recognises() {
         create_local_wiki(&wiki, "master", &[page], "Again", &who).is_err(),
         "an existing wiki is never overwritten"
     );
+}
+
+/// `--once` without `--data-dir` removes the temporary directory it made;
+/// `--keep` keeps it, and says how to serve it.
+#[test]
+fn demo_once_removes_its_temporary_directory_unless_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["demo", "--once", "--port", "0"];
+        args.extend(extra);
+        std::process::Command::new(crate::harness::daemon::BIN)
+            .args(&args)
+            .env("TMPDIR", tmp.path())
+            .env("TEAMMEM_LOG", "warn")
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("(--keep keeps it)"), "{stdout}");
+    assert_eq!(
+        std::fs::read_dir(tmp.path()).unwrap().count(),
+        0,
+        "nothing left behind"
+    );
+
+    let out = run(&["--keep"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let kept: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert_eq!(kept.len(), 1, "{stdout}");
+    let dir = kept[0].as_ref().unwrap().path();
+    assert!(dir.join("teammem-demo.toml").is_file());
+    assert!(stdout.contains("teammem serve --config"), "{stdout}");
 }
