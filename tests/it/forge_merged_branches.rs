@@ -525,6 +525,6 @@ async fn the_builtin_agent_records_merged_in_pull_requests_once_on_the_changelog
         );
     }
     // On the page of the files it changed.
-    assert_eq!(entries(&wiki, "Areas/lib.md", &h.range1[3].1), 1);
+    assert_eq!(entries(&wiki, "Area-lib.md", &h.range1[3].1), 1);
     assert!(daemon.terminate().success());
 }

@@ -249,21 +249,44 @@ fn pull_plans(grouped: &[(&PullRequest, ByArea<'_>)], recorded: &Recorded) -> Ve
         .collect()
 }
 
+/// At most this many bytes of one job's new entries go on a current page
+/// (its newest ones): every entry goes on its quarter page, and a job that
+/// records many at once (a backfill, a long coalesced range) would
+/// otherwise pay for a page of them twice.
+pub const CURRENT_ENTRIES_PER_JOB: usize = 16 * 1024;
+
 /// New entry lines of one page family: in page order (newest first), and
 /// by quarter (each newest first).
 #[derive(Default)]
 struct NewEntries {
-    lines: String,
+    lines: Vec<String>,
     by_period: BTreeMap<Period, Vec<String>>,
 }
 
 impl NewEntries {
     fn push(&mut self, pull: &PullRequest, line: String) {
-        self.lines.push_str(&line);
+        self.lines.push(line.clone());
         self.by_period
             .entry(Period::of(&pull.merged_at))
             .or_default()
             .push(line);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    /// The entries the current page gets: the newest, within
+    /// [`CURRENT_ENTRIES_PER_JOB`] (at least one).
+    fn current(&self) -> String {
+        let mut out = String::new();
+        for line in &self.lines {
+            if !out.is_empty() && out.len() + line.len() > CURRENT_ENTRIES_PER_JOB {
+                break;
+            }
+            out.push_str(line);
+        }
+        out
     }
 }
 
@@ -439,19 +462,20 @@ fn plan_changelog(
             entries.push(pull, line);
         }
     }
-    if entries.lines.is_empty() {
+    if entries.is_empty() {
         return links_of(pages, base, CHANGELOG);
     }
+    let current = entries.current();
     let links = plan_archives(out, pages, (base, CHANGELOG), &changelog_header(), &entries);
     let archives = archives_line(base, &links);
     match pages.get(CHANGELOG) {
         None => out.writes.push(NewPage {
             path: CHANGELOG.into(),
-            content: trim_new_page(new_changelog(&archives, &entries.lines)),
+            content: trim_new_page(new_changelog(&archives, &current)),
         }),
         Some(page) => {
             let (mut replacements, append) =
-                entry_replacements(page, CHANGELOG_ANCHOR, &entries.lines, &archives, "");
+                entry_replacements(page, CHANGELOG_ANCHOR, &current, &archives, "");
             if !append.is_empty() {
                 replacements.push(append_replacement(page, &append));
             }
@@ -550,9 +574,10 @@ fn plan_area_pages(
 ) {
     let mut section_room = JOB_SECTION_BYTES;
     for (slug, entries) in areas {
-        if entries.entries.lines.is_empty() {
+        if entries.entries.is_empty() {
             continue;
         }
+        let current_entries = entries.entries.current();
         let path = area_page(slug);
         let base = area_base(slug);
         let label = area_label(&entries.area, slug);
@@ -604,7 +629,7 @@ fn plan_area_pages(
                     section.as_deref(),
                     who.as_deref().unwrap_or_default(),
                     &archives,
-                    &entries.entries.lines,
+                    &current_entries,
                 )),
                 path,
             }),
@@ -613,7 +638,7 @@ fn plan_area_pages(
                     expected_sha: page.sha.clone(),
                     replacements: area_replacements(
                         page,
-                        (&entries.entries.lines, &archives),
+                        (&current_entries, &archives),
                         (section, span),
                         (who, who_span),
                     ),
@@ -1464,5 +1489,30 @@ mod tests {
             after["Area-src.md"]
         );
         assert!(after["Area-src.md"].contains("- src/b.rs — B."));
+    }
+
+    #[test]
+    fn a_job_of_many_entries_puts_only_its_newest_on_the_current_pages() {
+        let pulls: Vec<PullRequest> = (1..=200)
+            .map(|n| dated(n, "2026-02-01", &["src/a.rs"]))
+            .collect();
+        let after = apply(&home(), &plan(&bundle(pulls.clone()), &home()));
+        for (page, base) in [(CHANGELOG, "Changelog"), ("Area-src.md", "Area-src")] {
+            let shown = entry_lines(&after[page]);
+            let bytes: usize = shown.iter().map(|r| r.len()).sum();
+            assert!(bytes <= CURRENT_ENTRIES_PER_JOB, "{page}: {bytes}");
+            assert!(after[page].contains(&entry_marker(&pulls[199].merge_sha)));
+            assert!(!after[page].contains(&entry_marker(&pulls[0].merge_sha)));
+            for p in &pulls {
+                let on = after
+                    .iter()
+                    .filter(|(path, text)| {
+                        parse_archive(base, path).is_some()
+                            && text.contains(&entry_marker(&p.merge_sha))
+                    })
+                    .count();
+                assert_eq!(on, 1, "#{} on {page}'s quarter pages", p.number);
+            }
+        }
     }
 }

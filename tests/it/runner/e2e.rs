@@ -20,8 +20,8 @@ use crate::harness::git::{git, git_trimmed};
 
 /// The area pages of the fixture's pull requests (#12 touches `src/`, #13
 /// `docs/` and the root).
-pub const AREAS_12: &[&str] = &["Areas/src.md"];
-pub const AREAS_13: &[&str] = &["Areas/docs.md", "Areas/root.md"];
+pub const AREAS_12: &[&str] = &["Area-src.md"];
+pub const AREAS_13: &[&str] = &["Area-docs.md", "Area-root.md"];
 
 /// A source with the fixture's history (merge #12, squash #13, a direct
 /// commit) on one forge, its bare wiki on disk, and a daemon configuration.
@@ -145,8 +145,8 @@ pub async fn contiguous_dispatches_coalesce_while_queued<F: Forge>() {
         &[
             (&s.merge_12, AREAS_12),
             (&s.squash_13, AREAS_13),
-            (&pr14, &["Areas/src.md"]),
-            (&pr15, &["Areas/docs.md"]),
+            (&pr14, &["Area-src.md"]),
+            (&pr15, &["Area-docs.md"]),
         ],
     );
     assert!(daemon.terminate().success());

@@ -336,8 +336,8 @@ async fn a_dependency_bump_is_named_on_its_entry_and_cited_on_the_dependencies_p
 /// Issue #20's page limits, through the daemon: an area of 320 files and a
 /// history of 105 long-described pull requests on it. Every page stays within
 /// 64 KiB, the area's "What is here" says how many files it did not list,
-/// the pages that dropped entries say so once, and what they dropped is still
-/// in the wiki's history.
+/// and the current pages that dropped their oldest entries still reach each
+/// of them on a quarter page they link (issue 36).
 #[tokio::test]
 async fn a_large_area_and_a_long_history_stay_within_64_kib_and_say_what_they_left_out() {
     const PAGE_LIMIT: usize = 64 * 1024;
@@ -405,28 +405,31 @@ async fn a_large_area_and_a_long_history_stay_within_64_kib_and_say_what_they_le
         let size: usize = meta.split_whitespace().nth(3).unwrap().parse().unwrap();
         assert!(size <= PAGE_LIMIT, "{path} holds {size} bytes");
     }
-    for page in ["Changelog.md", "Areas/big.md"] {
+    for (page, base) in [("Changelog.md", "Changelog"), ("Area-big.md", "Area-big")] {
         let text = git_trimmed(wiki, &["show", &format!("master:{page}")]);
-        let notes: Vec<&str> = text
-            .lines()
-            .filter(|l| l.ends_with("<!-- teammem:trimmed -->"))
-            .collect();
-        assert_eq!(notes.len(), 1, "{page}:\n{text}");
+        assert!(
+            !text.contains("<!-- teammem:trimmed -->"),
+            "{page}:\n{text}"
+        );
         assert!(text.contains(merged.last().unwrap()), "{page}");
         assert!(!text.contains(&merged[0]), "{page}");
-        // Every PR is on the page, or in the page's history (dropped by a
-        // later job), or named by the note (never written here).
-        let named = left_out_numbers(notes[0]);
-        let history = git_trimmed(wiki, &["log", "-p", "master", "--", page]);
+        // Every PR is on exactly one quarter page of the page's, which it links.
+        let quarters: Vec<String> = tree
+            .lines()
+            .filter_map(|line| line.split_once('\t').map(|(_, path)| path))
+            .filter(|path| path.starts_with(&format!("{base}-20")))
+            .map(|path| git_trimmed(wiki, &["show", &format!("master:{path}")]))
+            .collect();
         for (number, sha) in (100..).zip(&merged) {
-            assert!(
-                text.contains(sha) || history.contains(sha) || named.contains(&number),
-                "{page} lost #{number}: {}",
-                notes[0]
-            );
+            let on = quarters.iter().filter(|q| q.contains(sha.as_str())).count();
+            assert_eq!(on, 1, "{page}: #{number} is on {on} quarter pages");
         }
+        assert!(
+            text.contains(&format!("]({base}-20")),
+            "{page} links its quarters"
+        );
     }
-    let area = git_trimmed(wiki, &["show", "master:Areas/big.md"]);
+    let area = git_trimmed(wiki, &["show", "master:Area-big.md"]);
     let listed = area
         .lines()
         .filter(|l| l.starts_with("- big/module_with_a_rather_long_name_"))
@@ -437,23 +440,6 @@ async fn a_large_area_and_a_long_history_stay_within_64_kib_and_say_what_they_le
         "{area}"
     );
     assert!(daemon.terminate().success());
-}
-
-/// The pull-request numbers a page's "left out" note names (`#N` and runs
-/// `#A–#B`).
-fn left_out_numbers(note: &str) -> Vec<u64> {
-    let mut out = Vec::new();
-    for part in note.split(['(', ')', ',']) {
-        let part = part.trim();
-        let Some(run) = part.strip_prefix('#') else {
-            continue;
-        };
-        let (start, end) = run.split_once("–#").unwrap_or((run, run));
-        if let (Ok(start), Ok(end)) = (start.parse::<u64>(), end.parse::<u64>()) {
-            out.extend(start..=end);
-        }
-    }
-    out
 }
 
 /// A job that changes 20 existing area pages needs more replacements than
@@ -492,7 +478,7 @@ async fn a_job_touching_twenty_existing_areas_stays_within_the_writers_call_limi
         let (job, events) = wait_for(&daemon, &token, id, finished).await;
         assert_eq!(job["state"], "succeeded", "#{number}: {job} {events}");
         for area in 0..20 {
-            let page = git_trimmed(wiki, &["show", &format!("master:Areas/area{area:02}.md")]);
+            let page = git_trimmed(wiki, &["show", &format!("master:Area-area{area:02}.md")]);
             assert!(
                 page.contains(&after),
                 "#{number} is not on area{area:02}:\n{page}"
@@ -536,7 +522,7 @@ async fn an_area_left_out_by_the_head_budget_gets_its_section_on_the_next_job() 
     let with_section = |wiki: &std::path::Path| -> Vec<bool> {
         (0..4)
             .map(|area| {
-                git_trimmed(wiki, &["show", &format!("master:Areas/area{area}.md")])
+                git_trimmed(wiki, &["show", &format!("master:Area-area{area}.md")])
                     .contains(WHAT_IS_HERE_ANCHOR)
             })
             .collect()
@@ -556,7 +542,7 @@ async fn an_area_left_out_by_the_head_budget_gets_its_section_on_the_next_job() 
         assert_eq!(with_section(wiki), expected, "after #{number}");
         before = after;
     }
-    let page = git_trimmed(wiki, &["show", "master:Areas/area3.md"]);
+    let page = git_trimmed(wiki, &["show", "master:Area-area3.md"]);
     assert!(
         page.contains("Module 0 of area 3, changed by #51."),
         "{page}"

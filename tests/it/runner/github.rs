@@ -430,7 +430,7 @@ async fn a_rebase_merged_pull_request_is_recorded_beside_a_squash_merged_one() {
     for needle in ["#21", "Document the cache", "dana"] {
         assert!(changelog.contains(needle), "{needle} missing:\n{changelog}");
     }
-    let docs = git_trimmed(&hub.wiki, &["show", "master:Areas/docs.md"]);
+    let docs = git_trimmed(&hub.wiki, &["show", "master:Area-docs.md"]);
     assert!(docs.contains("#21"), "{docs}");
     // What is here, read at the tip through the broker (Git trees and
     // contents APIs): every file of docs/, a purpose cited where it has one.
@@ -572,7 +572,7 @@ async fn a_manual_request_records_only_its_pull_request() {
         !changelog.contains(hub.source.merge_12.as_str()),
         "{changelog}"
     );
-    let guide = git_trimmed(&hub.wiki, &["show", "master:Areas/docs.md"]);
+    let guide = git_trimmed(&hub.wiki, &["show", "master:Area-docs.md"]);
     assert!(guide.contains("#13"), "{guide}");
     assert!(
         hub.fake

@@ -171,21 +171,21 @@ async fn a_range_is_recorded_with_full_shas_and_a_replay_changes_nothing() {
         "{changelog}"
     );
     assert!(!changelog.contains("<b>"));
-    let src = s.page("Areas/src.md");
+    let src = s.page("Area-src.md");
     assert!(
         src.contains(&s.source.merge_12) && !src.contains(&s.source.squash_13),
         "{src}"
     );
-    let docs = s.page("Areas/docs.md");
+    let docs = s.page("Area-docs.md");
     assert!(docs.contains(&s.source.squash_13));
-    let root = s.page("Areas/root.md");
+    let root = s.page("Area-root.md");
     assert!(root.contains("README.md"), "{root}");
     let home = s.page("Home.md");
     assert!(
         home.starts_with("# Welcome\n\nThe team memory of app.\n"),
         "{home}"
     );
-    for link in ["(Areas/src)", "(Areas/docs)", "(Areas/root)", "(Changelog)"] {
+    for link in ["(Area-src)", "(Area-docs)", "(Area-root)", "(Changelog)"] {
         assert!(home.contains(link), "{home}");
     }
     // PR #12's body (an injected instruction) is quoted as data on its own
@@ -239,10 +239,7 @@ async fn a_range_is_recorded_with_full_shas_and_a_replay_changes_nothing() {
     let changelog = s.page("Changelog.md");
     assert!(changelog.find("#14").unwrap() < changelog.find("#13").unwrap());
     assert_eq!(changelog.matches(&pr14).count(), 2);
-    assert_eq!(
-        s.page("Areas/src.md").matches(&s.source.merge_12).count(),
-        2
-    );
+    assert_eq!(s.page("Area-src.md").matches(&s.source.merge_12).count(), 2);
     fsck(&s.wiki);
 }
 

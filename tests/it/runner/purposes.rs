@@ -45,7 +45,7 @@ async fn a_crate_doc_kept_in_its_readme_is_the_crates_purpose() {
         .await
         .unwrap();
     assert!(matches!(done, Completion::Succeeded { .. }), "{done:?}");
-    let page = s.page("Areas/web-core.md");
+    let page = s.page("Area-web-core.md");
     let line = |path: &str| {
         page.lines()
             .find(|l| l.starts_with(&format!("- {path} ")))
