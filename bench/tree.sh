@@ -136,9 +136,9 @@ large, small = daemons
 print(f"current-state pages on a {files}-file tree: p50 {large['p50']:.0f} ms per job, "
       f"{large['p50'] - small['p50']:.0f} ms more than on a 20-file tree ({large['p50'] / small['p50']:.2f}x)")
 for area in range(20):
-    page = subprocess.check_output(["git", "-C", f"{work}/wiki-large.git", "show", f"master:Areas/area{area:02}.md"]).decode()
+    page = subprocess.check_output(["git", "-C", f"{work}/wiki-large.git", "show", f"master:Area-area{area:02}.md"]).decode()
     if files // 20 > 200 and "more files are not listed" not in page:
-        sys.exit(f"ERROR: Areas/area{area:02}.md does not say how many files it left out")
+        sys.exit(f"ERROR: Area-area{area:02}.md does not say how many files it left out")
 PY
 STEAL_AFTER="$(steal)"
 python3 - "$STEAL_BEFORE" "$STEAL_AFTER" <<'PY'
