@@ -97,6 +97,7 @@ struct OnTip<'a> {
 impl WikiState {
     /// The whole write path. The caller holds the destination lock and has run
     /// every argument check.
+    #[allow(clippy::too_many_arguments)]
     pub fn write(
         &self,
         spec: &CommitSpec,
