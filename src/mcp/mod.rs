@@ -341,7 +341,7 @@ pub async fn coordinator(
 pub async fn serve_stdio(server: WikiServer) -> Result<(), McpError> {
     let binding = &server.context().binding;
     let writer = binding.writer.as_ref();
-    tracing::info!(
+    tracing::debug!(
         target: "teammem::mcp",
         kind = ?binding.profile.kind,
         read_only = binding.profile.read_only,

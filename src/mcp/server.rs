@@ -238,7 +238,14 @@ impl ServerHandler for WikiServer {
         };
         let arguments = request.arguments.unwrap_or_default();
         let info = self.call_info(&context)?;
-        tracing::info!(target: "teammem::mcp", tool = tool.name, caller = %info.actor, "tool call");
+        // A job's writer calls are the job's own detail (its page says what
+        // it did): debug. Calls from coding agents are the daemon's traffic.
+        let job_detail = self.context.binding.profile.kind == toolsets::ServerKind::WikiWriter;
+        if job_detail {
+            tracing::debug!(target: "teammem::mcp", tool = tool.name, caller = %info.actor, "tool call");
+        } else {
+            tracing::info!(target: "teammem::mcp", tool = tool.name, caller = %info.actor, "tool call");
+        }
         let answer = tasks::scope(info, (tool.handler)(&self.context, arguments))
             .await
             .map_err(|error| self.guarded(error))?;
@@ -246,7 +253,11 @@ impl ServerHandler for WikiServer {
             return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
         }
         if let Err(error) = &answer.outcome {
-            tracing::info!(target: "teammem::mcp", tool = tool.name, error = error.kind.as_str(), "tool call failed");
+            if job_detail {
+                tracing::debug!(target: "teammem::mcp", tool = tool.name, error = error.kind.as_str(), "tool call failed");
+            } else {
+                tracing::info!(target: "teammem::mcp", tool = tool.name, error = error.kind.as_str(), "tool call failed");
+            }
         }
         Ok(envelope::respond(
             answer.outcome,

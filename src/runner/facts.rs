@@ -113,7 +113,7 @@ pub async fn check(wiki: &Wiki, forge: &SourceForge<'_>, tip: &Sha, job_id: i64)
         &states,
         tip,
     );
-    tracing::info!(
+    tracing::debug!(
         job_id,
         citations = states.len(),
         stale = updates.stale.len(),
