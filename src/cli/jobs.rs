@@ -20,8 +20,13 @@ pub(super) enum JobsCommand {
         repository: Option<String>,
         #[arg(long)]
         state: Option<String>,
+        /// At most this many jobs (1 to 100)
         #[arg(long, default_value_t = 20)]
         limit: u32,
+        /// The page after another: the cursor a previous list printed last
+        #[arg(long)]
+        cursor: Option<String>,
+        /// One JSON object: {jobs, next_cursor}
         #[arg(long)]
         json: bool,
     },
@@ -111,6 +116,7 @@ pub(super) async fn run_jobs(command: JobsCommand) -> Result<(), Failure> {
             repository,
             state,
             limit,
+            cursor,
             json,
         } => {
             let queue = open_queue(&config.config).await?;
@@ -131,12 +137,22 @@ pub(super) async fn run_jobs(command: JobsCommand) -> Result<(), Failure> {
                     repository,
                     state,
                     limit,
+                    cursor,
                     ..JobFilter::default()
                 })
                 .await
-                .map_err(|e| Failure::runtime(e.to_string()))?;
+                .map_err(|e| match e {
+                    crate::queue::QueueError::InvalidInput { reason, .. } => {
+                        Failure::usage(format!(
+                            "--cursor: {reason}; pass the cursor a previous `jobs list` printed"
+                        ))
+                    }
+                    e => Failure::runtime(e.to_string()),
+                })?;
             if json {
-                print_json(&page.jobs);
+                print_json(
+                    &serde_json::json!({"jobs": page.jobs, "next_cursor": page.next_cursor}),
+                );
             } else if page.jobs.is_empty() {
                 crate::outln!("no jobs");
             } else {
@@ -157,6 +173,9 @@ pub(super) async fn run_jobs(command: JobsCommand) -> Result<(), Failure> {
                         job.summary(),
                         job.attempts
                     );
+                }
+                if let Some(next) = &page.next_cursor {
+                    crate::outln!("older jobs: add --cursor {next}");
                 }
             }
             Ok(())

@@ -306,8 +306,48 @@ async fn jobs_commands_show_steer_and_refuse_bad_transitions() {
     );
 
     let json = setup.run(&["jobs", "list", "--json", "--state", "queued"]);
-    let jobs: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
-    assert_eq!(jobs[0]["id"], job.id);
+    let page: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(page["jobs"][0]["id"], job.id);
+    assert_eq!(page["next_cursor"], serde_json::Value::Null);
+
+    // Paging: a newer job, one per page, the older one behind the cursor.
+    let newer = queue
+        .enqueue(
+            NewJob {
+                source: "octo/app".into(),
+                destination: "local:/srv/a.wiki.git".into(),
+                origin: Origin::Dispatch,
+                kind: JobKind::Range {
+                    before: teammem::ids::Sha::parse(&"c".repeat(40)).unwrap(),
+                    after: teammem::ids::Sha::parse(&"d".repeat(40)).unwrap(),
+                    run_id: Some(6),
+                    run_attempt: Some(1),
+                },
+                actor: "test".into(),
+            },
+            Some("delivery-2"),
+        )
+        .await
+        .unwrap()
+        .job;
+    let first = setup.run(&["jobs", "list", "--limit", "1", "--json"]);
+    let first: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(first["jobs"][0]["id"], newer.id);
+    let cursor = first["next_cursor"].as_str().unwrap().to_owned();
+    let text = setup.run(&["jobs", "list", "--limit", "1"]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout)
+            .contains(&format!("older jobs: add --cursor {cursor}"))
+    );
+    let second = setup.run(&[
+        "jobs", "list", "--limit", "1", "--json", "--cursor", &cursor,
+    ]);
+    let second: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+    assert_eq!(second["jobs"][0]["id"], job.id);
+    assert_eq!(second["next_cursor"], serde_json::Value::Null);
+    let bad = setup.run(&["jobs", "list", "--cursor", "nonsense"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--cursor: not a cursor"));
 
     let bad_state = setup.run(&["jobs", "list", "--state", "done"]);
     assert_eq!(bad_state.status.code(), Some(2));
