@@ -284,7 +284,7 @@ fn is_directive(text: &str) -> bool {
 }
 
 /// Usage boilerplate that opens a paragraph: "Run with", "Example:",
-/// "Usage: tool [OPTIONS]", "# Examples".
+/// "Usage: tool \[OPTIONS\]", "# Examples".
 fn is_boilerplate(first: &str) -> bool {
     let lower = first.to_lowercase();
     let bare =

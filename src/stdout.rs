@@ -29,7 +29,7 @@ pub fn line(args: std::fmt::Arguments<'_>) {
     }
 }
 
-/// `println!` for commands: see [`line`].
+/// `println!` for commands: see [`line()`].
 #[macro_export]
 macro_rules! outln {
     () => {

@@ -18,6 +18,10 @@ use teammem::wiki::{
 #[allow(dead_code)]
 #[path = "../../tests/it/harness/git_http.rs"]
 mod git_http;
+/// The git CLI helpers `git_http` uses (as `super::git`).
+#[allow(dead_code)]
+#[path = "../../tests/it/harness/git.rs"]
+mod git;
 
 const PAGE: &str = "section-02/page-0042.md";
 

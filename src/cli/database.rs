@@ -20,7 +20,7 @@ pub(super) enum DbCommand {
         /// The configuration whose SQLite database is read
         #[arg(long)]
         from_config: PathBuf,
-        /// The configuration whose [database] PostgreSQL server is written
+        /// The configuration whose `[database]` PostgreSQL server is written
         #[arg(long)]
         to_config: PathBuf,
     },

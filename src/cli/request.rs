@@ -10,7 +10,7 @@ use super::Failure;
 
 #[derive(Debug, Args)]
 pub(super) struct RequestArgs {
-    /// The daemon's URL, e.g. https://teammem.example.org
+    /// The daemon's URL, e.g. `https://teammem.example.org`
     #[arg(long, env = "TEAMMEM_URL")]
     server: String,
     /// The source repository (owner/name)

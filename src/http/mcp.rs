@@ -8,7 +8,7 @@
 //!    of `server.public_url` or one of `api.allowed_origins`, else 403;
 //! 2. `Authorization: Bearer` as for `POST /v1/requests` (a teammem API token,
 //!    or a GitHub token of a maintainer when allowed), else 401; the resulting
-//!    [`Principal`] rides in the request's extensions, where the server reads it
+//!    [`Principal`](crate::tokens::Principal) rides in the request's extensions, where the server reads it
 //!    per call (see `crate::mcp::server`), so each call is limited to the
 //!    repositories the token may see;
 //! 3. the principal's request rate (`[limits]`, see `limits.rs`), else

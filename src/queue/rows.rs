@@ -10,7 +10,7 @@ use super::QueueError;
 use super::model::{Job, JobKindName, JobState, Origin};
 use crate::ids::{PullNumber, Sha};
 
-/// The columns of `jobs` that make a [`Job`], in [`job_from_row`]'s order. A
+/// The columns of `jobs` that make a [`Job`], in [`JobRow::into_job`]'s order. A
 /// macro so it can be spliced into `concat!` and keep every query a
 /// `&'static str`.
 macro_rules! job_columns {

@@ -11,7 +11,7 @@
 //!
 //! Invariants: with `enforce` the agent is never exec'd unconfined (every
 //! failure to build its namespaces, limit it or confine it exits
-//! [`EXIT_UNENFORCEABLE`] before exec); the trampoline never exits while a
+//! [`EXIT_UNENFORCEABLE`](super::EXIT_UNENFORCEABLE) before exec); the trampoline never exits while a
 //! descendant of it is alive; `TEAMMEM_SANDBOX_POLICY` is not in the agent's
 //! environment. No tokio here: `fork` needs one thread.
 
@@ -411,7 +411,7 @@ mod linux {
         }
     }
 
-    /// ARGV[0]'s candidate paths (a PATH search done before the fork),
+    /// `ARGV[0]`'s candidate paths (a PATH search done before the fork),
     /// argv and the environment without the policy, as C strings.
     struct Exec {
         name: String,

@@ -2,7 +2,7 @@
 //!
 //! The runner makes a connected socket pair per job; its end is served by
 //! `runner/broker.rs`, the other becomes the writer child's descriptor
-//! [`BROKER_FD`]. The child asks, one JSON line per request, answered in order:
+//! [`BROKER_FD`](super::BROKER_FD). The child asks, one JSON line per request, answered in order:
 //!
 //! - `{"request": "binding"}` → `{"ok": true, "binding": {"destination",
 //!   "token"}}`: the wiki the writer serves, as the runner resolved it (the
@@ -268,7 +268,7 @@ struct Link {
 }
 
 impl BrokerClient {
-    /// Takes over descriptor `fd` (the writer child's [`BROKER_FD`]), which
+    /// Takes over descriptor `fd` (the writer child's [`BROKER_FD`](super::BROKER_FD)), which
     /// must be a socket; it is marked close-on-exec so nothing the writer
     /// starts inherits it. Call inside a tokio runtime.
     pub fn from_inherited(fd: RawFd) -> Result<BrokerClient, String> {

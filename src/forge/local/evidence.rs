@@ -686,7 +686,7 @@ const MAX_TREE_VISITS: usize = 200_000;
 /// The files under `directory` (`""`: the root) at `commit` (which the caller
 /// has checked is inside the job's range): with `recursive`, every file below
 /// it; without, its files and subdirectories. Sorted by path and bounded
-/// ([`TreeListing`]); `Ok(None)` when `directory` is not a directory there.
+/// ([`TreeListing`](crate::forge::evidence::TreeListing)); `Ok(None)` when `directory` is not a directory there.
 /// Submodules are not listed.
 pub fn list_tree_at(
     path: &Path,
