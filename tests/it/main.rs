@@ -3,6 +3,7 @@
 //! loopback and temp directories.
 
 mod architecture; // the layering rule: no import cycle among the crate's top-level modules
+mod backfill; // issue 36 in the real daemon: the reconciled commit never moves back; `teammem backfill` cancellable, idempotent, ordered, each PR once beside dispatches
 mod cluster; // several `teammem serve` nodes on one real PostgreSQL server: shared jobs, tokens, sessions
 mod cli_pipes; // a command whose stdout reader goes away ends quietly (141), never with a panic
 mod config; // teammem.toml validation: good files, and a table of bad ones
