@@ -4,6 +4,7 @@
 //! [`queue_test!`], which makes a `sqlite` and a `postgres` test of it.
 //! Helpers shared by the queue test modules live here.
 
+mod backfill; // backfills: stored once, claimed in order, never coalesced into, cancelled together
 mod claim;
 mod cursor_forward; // the cursor never moves back: old ranges, the runner's decision, its re-check
 mod enqueue;
