@@ -12,15 +12,19 @@
 //! concurrently.
 
 pub mod confine;
+pub mod context; // get_context: what to know before changing some files, from one commit's pages
 mod create; // a new local bare wiki with its first pages (local forge, the demo)
 mod mirror; // the engine's mirror side: per-destination repository, fetch, resolve
 mod write; // the engine's write side: a checked change as one commit, compare-and-swap publish
+mod amend; // the runner's marker verdicts folded into a job's write, Stale.md re-rendered
+mod stage; // a job's staged writes and their one publish
 pub mod error;
 pub mod patch;
 pub mod paths;
 mod publish;
 mod read;
 pub mod search; // ranked search, one cached index per commit (public for bench/rank)
+pub mod query; // how text becomes search terms: stop words, stems, paths
 mod receive_pack;
 pub mod remote;
 mod smart_http;

@@ -1,6 +1,8 @@
 //! The blocking half of the engine, its write side: a checked change becomes
 //! one commit on the wiki's branch, published by compare-and-swap (a pushed
-//! pack for an HTTP wiki, a ref transaction for a local one).
+//! pack for an HTTP wiki, a ref transaction for a local one), or staged for
+//! a job (`stage.rs`); the runner's marker verdicts are folded in by
+//! `amend.rs`.
 //!
 //! Invariants (DESIGN §7): nothing is retried or rebased — a base that moved
 //! is a conflict, never a silent merge; a deadline stops a write only before
@@ -16,7 +18,7 @@ use gix::objs::tree::EntryKind;
 use gix::protocol::transport::Service;
 use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 
-use super::confine::{Amend, Requested, WriteRules};
+use super::confine::{Requested, WriteRules};
 use super::error::{ErrorKind, WikiError};
 use super::patch::apply_replacements;
 use super::publish::{BuiltCommit, DesiredPage, build_commit, encode_pack, persist_objects};
@@ -86,12 +88,12 @@ pub enum WriteTarget {
 }
 
 /// The commit a write goes on, read once.
-struct OnTip<'a> {
-    base: ObjectId,
-    base_tree: ObjectId,
-    base_index: &'a TreeIndex,
-    branch: &'a str,
-    mirror_tip: ObjectId,
+pub(super) struct OnTip<'a> {
+    pub(super) base: ObjectId,
+    pub(super) base_tree: ObjectId,
+    pub(super) base_index: &'a TreeIndex,
+    pub(super) branch: &'a str,
+    pub(super) mirror_tip: ObjectId,
 }
 
 impl WikiState {
@@ -164,7 +166,7 @@ impl WikiState {
 
         let mut changed_bytes = confine_changes(&repo, base, &base_index, &desired, change, rules)?;
         if let Some(amend) = &rules.amend {
-            let rewritten = amend_pages(&repo, &base_index, &mut desired, amend)?;
+            let rewritten = super::amend::amend_pages(&repo, &base_index, &mut desired, amend)?;
             // The runner's rewrites spend the same budget as the caller's text.
             if let Some(max) = rules.max_changed_bytes
                 && rules
@@ -224,7 +226,7 @@ impl WikiState {
     /// (or finds the pages already there), then commits `desired` on it,
     /// staged or published as `target` says.
     #[allow(clippy::too_many_arguments)]
-    fn commit_on_tip(
+    pub(super) fn commit_on_tip(
         &self,
         repo: &gix::Repository,
         spec: &CommitSpec,
@@ -330,104 +332,6 @@ impl WikiState {
                 Ok(outcome_result(published, &branch, desired, changed_bytes))
             }
         }
-    }
-
-    /// Commits `desired` on `base` into the local object store only: a
-    /// job's staged write, which no remote sees until [`Self::publish_staged`].
-    #[allow(clippy::too_many_arguments)]
-    fn stage(
-        &self,
-        repo: &gix::Repository,
-        spec: &CommitSpec,
-        base: ObjectId,
-        base_tree: ObjectId,
-        base_index: &TreeIndex,
-        desired: &[DesiredPage],
-        branch: &str,
-        changed_bytes: u64,
-    ) -> Result<WriteResult, WikiError> {
-        let message = commit_message(spec);
-        let built = build_commit(repo, base, base_tree, desired, &message, &spec.identity)?;
-        persist_objects(repo, &built.objects)?;
-        self.cache_new_index(&built, base_index, desired);
-        Ok(outcome_result(built.commit, branch, desired, changed_bytes))
-    }
-
-    /// Publishes a job's staged commits as ONE commit on `start` (the base
-    /// of its first staged write) by compare-and-swap: its tree is the
-    /// staged tip's. The rules were held when each write was staged, so none
-    /// is checked again. A branch that moved past `start` is a conflict
-    /// (unless every page already matches there); nothing is rebased.
-    pub fn publish_staged(
-        &self,
-        spec: &CommitSpec,
-        start: ObjectId,
-        staged: ObjectId,
-        gate: &SendGate,
-        deadline: Instant,
-    ) -> Result<WriteResult, WikiError> {
-        let repo = self.repo();
-        for (what, id) in [("start", start), ("staged tip", staged)] {
-            if !has_commit(&repo, id) {
-                return Err(WikiError::not_applied(
-                    ErrorKind::InvalidInput,
-                    format!(
-                        "the job's {what} {id} is not in this wiki's store; the writer's staged changes are lost, so the job must run again"
-                    ),
-                ));
-            }
-        }
-        if start != staged && !is_ancestor(&repo, start, staged)? {
-            return Err(WikiError::not_applied(
-                ErrorKind::InvalidInput,
-                format!(
-                    "the job's staged tip {staged} does not descend from its start {start}; the job must run again"
-                ),
-            ));
-        }
-        let (branch, mirror_tip) = Self::known_branch(&repo).ok_or_else(uninitialized)?;
-        let start_tree = commit_tree(&repo, start)?;
-        let start_index = self.cache.get_or_build(&repo, start_tree)?;
-        let staged_index = self
-            .cache
-            .get_or_build(&repo, commit_tree(&repo, staged)?)?;
-        if let Some(gone) = start_index
-            .pages
-            .keys()
-            .find(|path| !staged_index.pages.contains_key(*path))
-        {
-            return Err(WikiError::internal(
-                "publishing the job's staged changes",
-                format!("the staged tree lost the page {gone}, which no write can remove"),
-            ));
-        }
-        let mut desired = Vec::new();
-        for (path, page) in &staged_index.pages {
-            if start_index.pages.get(path) == Some(page) {
-                continue;
-            }
-            desired.push(DesiredPage::new(
-                path.clone(),
-                read_blob(&repo, page.blob)?,
-                page.kind,
-            )?);
-        }
-        self.commit_on_tip(
-            &repo,
-            spec,
-            OnTip {
-                base: start,
-                base_tree: start_tree,
-                base_index: &start_index,
-                branch: &branch,
-                mirror_tip,
-            },
-            &desired,
-            0,
-            WriteTarget::Publish,
-            gate,
-            deadline,
-        )
     }
 
     /// The tip moved past `base`: `no-change` if it descends from `base` and
@@ -545,7 +449,7 @@ impl WikiState {
         Ok(())
     }
 
-    fn cache_new_index(
+    pub(super) fn cache_new_index(
         &self,
         built: &BuiltCommit,
         base_index: &TreeIndex,
@@ -565,7 +469,7 @@ impl WikiState {
     }
 }
 
-fn uninitialized() -> WikiError {
+pub(super) fn uninitialized() -> WikiError {
     WikiError::not_applied(
         ErrorKind::NotFound,
         "the wiki has no pages yet; create its first page in GitHub's web interface, then read a snapshot",
@@ -576,139 +480,6 @@ fn conflict_after_rejection(base: ObjectId, now: ObjectId) -> WikiError {
     WikiError::conflict(format!(
         "wiki base changed (expected {base}, the wiki is at {now}); read a fresh snapshot and reconcile before writing"
     ))
-}
-
-/// Folds the runner's [`Amend`] into the pages a write leaves: each named
-/// page's markers rewritten (on the caller's new text, or the base's), then
-/// `Stale.md` rendered from every page's final text. Every rewrite is checked
-/// first (a marker the runner could have rewritten, on that page at the base,
-/// or already rewritten there); the bytes the rewrites change are returned.
-fn amend_pages(
-    repo: &gix::Repository,
-    base_index: &TreeIndex,
-    desired: &mut Vec<DesiredPage>,
-    amend: &Amend,
-) -> Result<u64, WikiError> {
-    use crate::staleness::{STALE_PAGE, apply_rewrites, check_rewrite, stale_page};
-    let text_of = |desired: &[DesiredPage], path: &str| -> Result<Option<String>, WikiError> {
-        if let Some(page) = desired.iter().find(|page| page.path == path) {
-            return Ok(String::from_utf8(page.content.clone()).ok());
-        }
-        base_text(repo, base_index, path)
-    };
-    let upsert =
-        |desired: &mut Vec<DesiredPage>, path: &str, text: String| -> Result<(), WikiError> {
-            let kind = base_index
-                .pages
-                .get(path)
-                .map_or(EntryKind::Blob, |existing| existing.kind);
-            let page = DesiredPage::new(path.to_owned(), text.into_bytes(), kind)?;
-            match desired.iter_mut().find(|page| page.path == path) {
-                Some(slot) => *slot = page,
-                None => desired.push(page),
-            }
-            Ok(())
-        };
-    let refused = |path: &str, why: String| {
-        WikiError::not_applied(
-            ErrorKind::PermissionDenied,
-            format!(
-                "the job's evidence-marker rewrite for {path:?} was refused: {why}; nothing was written (the rewrites come from the runner: retry the job so it judges the wiki again)"
-            ),
-        )
-    };
-    for (path, rewrites) in &amend.rewrites {
-        let Some(at_base) = base_text(repo, base_index, path)? else {
-            return Err(refused(
-                path,
-                "the page does not exist at expected_base".to_owned(),
-            ));
-        };
-        for rewrite in rewrites {
-            check_rewrite(rewrite, amend.tip.as_ref()).map_err(|why| refused(path, why))?;
-            // On the page as the runner judged it, or already rewritten by an
-            // earlier write of this job.
-            if !at_base.contains(&rewrite.old) && !at_base.contains(&rewrite.new) {
-                return Err(refused(
-                    path,
-                    format!(
-                        "its old {:?} is not an evidence marker on that page",
-                        rewrite.old.chars().take(200).collect::<String>()
-                    ),
-                ));
-            }
-        }
-    }
-    let mut rewritten = 0u64;
-    for (path, rewrites) in &amend.rewrites {
-        if let Some(text) = text_of(desired, path)? {
-            for rewrite in rewrites {
-                let each = super::confine::changed_bytes(
-                    Some(rewrite.old.as_bytes()),
-                    rewrite.new.as_bytes(),
-                );
-                rewritten += each * text.matches(rewrite.old.as_str()).count() as u64;
-            }
-            let after = apply_rewrites(&text, rewrites);
-            if after != text {
-                upsert(desired, path, after)?;
-            }
-        }
-    }
-    if amend.stale_page {
-        let mut paths: std::collections::BTreeSet<&str> =
-            base_index.pages.keys().map(String::as_str).collect();
-        let extra: Vec<String> = desired.iter().map(|page| page.path.clone()).collect();
-        paths.extend(extra.iter().map(String::as_str));
-        let mut texts = Vec::new();
-        let mut scanned = 0usize;
-        for path in paths {
-            if path == STALE_PAGE || scanned > super::validate::MAX_SEARCH_SCAN_BYTES as usize {
-                continue;
-            }
-            // A page larger than any page teammem writes is not read: one
-            // planted huge page must not use up the scan of the others.
-            if !desired.iter().any(|page| page.path == path)
-                && base_index.pages.get(path).is_some_and(|page| {
-                    repo.find_header(page.blob)
-                        .map_or(true, |h| h.size() > super::validate::MAX_READ_PAGE_BYTES)
-                })
-            {
-                continue;
-            }
-            if let Some(text) = text_of(desired, path)? {
-                scanned += text.len();
-                if text.contains(crate::facts::PREFIX) {
-                    texts.push((path.to_owned(), text));
-                }
-            }
-        }
-        let page = stale_page(texts.iter().map(|(p, t)| (p.as_str(), t.as_str())));
-        let exists = text_of(desired, STALE_PAGE)?;
-        let wanted = match (page, &exists) {
-            (Some(page), _) => Some(page),
-            (None, Some(_)) => Some(crate::staleness::no_stale_page()),
-            (None, None) => None,
-        };
-        if let Some(wanted) = wanted
-            && exists.as_deref() != Some(wanted.as_str())
-        {
-            upsert(desired, STALE_PAGE, wanted)?;
-        }
-    }
-    Ok(rewritten)
-}
-
-/// A page's text at the base, `None` when it is not there or not UTF-8.
-fn base_text(
-    repo: &gix::Repository,
-    base_index: &TreeIndex,
-    path: &str,
-) -> Result<Option<String>, WikiError> {
-    match base_index.pages.get(path) {
-        Some(page) => Ok(String::from_utf8(read_blob(repo, page.blob)?).ok()),
-        None => Ok(None),
-    }
 }
 
 fn page_matches(index: &TreeIndex, page: &DesiredPage) -> bool {
@@ -728,7 +499,7 @@ fn no_change(tip: ObjectId, branch: &str, desired: &[DesiredPage]) -> WriteResul
     }
 }
 
-fn outcome_result(
+pub(super) fn outcome_result(
     commit: ObjectId,
     branch: &str,
     desired: &[DesiredPage],
