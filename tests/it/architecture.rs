@@ -1,7 +1,9 @@
-//! The layering rule: the crate's top-level modules (`http`, `mcp`, `runner`,
-//! `forge`, `queue`, `wiki`, …) never import each other in a cycle. The test
-//! reads every `crate::…` path in `src/` (imports and inline paths, comments
-//! skipped) and fails naming the loop, shortest first.
+//! The house rules, read from `src/`: the crate's top-level modules (`http`,
+//! `mcp`, `runner`, `forge`, `queue`, `wiki`, …) never import each other in a
+//! cycle and never import a module of a higher layer (every `crate::…` path,
+//! imports and inline paths, comments skipped; failures name the loop or the
+//! upward import); only `src/forge/github/` speaks GitHub's REST wire format;
+//! no file grows past 700 production lines.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
@@ -223,4 +225,162 @@ fn a_deliberate_cycle_is_found_and_named() {
     // Without the runner's call back into mcp there is no cycle.
     graph.get_mut("runner").unwrap().clear();
     assert_eq!(shortest_cycle(&graph), None);
+}
+
+/// The layers of ARCHITECTURE.md, bottom first: a module may refer only to
+/// modules of its own layer or below. (Within the ground layer the
+/// cycle test above keeps the order honest.)
+const LAYERS: &[&[&str]] = &[
+    &[
+        "ids",
+        "facts",
+        "staleness",
+        "purpose",
+        "pull_text",
+        "manifests",
+        "secrets",
+        "metrics",
+        "stdout",
+        "db",
+        "config",
+        "queue",
+        "wiki",
+        "tokens",
+        "sandbox",
+    ],
+    &["forge"],
+    &["ingest", "requests", "writer_contract"],
+    &[
+        "mcp",
+        "worker",
+        "runner",
+        "relay",
+        "sweep",
+        "freshness",
+        "scheduler",
+        "cluster",
+    ],
+    &["http", "daemon", "demo", "cli"],
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|layer| layer.contains(&module))
+}
+
+#[test]
+fn every_module_has_a_layer_and_no_import_points_up() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = graph_of_tree(&src);
+    let mut upward = Vec::new();
+    for (module, uses) in &graph {
+        let Some(own) = layer_of(module) else {
+            panic!(
+                "src/{module} is in no layer; add it to ARCHITECTURE.md's layering rule and to LAYERS here"
+            );
+        };
+        for used in uses {
+            if let Some(theirs) = layer_of(used)
+                && theirs > own
+            {
+                upward.push(format!(
+                    "{module} (layer {}) → {used} (layer {})",
+                    own + 1,
+                    theirs + 1
+                ));
+            }
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "imports point up a layer: {upward:#?}; move the shared contract below both"
+    );
+}
+
+/// Every `.rs` file under `dir`, as (path relative to `src/`, text).
+fn sources(src: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let relative = path.strip_prefix(src).unwrap().display().to_string();
+                out.push((relative, std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn only_forge_github_speaks_githubs_rest_api() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut outside = Vec::new();
+    for (path, text) in sources(&src) {
+        if path.starts_with("forge/github/") {
+            continue;
+        }
+        for wire in [
+            "vnd.github",
+            "X-GitHub-Api-Version",
+            "\"/repos/{",
+            "/repos/{}",
+        ] {
+            if text.contains(wire) {
+                outside.push(format!("{path}: {wire}"));
+            }
+        }
+    }
+    assert!(
+        outside.is_empty(),
+        "GitHub's REST wire format outside src/forge/github/: {outside:?}; call the forge instead"
+    );
+}
+
+/// A file's production lines: everything above its `#[cfg(test)]` module.
+fn production_lines(text: &str) -> usize {
+    text.lines()
+        .take_while(|line| !line.starts_with("#[cfg(test)]"))
+        .count()
+}
+
+/// Most production lines one file may hold: one idea per file.
+const MAX_PRODUCTION_LINES: usize = 700;
+
+/// Files still over the limit, each with the most it may hold until it is
+/// split; none may grow, and one that got under the limit leaves this list.
+const OVER_THE_LIMIT: &[(&str, usize)] = &[
+    ("forge/github/evidence.rs", 1300),
+    ("runner/builtin/plan.rs", 1100),
+    ("sandbox/trampoline.rs", 905),
+    ("purpose.rs", 880),
+    ("manifests.rs", 860),
+    ("forge/local/evidence.rs", 850),
+    ("mcp/toolsets/evidence.rs", 720),
+];
+
+#[test]
+fn no_file_holds_more_than_700_production_lines() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut problems = Vec::new();
+    for (path, text) in sources(&src) {
+        let lines = production_lines(&text);
+        match OVER_THE_LIMIT.iter().find(|(p, _)| *p == path) {
+            Some((_, ceiling)) if lines > *ceiling => problems.push(format!(
+                "{path}: {lines} production lines, more than its {ceiling}; split it instead of growing it"
+            )),
+            Some(_) if lines <= MAX_PRODUCTION_LINES => problems.push(format!(
+                "{path}: {lines} production lines, within the limit now; remove it from OVER_THE_LIMIT"
+            )),
+            Some(_) => {}
+            None if lines > MAX_PRODUCTION_LINES => problems.push(format!(
+                "{path}: {lines} production lines, more than {MAX_PRODUCTION_LINES}; split it by idea"
+            )),
+            None => {}
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
 }
