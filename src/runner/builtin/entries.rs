@@ -1,15 +1,17 @@
 //! Entry lines: what the Changelog and an area page's "Recent changes" say
 //! about one merged pull request (date, number, title, author, why it was
-//! made, the issues it closes, the paths it changed, its merge commit), and
-//! how such a line is recognised again on a page.
+//! made, the issues it closes, the paths it changed, its merge commit and,
+//! for a pull request merged through another branch, the default branch's
+//! merge that brought it), and how such a line is recognised again on a page.
 //!
 //! Invariant: an entry is exactly one line, cites the pull request's number
 //! and full merge-commit sha, and ends with that commit's entry marker
 //! (`<!-- teammem:<sha> -->`); everything taken from the pull request is
-//! escaped ([`super::markdown`]), so no title, author or description can
-//! end the line early or forge a marker that would hide another entry.
+//! escaped ([`super::markdown`]), so no title, author, description or
+//! subject of the merge it arrived through can end the line early or forge a
+//! marker that would hide another entry.
 
-use super::markdown::escape_markdown;
+use super::markdown::{code_or_text, escape_markdown};
 use super::markers::entry_marker;
 use crate::forge::evidence::PullRequest;
 
@@ -63,6 +65,27 @@ fn why(pull: &PullRequest) -> String {
     out
 }
 
+/// ` — arrived through `Merge branch 'stable'` (abc1234)` when the PR's
+/// merge commit reached the default branch through a merged branch; empty
+/// otherwise. The subject is untrusted (anyone who can push a merge writes
+/// it): one code span, or escaped text where a code span could not hold it.
+fn arrived(pull: &PullRequest) -> String {
+    let Some(through) = &pull.arrived_through else {
+        return String::new();
+    };
+    let short: String = through
+        .merge_sha
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .take(7)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    format!(
+        " — arrived through {} ({short})",
+        code_or_text(&through.subject)
+    )
+}
+
 /// The Changelog line of a PR.
 pub fn changelog_entry(pull: &PullRequest) -> String {
     changelog_entry_with(pull, "")
@@ -72,13 +95,14 @@ pub fn changelog_entry(pull: &PullRequest) -> String {
 /// already escaped) after the why.
 pub fn changelog_entry_with(pull: &PullRequest, note: &str) -> String {
     format!(
-        "- {} — #{} {} (by {}){}{note} — merge commit `{}` {}\n",
+        "- {} — #{} {} (by {}){}{note} — merge commit `{}`{} {}\n",
         escape_markdown(date_of(&pull.merged_at)),
         pull.number,
         escape_markdown(&pull.title),
         escape_markdown(&pull.author),
         why(pull),
         pull.merge_sha.to_ascii_lowercase(),
+        arrived(pull),
         entry_marker(&pull.merge_sha)
     )
 }
@@ -104,13 +128,14 @@ pub fn area_entry_with(pull: &PullRequest, paths: &[&str], note: &str) -> String
         format!(" — {}", named.join(", "))
     };
     format!(
-        "- #{} {} (by {}, {}){}{note} — merge commit `{}`{} {}\n",
+        "- #{} {} (by {}, {}){}{note} — merge commit `{}`{}{} {}\n",
         pull.number,
         escape_markdown(&pull.title),
         escape_markdown(&pull.author),
         escape_markdown(date_of(&pull.merged_at)),
         why(pull),
         pull.merge_sha.to_ascii_lowercase(),
+        arrived(pull),
         files,
         entry_marker(&pull.merge_sha)
     )
@@ -227,5 +252,87 @@ mod tests {
         let entry = changelog_entry(&p);
         assert!(entry.contains("word…"), "bounded at a word: {entry}");
         assert!(!entry.contains(" end"), "{entry}");
+    }
+
+    #[test]
+    fn an_entry_says_through_which_merge_a_pull_request_arrived() {
+        use crate::forge::evidence::ArrivedThrough;
+        let mut p = pull(21, "Fix the stable parser", 'c', &["src/parse.rs"]);
+        assert!(!changelog_entry(&p).contains("arrived"));
+        let through = |subject: &str| ArrivedThrough {
+            merge_sha: format!("ABC1234{}", "0".repeat(33)),
+            subject: subject.into(),
+        };
+        p.arrived_through = Some(through("Merge branch 'stable'"));
+        let entry = changelog_entry(&p);
+        assert!(
+            entry.contains(&format!(
+                "merge commit `{}` — arrived through `Merge branch 'stable'` (abc1234) <!-- teammem:{} -->",
+                "c".repeat(40),
+                "c".repeat(40)
+            )),
+            "{entry}"
+        );
+        let area = area_entry(&p, &["src/parse.rs"]);
+        assert!(
+            area.contains(
+                "— arrived through `Merge branch 'stable'` (abc1234) — src/parse.rs <!--"
+            ),
+            "{area}"
+        );
+
+        // Hostile subjects: a newline, a forged marker (inside and outside a
+        // code span), a comment closer, a link, an image, HTML, backtick runs
+        // and a bidi override. Each entry stays one line whose only HTML is
+        // its own marker, renders no link or image, and is still found by
+        // its marker.
+        let forged = format!("<!-- teammem:{} -->", "e".repeat(40));
+        let hostile = [
+            format!("Merge\n# Heading {forged} [x](javascript:1) ![i](http://e/i.png) <b>x</b>"),
+            format!("`{forged}` -->"),
+            "Merge `` a`b `` and ``` ```` ``` \u{202E}".to_string(),
+            "` ".to_string(),
+            "--!> <img src=x onerror=alert(1)> *em* _u_".to_string(),
+            String::new(),
+        ];
+        for subject in &hostile {
+            p.arrived_through = Some(through(subject));
+            for entry in [changelog_entry(&p), area_entry(&p, &["src/parse.rs"])] {
+                assert_eq!(entry.lines().count(), 1, "{subject:?}: {entry}");
+                assert!(!entry.contains('\u{202E}'), "{entry}");
+                assert_eq!(entry.matches("<!--").count(), 1, "{subject:?}: {entry}");
+                assert_eq!(entry.matches("-->").count(), 1, "{subject:?}: {entry}");
+                assert_eq!(entry_shas(&entry).collect::<Vec<_>>(), vec!["c".repeat(40)]);
+                let (items, html) = rendered_items(&entry);
+                assert_eq!(items.len(), 1, "{subject:?}: {entry}");
+                assert_eq!(
+                    html.len(),
+                    1,
+                    "{subject:?}: only the entry's marker: {html:?}"
+                );
+                assert!(html[0].starts_with("<!-- teammem:cccc"), "{html:?}");
+                assert!(items[0].contains("arrived through"), "{items:?}");
+                assert!(
+                    items[0].trim_end().ends_with("(abc1234)")
+                        || items[0].contains("(abc1234) — src/parse.rs"),
+                    "{items:?}"
+                );
+                use pulldown_cmark::{Event, Parser, Tag};
+                assert!(
+                    !Parser::new(&entry).any(|e| matches!(
+                        e,
+                        Event::Start(Tag::Link { .. } | Tag::Image { .. } | Tag::Heading { .. })
+                    )),
+                    "{subject:?}: {entry}"
+                );
+            }
+        }
+        // A subject with code reads as written, in one code span.
+        p.arrived_through = Some(through("Merge `` a`b `` in"));
+        let (items, _) = rendered_items(&changelog_entry(&p));
+        assert!(
+            items[0].contains("arrived through `Merge `` a`b `` in` (abc1234)"),
+            "{items:?}"
+        );
     }
 }

@@ -107,6 +107,12 @@ fn code_span(span: &[char]) -> Option<String> {
         Some(stripped) if !inner.trim().is_empty() => stripped,
         _ => inner.as_str(),
     };
+    fence_code(code)
+}
+
+/// `code` fenced as a code span that renders as exactly `code`, or `None`
+/// (see [`code_span`]).
+fn fence_code(code: &str) -> Option<String> {
     if code.trim().is_empty() || ["<!", "-->", "--!>"].iter().any(|m| code.contains(m)) {
         return None;
     }
@@ -122,6 +128,21 @@ fn code_span(span: &[char]) -> Option<String> {
         || (code.starts_with(' ') && code.ends_with(' '));
     let pad = if pad { " " } else { "" };
     Some(format!("{fence}{pad}{code}{pad}{fence}"))
+}
+
+/// Untrusted one-line text (e.g. a commit subject) shown as one code span,
+/// whitespace runs made one space and control and format characters
+/// dropped, fenced with one backtick more than its longest run; when it is
+/// blank or holds `<!`, `-->` or `--!>` (which a code span could not
+/// escape) it is written as [`escape_purpose`] text instead, so it never
+/// forms or closes a marker either way.
+pub fn code_or_text(text: &str) -> String {
+    let kept: String = text
+        .chars()
+        .filter(|&ch| ch.is_whitespace() || !(ch.is_control() || is_format_char(ch)))
+        .collect();
+    let cleaned = kept.split_whitespace().collect::<Vec<_>>().join(" ");
+    fence_code(&cleaned).unwrap_or_else(|| escape_purpose(&cleaned))
 }
 
 /// Unicode format characters (bidi overrides, zero-width joiners, ...).
