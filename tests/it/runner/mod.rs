@@ -15,6 +15,8 @@ mod command;
 mod cross_job;
 // The runner inside the real daemon: signed dispatch to a succeeded job and wiki pages.
 mod daemon;
+// The first-parent history a backfill plans from, on both forges against the git CLI.
+mod forge_history;
 // Signed dispatches, following jobs, the daemon's hold point, the wiki read with git.
 pub(crate) mod daemon_client;
 // Issue #5's end-to-end scenarios, written once for both forges.
