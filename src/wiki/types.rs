@@ -75,6 +75,15 @@ pub struct SearchHit {
     pub snippet: String,
     /// The nearest heading at or above the hit, as plain text.
     pub heading: Option<String>,
+    /// Every page holding this line, `path` first: a pull request's entry
+    /// repeated on the Changelog, its quarter page and area pages is one hit.
+    pub pages: Vec<String>,
+    /// The pull request whose entry the hit is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<u64>,
+    /// That entry's merge commit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_commit: Option<String>,
 }
 
 /// `search_wiki`.

@@ -6,9 +6,11 @@
 //! `stdio.rs` drives the real `teammem mcp` process.
 
 mod confine; // confined job writes over the real writer process: protected pages, people's pages, byte budget
+mod history; // a generated history the real daemon recorded (shop, 15 PRs, a person's page)
 mod fixture; // git-CLI wikis, configs, writer environments, an rmcp client
 mod http; // the writer against smart HTTP with a token: used, never revealed
 mod operator; // `teammem wiki ...` functions: same envelope, explicit base, operator trailers
+mod questions; // search_wiki asked 47 questions and keyword queries on the demo's and a generated wiki: 80 % first
 mod protocol; // tools/list per mode (snapshot), annotations, unknown and unparseable calls
 mod reads; // the read tools end to end, envelope shape, size limit
 mod search; // ranked search on 1,000 pages through the real process: order, snippet, heading, as_of, stale_facts

@@ -1,0 +1,562 @@
+//! `get_context`'s answer from one commit's context index: for each asked
+//! path its purpose, the facts that cite it, the pull requests that touched
+//! it (newest first), who knows its area and, for a manifest, what it
+//! declares; for a question, the passages search ranks best. Every item is
+//! ranked by relevance to the paths and the question and the answer is cut
+//! to a token budget, saying what it left out and which pages hold more.
+//!
+//! Invariants: deterministic (the same index, paths, query and budget give
+//! the same answer, byte for byte: scores are integers, ties broken by a
+//! total order); the items returned never cost more than the budget by the
+//! documented estimate ([`estimate_tokens`]); an item left out is counted by
+//! kind and its page named in `read_more`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::index::{ContextIndex, FactKind, FactRecord, is_under};
+use super::lines;
+use crate::wiki::query;
+
+/// Tokens an item costs: its JSON's bytes divided by 4, rounded up. An
+/// estimate (no tokenizer is kept in the build): English prose and JSON run
+/// at about 4 bytes a token in the common tokenizers; hex shas and paths run
+/// denser, so the estimate errs low on them by about a quarter.
+pub fn estimate_tokens(json_bytes: usize) -> usize {
+    json_bytes.div_ceil(4)
+}
+
+/// Most pages named in `read_more`.
+const MAX_READ_MORE: usize = 10;
+/// Most passages a question adds.
+const MAX_PASSAGES: usize = 12;
+
+/// A fact's standing.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Citation {
+    pub path: String,
+    pub cited_commit: String,
+    pub lines: String,
+    /// `current` (no change to the cited lines recorded) or `stale`.
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed_in: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
+}
+
+/// One author of an area.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Person {
+    pub name: String,
+    pub pull_requests: u64,
+}
+
+/// One thing worth knowing, ranked.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Item {
+    /// What a file is for, as its first lines state.
+    Purpose {
+        path: String,
+        text: String,
+        page: String,
+        line: usize,
+        #[serde(flatten)]
+        citation: Citation,
+    },
+    /// A statement on a page that cites the path's lines.
+    Fact {
+        text: String,
+        page: String,
+        line: usize,
+        #[serde(flatten)]
+        citation: Citation,
+    },
+    /// A merged pull request that touched the path.
+    Change {
+        number: u64,
+        title: String,
+        #[serde(skip_serializing_if = "String::is_empty")]
+        why: String,
+        author: String,
+        date: String,
+        merge_commit: String,
+        /// The files its entry names (and how many more it changed).
+        files: Vec<String>,
+        #[serde(skip_serializing_if = "is_zero")]
+        more_files: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        dependencies: Option<String>,
+        /// Every page its entry is on, the Changelog first.
+        pages: Vec<String>,
+    },
+    /// Who knows the path's area.
+    People {
+        area: String,
+        page: String,
+        authors: Vec<Person>,
+    },
+    /// A dependency a manifest declares.
+    Dependency {
+        manifest: String,
+        name: String,
+        requirement: String,
+        page: String,
+        line: usize,
+        #[serde(flatten)]
+        citation: Citation,
+    },
+    /// A line search ranks high for the question that none of the above is.
+    Passage {
+        page: String,
+        line: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        heading: Option<String>,
+        text: String,
+    },
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl Item {
+    fn kind(&self) -> &'static str {
+        match self {
+            Item::Purpose { .. } => "purpose",
+            Item::Fact { .. } => "fact",
+            Item::Change { .. } => "change",
+            Item::People { .. } => "people",
+            Item::Dependency { .. } => "dependency",
+            Item::Passage { .. } => "passage",
+        }
+    }
+
+    /// The page to read for more of this.
+    fn page(&self) -> &str {
+        match self {
+            Item::Purpose { page, .. }
+            | Item::Fact { page, .. }
+            | Item::People { page, .. }
+            | Item::Dependency { page, .. }
+            | Item::Passage { page, .. } => page,
+            Item::Change { pages, .. } => pages.first().map_or("Changelog.md", String::as_str),
+        }
+    }
+
+    /// Identity, so one item found for two paths is listed once.
+    fn key(&self) -> String {
+        match self {
+            Item::Change { merge_commit, .. } => format!("change {merge_commit}"),
+            Item::People { page, .. } => format!("people {page}"),
+            Item::Purpose { page, line, .. }
+            | Item::Fact { page, line, .. }
+            | Item::Dependency { page, line, .. }
+            | Item::Passage { page, line, .. } => format!("line {page}:{line}"),
+        }
+    }
+}
+
+/// A ranked item with the asked paths it concerns.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Ranked {
+    /// Higher is more relevant.
+    pub relevance: u32,
+    /// The asked paths this item is about (empty: found by the question).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub about: Vec<String>,
+    #[serde(flatten)]
+    pub item: Item,
+}
+
+/// What the answer says about each asked path.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PathSummary {
+    pub path: String,
+    /// `file`, `directory`, or `unknown` (nothing on the wiki names it).
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub area: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub area_page: Option<String>,
+}
+
+/// The budget and what it bought.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Tokens {
+    pub max: usize,
+    pub used: usize,
+    pub estimate: &'static str,
+}
+
+/// What did not fit.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
+pub struct LeftOut {
+    pub items: usize,
+    /// Kind → how many of it were left out.
+    pub by_kind: BTreeMap<&'static str, usize>,
+    /// The pages holding what was left out, most relevant first.
+    pub read_more: Vec<String>,
+}
+
+/// `get_context`'s result (the tool adds `as_of`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ContextAnswer {
+    /// The wiki commit answered from.
+    #[serde(rename = "ref")]
+    pub commit: String,
+    pub paths: Vec<PathSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// Best first.
+    pub items: Vec<Ranked>,
+    pub tokens: Tokens,
+    pub left_out: LeftOut,
+    /// The wiki was larger than the index budget: pages past it are not read.
+    pub truncated: bool,
+    /// Evidence markers on the wiki that do not parse (not used).
+    pub unreadable_markers: usize,
+}
+
+/// A search hit as the answer uses it (from the search index).
+pub struct Passage {
+    pub page: String,
+    pub line: usize,
+    pub heading: Option<String>,
+    pub text: String,
+    /// The merge sha when the line is a pull-request entry.
+    pub entry: Option<String>,
+}
+
+/// What the tool asked, checked.
+pub struct Request<'a> {
+    pub paths: &'a [String],
+    pub query: Option<&'a str>,
+    pub max_tokens: usize,
+}
+
+fn citation(fact: &FactRecord) -> Citation {
+    Citation {
+        path: fact.path.clone(),
+        cited_commit: fact.cited_commit.clone(),
+        lines: fact.lines.clone(),
+        status: if fact.changed_in.is_some() {
+            "stale"
+        } else {
+            "current"
+        },
+        changed_in: fact.changed_in.clone(),
+        deleted: fact.deleted,
+    }
+}
+
+fn fact_item(fact: &FactRecord) -> Item {
+    match fact.kind {
+        FactKind::Purpose => Item::Purpose {
+            path: fact.path.clone(),
+            text: lines::split_item(&fact.text).map_or_else(|| fact.text.clone(), |(_, p)| p),
+            page: fact.page.clone(),
+            line: fact.line,
+            citation: citation(fact),
+        },
+        FactKind::Dependency => {
+            let (name, requirement) =
+                lines::split_item(&fact.text).unwrap_or_else(|| (fact.text.clone(), String::new()));
+            Item::Dependency {
+                manifest: fact.path.clone(),
+                name,
+                requirement,
+                page: fact.page.clone(),
+                line: fact.line,
+                citation: citation(fact),
+            }
+        }
+        FactKind::Fact => Item::Fact {
+            text: fact.text.clone(),
+            page: fact.page.clone(),
+            line: fact.line,
+            citation: citation(fact),
+        },
+    }
+}
+
+/// The words of an item that a question can match.
+fn item_text(item: &Item) -> String {
+    match item {
+        Item::Purpose { path, text, .. } => format!("{path} {text}"),
+        Item::Fact { text, citation, .. } => format!("{} {text}", citation.path),
+        Item::Change {
+            title,
+            why,
+            author,
+            files,
+            dependencies,
+            ..
+        } => format!(
+            "{title} {why} {author} {} {}",
+            files.join(" "),
+            dependencies.as_deref().unwrap_or_default()
+        ),
+        Item::People { area, authors, .. } => {
+            let names: Vec<&str> = authors.iter().map(|a| a.name.as_str()).collect();
+            format!("who knows {area} {}", names.join(" "))
+        }
+        Item::Dependency {
+            manifest,
+            name,
+            requirement,
+            ..
+        } => format!("dependency {manifest} {name} {requirement}"),
+        Item::Passage { text, heading, .. } => {
+            format!("{} {text}", heading.as_deref().unwrap_or_default())
+        }
+    }
+}
+
+/// Distinct query terms found in `text`.
+fn matched(terms: &BTreeSet<String>, text: &str) -> u32 {
+    let found: BTreeSet<String> = query::text_terms(text).into_iter().collect();
+    terms.intersection(&found).count() as u32
+}
+
+/// Normalizes an asked path: no `./`, no trailing `/`.
+pub fn normalize(path: &str) -> String {
+    path.trim_start_matches("./")
+        .trim_end_matches('/')
+        .to_owned()
+}
+
+/// How an indexed path relates to an asked one: exact, or inside it.
+fn relates(indexed: &str, asked: &str) -> Option<bool> {
+    if indexed == asked {
+        Some(true)
+    } else if is_under(indexed, asked) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Builds the answer; `passages` are the search hits for the query, best first.
+pub fn answer(
+    index: &ContextIndex,
+    commit: String,
+    request: &Request<'_>,
+    passages: Vec<Passage>,
+    truncated: bool,
+) -> ContextAnswer {
+    let asked: Vec<String> = request.paths.iter().map(|p| normalize(p)).collect();
+    let terms: BTreeSet<String> = request
+        .query
+        .map(|q| {
+            query::analyze(q)
+                .terms
+                .into_iter()
+                .filter(|t| !t.starts_with(query::PATH_PREFIX))
+                .collect()
+        })
+        .unwrap_or_default();
+    // Paths the question names count as asked, after the asked ones.
+    let mut all_paths = asked.clone();
+    if let Some(q) = request.query {
+        for named in query::path_words(q) {
+            let named = normalize(&named);
+            let known = index
+                .by_path
+                .keys()
+                .chain(index.entry_paths.keys())
+                .find(|p| p.eq_ignore_ascii_case(&named))
+                .cloned();
+            if let Some(known) = known
+                && !all_paths.contains(&known)
+            {
+                all_paths.push(known);
+            }
+        }
+    }
+
+    let mut candidates: BTreeMap<String, Ranked> = BTreeMap::new();
+    let mut add = |base: u32, about: &str, item: Item| {
+        let relevance = base + 12 * matched(&terms, &item_text(&item));
+        let key = item.key();
+        let entry = candidates.entry(key).or_insert_with(|| Ranked {
+            relevance: 0,
+            about: Vec::new(),
+            item,
+        });
+        entry.relevance = entry.relevance.max(relevance);
+        if !about.is_empty() && !entry.about.iter().any(|a| a == about) {
+            entry.about.push(about.to_owned());
+        }
+    };
+
+    let mut summaries = Vec::new();
+    for path in &all_paths {
+        let file = index.by_path.contains_key(path)
+            || index.entry_paths.contains_key(path)
+            || index.areas.iter().any(|a| a.files.contains(path));
+        let kind = if file {
+            "file"
+        } else if index.knows(path) {
+            "directory"
+        } else {
+            "unknown"
+        };
+        let area = index.area_of(path);
+        summaries.push(PathSummary {
+            path: path.clone(),
+            kind,
+            area: area.map(|a| a.name.clone()),
+            area_page: area.map(|a| a.page.clone()),
+        });
+        // Facts citing it (a directory: everything under it, ranked lower).
+        for (cited, facts) in index.by_path.range(path.clone()..) {
+            let Some(exact) = relates(cited, path) else {
+                if !cited.starts_with(path.as_str()) {
+                    break;
+                }
+                continue;
+            };
+            let near = if exact { 0 } else { 15 };
+            for &at in facts {
+                let fact = &index.facts[at];
+                let base = match (fact.kind, fact.changed_in.is_some()) {
+                    (FactKind::Purpose, _) => 100,
+                    (_, true) => 90,
+                    (FactKind::Fact, false) => 70,
+                    (FactKind::Dependency, false) => 45,
+                };
+                add(base - near, path, fact_item(fact));
+            }
+        }
+        // Pull requests that touched it, newest first.
+        let mut touching: Vec<usize> = index
+            .entry_paths
+            .iter()
+            .filter(|(p, _)| relates(p, path).is_some())
+            .flat_map(|(_, list)| list.iter().copied())
+            .collect();
+        touching.sort_unstable();
+        touching.dedup();
+        touching.sort_by(|&a, &b| {
+            let (a, b) = (&index.entries[a].entry, &index.entries[b].entry);
+            b.date.cmp(&a.date).then(b.number.cmp(&a.number))
+        });
+        for (rank, &at) in touching.iter().enumerate() {
+            let record = &index.entries[at];
+            let exact = record.entry.paths.iter().any(|p| p == path);
+            let base = 85u32.saturating_sub(rank.min(40) as u32) - if exact { 0 } else { 10 };
+            add(base, path, change_item(record));
+        }
+        if let Some(area) = area
+            && !area.authors.is_empty()
+        {
+            add(
+                60,
+                path,
+                Item::People {
+                    area: area.name.clone(),
+                    page: area.page.clone(),
+                    authors: area
+                        .authors
+                        .iter()
+                        .map(|(name, count)| Person {
+                            name: name.clone(),
+                            pull_requests: *count,
+                        })
+                        .collect(),
+                },
+            );
+        }
+    }
+    // The question's best passages.
+    let top = passages.len();
+    for (rank, passage) in passages.into_iter().take(MAX_PASSAGES).enumerate() {
+        let base = 50 - (rank.min(top) as u32) * 2;
+        if let Some(sha) = &passage.entry
+            && let Some(&at) = index.by_sha.get(sha)
+        {
+            add(base, "", change_item(&index.entries[at]));
+            continue;
+        }
+        let facts: Vec<&FactRecord> = index
+            .facts
+            .iter()
+            .filter(|f| f.page == passage.page && f.line == passage.line)
+            .collect();
+        if !facts.is_empty() {
+            for fact in facts {
+                add(base, "", fact_item(fact));
+            }
+            continue;
+        }
+        add(
+            base,
+            "",
+            Item::Passage {
+                page: passage.page,
+                line: passage.line,
+                heading: passage.heading,
+                text: lines::bounded(&passage.text, lines::MAX_FIELD_BYTES),
+            },
+        );
+    }
+
+    let mut ranked: Vec<Ranked> = candidates.into_values().collect();
+    ranked.sort_by(|a, b| {
+        b.relevance
+            .cmp(&a.relevance)
+            .then_with(|| a.item.kind().cmp(b.item.kind()))
+            .then_with(|| a.item.key().cmp(&b.item.key()))
+    });
+    let frame = serde_json::to_string(&summaries).map_or(0, |s| s.len());
+    let mut used = estimate_tokens(frame);
+    let mut items = Vec::new();
+    let mut left_out = LeftOut::default();
+    for item in ranked {
+        let cost = estimate_tokens(serde_json::to_string(&item).map_or(0, |s| s.len()) + 1);
+        if used + cost <= request.max_tokens {
+            used += cost;
+            items.push(item);
+            continue;
+        }
+        left_out.items += 1;
+        *left_out.by_kind.entry(item.item.kind()).or_default() += 1;
+        let page = item.item.page().to_owned();
+        if left_out.read_more.len() < MAX_READ_MORE && !left_out.read_more.contains(&page) {
+            left_out.read_more.push(page);
+        }
+    }
+    ContextAnswer {
+        commit,
+        paths: summaries,
+        query: request.query.map(str::to_owned),
+        items,
+        tokens: Tokens {
+            max: request.max_tokens,
+            used,
+            estimate: "bytes of each item's JSON / 4, rounded up",
+        },
+        left_out,
+        truncated,
+        unreadable_markers: index.unreadable,
+    }
+}
+
+fn change_item(record: &super::index::EntryRecord) -> Item {
+    let entry = &record.entry;
+    Item::Change {
+        number: entry.number,
+        title: entry.title.clone(),
+        why: entry.why.clone(),
+        author: entry.author.clone(),
+        date: entry.date.clone(),
+        merge_commit: entry.merge_commit.clone(),
+        files: entry.paths.iter().take(20).cloned().collect(),
+        more_files: entry.more_paths + entry.paths.len().saturating_sub(20),
+        dependencies: entry.dependencies.clone(),
+        pages: record.pages.iter().map(|(p, _)| p.clone()).collect(),
+    }
+}
