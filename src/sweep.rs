@@ -16,7 +16,9 @@
 //!   nothing enqueued (the runner would refuse the job anyway; a sweep job
 //!   that can only end `rejected` helps no one);
 //! - otherwise `cursor..tip` is enqueued (or coalesced into a queued job
-//!   ending at the cursor; a range tried before is not tried again by itself).
+//!   ending at the cursor when the two together still fit one job; a range
+//!   tried before is not tried again by itself), as contiguous jobs in order
+//!   when it is larger than one job (`ingest/split.rs`).
 //!
 //! Invariant: the sweep writes nothing but through `queue/` (enqueue, cursor)
 //! and reads sources only through `forge/`; it never fails the daemon: every
@@ -28,7 +30,8 @@ use crate::config::{Config, Source};
 use crate::forge::Forges;
 use crate::forge::{Ancestry, Refusal};
 use crate::ids::Sha;
-use crate::queue::{Disposition, JobKind, JobState, NewJob, Origin, Queue};
+use crate::ingest::split::{self, RangeEnqueued, SplitError};
+use crate::queue::{Disposition, Enqueued, JobKind, JobState, NewJob, Origin, Queue};
 
 /// The actor recorded on the jobs the sweep enqueues.
 pub const ACTOR: &str = "sweep";
@@ -43,6 +46,13 @@ pub enum Outcome {
     /// A new `sweep` job covers `cursor..tip`.
     Enqueued {
         job_id: i64,
+        before: Sha,
+        after: Sha,
+    },
+    /// `cursor..tip` was larger than one job's bound: new `sweep` jobs cover
+    /// it in contiguous parts, oldest first (`ingest/split.rs`).
+    Split {
+        job_ids: Vec<i64>,
         before: Sha,
         after: Sha,
     },
@@ -74,6 +84,7 @@ impl Outcome {
             Outcome::TrackingStarted { .. } => "tracking_started",
             Outcome::UpToDate => "up_to_date",
             Outcome::Enqueued { .. } => "enqueued",
+            Outcome::Split { .. } => "split",
             Outcome::Coalesced { .. } => "coalesced",
             Outcome::InFlight { .. } => "in_flight",
             Outcome::AlreadyTried { .. } => "already_tried",
@@ -182,9 +193,21 @@ impl Sweep {
             },
             actor: ACTOR.into(),
         };
-        let enqueued = match self.queue.enqueue(job, None).await {
-            Ok(enqueued) => enqueued,
-            Err(e) => return queue_failed(e),
+        let enqueued = match split::enqueue_range(&self.queue, &forge, job, None, None).await {
+            Ok(RangeEnqueued::One(enqueued)) => *enqueued,
+            Ok(RangeEnqueued::Parts(parts)) if parts.disposition == Disposition::Created => {
+                return Outcome::Split {
+                    job_ids: parts.jobs.iter().map(|job| job.id).collect(),
+                    before: cursor,
+                    after: tip.sha,
+                };
+            }
+            Ok(RangeEnqueued::Parts(mut parts)) => Enqueued {
+                job: parts.jobs.remove(0),
+                disposition: parts.disposition,
+            },
+            Err(SplitError::Forge(refusal)) => return forge_unavailable(refusal),
+            Err(SplitError::Queue(e)) => return queue_failed(e),
         };
         let job = enqueued.job;
         match enqueued.disposition {
@@ -239,6 +262,18 @@ fn log(source: &Source, outcome: &Outcome) {
             %before,
             %after,
             "sweep: enqueued a range no dispatch announced"
+        ),
+        Outcome::Split {
+            job_ids,
+            before,
+            after,
+        } => tracing::info!(
+            source,
+            jobs = ?job_ids,
+            %before,
+            %after,
+            "sweep: enqueued a range no dispatch announced, as {} jobs in order (it was larger than one job)",
+            job_ids.len()
         ),
         Outcome::Coalesced { job_id } => tracing::info!(
             source,

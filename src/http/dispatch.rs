@@ -6,7 +6,9 @@
 //! Invariants: nothing is stored for a refused request (the queue is called only
 //! with a `VerifiedDispatch`); the body is read with a hard 64 KiB cap; answers
 //! are `202 {job_id, state, coalesced_into}` for a new or coalesced job, `200`
-//! with the same job for a delivery or job identity seen before, and
+//! with the same job for a delivery or job identity seen before (a range
+//! split into several jobs, `ingest/split.rs`, answers with its first and
+//! lists them all in `split_into`), and
 //! `{"error": {"code", "message"}}` with the status of DESIGN §4 otherwise.
 
 use axum::Json;
@@ -19,8 +21,9 @@ use axum::routing::post;
 use serde_json::json;
 
 use super::{ApiError, AppState};
+use crate::ingest::split::{RangeEnqueued, SplitError};
 use crate::ingest::{DispatchHeaders, IngestError, MAX_BODY_BYTES, VerifiedDispatch, VerifiedKind};
-use crate::queue::{Disposition, JobKind, NewJob, Origin};
+use crate::queue::{Disposition, Enqueued, JobKind, NewJob, Origin};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/v1/dispatch", post(dispatch))
@@ -113,10 +116,24 @@ async fn handle(state: AppState, request: Request) -> Result<Response, ApiError>
             return Err(answer);
         }
     };
-    let enqueued = state
-        .queue
-        .enqueue(new_job(&verified), Some(&verified.delivery_id))
-        .await?;
+    // A range larger than one job's bound is several jobs (`ingest/split.rs`):
+    // the answer names the first, and `split_into` all of them in order.
+    let (enqueued, split_into) = match ingest
+        .enqueue(&state.queue, &verified, new_job(&verified))
+        .await
+    {
+        Ok(RangeEnqueued::One(enqueued)) => (*enqueued, None),
+        Ok(RangeEnqueued::Parts(parts)) => {
+            let ids: Vec<i64> = parts.jobs.iter().map(|j| j.id).collect();
+            let first = Enqueued {
+                job: parts.jobs[0].clone(),
+                disposition: parts.disposition,
+            };
+            (first, (ids.len() > 1).then_some(ids))
+        }
+        Err(SplitError::Queue(e)) => return Err(e.into()),
+        Err(SplitError::Forge(refusal)) => return Err(IngestError::from(refusal).into()),
+    };
     let (status, coalesced_into) = match enqueued.disposition {
         Disposition::Created => (StatusCode::ACCEPTED, None),
         Disposition::Coalesced { into } => (StatusCode::ACCEPTED, Some(into)),
@@ -137,6 +154,7 @@ async fn handle(state: AppState, request: Request) -> Result<Response, ApiError>
             "job_id": enqueued.job.id,
             "state": enqueued.job.state,
             "coalesced_into": coalesced_into,
+            "split_into": split_into,
         })),
     )
         .into_response())

@@ -4,8 +4,9 @@
 //!
 //! Invariants:
 //! - nothing but `source_repository` is read from a body before its signature
-//!   checked out, and nothing is stored by this module at all: the caller enqueues
-//!   only a [`VerifiedDispatch`];
+//!   checked out, and nothing is stored by the pipeline at all: the caller enqueues
+//!   only a [`VerifiedDispatch`], a range through [`split::enqueue_range`],
+//!   which stores it as jobs no larger than one job's bound;
 //! - each refusal is one [`IngestError`] with the status and code of DESIGN §4;
 //! - dispatch secrets are read once at start-up into [`Secret`]s.
 
@@ -13,6 +14,7 @@ mod error;
 pub mod oidc;
 pub mod request;
 pub mod signature;
+pub mod split;
 
 pub use error::{IngestError, Kind as IngestKind};
 pub use request::{DispatchKind, DispatchRequest};
@@ -239,6 +241,31 @@ impl Ingest {
             default_branch,
             kind,
         })
+    }
+
+    /// Stores a verified dispatch's job `job` (`http::dispatch::new_job`),
+    /// a range no larger than one job's bound ([`split::enqueue_range`]).
+    pub async fn enqueue(
+        &self,
+        queue: &crate::queue::Queue,
+        verified: &VerifiedDispatch,
+        job: crate::queue::NewJob,
+    ) -> Result<split::RangeEnqueued, split::SplitError> {
+        let commits = match &verified.kind {
+            VerifiedKind::Range { commits, .. } => Some(*commits),
+            VerifiedKind::PullRequest { .. } => None,
+        };
+        let delivery = Some(verified.delivery_id.as_str());
+        match self.sources.get(&verified.source.to_ascii_lowercase()) {
+            Some(entry) => {
+                let forge = self.forges.of(&entry.source);
+                split::enqueue_range(queue, &forge, job, delivery, commits).await
+            }
+            // Not reached: only a configured source verifies.
+            None => Ok(split::RangeEnqueued::One(Box::new(
+                queue.enqueue(job, delivery).await?,
+            ))),
+        }
     }
 
     /// The GitHub client (`None` without `[github]`), shared with the request

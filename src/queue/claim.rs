@@ -21,13 +21,24 @@ use crate::db::{Conn, on_conn, on_pool};
 /// A queued job `candidate` that is due (`run_after <= $1`, the claim's
 /// `now`) and whose destination has nothing running; a backfill's range also
 /// waits while an earlier range of its backfill is queued or running (in
-/// backoff, say), so a backfill's ranges run in order (`backfill.rs`).
+/// backoff, say), so a backfill's ranges run in order (`backfill.rs`); and a
+/// range waits while a queued range of its wiki that is not a backfill's
+/// ends where it starts, so the parts of a split range run in order
+/// (`enqueue.rs` `enqueue_parts`, `ingest/split.rs`). Verified ranges run
+/// forward in history, so these waits never form a cycle.
 macro_rules! claimable_condition {
     () => {
         "candidate.state = 'queued' AND candidate.run_after <= $1 \
          AND NOT EXISTS (SELECT 1 FROM jobs AS busy \
                          WHERE busy.state = 'running' \
                            AND busy.destination = candidate.destination) \
+         AND NOT EXISTS (SELECT 1 FROM jobs AS earlier \
+                         WHERE earlier.state = 'queued' AND earlier.kind = 'range' \
+                           AND earlier.source = candidate.source \
+                           AND earlier.push_after = candidate.push_before \
+                           AND earlier.destination = candidate.destination \
+                           AND NOT EXISTS (SELECT 1 FROM backfill_ranges AS theirs \
+                                           WHERE theirs.job_id = earlier.id)) \
          AND NOT EXISTS (SELECT 1 FROM backfill_ranges AS mine \
                          JOIN backfill_ranges AS earlier \
                            ON earlier.backfill_id = mine.backfill_id \

@@ -1,5 +1,6 @@
-//! Enqueue: idempotent by job identity and by delivery id, and coalescing of
-//! contiguous ranges into a still-queued job.
+//! Enqueue: idempotent by job identity and by delivery id, coalescing of
+//! contiguous ranges into a still-queued job, and a range stored as several
+//! contiguous jobs.
 //!
 //! Invariant: two concurrent enqueues of the same identity or delivery can
 //! never both create a job. On SQLite each enqueue is one write of the
@@ -9,14 +10,19 @@
 //! (see `store_postgres`); a range is only
 //! merged into a job that is still `queued` (a running job's range is fixed),
 //! and never into a backfill's range (`backfill.rs`: cancelling a backfill
-//! must not cancel a dispatch's range).
+//! must not cancel a dispatch's range). A caller that bounds its jobs
+//! (`ingest/split.rs`) extends only the queued job it measured
+//! ([`Coalesce::IfStartsAt`]), so a coalesced job never exceeds that bound;
+//! a range split into parts ([`Queue::enqueue_parts`]) is stored in one
+//! write, every part or none, and its parts are never coalesced.
 
+use serde::Serialize;
 use sqlx::Row;
 
-use super::model::{Disposition, Enqueued, JobKind, JobState, NewJob};
+use super::model::{Disposition, Enqueued, Job, JobKind, JobState, NewJob};
 use super::rows::{JobRow, job_columns};
 use super::{Counters, Queue, QueueError};
-use crate::db::Conn;
+use crate::db::{Conn, on_conn, on_pool};
 use crate::ids::Sha;
 
 /// The key under which a job is deduplicated:
@@ -152,6 +158,19 @@ impl Queue {
         job: NewJob,
         delivery_id: Option<&str>,
     ) -> Result<Enqueued, QueueError> {
+        self.enqueue_bounded(job, delivery_id, Coalesce::Any).await
+    }
+
+    /// [`Queue::enqueue`] with the coalescing `coalesce` allows: a caller
+    /// that bounds a job's size (`ingest/split.rs`) measures the queued job
+    /// it would extend ([`Queue::coalesce_candidate`]) together with the new
+    /// range and allows only that job ([`Coalesce::IfStartsAt`]), or none.
+    pub async fn enqueue_bounded(
+        &self,
+        job: NewJob,
+        delivery_id: Option<&str>,
+        coalesce: Coalesce,
+    ) -> Result<Enqueued, QueueError> {
         validate(&job, delivery_id)?;
         let now = self.now_ms();
         let identity = identity_key(&job);
@@ -169,6 +188,7 @@ impl Queue {
                         identity,
                         now,
                         max_attempts,
+                        coalesce,
                     )
                     .await
                 })
@@ -184,6 +204,343 @@ impl Queue {
     }
 }
 
+/// Which queued range job an enqueued range may extend (coalescing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Coalesce {
+    /// Any still-queued range job of the source and wiki that ends where
+    /// this range starts (what [`Queue::enqueue`] does).
+    Any,
+    /// None: the range becomes a job of its own (or a duplicate).
+    Never,
+    /// Only such a job that starts at this commit: the caller measured that
+    /// job's range with this one and found the whole within its bound. A job
+    /// extended by someone else since no longer ends where this range starts,
+    /// and one that starts elsewhere is not this one, so the bound holds.
+    IfStartsAt(Sha),
+}
+
+impl Coalesce {
+    fn allowed(&self) -> bool {
+        !matches!(self, Coalesce::Never)
+    }
+
+    fn start(&self) -> Option<&str> {
+        match self {
+            Coalesce::IfStartsAt(sha) => Some(sha.as_str()),
+            _ => None,
+        }
+    }
+}
+
+/// The most jobs one range is split into ([`Queue::enqueue_parts`]).
+pub const MAX_PARTS: usize = 2_000;
+
+/// A range stored as several contiguous jobs ([`Queue::enqueue_parts`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PartsEnqueued {
+    /// Each part's job, oldest part first (a part whose identity already
+    /// stood for a job: that job). With [`Disposition::Duplicate`], the one
+    /// job the whole range's delivery id or identity points at.
+    pub jobs: Vec<Job>,
+    /// How many of `jobs` this enqueue created.
+    pub created: usize,
+    /// `Created` (even when some parts were known), or `Duplicate` when the
+    /// whole range's delivery id or identity was known.
+    pub disposition: Disposition,
+}
+
+/// The identity of one part `before..after` of the range job `whole`: the
+/// range's own identity when it has no run (`range:<source>:<b>..<a>`, so a
+/// part that already stands for a job is not stored twice), and the run's
+/// identity with the part's commits otherwise
+/// (`range:<source>:run:<id>:<attempt>:<b>..<a>`, so a re-run of the
+/// workflow is new jobs, as an unsplit re-run is).
+pub fn part_identity(whole: &NewJob, before: &Sha, after: &Sha) -> String {
+    match &whole.kind {
+        JobKind::Range {
+            run_id: Some(_), ..
+        } => format!("{}:{before}..{after}", identity_key(whole)),
+        _ => format!("range:{}:{before}..{after}", whole.source),
+    }
+}
+
+/// Rejects parts that are not `job`'s range cut into contiguous, non-empty
+/// ranges in order.
+fn validate_parts(job: &NewJob, parts: &[(Sha, Sha)]) -> Result<(), QueueError> {
+    let JobKind::Range { before, after, .. } = &job.kind else {
+        return Err(invalid("kind", "only a range job is split into parts"));
+    };
+    if parts.len() < 2 || parts.len() > MAX_PARTS {
+        return Err(invalid(
+            "parts",
+            format!("2 to {MAX_PARTS} parts, got {}", parts.len()),
+        ));
+    }
+    if &parts[0].0 != before || &parts[parts.len() - 1].1 != after {
+        return Err(invalid(
+            "parts",
+            format!("the parts must run from {before} to {after}"),
+        ));
+    }
+    for (i, (b, a)) in parts.iter().enumerate() {
+        if b == a {
+            return Err(invalid(
+                "parts",
+                format!("part {} is empty ({b}..{a})", i + 1),
+            ));
+        }
+        if let Some((next, _)) = parts.get(i + 1)
+            && next != a
+        {
+            return Err(invalid(
+                "parts",
+                format!(
+                    "part {} ends at {a} but part {} starts at {next}",
+                    i + 1,
+                    i + 2
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Queue {
+    /// The still-queued range job that [`Queue::enqueue`] would extend with
+    /// `job` (same source and wiki, ending where `job` starts, not a
+    /// backfill's), if any.
+    pub async fn coalesce_candidate(&self, job: &NewJob) -> Result<Option<Job>, QueueError> {
+        let JobKind::Range { before, .. } = &job.kind else {
+            return Ok(None);
+        };
+        let row: Option<JobRow> = on_pool!(&self.pool, |pool| {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs WHERE state = 'queued' AND kind = 'range' \
+                 AND source = $1 AND destination = $2 AND push_after = $3 \
+                 AND NOT EXISTS (SELECT 1 FROM backfill_ranges \
+                                 WHERE backfill_ranges.job_id = jobs.id) \
+                 ORDER BY id LIMIT 1"
+            ))
+            .bind(&job.source)
+            .bind(&job.destination)
+            .bind(before.as_str())
+            .fetch_optional(pool)
+            .await?
+        });
+        row.map(JobRow::into_job).transpose()
+    }
+
+    /// Stores the range job `job` as one job per part of `parts` (its range
+    /// cut into contiguous ranges, oldest first), in ONE write: every part
+    /// or none. Each part is an ordinary queued range job with `job`'s
+    /// origin, run and actor, and its own identity ([`part_identity`]; a
+    /// part whose identity already stands for a job is not stored again);
+    /// the whole range's identity and delivery id point at the first part,
+    /// so a redelivery answers with it ([`Disposition::Duplicate`]). Parts
+    /// are never coalesced into another job; `claim.rs` runs them in order.
+    pub async fn enqueue_parts(
+        &self,
+        job: NewJob,
+        delivery_id: Option<&str>,
+        parts: Vec<(Sha, Sha)>,
+    ) -> Result<PartsEnqueued, QueueError> {
+        validate(&job, delivery_id)?;
+        validate_parts(&job, &parts)?;
+        let now = self.now_ms();
+        let max_attempts = i64::from(self.settings.max_attempts);
+        let delivery_id = delivery_id.map(str::to_string);
+        let stored = self
+            .write(move |mut conn: Conn<'_>| {
+                let (job, delivery_id, parts) = (job.clone(), delivery_id.clone(), parts.clone());
+                Box::pin(async move {
+                    store_parts(
+                        &mut conn,
+                        &job,
+                        delivery_id.as_deref(),
+                        &parts,
+                        now,
+                        max_attempts,
+                    )
+                    .await
+                })
+            })
+            .await?;
+        match stored.disposition {
+            Disposition::Duplicate => Counters::bump(&self.counters.duplicates),
+            _ => {
+                for _ in 0..stored.created {
+                    Counters::bump(&self.counters.enqueued);
+                }
+            }
+        }
+        Ok(stored)
+    }
+}
+
+/// The transactional part of [`Queue::enqueue_parts`].
+async fn store_parts(
+    conn: &mut Conn<'_>,
+    job: &NewJob,
+    delivery_id: Option<&str>,
+    parts: &[(Sha, Sha)],
+    now: i64,
+    max_attempts: i64,
+) -> Result<PartsEnqueued, QueueError> {
+    if let Conn::Postgres(c) = conn {
+        // The locks `store_postgres` takes, in its order.
+        const LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
+        if let Some(delivery_id) = delivery_id {
+            sqlx::query(LOCK)
+                .bind(format!("teammem delivery {delivery_id}"))
+                .execute(&mut **c)
+                .await?;
+        }
+        sqlx::query(LOCK)
+            .bind(format!("teammem source {}", job.source))
+            .execute(&mut **c)
+            .await?;
+    }
+    let identity = identity_key(job);
+    let (by_delivery, by_identity): (Option<i64>, Option<i64>) = on_conn!(conn, |c| {
+        sqlx::query_as(
+            "SELECT (SELECT job_id FROM deliveries WHERE delivery_id = $1), \
+                    (SELECT job_id FROM job_identities WHERE identity = $2)",
+        )
+        .bind(delivery_id)
+        .bind(&identity)
+        .fetch_one(c)
+        .await?
+    });
+    if let Some(existing) = by_delivery.or(by_identity) {
+        if by_delivery.is_none() {
+            insert_delivery(conn, delivery_id, existing, now).await?;
+        }
+        let job = super::rows::fetch_job(conn, existing)
+            .await?
+            .ok_or_else(|| {
+                QueueError::Database(sqlx::Error::Protocol(format!(
+                    "the enqueue lost job {existing} inside its own transaction"
+                )))
+            })?;
+        return Ok(PartsEnqueued {
+            jobs: vec![job],
+            created: 0,
+            disposition: Disposition::Duplicate,
+        });
+    }
+    let (run_id, run_attempt) = match &job.kind {
+        JobKind::Range {
+            run_id,
+            run_attempt,
+            ..
+        } => (*run_id, *run_attempt),
+        JobKind::PullRequest { .. } => (None, None),
+    };
+    let total = parts.len();
+    let mut ids = Vec::with_capacity(total);
+    let mut created = 0;
+    for (index, (before, after)) in parts.iter().enumerate() {
+        let part = part_identity(job, before, after);
+        let known: Option<i64> = on_conn!(conn, |c| {
+            sqlx::query_scalar("SELECT job_id FROM job_identities WHERE identity = $1")
+                .bind(&part)
+                .fetch_optional(c)
+                .await?
+        });
+        if let Some(known) = known {
+            ids.push(known);
+            continue;
+        }
+        let id: i64 = on_conn!(conn, |c| {
+            sqlx::query_scalar(
+                "INSERT INTO jobs (source, destination, origin, kind, push_before, push_after, \
+                 run_id, run_attempt, state, attempts, max_attempts, run_after, created_at, \
+                 updated_at, actor) \
+                 VALUES ($1, $2, $3, 'range', $4, $5, $6, $7, 'queued', 0, $8, $9, $9, $9, $10) \
+                 RETURNING id",
+            )
+            .bind(&job.source)
+            .bind(&job.destination)
+            .bind(job.origin.as_str())
+            .bind(before.as_str())
+            .bind(after.as_str())
+            .bind(run_id)
+            .bind(run_attempt)
+            .bind(max_attempts)
+            .bind(now)
+            .bind(&job.actor)
+            .fetch_one(c)
+            .await?
+        });
+        insert_identity(conn, &part, id, now).await?;
+        let detail = format!(
+            "range job from {} as {part}: part {} of {total} of {identity}, split so that no job exceeds its bound",
+            job.origin,
+            index + 1
+        );
+        super::rows::insert_event(conn, id, now, &job.actor, "enqueued", Some(&detail)).await?;
+        ids.push(id);
+        created += 1;
+    }
+    insert_identity(conn, &identity, ids[0], now).await?;
+    insert_delivery(conn, delivery_id, ids[0], now).await?;
+    super::rows::notify_claimable(conn).await?;
+    let mut jobs = Vec::with_capacity(ids.len());
+    for id in ids {
+        jobs.push(super::rows::fetch_job(conn, id).await?.ok_or_else(|| {
+            QueueError::Database(sqlx::Error::Protocol(format!(
+                "the enqueue lost job {id} inside its own transaction"
+            )))
+        })?);
+    }
+    Ok(PartsEnqueued {
+        jobs,
+        created,
+        disposition: Disposition::Created,
+    })
+}
+
+async fn insert_identity(
+    conn: &mut Conn<'_>,
+    identity: &str,
+    job_id: i64,
+    now: i64,
+) -> Result<(), QueueError> {
+    on_conn!(conn, |c| {
+        sqlx::query("INSERT INTO job_identities (identity, job_id, created_at) VALUES ($1, $2, $3)")
+            .bind(identity)
+            .bind(job_id)
+            .bind(now)
+            .execute(c)
+            .await?
+            .rows_affected()
+    });
+    Ok(())
+}
+
+async fn insert_delivery(
+    conn: &mut Conn<'_>,
+    delivery_id: Option<&str>,
+    job_id: i64,
+    now: i64,
+) -> Result<(), QueueError> {
+    let Some(delivery_id) = delivery_id else {
+        return Ok(());
+    };
+    on_conn!(conn, |c| {
+        sqlx::query("INSERT INTO deliveries (delivery_id, job_id, received_at) VALUES ($1, $2, $3)")
+            .bind(delivery_id)
+            .bind(job_id)
+            .bind(now)
+            .execute(c)
+            .await?
+            .rows_affected()
+    });
+    Ok(())
+}
+
 /// The transactional part of [`Queue::enqueue`], on the write's connection.
 async fn store(
     conn: Conn<'_>,
@@ -192,8 +549,9 @@ async fn store(
     identity: String,
     now: i64,
     max_attempts: i64,
+    coalesce: Coalesce,
 ) -> Result<Enqueued, QueueError> {
-    let new = Stored::of(&job, &identity, delivery_id, now, max_attempts);
+    let new = Stored::of(&job, &identity, delivery_id, now, max_attempts, &coalesce);
     match conn {
         Conn::Sqlite(conn) => store_sqlite(conn, &new).await,
         Conn::Postgres(conn) => store_postgres(conn, &new).await,
@@ -217,6 +575,7 @@ struct Stored<'a> {
     merge_sha: Option<&'a str>,
     created_detail: String,
     coalesced_detail: Option<String>,
+    coalesce: &'a Coalesce,
 }
 
 impl<'a> Stored<'a> {
@@ -226,6 +585,7 @@ impl<'a> Stored<'a> {
         delivery_id: Option<&'a str>,
         now: i64,
         max_attempts: i64,
+        coalesce: &'a Coalesce,
     ) -> Stored<'a> {
         let (before, after) = match &job.kind {
             JobKind::Range { before, after, .. } => (Some(before.as_str()), Some(after.as_str())),
@@ -259,6 +619,7 @@ impl<'a> Stored<'a> {
             created_detail: format!("{} job from {} as {identity}", job.kind.name(), job.origin),
             coalesced_detail: after
                 .map(|after| format!("range extended to ..{after} by {identity}")),
+            coalesce,
         }
     }
 }
@@ -315,17 +676,18 @@ async fn store_sqlite(
            (SELECT job_id FROM job_identities WHERE identity = $2), \
            (SELECT id FROM jobs WHERE state = 'queued' AND kind = 'range' \
             AND source = $3 AND destination = $4 AND push_after = $5 \
+            AND $6 = 1 AND (push_before = $7 OR $8 IS NULL) \
             AND NOT EXISTS (SELECT 1 FROM backfill_ranges WHERE backfill_ranges.job_id = jobs.id) \
             ORDER BY id LIMIT 1)",
         // A known identity under a new delivery id: remember the delivery.
         "; INSERT INTO deliveries (delivery_id, job_id, received_at) \
-           SELECT $6, by_identity, $7 FROM temp.enqueue_probe \
-           WHERE by_delivery IS NULL AND by_identity IS NOT NULL AND $8 IS NOT NULL",
+           SELECT $9, by_identity, $10 FROM temp.enqueue_probe \
+           WHERE by_delivery IS NULL AND by_identity IS NOT NULL AND $11 IS NOT NULL",
         // A range that extends a queued job. The lookup ran under the write
         // lock this transaction holds, so the job is still queued; should
         // the UPDATE match nothing anyway, `target` stays NULL and the final
         // SELECT finds no job, which fails the write.
-        "; UPDATE jobs SET push_after = $9, coalesced_count = coalesced_count + 1, updated_at = $10 \
+        "; UPDATE jobs SET push_after = $12, coalesced_count = coalesced_count + 1, updated_at = $13 \
            WHERE id = (SELECT extendable FROM temp.enqueue_probe \
                        WHERE by_delivery IS NULL AND by_identity IS NULL) \
              AND state = 'queued'",
@@ -337,20 +699,20 @@ async fn store_sqlite(
         "; INSERT INTO jobs (source, destination, origin, kind, push_before, push_after, \
            run_id, run_attempt, pull_number, merge_sha, state, attempts, max_attempts, \
            run_after, created_at, updated_at, actor) \
-           SELECT $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, 0, $22, $23, $24, $25, $26 FROM temp.enqueue_probe \
+           SELECT $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, 0, $25, $26, $27, $28, $29 FROM temp.enqueue_probe \
            WHERE by_delivery IS NULL AND by_identity IS NULL AND extendable IS NULL",
         "; UPDATE temp.enqueue_probe SET target = last_insert_rowid() \
            WHERE by_delivery IS NULL AND by_identity IS NULL AND extendable IS NULL \
              AND changes() = 1",
         // The rows of a new or coalesced enqueue.
         "; INSERT INTO job_identities (identity, job_id, created_at) \
-           SELECT $27, target, $28 FROM temp.enqueue_probe WHERE target IS NOT NULL",
+           SELECT $30, target, $31 FROM temp.enqueue_probe WHERE target IS NOT NULL",
         "; INSERT INTO deliveries (delivery_id, job_id, received_at) \
-           SELECT $29, target, $30 FROM temp.enqueue_probe WHERE target IS NOT NULL AND $31 IS NOT NULL",
+           SELECT $32, target, $33 FROM temp.enqueue_probe WHERE target IS NOT NULL AND $34 IS NOT NULL",
         "; INSERT INTO job_events (job_id, at, actor, event, detail) \
-           SELECT target, $32, $33, \
+           SELECT target, $35, $36, \
                   CASE WHEN extendable IS NULL THEN 'enqueued' ELSE 'coalesced' END, \
-                  CASE WHEN extendable IS NULL THEN $34 ELSE $35 END \
+                  CASE WHEN extendable IS NULL THEN $37 ELSE $38 END \
            FROM temp.enqueue_probe WHERE target IS NOT NULL",
         // The answer: the job that stands for this enqueue, and how.
         "; SELECT ",
@@ -367,6 +729,9 @@ async fn store_sqlite(
     .bind(&job.source)
     .bind(&job.destination)
     .bind(before)
+    .bind(i64::from(new.coalesce.allowed()))
+    .bind(new.coalesce.start())
+    .bind(new.coalesce.start())
     // a known identity's new delivery
     .bind(delivery_id)
     .bind(now)
@@ -461,6 +826,7 @@ async fn store_postgres(
                     (SELECT job_id FROM job_identities WHERE identity = $2), \
                     (SELECT id FROM jobs WHERE state = 'queued' AND kind = 'range' \
                      AND source = $3 AND destination = $4 AND push_after = $5 \
+                     AND $6 AND (push_before = $7 OR $7::text IS NULL) \
                      AND NOT EXISTS (SELECT 1 FROM backfill_ranges \
                                      WHERE backfill_ranges.job_id = jobs.id) \
                      ORDER BY id LIMIT 1)",
@@ -470,6 +836,8 @@ async fn store_postgres(
         .bind(&job.source)
         .bind(&job.destination)
         .bind(new.before)
+        .bind(new.coalesce.allowed())
+        .bind(new.coalesce.start())
         .fetch_one(&mut *conn)
         .await?;
     if let Some(existing) = by_delivery.or(by_identity) {

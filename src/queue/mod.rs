@@ -51,7 +51,7 @@ use crate::db::{Conn, Pool, on_pool};
 use serde::Serialize;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use enqueue::identity_key;
+pub use enqueue::{Coalesce, MAX_PARTS, PartsEnqueued, identity_key, part_identity};
 pub use model::{
     Claimed, Completion, CursorMove, DEFAULT_PAGE_SIZE, Disposition, Enqueued, Job, JobEvent, JobFilter,
     JobKind, JobKindName, JobPage, JobState, Lease, MAX_PAGE_SIZE, NewJob, Origin, SourceCursor,

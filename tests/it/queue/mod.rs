@@ -12,6 +12,7 @@ mod lease;
 mod pg_batch;
 mod read;
 mod retention;
+mod split; // a range larger than one job: parts in one write, claimed in order; bounded coalescing
 mod steer;
 
 use std::sync::Arc;

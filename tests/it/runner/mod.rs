@@ -53,6 +53,8 @@ mod openai;
 mod one_commit;
 // Purposes through the real writer: a crate doc kept in its README, usage boilerplate, a sentence over two lines.
 mod purposes;
+// A range larger than one job: ordered parts through the real daemon; coalescing only within the bound.
+mod split;
 // The sweep for missed pushes: the real daemon on both forges, and its decisions in process.
 mod sweep;
 // The writer trusts only the runner: a tampered evidence.json, checked and budgeted marker rewrites, Home.md below teammem's lines, bounded diffs, fair staleness checks, last_change.
