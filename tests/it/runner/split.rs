@@ -244,3 +244,53 @@ async fn contiguous_dispatches_are_merged_only_while_the_merged_job_stays_within
     assert_eq!(job["coalesced_count"], 1, "{job}");
     assert!(daemon.terminate().success());
 }
+
+/// The sweep finds 30 pull requests no dispatch announced: two sweep jobs in
+/// order (25 and 5), and while the first is queued the next run enqueues
+/// nothing more.
+#[tokio::test]
+async fn a_missed_range_larger_than_one_job_is_swept_in_ordered_parts() {
+    use std::sync::Arc;
+    use teammem::config::Config;
+    use teammem::sweep::{Outcome, Sweep};
+
+    let w = World::new();
+    let config = Config::parse(&format!(
+        "[server]\ndata_dir = \"{data}\"\n[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{repo}\"\nlocal_wiki_path = \"{wiki}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\nsweep = true\n",
+        data = w.dir.parent().unwrap().join("data").display(),
+        repo = w.dir.display(),
+        wiki = w.wiki.display(),
+    ))
+    .unwrap();
+    let test = crate::queue::test_queue().await;
+    let sweep = Sweep::new(
+        Arc::new(config),
+        test.queue.clone(),
+        teammem::forge::Forges::with_github(None),
+    );
+    let run = async || {
+        let mut outcomes = sweep.run().await;
+        assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+        outcomes.remove(0).1
+    };
+    assert!(matches!(run().await, Outcome::TrackingStarted { .. }));
+    let shas = w.merge(1..=30);
+    let Outcome::Split {
+        job_ids,
+        before,
+        after,
+    } = run().await
+    else {
+        panic!("expected the missed range in parts");
+    };
+    assert_eq!(
+        (before.as_str(), after.as_str()),
+        (w.base.as_str(), shas[29].as_str())
+    );
+    assert_eq!(job_ids.len(), 2, "{job_ids:?}");
+    let first = test.queue.get(job_ids[0]).await.unwrap();
+    let second = test.queue.get(job_ids[1]).await.unwrap();
+    assert_eq!(first.push_after.unwrap().as_str(), shas[24]);
+    assert_eq!(second.push_before.unwrap().as_str(), shas[24]);
+    assert_eq!(run().await, Outcome::InFlight { job_id: job_ids[0] });
+}
