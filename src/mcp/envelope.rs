@@ -107,7 +107,10 @@ impl SecretGuard {
 
     /// Remembers a credential and the forms it could appear in.
     pub fn register(&self, secret: &Secret) {
-        let raw = secret.expose();
+        // A token is text; one that is not cannot appear in a JSON answer as itself.
+        let Some(raw) = secret.expose_str() else {
+            return;
+        };
         if raw.is_empty() {
             return;
         }

@@ -156,7 +156,7 @@ async fn decide(job: &BrokerJob, request: Request) -> Answer {
                 token: job
                     .wiki_token
                     .as_ref()
-                    .map(|t| RedactedToken(t.expose().to_owned())),
+                    .map(|t| RedactedToken(t.expose_str().unwrap_or_default().to_owned())),
             }),
             ..Answer::default()
         },

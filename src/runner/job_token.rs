@@ -46,7 +46,7 @@ impl JobToken {
             .await
         {
             Ok(secret) => Ok(JobToken {
-                secret: Secret::new(secret.expose_str().unwrap_or_default()),
+                secret,
                 forge,
                 wiki: wiki.to_string(),
                 revocations,
@@ -86,10 +86,7 @@ impl Drop for JobToken {
 }
 
 async fn revoke(forge: &GitHubForge, secret: &Secret, wiki: &str) {
-    match forge
-        .revoke_token(&crate::secrets::Secret::from(secret.expose().to_owned()))
-        .await
-    {
+    match forge.revoke_token(secret).await {
         Ok(()) => tracing::debug!(target: "teammem::runner", %wiki, "revoked the job's wiki token"),
         Err(e) => {
             tracing::warn!(target: "teammem::runner", %wiki, error = %e, "revoking the job's wiki token failed; it expires within the hour")

@@ -1,7 +1,7 @@
 //! Where a wiki lives and how to reach it. Keeps the credential rules of DESIGN §7:
 //! the token only ever travels as Basic `x-access-token:<token>` in a header,
 //! over https or to a loopback address, on one of the four smart-HTTP URLs, with
-//! redirects refused; it is never written to disk and prints as `***`.
+//! redirects refused; it is never written to disk and prints as `<redacted>`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,33 +13,8 @@ use gix::protocol::transport::client::blocking_io::http;
 use super::error::{ErrorKind, WikiError};
 use super::smart_http::{GitHttp, HttpClients};
 
-/// A credential. `Debug` and `Display` never show it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(Arc<str>);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(Arc::from(value.into()))
-    }
-
-    /// The raw value, for the one place that builds the Authorization header and
-    /// for the scans that prove it never leaks.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("***")
-    }
-}
-
-impl std::fmt::Display for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("***")
-    }
-}
+/// A credential: the crate's one secret type (never printed, zeroed on drop).
+pub use crate::secrets::Secret;
 
 /// How to reach a wiki's git repository.
 #[derive(Debug, Clone)]
@@ -115,7 +90,9 @@ pub(crate) fn validate_http(
         }
     }
     if let Some(token) = token
-        && (token.expose().is_empty() || token.expose().chars().any(|c| c.is_control()))
+        && token
+            .expose_str()
+            .is_none_or(|text| text.is_empty() || text.chars().any(|c| c.is_control()))
     {
         return Err(configuration_error(
             "the wiki token is empty or contains control characters",
@@ -167,8 +144,10 @@ impl HttpRemote {
             .get(plain_http)
             .map_err(|err| WikiError::internal("setting up the wiki's HTTP client", err))?;
         let authorization = self.token.as_ref().map(|token| {
-            let encoded = base64::engine::general_purpose::STANDARD
-                .encode(format!("x-access-token:{}", token.expose()));
+            let encoded = base64::engine::general_purpose::STANDARD.encode(format!(
+                "x-access-token:{}",
+                token.expose_str().unwrap_or_default()
+            ));
             let mut value = reqwest::header::HeaderValue::from_str(&format!("Basic {encoded}"))
                 .expect("base64 is a valid header value");
             value.set_sensitive(true);
@@ -190,8 +169,8 @@ mod tests {
     #[test]
     fn secret_never_prints() {
         let secret = Secret::new("ghs_topsecret");
-        assert_eq!(format!("{secret}"), "***");
-        assert_eq!(format!("{secret:?}"), "***");
+        assert_eq!(format!("{secret}"), "<redacted>");
+        assert_eq!(format!("{secret:?}"), "<redacted>");
         let remote = Remote::Http {
             url: "https://example.org/w.git".into(),
             token: Some(secret),

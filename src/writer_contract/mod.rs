@@ -187,7 +187,11 @@ impl WriterEnv {
             env.push((ENV_WRITER_EVIDENCE, evidence.clone().into_os_string()));
         }
         if let Some(token) = &self.token {
-            env.push((ENV_WRITER_TOKEN, token.expose().into()));
+            env.push((
+                ENV_WRITER_TOKEN,
+                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(token.expose())
+                    .to_owned(),
+            ));
         }
         if self.broker {
             env.push((ENV_WRITER_BROKER_FD, BROKER_FD.to_string().into()));

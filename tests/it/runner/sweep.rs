@@ -632,7 +632,7 @@ async fn github_stale_facts_are_counted_on_the_mirror_without_fetching() {
         .installation_token(&source.wiki_repository, &Permissions::contents_read())
         .await
         .unwrap();
-    let token = teammem::wiki::Secret::new(token.expose_str().unwrap());
+
     let fetched = teammem::runner::facts::mirror_of(&config, source, Some(token), DEADLINE)
         .unwrap()
         .snapshot()
@@ -671,7 +671,7 @@ async fn github_stale_facts_are_counted_on_the_mirror_without_fetching() {
         .installation_token(&source.wiki_repository, &Permissions::contents_read())
         .await
         .unwrap();
-    let token = teammem::wiki::Secret::new(token.expose_str().unwrap());
+
     teammem::runner::facts::mirror_of(&config, source, Some(token), DEADLINE)
         .unwrap()
         .snapshot()
