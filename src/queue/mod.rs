@@ -33,6 +33,7 @@ mod group_commit;
 mod lease;
 mod model;
 mod overview;
+mod parts;
 mod pg_group_commit;
 mod read;
 mod rescue;
@@ -51,7 +52,8 @@ use crate::db::{Conn, Pool, on_pool};
 use serde::Serialize;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use enqueue::{Coalesce, MAX_PARTS, PartsEnqueued, identity_key, part_identity};
+pub use enqueue::{Coalesce, identity_key};
+pub use parts::{MAX_PARTS, PartsEnqueued, part_identity};
 pub use model::{
     Claimed, Completion, CursorMove, DEFAULT_PAGE_SIZE, Disposition, Enqueued, Job, JobEvent, JobFilter,
     JobKind, JobKindName, JobPage, JobState, Lease, MAX_PAGE_SIZE, NewJob, Origin, SourceCursor,
