@@ -53,13 +53,13 @@ use serde::Serialize;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use enqueue::{Coalesce, identity_key};
-pub use parts::{MAX_PARTS, PartsEnqueued, part_identity};
 pub use model::{
     Claimed, Completion, CursorMove, DEFAULT_PAGE_SIZE, Disposition, Enqueued, Job, JobEvent, JobFilter,
     JobKind, JobKindName, JobPage, JobState, Lease, MAX_PAGE_SIZE, NewJob, Origin, SourceCursor,
     UnknownState,
 };
 pub use overview::{Finished, Overview};
+pub use parts::{MAX_PARTS, PartsEnqueued, part_identity};
 pub use retry_policy::{BACKOFF_BASE, BACKOFF_CAP, backoff, nominal_backoff};
 pub use steer::Steering;
 pub use summary::{readable_utc, rfc3339_utc, short_sha};
