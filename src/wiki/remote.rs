@@ -170,7 +170,7 @@ mod tests {
     fn secret_never_prints() {
         let secret = Secret::new("ghs_topsecret");
         assert_eq!(format!("{secret}"), "<redacted>");
-        assert_eq!(format!("{secret:?}"), "<redacted>");
+        assert_eq!(format!("{secret:?}"), "Secret(<redacted>)");
         let remote = Remote::Http {
             url: "https://example.org/w.git".into(),
             token: Some(secret),
