@@ -21,6 +21,7 @@
 //! field, an unknown field) are a JSON-RPC `-32602` error; arguments that parse
 //! but break a rule are an envelope error the agent can read and correct.
 
+pub mod context;
 pub mod coordinator;
 pub mod evidence;
 pub mod wiki_read;
@@ -148,6 +149,7 @@ pub struct Toolset {
 /// Every toolset, in `tools/list` order.
 pub const TOOLSETS: &[&Toolset] = &[
     &wiki_read::TOOLSET,
+    &context::TOOLSET,
     &wiki_write::TOOLSET,
     &evidence::TOOLSET,
     &coordinator::TOOLSET,
@@ -242,6 +244,7 @@ mod tests {
             "search_wiki",
             "list_wiki_history",
             "get_wiki_diff",
+            "get_context",
         ];
         let agent = Profile {
             kind: ServerKind::Agent,
@@ -270,7 +273,11 @@ mod tests {
             "get_source_file_heads",
         ];
         let mut with_writes = reads.to_vec();
-        with_writes.extend(["write_wiki_pages", "patch_wiki_pages"]);
+        with_writes.extend([
+            "write_wiki_pages",
+            "patch_wiki_pages",
+            "publish_job_changes",
+        ]);
         with_writes.extend(evidence);
         assert_eq!(names(writer), with_writes);
         // Read-only beats everything, writer mode included (the evidence tools

@@ -49,7 +49,7 @@ pub const TOOLSET: Toolset = Toolset {
         ToolDef {
             name: tools::SEARCH_WIKI,
             title: "Search the wiki",
-            description: "The pages most relevant to query (BM25 over words, paths and identifiers; page titles and headings weigh more), best first, at most 20: each with score, the best matching line as a plain-text snippet and the heading nearest above it. Indexes at most 8 MiB (truncated says when the budget ended first). as_of is the source commit the memory is reconciled to (null with as_of_reason when unknown).",
+            description: "The wiki passages most relevant to query, best first, at most 20 and at most 3 from one page. Ask in plain words or keywords: stop and question words do not drive the ranking; paths (src/x.rs) and identifiers may be named. Each hit: its page (path, sha), score, the matching line (line, plain-text snippet) and the heading nearest above it; a pull request's entry repeated on several pages (Changelog, quarter and area pages) is one hit with pull_request, merge_commit and every page in pages. total counts the pages matching any word. Indexes at most 8 MiB (truncated says when the budget ended first). as_of is the source commit the memory is reconciled to (null with as_of_reason when unknown).",
             hints: Hints::READ,
             input_schema: search_schema,
             handler: search_wiki,
@@ -198,7 +198,7 @@ macro_rules! read_tool_as_of {
 
 /// The source commit the memory is reconciled to: the source's cursor in the
 /// job queue, or `None` with the reason it is unknown (never a guess).
-async fn as_of(context: &Context, resolved: &Resolved) -> Result<String, &'static str> {
+pub(super) async fn as_of(context: &Context, resolved: &Resolved) -> Result<String, &'static str> {
     let Some(requests) = &context.coordinator else {
         return Err(
             "this server has no job queue (the operator's `teammem wiki` or a job's writer); read through the daemon's /mcp or `teammem mcp` to learn it",
@@ -218,7 +218,7 @@ async fn as_of(context: &Context, resolved: &Resolved) -> Result<String, &'stati
     }
 }
 
-fn with_as_of(mut value: Value, as_of: Result<String, &'static str>) -> Value {
+pub(super) fn with_as_of(mut value: Value, as_of: Result<String, &'static str>) -> Value {
     if let Some(object) = value.as_object_mut() {
         let (sha, reason) = match as_of {
             Ok(sha) => (Value::String(sha), Value::Null),

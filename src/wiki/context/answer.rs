@@ -89,6 +89,10 @@ pub enum Item {
         more_files: usize,
         #[serde(skip_serializing_if = "Option::is_none")]
         dependencies: Option<String>,
+        /// The merge it reached the default branch through, if another
+        /// branch's.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        arrived_through: Option<String>,
         /// Every page its entry is on, the Changelog first.
         pages: Vec<String>,
     },
@@ -557,6 +561,7 @@ fn change_item(record: &super::index::EntryRecord) -> Item {
         files: entry.paths.iter().take(20).cloned().collect(),
         more_files: entry.more_paths + entry.paths.len().saturating_sub(20),
         dependencies: entry.dependencies.clone(),
+        arrived_through: entry.arrived_through.clone(),
         pages: record.pages.iter().map(|(p, _)| p.clone()).collect(),
     }
 }

@@ -208,6 +208,9 @@ impl ContextIndex {
                         if record.entry.dependencies.is_none() {
                             record.entry.dependencies = entry.dependencies.clone();
                         }
+                        if record.entry.arrived_through.is_none() {
+                            record.entry.arrived_through = entry.arrived_through.clone();
+                        }
                     }
                     None => {
                         self.by_sha.insert(sha, self.entries.len());

@@ -91,6 +91,33 @@ pub struct Entry {
     pub paths: Vec<String>,
     /// "and N more": paths the entry did not name.
     pub more_paths: usize,
+    /// The merge it reached the default branch through (subject and short
+    /// sha, plain), when it came through another branch.
+    pub arrived_through: Option<String>,
+}
+
+/// ` — arrived through SUBJECT (abc1234)` at the start of `rest`: the note,
+/// plain, and what follows it.
+fn arrived(rest: &str) -> (Option<String>, &str) {
+    const NOTE: &str = " — arrived through ";
+    let Some(note) = rest.strip_prefix(NOTE) else {
+        return (None, rest);
+    };
+    for (at, _) in note.match_indices(" (") {
+        let short = &note[at + 2..];
+        let Some(close) = short.find(')') else {
+            break;
+        };
+        let after = &short[close + 1..];
+        if close == 7
+            && short[..7].bytes().all(|b| b.is_ascii_hexdigit())
+            && (after.is_empty() || after.starts_with(" — "))
+        {
+            let text = format!("{} ({})", unescape(&note[..at]), &short[..7]);
+            return (Some(bounded(&text, MAX_FIELD_BYTES)), after);
+        }
+    }
+    (None, rest)
 }
 
 /// Reads an entry line of either shape:
@@ -106,6 +133,7 @@ pub fn parse_entry(line: &str) -> Option<Entry> {
     let tail = tail.trim_end();
     let after_sha = tail.strip_prefix(sha.as_str())?.strip_prefix('`')?;
     let (mut paths, mut more_paths) = (Vec::new(), 0);
+    let (arrived_through, after_sha) = arrived(after_sha);
     if let Some(list) = after_sha.strip_prefix(" — ") {
         for named in list.split(", ") {
             let more = named
@@ -166,6 +194,7 @@ pub fn parse_entry(line: &str) -> Option<Entry> {
         why.clear();
     }
     Some(Entry {
+        arrived_through,
         number,
         title: bounded(&unescape(title), MAX_FIELD_BYTES),
         author: bounded(&unescape(author), MAX_FIELD_BYTES),
@@ -301,6 +330,26 @@ mod tests {
         assert_eq!(entry.why, "Sends PATCH /todos/<id>.");
         assert_eq!(entry.paths, ["web/index.html", "web/my_todos.js"]);
         assert_eq!(entry.more_paths, 3);
+
+        // Through another branch's merge (its subject may hold anything).
+        let through = format!(
+            "- #8 T (by A, 2026-02-01) — Why. — merge commit `{SHA}` — arrived through `Merge (x) — y, z` (abc1234) — a.rs, b.rs <!-- teammem:{SHA} -->"
+        );
+        let entry = parse_entry(&through).unwrap();
+        assert_eq!(
+            entry.arrived_through.as_deref(),
+            Some("Merge (x) — y, z (abc1234)")
+        );
+        assert_eq!(entry.paths, ["a.rs", "b.rs"]);
+        let through = format!(
+            "- 2026-02-01 — #8 T (by A) — merge commit `{SHA}` — arrived through Merge \\`x (abc1234) <!-- teammem:{SHA} -->"
+        );
+        let entry = parse_entry(&through).unwrap();
+        assert_eq!(
+            entry.arrived_through.as_deref(),
+            Some("Merge `x (abc1234)")
+        );
+        assert!(entry.paths.is_empty());
 
         // No why at all.
         let bare =

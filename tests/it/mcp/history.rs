@@ -1,13 +1,14 @@
 //! A generated history recorded by the real `teammem serve` (local forge,
-//! builtin agent), built once for the tests that read its wiki: a small shop
+//! builtin agent), built by each test that reads its wiki: a small shop
 //! with six areas, fifteen squash-merged pull requests by six authors over
 //! two quarters, a `pyproject.toml` whose dependencies change, and a page a
 //! person wrote between the two pushes, citing lines of
 //! `billing/invoice.py` that pull request #12 later changes (so one of its
 //! facts goes stale, with #12's commit) and a line nothing changes.
 //!
-//! The daemon is stopped once the second job succeeded, so readers open the
-//! wiki and database alone; everything is removed when the value drops.
+//! The daemon is stopped once the second job succeeded (unless the caller
+//! keeps it serving), so readers open the wiki and database alone;
+//! everything is removed when the value drops.
 
 use std::path::{Path, PathBuf};
 
@@ -19,14 +20,17 @@ use crate::runner::daemon_client::{finished, post_dispatch, wait_for};
 use crate::runner::fixture;
 
 pub const REPOSITORY: &str = "demo/shop";
+/// A second configured source (one commit, an untouched wiki).
+pub const OTHER: &str = "demo/elsewhere";
 const SECRET: &str = "history dispatch secret, at least 32 bytes long";
 
 /// The built history.
 pub struct History {
-    _setup: Setup,
+    /// The daemon, when the caller asked to keep it serving.
+    pub daemon: Option<crate::harness::daemon::Daemon>,
+    pub setup: Setup,
     _repos: tempfile::TempDir,
     pub config: PathBuf,
-    pub wiki: PathBuf,
     /// Merge sha of each pull request, by number (index 0 unused).
     pub merged: Vec<String>,
     /// The source commit the person's facts cite.
@@ -256,6 +260,11 @@ fn squash(dir: &Path, number: usize, pull: &Pull) -> String {
 
 /// Builds the history (about a second: two jobs of the builtin agent).
 pub async fn build() -> History {
+    build_serving(false).await
+}
+
+/// [`build`], keeping the daemon serving when `serving`.
+pub async fn build_serving(serving: bool) -> History {
     let repos = tempfile::tempdir().unwrap();
     let dir = repos.path().join("shop");
     std::fs::create_dir_all(&dir).unwrap();
@@ -265,10 +274,21 @@ pub async fn build() -> History {
     git(&dir, &["commit", "-q", "-m", "Initial commit"]);
     let base = git_trimmed(&dir, &["rev-parse", "HEAD"]);
     let wiki = fixture::wiki(repos.path());
+    // A second source, so a token can be limited to another repository.
+    let other_root = repos.path().join("other");
+    let other = other_root.join("app");
+    std::fs::create_dir_all(&other).unwrap();
+    git(&other, &["init", "-q", "-b", "main"]);
+    fixture::write(&other, "README.md", "# other\n");
+    git(&other, &["add", "-A"]);
+    git(&other, &["commit", "-q", "-m", "Initial commit"]);
+    let other_wiki = fixture::wiki(&other_root);
     let setup = Setup::new(&format!(
-        "[[sources]]\nrepository = \"{REPOSITORY}\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_SHOP\"\n",
+        "[[sources]]\nrepository = \"{REPOSITORY}\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_SHOP\"\n\n[[sources]]\nrepository = \"{OTHER}\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_SHOP\"\n",
         dir.display(),
-        wiki.display()
+        wiki.display(),
+        other.display(),
+        other_wiki.display()
     ));
     let token = setup.create_token("history", &[]);
     let daemon = setup.serve(&[("TEAMMEM_SECRET_SHOP", SECRET)]);
@@ -317,18 +337,18 @@ pub async fn build() -> History {
         merged.push(squash(&dir, index + 1, pull));
     }
     dispatch(&merged[11], &merged[15]).await;
-    daemon.terminate();
+    let daemon = if serving {
+        Some(daemon)
+    } else {
+        daemon.terminate();
+        None
+    };
     History {
+        daemon,
         config: setup.config.clone(),
-        _setup: setup,
+        setup,
         _repos: repos,
-        wiki,
         merged,
         cited,
     }
-}
-
-/// A page of the history's wiki, read by the git CLI.
-pub fn page(history: &History, path: &str) -> String {
-    git(&history.wiki, &["show", &format!("master:{path}")])
 }

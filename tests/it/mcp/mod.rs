@@ -5,6 +5,7 @@
 //! `tokio::io::duplex` pipe (the same framing and handler as over stdio);
 //! `stdio.rs` drives the real `teammem mcp` process.
 
+mod context; // get_context through teammem mcp and /mcp on a generated history: purpose, current and stale facts, PRs newest first, budget, bad input, scope, a hostile wiki
 mod confine; // confined job writes over the real writer process: protected pages, people's pages, byte budget
 mod history; // a generated history the real daemon recorded (shop, 15 PRs, a person's page)
 mod fixture; // git-CLI wikis, configs, writer environments, an rmcp client

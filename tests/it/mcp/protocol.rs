@@ -15,13 +15,14 @@ const SNAPSHOT: &str = concat!(
     "/tests/it/snapshots/mcp_tools.json"
 );
 
-const READS: [&str; 6] = [
+const READS: [&str; 7] = [
     "get_wiki_snapshot",
     "list_wiki_pages",
     "get_wiki_page",
     "search_wiki",
     "list_wiki_history",
     "get_wiki_diff",
+    "get_context",
 ];
 const WRITES: [&str; 3] = ["write_wiki_pages", "patch_wiki_pages", "publish_job_changes"];
 /// The writer's evidence tools (read-only, served only in writer mode).

@@ -1,0 +1,109 @@
+//! The context toolset: `get_context`, one call that answers "what must I
+//! know before I change these files" from the team memory (the engine is
+//! `crate::wiki::context`).
+//!
+//! Served by the coding agents' server (`teammem mcp`, `/mcp`) and by a
+//! job's writer (so the `openai` agent can use it). Read-only,
+//! non-destructive, idempotent and closed-world like the wiki reads; takes
+//! `repository` = the source, resolved from configuration exactly as the
+//! reads do (a repository the caller may not read is answered like one that
+//! does not exist); rules on paths, query and budget are the engine's and
+//! come back as envelope errors; every answer carries `as_of`.
+
+use rmcp::model::JsonObject;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::wiki_read::{as_of, to_outcome, with_as_of};
+use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
+use crate::mcp::context::Context;
+use crate::wiki::WikiError;
+use crate::wiki::context::{
+    ContextRequest, DEFAULT_MAX_TOKENS, MAX_MAX_TOKENS, MAX_PATHS, MIN_MAX_TOKENS,
+};
+use crate::writer_contract::tools;
+
+/// The tool's name.
+pub const GET_CONTEXT: &str = "get_context";
+
+pub const TOOLSET: Toolset = Toolset {
+    name: "context",
+    served_by: &[ServerKind::Agent, ServerKind::WikiWriter],
+    tools: &[ToolDef {
+        name: GET_CONTEXT,
+        title: "Context for a change",
+        description: "What to know before changing files, from the team memory in one call: give the repository-relative paths you are about to change (files or folders) and/or a question. For each path: its purpose, its area, the facts on any wiki page that cite it (text, page and line, cited commit and lines, status current or stale with the commit that changed it: do not rely on a stale fact without checking the code), the merged pull requests that touched it newest first (number, title, why, author, date), who knows its area, and the dependencies a manifest declares; for a question, the wiki passages that answer it best. Items come ranked by relevance and cut to max_tokens (estimated as JSON bytes / 4); left_out counts what did not fit and read_more names the pages that hold it. Deterministic, read at one wiki commit (ref); as_of is the source commit the memory is reconciled to (null with as_of_reason when unknown).",
+        hints: Hints::READ,
+        input_schema: schema,
+        handler: get_context,
+    }],
+};
+
+fn schema() -> Value {
+    super::object_schema(
+        json!({
+            "repository": super::repository_schema(),
+            "paths": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1, "maxLength": 1024},
+                "minItems": 1,
+                "maxItems": MAX_PATHS,
+                "description": "Repository-relative files or folders you are about to change, e.g. [\"src/queue/claim.rs\", \"docs/\"]",
+            },
+            "query": {"type": "string", "minLength": 1, "maxLength": 512, "description": "A question in plain words, e.g. \"why are leases renewed every 10 seconds?\""},
+            "max_tokens": {"type": "integer", "minimum": MIN_MAX_TOKENS, "maximum": MAX_MAX_TOKENS, "default": DEFAULT_MAX_TOKENS, "description": "The most tokens the items may take (estimated as JSON bytes / 4)"},
+            "ref": super::ref_schema("The wiki commit to answer from (default HEAD)"),
+        }),
+        &["repository"],
+    )
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ContextArgs {
+    repository: String,
+    #[serde(default)]
+    paths: Vec<String>,
+    query: Option<String>,
+    max_tokens: Option<i64>,
+    #[serde(rename = "ref", default = "tools::head")]
+    git_ref: String,
+}
+
+fn get_context(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
+    Box::pin(async move {
+        let args: ContextArgs = parse_arguments(GET_CONTEXT, arguments)?;
+        let git_ref = context.read_ref(args.git_ref).await;
+        let resolved = match context.resolve(&args.repository) {
+            Ok(resolved) => resolved,
+            Err(error) => return Ok(Answer::new(None, Err(error))),
+        };
+        let identity = Some(resolved.identity.clone());
+        let max_tokens = match args.max_tokens {
+            None => DEFAULT_MAX_TOKENS,
+            // Out of range either way; the engine's check names the bounds.
+            Some(n) => usize::try_from(n).unwrap_or(0),
+        };
+        if max_tokens == 0 {
+            let error = WikiError::invalid_input(format!(
+                "max_tokens must be between {MIN_MAX_TOKENS} and {MAX_MAX_TOKENS}, got {}",
+                args.max_tokens.unwrap_or_default()
+            ));
+            return Ok(Answer::new(identity, to_outcome::<Value>(Err(error))));
+        }
+        let request = ContextRequest {
+            paths: args.paths,
+            query: args.query,
+            max_tokens,
+        };
+        let wiki = match context.wiki(&resolved, false).await {
+            Ok(wiki) => wiki,
+            Err(error) => return Ok(Answer::new(identity, Err(error))),
+        };
+        let outcome = match to_outcome(wiki.context(&git_ref, request).await) {
+            Ok(value) => Ok(with_as_of(value, as_of(context, &resolved).await)),
+            Err(error) => Err(error),
+        };
+        Ok(Answer::new(identity, outcome))
+    })
+}

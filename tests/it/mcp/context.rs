@@ -1,0 +1,380 @@
+//! `get_context` through real MCP clients: the real `teammem mcp` process
+//! (stdio) and the daemon's `/mcp` (both protocol eras), on the generated
+//! history the real daemon recorded ([`super::history`]), and in process on
+//! a hostile wiki. For a file several pull requests touched the answer holds
+//! its purpose, its current and stale facts (from a page a person wrote)
+//! with their commits, every pull request newest first, who knows its area
+//! and `as_of`; a smaller budget keeps the most relevant items and says what
+//! it left out; bad input is refused naming the problem, a repository a
+//! token may not read is answered exactly like one that does not exist, and
+//! a hostile wiki gets a bounded answer.
+
+use serde_json::{Value, json};
+
+use super::fixture::{Fixture, SOURCE, error_type};
+use super::history::{REPOSITORY, build, build_serving};
+use super::questions::{call, spawn_mcp};
+use crate::coordinator::{Era, connect_to, envelope};
+
+fn items<'a>(answer: &'a Value, kind: &str) -> Vec<&'a Value> {
+    answer["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["kind"] == kind)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_file_several_pull_requests_touched() {
+    let history = build().await;
+    let client = spawn_mcp(&history.config).await;
+    let envelope = call(
+        &client,
+        "get_context",
+        json!({"repository": REPOSITORY, "paths": ["billing/invoice.py"]}),
+    )
+    .await;
+    assert_eq!(envelope["success"], true, "{envelope}");
+    let full = &envelope["result"];
+    assert_eq!(full["as_of"], history.merged[15].as_str(), "{full}");
+    assert_eq!(
+        full["paths"],
+        json!([{"path": "billing/invoice.py", "kind": "file", "area": "billing", "area_page": "Area-billing.md"}])
+    );
+
+    let purpose = items(full, "purpose");
+    assert_eq!(purpose.len(), 1, "{full}");
+    assert_eq!(
+        purpose[0]["text"],
+        "Invoices: totals, taxes and the PDF an order's customer receives."
+    );
+    assert_eq!(purpose[0]["status"], "current");
+    assert_eq!(purpose[0]["page"], "Area-billing.md");
+    assert_eq!(purpose[0]["lines"], "L1");
+
+    // The person's page: one fact stale since #12, one current.
+    let facts = items(full, "fact");
+    assert_eq!(facts.len(), 2, "{full}");
+    let stale = facts.iter().find(|f| f["status"] == "stale").unwrap();
+    assert_eq!(
+        stale["text"],
+        "Taxes are computed on the invoice total and rounded once."
+    );
+    assert_eq!(stale["page"], "Billing-notes.md");
+    assert_eq!(stale["line"], 7);
+    assert_eq!(stale["cited_commit"], history.cited.as_str());
+    assert_eq!(stale["lines"], "L3-L4");
+    assert_eq!(stale["changed_in"], history.merged[12].as_str());
+    let current = facts.iter().find(|f| f["status"] == "current").unwrap();
+    assert_eq!(current["text"], "Invoice numbers restart every year.");
+    assert_eq!(current["lines"], "L6");
+    assert!(current.get("changed_in").is_none(), "{current}");
+
+    // Every pull request that touched it, newest first, with its why.
+    let changes = items(full, "change");
+    let numbers: Vec<u64> = changes
+        .iter()
+        .map(|c| c["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [12, 6, 5], "{full}");
+    assert_eq!(changes[0]["title"], "Round taxes per line, not per invoice");
+    assert_eq!(changes[0]["author"], "Erin");
+    assert_eq!(changes[0]["date"], "2026-05-05");
+    assert_eq!(changes[0]["merge_commit"], history.merged[12].as_str());
+    assert!(
+        changes[0]["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("Invoices disagreed with receipts by a cent"),
+        "{}",
+        changes[0]
+    );
+    let pages = changes[0]["pages"].as_array().unwrap();
+    assert_eq!(pages[0], "Changelog.md");
+    assert!(
+        pages.contains(&json!("Area-billing.md"))
+            && pages.contains(&json!("Area-billing-2026-Q2.md"))
+    );
+
+    let people = items(full, "people");
+    assert_eq!(
+        people[0]["authors"],
+        json!([{"name": "Erin", "pull_requests": 3}, {"name": "Alice", "pull_requests": 1}])
+    );
+    assert_eq!(full["left_out"]["items"], 0, "{full}");
+    let used = full["tokens"]["used"].as_u64().unwrap();
+    assert!(used <= 2000 && used > 0);
+    // The most relevant first: what the file is, then what no longer holds.
+    assert_eq!(full["items"][0]["kind"], "purpose");
+    assert_eq!(full["items"][1]["status"], "stale");
+
+    // Deterministic: the same answer again.
+    let again = call(
+        &client,
+        "get_context",
+        json!({"repository": REPOSITORY, "paths": ["billing/invoice.py"]}),
+    )
+    .await;
+    assert_eq!(again["result"], *full);
+
+    // A smaller budget keeps the most relevant items and says what it left out.
+    let small = call(
+        &client,
+        "get_context",
+        json!({"repository": REPOSITORY, "paths": ["billing/invoice.py"], "max_tokens": 300}),
+    )
+    .await;
+    let small = &small["result"];
+    let kept = small["items"].as_array().unwrap();
+    let all = full["items"].as_array().unwrap();
+    assert!(!kept.is_empty() && kept.len() < all.len(), "{small}");
+    assert_eq!(kept[0], all[0]);
+    assert!(small["tokens"]["used"].as_u64().unwrap() <= 300);
+    assert_eq!(
+        small["left_out"]["items"].as_u64().unwrap() as usize,
+        all.len() - kept.len()
+    );
+    let by_kind: u64 = small["left_out"]["by_kind"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(by_kind as usize, all.len() - kept.len());
+    let read_more = small["left_out"]["read_more"].as_array().unwrap();
+    assert!(!read_more.is_empty(), "{small}");
+    for page in read_more {
+        assert!(
+            all.iter()
+                .filter(|i| !kept.contains(i))
+                .any(|i| i["page"] == *page
+                    || i["pages"]
+                        .as_array()
+                        .is_some_and(|p| p.first() == Some(page))),
+            "{page} holds something left out"
+        );
+    }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn folders_manifests_and_questions() {
+    let history = build().await;
+    let client = spawn_mcp(&history.config).await;
+    let ask = async |arguments: Value| {
+        let envelope = call(&client, "get_context", arguments).await;
+        assert_eq!(envelope["success"], true, "{envelope}");
+        envelope["result"].clone()
+    };
+
+    // A folder: every pull request under it, and each file's purpose.
+    let folder = ask(json!({"repository": REPOSITORY, "paths": ["billing/"]})).await;
+    assert_eq!(folder["paths"][0]["kind"], "directory", "{folder}");
+    assert_eq!(folder["paths"][0]["area"], "billing");
+    let numbers: Vec<u64> = items(&folder, "change")
+        .iter()
+        .map(|c| c["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [12, 9, 6, 5], "{folder}");
+    let purposes: Vec<&str> = items(&folder, "purpose")
+        .iter()
+        .map(|p| p["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(purposes.len(), 2, "{folder}");
+
+    // A manifest: what it declares, and the pull requests that changed it.
+    let manifest = ask(json!({"repository": REPOSITORY, "paths": ["pyproject.toml"]})).await;
+    let declared: Vec<(&str, &str)> = items(&manifest, "dependency")
+        .iter()
+        .map(|d| {
+            (
+                d["name"].as_str().unwrap(),
+                d["requirement"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        declared,
+        [
+            ("fastapi", "==0.110.0"),
+            ("redis", "==5.0.1"),
+            ("stripe", "==8.0.0")
+        ],
+        "{manifest}"
+    );
+    let numbers: Vec<u64> = items(&manifest, "change")
+        .iter()
+        .map(|c| c["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [15, 6, 3, 1], "{manifest}");
+
+    // With a question, what answers it comes first.
+    let asked = ask(json!({"repository": REPOSITORY, "paths": ["pyproject.toml"], "query": "why was fastapi upgraded?"})).await;
+    assert_eq!(asked["items"][0]["kind"], "change", "{asked}");
+    assert_eq!(asked["items"][0]["number"], 15, "{asked}");
+
+    // A question alone, and one that names a path.
+    let question =
+        ask(json!({"repository": REPOSITORY, "query": "Why are taxes rounded per line?"})).await;
+    assert_eq!(question["items"][0]["kind"], "change", "{question}");
+    assert_eq!(question["items"][0]["number"], 12);
+    let named =
+        ask(json!({"repository": REPOSITORY, "query": "what should I know about web/cart.js"}))
+            .await;
+    assert_eq!(named["paths"][0]["path"], "web/cart.js", "{named}");
+    assert!(
+        items(&named, "change").iter().any(|c| c["number"] == 13),
+        "{named}"
+    );
+
+    // A path the wiki does not know is said to be unknown, not guessed at.
+    let unknown = ask(json!({"repository": REPOSITORY, "paths": ["nowhere/x.rs"]})).await;
+    assert_eq!(unknown["paths"][0]["kind"], "unknown");
+    assert_eq!(unknown["items"], json!([]));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_input_and_other_repositories_are_refused() {
+    let history = build_serving(true).await;
+    let client = spawn_mcp(&history.config).await;
+    let many: Vec<String> = (0..51).map(|i| format!("src/f{i}.rs")).collect();
+    for (arguments, kind, says) in [
+        (json!({"paths": ["../etc/passwd"]}), "invalid_input", "`..`"),
+        (
+            json!({"paths": ["/etc/passwd"]}),
+            "invalid_input",
+            "absolute",
+        ),
+        (
+            json!({"paths": ["a\u{0}b"]}),
+            "invalid_input",
+            "control character",
+        ),
+        (json!({"paths": many}), "invalid_input", "at most 50"),
+        (
+            json!({"paths": ["a.py"], "max_tokens": 99}),
+            "invalid_input",
+            "between 100 and 16000",
+        ),
+        (
+            json!({"paths": ["a.py"], "max_tokens": 16001}),
+            "invalid_input",
+            "between 100 and 16000",
+        ),
+        (
+            json!({"paths": ["a.py"], "max_tokens": -1}),
+            "invalid_input",
+            "got -1",
+        ),
+        (
+            json!({"query": "q".repeat(513)}),
+            "limit_exceeded",
+            "at most 512 bytes",
+        ),
+        (json!({}), "invalid_input", "name the paths"),
+        (
+            json!({"paths": ["a.py"], "ref": "main"}),
+            "invalid_input",
+            "ref",
+        ),
+    ] {
+        let mut arguments = arguments;
+        arguments["repository"] = json!(REPOSITORY);
+        let answer = call(&client, "get_context", arguments.clone()).await;
+        assert_eq!(error_type(&answer), kind, "{arguments}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{arguments}: {message}");
+    }
+    client.cancel().await.unwrap();
+
+    // Over /mcp, a token for another repository learns nothing of this one:
+    // the answer is the one for a repository that does not exist.
+    let daemon = history.daemon.as_ref().unwrap();
+    let scoped = history.setup.create_token("elsewhere", &["demo/elsewhere"]);
+    let all = history.setup.create_token("everything", &[]);
+    for era in [Era::Handshake, Era::Stateless] {
+        let client = connect_to(daemon.url("/mcp"), &scoped, era, false).await;
+        let mut answers = Vec::new();
+        for repository in [REPOSITORY, "nobody/nothing"] {
+            let answer = envelope(
+                &client,
+                "get_context",
+                json!({"repository": repository, "paths": ["billing/invoice.py"]}),
+            )
+            .await;
+            assert_eq!(answer["success"], false, "{answer}");
+            assert!(answer["result"].is_null());
+            let message = answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .replace(repository, "R");
+            answers.push((answer["error"]["type"].clone(), message));
+        }
+        assert_eq!(answers[0], answers[1], "{era:?}");
+        client.cancel().await.unwrap();
+
+        let client = connect_to(daemon.url("/mcp"), &all, era, false).await;
+        let answer = envelope(
+            &client,
+            "get_context",
+            json!({"repository": REPOSITORY, "paths": ["billing/invoice.py"], "max_tokens": 400}),
+        )
+        .await;
+        assert_eq!(answer["success"], true, "{era:?}: {answer}");
+        assert_eq!(answer["result"]["as_of"], history.merged[15].as_str());
+        client.cancel().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_hostile_wiki_gets_a_bounded_answer() {
+    let fixture = Fixture::new();
+    let sha = "a".repeat(40);
+    let mut many = String::from("# Many\n\n");
+    for i in 0..10_000 {
+        many.push_str(&format!(
+            "Fact {i}. <!-- teammem:evidence src/x.rs@{sha}#L{} -->\n",
+            i + 1
+        ));
+    }
+    let long_line = format!(
+        "# Long\n\n{} <!-- teammem:evidence src/x.rs@{sha}#L1 -->\n",
+        "word ".repeat(13_000)
+    );
+    let broken = format!(
+        "# Broken\n\nNot a marker <!-- teammem:evidence src/x.rs@nope#L1 -->\n<!-- teammem:evidence \n- #1 x (by y, z) — merge commit `{sha}` <!-- teammem:{sha} -->\n- #2 (by ) — merge commit ` <!-- teammem:{} -->\n",
+        "b".repeat(40)
+    );
+    fixture.commit(
+        &[
+            ("Many.md", &many),
+            ("Long.md", &long_line),
+            ("Broken.md", &broken),
+        ],
+        "Hostile pages",
+    );
+    let agent = fixture.agent(true).await;
+    for max_tokens in [100, 2000, 16_000] {
+        let answer = agent
+            .envelope(
+                "get_context",
+                json!({"repository": SOURCE, "paths": ["src/x.rs", "src/"], "query": "fact word", "max_tokens": max_tokens}),
+            )
+            .await;
+        assert_eq!(answer["success"], true, "{answer}");
+        let result = &answer["result"];
+        assert!(result["tokens"]["used"].as_u64().unwrap() <= max_tokens);
+        let text = serde_json::to_string(result).unwrap();
+        assert!(
+            text.len() <= max_tokens as usize * 4 + 4096,
+            "{} bytes",
+            text.len()
+        );
+        assert_eq!(result["unreadable_markers"], 2, "{result:?}");
+        assert!(result["left_out"]["items"].as_u64().unwrap() > 0);
+        assert!(!text.contains("<!--"), "no marker reaches the answer");
+    }
+    agent.close().await;
+}
