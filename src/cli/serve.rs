@@ -28,6 +28,13 @@ pub(super) async fn check_config(args: CheckConfigArgs) -> Result<(), Failure> {
     config
         .check_environment()
         .map_err(|e| Failure::usage(format!("invalid configuration\n{e}")))?;
+    let missing = config.missing_local_repositories();
+    if !missing.is_empty() {
+        return Err(Failure::usage(format!(
+            "invalid configuration\n{}",
+            missing.join("\n")
+        )));
+    }
     if args.github {
         check_audiences(&config).await?;
     }
@@ -95,6 +102,9 @@ pub(super) async fn serve(path: &Path) -> Result<(), Failure> {
     config
         .check_environment()
         .map_err(|e| Failure::usage(format!("invalid configuration\n{e}")))?;
+    for problem in config.missing_local_repositories() {
+        tracing::error!(%problem, "a local source cannot work until this is fixed; its jobs fail");
+    }
     if let Database::Postgres(pg) = &config.database {
         // Reachable and migrated, or exit 2 saying why (the daemon's own
         // start would only say it as a runtime failure).

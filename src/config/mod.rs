@@ -365,6 +365,30 @@ impl Config {
         }
     }
 
+    /// The local sources' repositories that are not there: one sentence
+    /// each, naming the key and the fix. `check-config` refuses them; the
+    /// daemon starts anyway (other sources work) and logs each, and a job of
+    /// such a source fails for good.
+    pub fn missing_local_repositories(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (i, source) in self.sources.iter().enumerate() {
+            if let Forge::Local { repo, wiki } = &source.forge {
+                for (key, path, what) in [
+                    ("local_path", repo, "the source's git repository"),
+                    ("local_wiki_path", wiki, "the wiki's git repository"),
+                ] {
+                    if let Some(why) = not_a_repository(path) {
+                        problems.push(format!(
+                            "sources[{i}].{key}: {} {why}; it must be {what} (create it, or fix the path)",
+                            path.display()
+                        ));
+                    }
+                }
+            }
+        }
+        problems
+    }
+
     /// Checks what the file alone cannot tell: the referenced environment
     /// variables are set, and each dispatch secret is long enough; warns
     /// (in the log, never quoting a value) of one secret shared by several
@@ -381,21 +405,6 @@ impl Config {
                     crate::secrets::short_dispatch_secret(&source.webhook_secret_env, &secret)
                         .map(|why| format!("sources[{i}].webhook_secret_env: {why}")),
                 ),
-            }
-        }
-        for (i, source) in self.sources.iter().enumerate() {
-            if let Forge::Local { repo, wiki } = &source.forge {
-                for (key, path, what) in [
-                    ("local_path", repo, "the source's git repository"),
-                    ("local_wiki_path", wiki, "the wiki's git repository"),
-                ] {
-                    if let Some(why) = not_a_repository(path) {
-                        errors.push(format!(
-                            "sources[{i}].{key}: {} {why}; it must be {what} (create it, or fix the path)",
-                            path.display()
-                        ));
-                    }
-                }
             }
         }
         for warning in self.shared_dispatch_secrets() {

@@ -203,12 +203,30 @@ async fn a_token_whose_stored_scope_does_not_parse_grants_nothing() {
     assert!(line("readable").contains("\tall sources\t"), "{list}");
 }
 
-/// Two local sources reading their dispatch secrets from `S_APP` and `S_LIB`.
+/// Two local sources (real, empty bare repositories) reading their dispatch
+/// secrets from `S_APP` and `S_LIB`.
 fn two_sources() -> Setup {
-    Setup::new(
-        "[[sources]]\nrepository = \"octo/app\"\nlocal_path = \"/srv/app.git\"\nlocal_wiki_path = \"/srv/app.wiki.git\"\nwebhook_secret_env = \"S_APP\"\n\
-         [[sources]]\nrepository = \"octo/lib\"\nlocal_path = \"/srv/lib.git\"\nlocal_wiki_path = \"/srv/lib.wiki.git\"\nwebhook_secret_env = \"S_LIB\"\n",
-    )
+    let setup = Setup::new("");
+    let mut tables = String::new();
+    for (name, secret) in [("app", "S_APP"), ("lib", "S_LIB")] {
+        let repo = setup.dir.path().join(format!("{name}.git"));
+        let wiki = setup.dir.path().join(format!("{name}.wiki.git"));
+        for path in [&repo, &wiki] {
+            crate::harness::git::git(
+                setup.dir.path(),
+                &["init", "-q", "--bare", path.to_str().unwrap()],
+            );
+        }
+        tables.push_str(&format!(
+            "[[sources]]\nrepository = \"octo/{name}\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"{secret}\"\n",
+            repo.display(),
+            wiki.display()
+        ));
+    }
+    let mut config = std::fs::read_to_string(&setup.config).unwrap();
+    config.push_str(&tables);
+    std::fs::write(&setup.config, config).unwrap();
+    setup
 }
 
 /// `teammem COMMAND --config <setup's>` with the two secrets; exit code,
