@@ -30,8 +30,8 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
-use crate::metrics;
 use crate::ids::Sha;
+use crate::metrics;
 use crate::queue::{Claimed, Completion, CursorMove, Job, Queue, QueueError};
 
 /// Why a handler could not finish a job.

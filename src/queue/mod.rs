@@ -54,9 +54,9 @@ use serde::Serialize;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use enqueue::{Coalesce, identity_key};
 pub use model::{
-    Claimed, Completion, CursorMove, DEFAULT_PAGE_SIZE, Disposition, Enqueued, Job, JobEvent, JobFilter,
-    JobKind, JobKindName, JobPage, JobState, Lease, MAX_PAGE_SIZE, NewJob, Origin, SourceCursor,
-    UnknownState,
+    Claimed, Completion, CursorMove, DEFAULT_PAGE_SIZE, Disposition, Enqueued, Job, JobEvent,
+    JobFilter, JobKind, JobKindName, JobPage, JobState, Lease, MAX_PAGE_SIZE, NewJob, Origin,
+    SourceCursor, UnknownState,
 };
 pub use overview::{Finished, Overview};
 pub use parts::{MAX_PARTS, PartsEnqueued, part_identity};

@@ -572,7 +572,10 @@ mod tests {
         // render as an empty line after each.
         assert!(!pre.contains('\n'), "{pre}");
         assert_eq!(pre.matches("<span").count(), 5, "{pre}");
-        assert!(pre.contains("<span class=\"del\">-old &lt;b&gt;</span>"), "{pre}");
+        assert!(
+            pre.contains("<span class=\"del\">-old &lt;b&gt;</span>"),
+            "{pre}"
+        );
         assert!(pre.contains("<span class=\"add\">+new</span>"), "{pre}");
     }
 }

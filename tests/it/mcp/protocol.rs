@@ -24,7 +24,11 @@ const READS: [&str; 7] = [
     "get_wiki_diff",
     "get_context",
 ];
-const WRITES: [&str; 3] = ["write_wiki_pages", "patch_wiki_pages", "publish_job_changes"];
+const WRITES: [&str; 3] = [
+    "write_wiki_pages",
+    "patch_wiki_pages",
+    "publish_job_changes",
+];
 /// The writer's evidence tools (read-only, served only in writer mode).
 const EVIDENCE: [&str; 5] = [
     "get_job_evidence",
