@@ -338,16 +338,18 @@ impl SearchIndex {
         self.truncated
     }
 
-    /// BM25 of every document matching `terms`.
+    /// BM25 of every document matching `terms`: dense scores, and the
+    /// documents that have one, each once.
     fn bm25(
         postings: &Postings,
         count: usize,
         avg_len: f32,
         len_of: impl Fn(u32) -> f32,
         terms: &[(String, f32)],
-    ) -> HashMap<u32, f32> {
+    ) -> (Vec<f32>, Vec<u32>) {
         let n = count as f32;
-        let mut scores: HashMap<u32, f32> = HashMap::new();
+        let mut scores = vec![0f32; count];
+        let mut matched = Vec::new();
         for (term, boost) in terms {
             let Some(list) = postings.get(term) else {
                 continue;
@@ -356,10 +358,14 @@ impl SearchIndex {
             let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
             for &(doc, tf) in list {
                 let norm = tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len_of(doc) / avg_len));
-                *scores.entry(doc).or_default() += boost * idf * norm;
+                // Every addition is positive, so zero means not seen yet.
+                if scores[doc as usize] == 0.0 {
+                    matched.push(doc);
+                }
+                scores[doc as usize] += boost * idf * norm;
             }
         }
-        scores
+        (scores, matched)
     }
 
     /// The passages ranked for `query`, best first, at most
@@ -379,14 +385,14 @@ impl SearchIndex {
             })
             .collect();
         terms.extend(query.hints.iter().map(|h| (h.clone(), HINT_WEIGHT)));
-        let pages = Self::bm25(
+        let (pages, matched_pages) = Self::bm25(
             &self.postings,
             self.docs.len(),
             self.avg_len,
             |d| self.docs[d as usize].len,
             &terms,
         );
-        let units = Self::bm25(
+        let (units, matched_units) = Self::bm25(
             &self.unit_postings,
             self.units.len(),
             self.unit_avg_len,
@@ -394,43 +400,63 @@ impl SearchIndex {
             &terms,
         );
         // Rounded so float noise can never reorder equal scores.
-        let mut ranked: Vec<(u32, f64)> = units
+        let mut ranked: Vec<(u32, f64)> = matched_units
             .into_iter()
-            .map(|(unit, mut score)| {
+            .map(|unit| {
+                let mut score = units[unit as usize];
                 if query.wants_change && self.units[unit as usize].entry.is_some() {
                     score *= CHANGE_BOOST;
                 }
                 let page = self.units[unit as usize]
                     .copies
                     .iter()
-                    .map(|(doc, _, _)| pages.get(doc).copied().unwrap_or(0.0))
+                    .map(|(doc, _, _)| pages[*doc as usize])
                     .fold(0.0f32, f32::max);
                 let total = f64::from(score + PAGE_MIX * page);
                 (unit, (total * 10_000.0).round() / 10_000.0)
             })
             .collect();
-        ranked.sort_by(|a, b| {
+        let order = |a: &(u32, f64), b: &(u32, f64)| {
             let key = |unit: u32| {
                 let (doc, line, _) = self.units[unit as usize].copies[0];
                 (&self.docs[doc as usize].path, line)
             };
             b.1.total_cmp(&a.1).then_with(|| key(a.0).cmp(&key(b.0)))
-        });
-        let mut per_page: HashMap<u32, usize> = HashMap::new();
+        };
+        // Enough of the best to fill `limit` under the per-page cap, sorted;
+        // all of them only when the cap left too few.
+        let head = limit * MAX_HITS_PER_PAGE * 4;
+        let mut sorted = head;
+        if ranked.len() > head {
+            ranked.select_nth_unstable_by(head, order);
+            ranked[..head].sort_by(order);
+        } else {
+            ranked.sort_by(order);
+            sorted = ranked.len();
+        }
         let mut kept = Vec::new();
-        for (unit, score) in ranked {
-            let page = self.units[unit as usize].copies[0].0;
-            let seen = per_page.entry(page).or_default();
-            if *seen >= MAX_HITS_PER_PAGE {
-                continue;
+        loop {
+            kept.clear();
+            let mut per_page: HashMap<u32, usize> = HashMap::new();
+            for &(unit, score) in &ranked[..sorted] {
+                let page = self.units[unit as usize].copies[0].0;
+                let seen = per_page.entry(page).or_default();
+                if *seen >= MAX_HITS_PER_PAGE {
+                    continue;
+                }
+                *seen += 1;
+                kept.push((unit, score));
+                if kept.len() == limit {
+                    break;
+                }
             }
-            *seen += 1;
-            kept.push((unit, score));
-            if kept.len() == limit {
+            if kept.len() == limit || sorted == ranked.len() {
                 break;
             }
+            ranked.sort_by(order);
+            sorted = ranked.len();
         }
-        (kept, pages.len())
+        (kept, matched_pages.len())
     }
 
     /// The best [`MAX_HITS`] passages for `query` (question and stop words
@@ -770,6 +796,33 @@ mod tests {
                 .iter()
                 .all(|h| h.path == "Area-billing.md" && h.pages == ["Area-billing.md"])
         );
+    }
+
+    #[test]
+    fn one_page_of_many_matching_lines_leaves_room_for_the_others() {
+        let crowded: String = (0..400).map(|i| format!("cache line {i}\n")).collect();
+        let mut pages = vec![("Crowded.md".to_owned(), crowded)];
+        for i in 0..30 {
+            pages.push((
+                format!("Other{i:02}.md"),
+                format!("A cache, once, and much else besides on page {i}.\n"),
+            ));
+        }
+        let idx = index(
+            &pages
+                .iter()
+                .map(|(p, t)| (p.as_str(), t.as_str()))
+                .collect::<Vec<_>>(),
+        );
+        let result = idx.search(ObjectId::null(gix::hash::Kind::Sha1), "cache");
+        assert_eq!(result.hits.len(), MAX_HITS);
+        let crowded = result
+            .hits
+            .iter()
+            .filter(|h| h.path == "Crowded.md")
+            .count();
+        assert_eq!(crowded, MAX_HITS_PER_PAGE, "{:?}", result.hits);
+        assert_eq!(result.total, 31);
     }
 
     #[test]

@@ -457,22 +457,7 @@ pub fn answer(
         if let Some(area) = area
             && !area.authors.is_empty()
         {
-            add(
-                60,
-                path,
-                Item::People {
-                    area: area.name.clone(),
-                    page: area.page.clone(),
-                    authors: area
-                        .authors
-                        .iter()
-                        .map(|(name, count)| Person {
-                            name: name.clone(),
-                            pull_requests: *count,
-                        })
-                        .collect(),
-                },
-            );
+            add(60, path, people_item(area));
         }
     }
     // The question's best passages.
@@ -483,6 +468,16 @@ pub fn answer(
             && let Some(&at) = index.by_sha.get(sha)
         {
             add(base, "", change_item(&index.entries[at]));
+            continue;
+        }
+        // A line of "Who knows this area": the area's people.
+        if let Some(area) = index.areas.iter().find(|a| {
+            a.page == passage.page
+                && a.authors_line > 0
+                && passage.line > a.authors_line
+                && passage.line <= a.authors_line + a.authors.len()
+        }) {
+            add(base, "", people_item(area));
             continue;
         }
         let facts: Vec<&FactRecord> = index
@@ -546,6 +541,21 @@ pub fn answer(
         left_out,
         truncated,
         unreadable_markers: index.unreadable,
+    }
+}
+
+fn people_item(area: &super::index::AreaRecord) -> Item {
+    Item::People {
+        area: area.name.clone(),
+        page: area.page.clone(),
+        authors: area
+            .authors
+            .iter()
+            .map(|(name, count)| Person {
+                name: name.clone(),
+                pull_requests: *count,
+            })
+            .collect(),
     }
 }
 

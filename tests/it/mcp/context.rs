@@ -219,6 +219,10 @@ async fn folders_manifests_and_questions() {
         ask(json!({"repository": REPOSITORY, "query": "Why are taxes rounded per line?"})).await;
     assert_eq!(question["items"][0]["kind"], "change", "{question}");
     assert_eq!(question["items"][0]["number"], 12);
+    let who = ask(json!({"repository": REPOSITORY, "query": "Who knows the billing area?"})).await;
+    assert_eq!(who["items"][0]["kind"], "people", "{who}");
+    assert_eq!(who["items"][0]["area"], "billing");
+    assert_eq!(who["items"][0]["authors"][0]["name"], "Erin");
     let named =
         ask(json!({"repository": REPOSITORY, "query": "what should I know about web/cart.js"}))
             .await;
