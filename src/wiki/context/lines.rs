@@ -345,10 +345,7 @@ mod tests {
             "- 2026-02-01 — #8 T (by A) — merge commit `{SHA}` — arrived through Merge \\`x (abc1234) <!-- teammem:{SHA} -->"
         );
         let entry = parse_entry(&through).unwrap();
-        assert_eq!(
-            entry.arrived_through.as_deref(),
-            Some("Merge `x (abc1234)")
-        );
+        assert_eq!(entry.arrived_through.as_deref(), Some("Merge `x (abc1234)"));
         assert!(entry.paths.is_empty());
 
         // No why at all.
