@@ -77,6 +77,10 @@ pub struct Server {
     /// The longest one `/mcp` request or event stream lasts; then the
     /// server ends it and the client reconnects.
     pub mcp_stream_lifetime: Duration,
+    /// How often the MCP servers compare the tip of a wiki some client
+    /// subscribed to with the tip they last saw
+    /// (`server.mcp_resource_poll_ms`; see `crate::mcp::resources`).
+    pub mcp_resource_poll: Duration,
     /// This node's name among several sharing one database (`server.node_id`;
     /// the host name by default), shown in job events, metrics and the dashboard.
     pub node_id: String,

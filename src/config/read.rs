@@ -128,6 +128,9 @@ fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<Server> {
     let max_connections = s.int("max_connections", 1024, (1, 65_536), errors) as usize;
     let reserved_connections = read_reserved_connections(&mut s, max_connections, errors);
     let mcp_stream_lifetime = read_stream_lifetime(&mut s, errors);
+    let mcp_resource_poll = Duration::from_millis(
+        s.int("mcp_resource_poll_ms", 5_000, (100, 3_600_000), errors) as u64,
+    );
     let node_id = read_node_id(&mut s, errors);
     s.finish(errors);
     Some(Server {
@@ -139,6 +142,7 @@ fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<Server> {
         max_connections,
         reserved_connections,
         mcp_stream_lifetime,
+        mcp_resource_poll,
         node_id,
     })
 }

@@ -94,7 +94,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         )
         .with_local(local.clone()),
     ));
-    let service = StreamableHttpService::new(move || Ok(server.clone()), local, config);
+    let service = StreamableHttpService::new(move || Ok(server.session()), local, config);
     Router::new()
         .route_service("/mcp", service)
         .route_layer(middleware::from_fn_with_state(state.clone(), guard))

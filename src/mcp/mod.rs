@@ -11,6 +11,8 @@
 //! - [`app_credentials`]: the GitHub App's read-only wiki tokens for the
 //!   agent servers (private wikis);
 //! - [`server`]: the rmcp handler serving the tables;
+//! - [`resources`] and [`resource_updates`]: the wiki's pages and a path's
+//!   context as MCP resources, and notifications when they change;
 //! - [`operator`]: the same tools for an operator's command line.
 //!
 //! Invariant: stdout carries MCP framing only. Nothing here prints; logs go to
@@ -20,6 +22,8 @@ pub mod app_credentials;
 pub mod context;
 pub mod envelope;
 pub mod operator;
+pub mod resource_updates;
+pub mod resources;
 pub mod server;
 pub mod sessions;
 pub mod tasks;

@@ -9,19 +9,26 @@
 //! call that carries no authenticated principal instead of acting unscoped.
 //! The tasks extension is advertised only by servers with a job queue; task
 //! state is read from and steered through the queue (see [`tasks`]).
+//! Resources (see [`resources`] and [`resource_updates`]) are served only by
+//! the coding agents' server ([`ServerKind::Agent`]), each request in its
+//! caller's scope like a tool call; a writer answers them "method not found".
 
 use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, GetTaskParams,
-    GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Tool,
+    GetTaskResult, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use super::context::{Binding, Context};
 use super::envelope::{self, ErrorKind, ToolError};
+use super::resource_updates::{self, Session, Watches};
+use super::resources;
 use super::tasks::{self, CallInfo};
 use super::toolsets::{self, ToolDef, coordinator};
 use crate::queue::JobState;
@@ -40,6 +47,10 @@ pub struct WikiServer {
     /// Served over HTTP: every call must carry an authenticated [`Principal`]
     /// in the HTTP request's extensions.
     remote: bool,
+    /// The tips of followed wikis, shared by every session of the process.
+    watches: Arc<Watches>,
+    /// What this session follows (see [`WikiServer::session`]).
+    session: Arc<Session>,
 }
 
 impl WikiServer {
@@ -57,7 +68,45 @@ impl WikiServer {
             context: Arc::new(context),
             tools: Arc::new(tools),
             remote: false,
+            watches: Arc::default(),
+            session: Arc::default(),
         }
+    }
+
+    /// The same server for a new session: it shares the context and the
+    /// watched tips, and follows resources of its own (an HTTP service
+    /// makes one per session or stateless request).
+    pub fn session(&self) -> Self {
+        Self {
+            session: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// Does this server serve resources?
+    fn serves_resources(&self) -> bool {
+        self.context.binding.profile.kind == toolsets::ServerKind::Agent
+    }
+
+    /// Runs a resource request in its caller's scope; a server without
+    /// resources answers "method not found".
+    async fn resource_call<T, F: std::future::Future<Output = Result<T, ErrorData>>>(
+        &self,
+        request: &RequestContext<RoleServer>,
+        method: &'static str,
+        call: F,
+    ) -> Result<T, ErrorData> {
+        if !self.serves_resources() {
+            return Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("{method} is not served here: a job's writer has no resources"),
+                None,
+            ));
+        }
+        let info = self.call_info(request)?;
+        tasks::scope(info, call)
+            .await
+            .map_err(|error| self.guarded(error))
     }
 
     /// The same server for a job's agent (its endpoint's connections): the
@@ -74,6 +123,8 @@ impl WikiServer {
             context: self.context.clone(),
             tools: Arc::new(tools),
             remote: self.remote,
+            watches: self.watches.clone(),
+            session: Arc::default(),
         }
     }
 
@@ -201,7 +252,7 @@ impl WikiServer {
 
 impl ServerHandler for WikiServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = if self.context.coordinator.is_some() {
+        let mut capabilities = if self.context.coordinator.is_some() {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tasks()
@@ -209,6 +260,13 @@ impl ServerHandler for WikiServer {
         } else {
             ServerCapabilities::builder().enable_tools().build()
         };
+        if self.serves_resources() {
+            capabilities.resources = ServerCapabilities::builder()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build()
+                .resources;
+        }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("teammem", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
@@ -266,6 +324,96 @@ impl ServerHandler for WikiServer {
             !tool.hints.read_only,
         )
         .into())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let cursor = request.and_then(|r| r.cursor);
+        self.resource_call(
+            &context,
+            "resources/list",
+            resources::list(&self.context, cursor.as_deref()),
+        )
+        .await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.resource_call(&context, "resources/templates/list", async {
+            Ok(resources::templates())
+        })
+        .await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.resource_call(
+            &context,
+            "resources/read",
+            resources::read(&self.context, &request.uri),
+        )
+        .await
+        .map(Into::into)
+    }
+
+    #[allow(deprecated)] // the handshake era's subscription; listen is 2026-07-28's
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let peer = context.peer.clone();
+        self.resource_call(
+            &context,
+            "resources/subscribe",
+            resource_updates::subscribe(
+                &self.context,
+                &self.watches,
+                &self.session,
+                &request.uri,
+                peer,
+            ),
+        )
+        .await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.resource_call(&context, "resources/unsubscribe", async {
+            resource_updates::unsubscribe(&self.session, &request.uri)
+        })
+        .await
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        self.serves_resources()
+            .then(|| resource_updates::accepted(requested))
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        let request = subscription.request_context().clone();
+        self.resource_call(
+            &request,
+            "subscriptions/listen",
+            resource_updates::listen(&self.context, &self.watches, &self.session, subscription),
+        )
+        .await
     }
 
     async fn get_task(
