@@ -23,17 +23,13 @@ use std::collections::HashMap;
 use clap::Args;
 
 use super::{ConfigArg, Failure, open_db, print_json, source_names};
-use crate::forge::history::{FirstParent, HistoryStart, MAX_HISTORY};
+use crate::forge::history::{
+    FirstParent, HistoryStart, MAX_COMMITS_PER_RANGE, MAX_HISTORY, MAX_MERGES_PER_RANGE,
+};
 use crate::forge::{Ancestry, Forges, Refusal};
 use crate::ids::Sha;
 use crate::queue::backfill::{BackfillStatus, NewBackfill};
 use crate::queue::{JobState, Queue, readable_utc, short_sha};
-
-/// The most first-parent commits (merged pull requests, mostly) in one range.
-pub const MAX_MERGES_PER_RANGE: usize = 25;
-
-/// The most commits one range brings in, where the forge counts them.
-pub const MAX_COMMITS_PER_RANGE: u64 = 200;
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("what").args(["last", "since", "status", "cancel"]).required(true)))]

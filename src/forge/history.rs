@@ -14,6 +14,15 @@ use crate::ids::Sha;
 /// The most first-parent commits one backfill walks.
 pub const MAX_HISTORY: usize = 10_000;
 
+/// The most first-parent commits (merged pull requests, mostly) in one range
+/// job: the one bound a backfill's ranges (`cli/backfill.rs`) and a split
+/// dispatch's parts (`ingest/split.rs`) are cut by.
+pub const MAX_MERGES_PER_RANGE: usize = 25;
+
+/// The most commits one range job brings in, where the forge counts them
+/// ([`FirstParent::entered`]); shared like [`MAX_MERGES_PER_RANGE`].
+pub const MAX_COMMITS_PER_RANGE: u64 = 200;
+
 /// Where a first-parent history starts (it ends at a commit the caller names).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HistoryStart {

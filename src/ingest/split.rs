@@ -25,13 +25,14 @@ use crate::forge::{Refusal, SourceForge};
 use crate::ids::Sha;
 use crate::queue::{Coalesce, Enqueued, JobKind, NewJob, PartsEnqueued, Queue, QueueError};
 
-/// The most first-parent commits (merged pull requests, mostly) in one job;
-/// the same bound as a backfill's range (`cli/backfill.rs`).
-pub const MAX_MERGES_PER_JOB: usize = 25;
+/// The most first-parent commits (merged pull requests, mostly) in one job:
+/// the bound a backfill's ranges are cut by too (defined once, in
+/// `forge/history.rs`).
+pub use crate::forge::history::MAX_MERGES_PER_RANGE as MAX_MERGES_PER_JOB;
 
-/// The most commits one job brings in, where the forge counts them; the
-/// same bound as a backfill's range.
-pub const MAX_COMMITS_PER_JOB: u64 = 200;
+/// The most commits one job brings in, where the forge counts them; shared
+/// with a backfill's ranges like [`MAX_MERGES_PER_JOB`].
+pub use crate::forge::history::MAX_COMMITS_PER_RANGE as MAX_COMMITS_PER_JOB;
 
 /// What [`enqueue_range`] stored.
 #[derive(Debug, Clone, PartialEq)]
@@ -153,7 +154,7 @@ async fn coalescing(
     let Some(candidate) = queue.coalesce_candidate(job).await? else {
         return Ok(Coalesce::Never);
     };
-    let Some(start) = candidate.push_before else {
+    let Some((start, _)) = candidate.kind.range() else {
         return Ok(Coalesce::Never);
     };
     // One commit past the bound is enough to know it does not fit.
@@ -163,10 +164,9 @@ async fn coalescing(
         .await
     {
         Ok(history)
-            if fits(&history)
-                && history.first().and_then(|c| c.parent.as_ref()) == Some(&start) =>
+            if fits(&history) && history.first().and_then(|c| c.parent.as_ref()) == Some(start) =>
         {
-            Ok(Coalesce::IfStartsAt(start))
+            Ok(Coalesce::IfStartsAt(start.clone()))
         }
         _ => Ok(Coalesce::Never),
     }
