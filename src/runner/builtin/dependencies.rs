@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use super::inputs::{CurrentPage, DependencyFacts, TipManifests};
-use super::markdown::{escape_markdown, escape_purpose};
+use super::markdown::{code_or_text, escape_markdown, escape_purpose};
 use super::markers::{DEPENDENCIES, DEPENDENCIES_ANCHOR, DEPENDENCIES_END, MANIFEST_MARKER};
 use super::plan::{NewPage, PagePatch, Plan, Replacement};
 use super::sections::{SECTION_FRAME, Section, span_between};
@@ -38,6 +38,30 @@ fn requirement_text(requirement: &str) -> String {
 
 fn kind_prefix(kind: crate::manifests::Kind) -> String {
     kind.label().map(|k| format!("{k} ")).unwrap_or_default()
+}
+
+/// ` (dev; optional; target `cfg(unix)`; group docs)`: what a page says after
+/// a dependency's requirement — its kind, whether it is optional, the
+/// platform a Cargo `[target.X.*]` table limits it to and the group (PEP 735
+/// group, PEP 621 extra, Poetry group) it is declared in; empty for a plain
+/// one. The target and group are manifest text, so escaped.
+fn qualifiers(dep: &crate::manifests::Dependency) -> String {
+    use crate::manifests::Kind;
+    let mut parts: Vec<String> = dep.kind.label().map(str::to_owned).into_iter().collect();
+    if dep.optional && dep.kind != Kind::Optional {
+        parts.push("optional".into());
+    }
+    if let Some(target) = &dep.target {
+        parts.push(format!("target {}", code_or_text(target)));
+    }
+    if let Some(group) = &dep.group {
+        parts.push(format!("group {}", escape_purpose(group)));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join("; "))
+    }
 }
 
 /// ` — dependencies: + a 1; − b; dev c 1 → 2 (Cargo.toml)`: a PR's
@@ -143,15 +167,11 @@ pub fn dependencies_section(tip: &TipManifests, cap: usize) -> String {
             let Ok(lines) = Lines::new(dep.line, dep.line) else {
                 continue;
             };
-            let kind = dep
-                .kind
-                .label()
-                .map(|k| format!(" ({k})"))
-                .unwrap_or_default();
             let line = format!(
-                "- {} — {}{kind} {}\n",
+                "- {} — {}{} {}\n",
                 escape_purpose(&dep.name),
                 requirement_text(&dep.requirement),
+                qualifiers(dep),
                 Marker::source(path, tip.commit.clone(), lines)
             );
             if SECTION_FRAME + body.len() + line.len() > cap {
@@ -336,6 +356,75 @@ mod tests {
         );
         assert!(!p.patches.contains_key(DEPENDENCIES));
         assert!(!p.writes.iter().any(|w| w.path == DEPENDENCIES));
+    }
+
+    #[test]
+    fn the_page_says_which_dependencies_are_optional_platform_bound_or_grouped() {
+        let cargo = "[dependencies]\nserde = \"1\"\nrayon = { version = \"1.10\", optional = true }\n\
+[build-dependencies]\ncc = { version = \"1\", optional = true }\n\
+[target.'cfg(unix)'.dependencies]\nlibc = \"0.2\"\n\
+[target.\"cfg(windows)\".dev-dependencies]\nwinapi = { version = \"0.3\", optional = true }\n";
+        let pyproject = "[project]\nname = \"api\"\ndependencies = [\"flask>=3\"]\n\
+[project.optional-dependencies]\ndocs = [\"sphinx\"]\n\
+[dependency-groups]\ntest = [\"pytest>=8\", {include-group = \"lint\"}]\nlint = [\"ruff\"]\n";
+        let tip_manifests = TipManifests {
+            commit: tip(),
+            manifests: vec![
+                (
+                    "Cargo.toml".into(),
+                    crate::manifests::parse("Cargo.toml", cargo).unwrap(),
+                ),
+                (
+                    "pyproject.toml".into(),
+                    crate::manifests::parse("pyproject.toml", pyproject).unwrap(),
+                ),
+            ],
+            omitted: 0,
+        };
+        let section = dependencies_section(&tip_manifests, DEPENDENCIES_BYTES);
+        // (name, what the line says between the name and the marker, line)
+        let table = [
+            ("serde", "1", "Cargo.toml", 2),
+            ("rayon", "1.10 (optional)", "Cargo.toml", 3),
+            ("cc", "1 (build; optional)", "Cargo.toml", 5),
+            ("libc", "0.2 (target `cfg(unix)`)", "Cargo.toml", 7),
+            (
+                "winapi",
+                "0.3 (dev; optional; target `cfg(windows)`)",
+                "Cargo.toml",
+                9,
+            ),
+            ("flask", ">=3", "pyproject.toml", 3),
+            (
+                "sphinx",
+                "any version (optional; group docs)",
+                "pyproject.toml",
+                5,
+            ),
+            ("pytest", ">=8 (dev; group test)", "pyproject.toml", 7),
+            ("ruff", "any version (dev; group lint)", "pyproject.toml", 8),
+        ];
+        for (name, says, path, line) in table {
+            let want = format!(
+                "- {name} — {says} <!-- teammem:evidence {path}@{}#L{line} -->\n",
+                "f".repeat(40)
+            );
+            assert!(section.contains(&want), "{want}\nnot in\n{section}");
+        }
+        // An included group is not a dependency.
+        assert!(!section.contains("- lint"), "{section}");
+        assert_eq!(section.matches("\n- ").count(), table.len(), "{section}");
+
+        // The page the builtin writes says the same.
+        let deps = DependencyFacts {
+            tip: Some(tip_manifests),
+            changes: BTreeMap::new(),
+        };
+        let b = bundle(vec![pull(7, "Add groups", 'a', &["pyproject.toml"])]);
+        let pages = apply(&home(), &plan_full(&b, &home(), &Listings::new(), &deps));
+        let page = &pages[DEPENDENCIES];
+        assert!(page.contains(&section), "{page}");
+        assert_eq!(source_facts(page).len(), table.len(), "{page}");
     }
 
     #[test]
