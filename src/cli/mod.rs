@@ -8,7 +8,8 @@
 //! The families: `serve` (the daemon, migrations, configuration checks),
 //! `jobs` (the job queue and the sweep cursor), `tokens`, `wiki` (the MCP
 //! servers and operator wiki access), `request` (asking a running daemon),
-//! `backfill` (a source's earlier history into the queue).
+//! `backfill` (a source's earlier history into the queue), `agents` (coding
+//! agents' host configuration).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -19,6 +20,7 @@ use crate::config::Config;
 use crate::db;
 use crate::queue::Queue;
 
+mod agents;
 mod backfill;
 mod database;
 mod jobs;
@@ -88,6 +90,9 @@ enum Command {
     Request(request::RequestArgs),
     /// Adopt a repository's history: enqueue its last N merges (or those since a commit or date) as ranges, oldest first; --status, --cancel
     Backfill(backfill::BackfillArgs),
+    /// Wire coding agents (Claude Code, VS Code, Cursor, Codex) to a source's team memory
+    #[command(subcommand)]
+    Agents(agents::AgentsCommand),
     /// Check that the GitHub App is installed on repositories; exit 0 all, 1 some not, 2 config/auth failure
     CheckInstallations {
         #[command(flatten)]
@@ -232,6 +237,7 @@ async fn run(command: Command) -> ExitCode {
         Command::Wiki(w) => wiki::run_wiki(w).await,
         Command::Request(r) => request::run_request(r).await,
         Command::Backfill(b) => backfill::run_backfill(b).await,
+        Command::Agents(a) => agents::run_agents(a).await,
         Command::SandboxExec(_) => Err(Failure::usage(
             "sandbox-exec runs before the async runtime starts",
         )),
