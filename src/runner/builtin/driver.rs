@@ -7,7 +7,7 @@
 //! Invariants:
 //! - a job for one merged PR (a maintainer's request, possibly for an old PR)
 //!   never re-derives the current-state sections ("What is here",
-//!   `Dependencies.md`): only range jobs, whose tip is the newest commit
+//!   `Dependencies.md`, `How-to-work-here.md`): only range jobs, whose tip is the newest commit
 //!   reconciled, do;
 //! - every write names the snapshot it was planned on (`expected_base`) and
 //!   the destination the snapshot reported (`expected_wiki_repository`);
@@ -23,9 +23,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::inputs::{CurrentPage, DependencyFacts, Listings};
-use super::markers::DEPENDENCIES;
-use super::plan::{NewPage, PagePatch, Plan, areas_to_record, plan_full};
+use super::markers::{DEPENDENCIES, HOW_TO_WORK};
+use super::plan::{NewPage, PagePatch, Plan, areas_to_record, plan_all};
 use super::read::{HEADS_PER_JOB, View, read_listings, read_view, transient};
+use super::read_how_to::read_how_to;
 use super::read_manifests::read_dependencies;
 use super::sections::refresh_order;
 use crate::runner::agent::{AgentError, AgentOutcome, AgentTask};
@@ -228,6 +229,7 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
     let mut listings = Listings::new();
     let mut heads = HEADS_PER_JOB;
     let mut deps: Option<DependencyFacts> = None;
+    let mut how_to = None;
     let current_state = matches!(task.bundle.job.scope, crate::ids::Scope::Range { .. });
     for attempt in 0..2 {
         let view = read_view(client, task).await.map_err(|e| AgentError {
@@ -263,11 +265,25 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
                     })?,
             );
         }
-        let plan = plan_full(
+        if how_to.is_none() {
+            let page_exists = view.pages.contains_key(HOW_TO_WORK);
+            how_to = Some(
+                read_how_to(client, task, page_exists, current_state)
+                    .await
+                    .map_err(|e| AgentError {
+                        retryable: transient(&e),
+                        reason: format!(
+                            "the builtin agent could not read the source's build and test files: {e}"
+                        ),
+                    })?,
+            );
+        }
+        let plan = plan_all(
             task.bundle,
             &view.pages,
             &listings,
             deps.as_ref().unwrap_or(&DependencyFacts::default()),
+            how_to.as_ref().and_then(Option::as_ref),
         );
         if plan.is_empty() {
             let any_written = !written.is_empty();

@@ -2,8 +2,8 @@
 //! with: page names, the anchor lines entries are inserted after, the
 //! anchors that frame its sections, and the markers that end its lines.
 //!
-//! Page names: `Home.md`, `Changelog.md`, `Dependencies.md`, `Archive.md`
-//! and `Area-<slug>.md` at the top of the wiki, and the quarter pages
+//! Page names: `Home.md`, `Changelog.md`, `Dependencies.md`, `Archive.md`,
+//! `How-to-work-here.md` and `Area-<slug>.md` at the top of the wiki, and the quarter pages
 //! (`super::archive`): every name unique case-insensitively, so each is one
 //! page on GitHub's flat wiki and on the dashboard.
 //!
@@ -22,6 +22,10 @@ pub const DEPENDENCIES: &str = "Dependencies.md";
 pub const AREA_PREFIX: &str = "Area-";
 /// The archive index: every Changelog quarter page, linked from Home.
 pub const ARCHIVE_INDEX: &str = "Archive.md";
+/// The page that says how to build, test, lint and run the project.
+pub const HOW_TO_WORK: &str = "How-to-work-here.md";
+/// Its name as a link target.
+pub const HOW_TO_WORK_BASE: &str = "How-to-work-here";
 
 /// The anchor lines new entries are inserted after.
 pub const CHANGELOG_ANCHOR: &str = "<!-- teammem:changelog -->\n";
@@ -42,6 +46,10 @@ pub fn area_link_marker(slug: &str) -> String {
 pub const CHANGELOG_LINK_MARKER: &str = "<!-- teammem:changelog-link -->";
 /// Ends Home's link to the Dependencies page.
 pub const DEPENDENCIES_LINK_MARKER: &str = "<!-- teammem:dependencies-link -->";
+/// Ends Home's link to the How-to-work-here page.
+pub const HOW_TO_WORK_LINK_MARKER: &str = "<!-- teammem:how-to-work-link -->";
+/// The anchor of Home's "For coding agents" list.
+pub const AGENTS_ANCHOR: &str = "<!-- teammem:coding-agents -->\n";
 
 /// The anchor entries are inserted after on an archive (quarter) page.
 pub const ARCHIVE_ANCHOR: &str = "<!-- teammem:archive-entries -->\n";
@@ -88,6 +96,13 @@ pub const DEPENDENCIES_END: &str = "<!-- teammem:dependencies-end -->";
 /// Ends a line of the section that cites nothing (a manifest's heading).
 pub const MANIFEST_MARKER: &str = "<!-- teammem:manifest -->";
 
+/// Ends the first line of the How-to-work-here page's section.
+pub const HOW_TO_ANCHOR: &str = "<!-- teammem:how-to-work -->";
+/// The last line of the section.
+pub const HOW_TO_END: &str = "<!-- teammem:how-to-work-end -->";
+/// Ends a topic's heading in the section ("### Test").
+pub const HOW_TO_TOPIC_MARKER: &str = "<!-- teammem:how-to-topic -->";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +134,11 @@ mod tests {
             DEPENDENCIES_ANCHOR,
             DEPENDENCIES_END,
             MANIFEST_MARKER,
+            HOW_TO_WORK_LINK_MARKER,
+            AGENTS_ANCHOR,
+            HOW_TO_ANCHOR,
+            HOW_TO_END,
+            HOW_TO_TOPIC_MARKER,
         ] {
             assert!(fixed.starts_with(marker), "{fixed}");
         }

@@ -3,7 +3,7 @@
 //! keep `Home.md` (topic index), `Area-<slug>.md` (one page per area
 //! touched: "What is here", "Who knows this area", "Recent changes"),
 //! `Changelog.md`, the quarter pages of both and their index `Archive.md`,
-//! and `Dependencies.md` in step with the merged pull requests, and writes
+//! `Dependencies.md` and `How-to-work-here.md` in step with the merged pull requests, and writes
 //! them through the writer child.
 //!
 //! The wing, one idea per file (reading order):
@@ -18,8 +18,13 @@
 //! - `budget.rs`: the 64 KiB page budget: current pages drop their oldest
 //!   entries, which their quarter pages hold;
 //! - `dependencies.rs`: `Dependencies.md` and dependency notes;
+//! - `how_to_sources.rs`, `how_to_work.rs`: what the repository's own files
+//!   say about building, testing, linting and running it, and
+//!   `How-to-work-here.md`;
+//! - `home.rs`: `Home.md` (topics, "For coding agents", removed areas);
 //! - `plan.rs`: the plan types and planning, one function per page;
-//! - `read.rs`, `read_manifests.rs`: what the driver reads through the writer;
+//! - `read.rs`, `read_manifests.rs`, `read_how_to.rs`: what the driver reads
+//!   through the writer;
 //! - `driver.rs`: the run (read, plan, write, rebuild once on conflict,
 //!   receipt).
 //!
@@ -34,11 +39,17 @@ mod budget;
 mod dependencies;
 mod driver;
 mod entries;
+mod home;
+mod how_to_ci;
+mod how_to_files;
+mod how_to_sources;
+mod how_to_work;
 mod inputs;
 mod markdown;
 mod markers;
 mod plan;
 mod read;
+mod read_how_to;
 mod read_manifests;
 #[cfg(test)]
 mod samples;
@@ -52,12 +63,14 @@ pub use dependencies::{
 };
 pub use driver::run;
 pub use entries::{area_entry, area_entry_with, changelog_entry, changelog_entry_with};
+pub use how_to_work::HOW_TO_BYTES;
 pub use inputs::{AreaFile, AreaFiles, CurrentPage, DependencyFacts, Listings, TipManifests};
 pub use markdown::{escape_markdown, escape_purpose};
 pub use markers::{
     ARCHIVE_INDEX, AREA_PREFIX, CHANGELOG, CHANGELOG_ANCHOR, DEPENDENCIES, DEPENDENCIES_ANCHOR,
-    DEPENDENCIES_END, HOME, RECENT_ANCHOR, TOPICS_ANCHOR, WHAT_IS_HERE_ANCHOR, WHAT_IS_HERE_END,
-    WHO_KNOWS_ANCHOR, WHO_KNOWS_END, entry_marker,
+    DEPENDENCIES_END, HOME, HOW_TO_ANCHOR, HOW_TO_END, HOW_TO_TOPIC_MARKER, HOW_TO_WORK,
+    RECENT_ANCHOR, TOPICS_ANCHOR, WHAT_IS_HERE_ANCHOR, WHAT_IS_HERE_END, WHO_KNOWS_ANCHOR,
+    WHO_KNOWS_END, entry_marker,
 };
 pub use plan::{
     NewPage, PagePatch, Plan, PullPlan, Replacement, apply, archives_of_interest, areas_to_record,

@@ -3,8 +3,9 @@
 //! pure: `Changelog.md`, `Area-<slug>.md` (one page per area touched, with
 //! its "What is here", "Who knows this area" and "Recent changes"), the
 //! quarter pages of both (`super::archive`), `Archive.md` (the index of the
-//! Changelog's quarters), `Dependencies.md` and `Home.md` (the topic index),
-//! each planned by its own function.
+//! Changelog's quarters), `Dependencies.md`, `How-to-work-here.md` and
+//! `Home.md` (the topic index, `super::home`), each planned by its own
+//! function.
 //!
 //! Invariants:
 //! - every entry cites the PR number, title, author and the full merge-commit
@@ -20,8 +21,9 @@
 //!   line, swap a kept section or a marker line, or append at the end); new
 //!   pages are written whole; every planned page fits
 //!   [`super::budget::PAGE_BUDGET`];
-//! - Home lists its topics in one order (Changelog, Dependencies, Archive,
-//!   areas by slug, then "Removed areas"), each area named as in the tree.
+//! - Home lists its topics in one order (Changelog, Dependencies, How to
+//!   work here, Archive, areas by slug, then "Removed areas"), each area
+//!   named as in the tree.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -35,12 +37,13 @@ use super::areas::{
 use super::budget::{apply_replacements, trim_new_page, trim_patch};
 use super::dependencies::{dependency_note, plan_dependencies};
 use super::entries::{area_entry_with, changelog_entry_with, entry_lines, entry_shas};
+use super::home::{Topics, plan_home};
+use super::how_to_work::{HowTo, plan_how_to};
 use super::inputs::{AreaFiles, CurrentPage, DependencyFacts, Listings};
 use super::markers::{
-    ARCHIVE_ANCHOR, ARCHIVE_INDEX, ARCHIVE_INDEX_ANCHOR, ARCHIVE_INDEX_END, ARCHIVE_LINK_MARKER,
-    ARCHIVES_MARKER, BEFORE_ARCHIVES_MARKER, CHANGELOG, CHANGELOG_ANCHOR, CHANGELOG_LINK_MARKER,
-    DEPENDENCIES, DEPENDENCIES_LINK_MARKER, HOME, RECENT_ANCHOR, REMOVED_AREAS_ANCHOR,
-    TOPICS_ANCHOR, area_link_marker, removed_link_marker,
+    ARCHIVE_ANCHOR, ARCHIVE_INDEX, ARCHIVE_INDEX_ANCHOR, ARCHIVE_INDEX_END, ARCHIVES_MARKER,
+    BEFORE_ARCHIVES_MARKER, CHANGELOG, CHANGELOG_ANCHOR, DEPENDENCIES, HOME, HOW_TO_WORK,
+    RECENT_ANCHOR,
 };
 use super::sections::{
     JOB_SECTION_BYTES, Section, WHAT_IS_HERE_BYTES, WHAT_IS_HERE_HEADING, WHO_KNOWS_HEADING,
@@ -162,6 +165,18 @@ pub fn plan_full(
     listings: &Listings,
     deps: &DependencyFacts,
 ) -> Plan {
+    plan_all(bundle, pages, listings, deps, None)
+}
+
+/// [`plan_full`], with `How-to-work-here.md` re-derived from `how` (when the
+/// agent read the tip's files for it).
+pub fn plan_all(
+    bundle: &EvidenceBundle,
+    pages: &BTreeMap<String, CurrentPage>,
+    listings: &Listings,
+    deps: &DependencyFacts,
+    how: Option<&HowTo>,
+) -> Plan {
     let grouped: Vec<(&PullRequest, ByArea<'_>)> = bundle
         .pull_requests
         .iter()
@@ -176,17 +191,24 @@ pub fn plan_full(
     let areas = area_entries(&grouped, deps, &recorded);
     let removed = removed_paths(bundle);
     plan_area_pages(&mut out, &areas, pages, listings, (bundle, &removed));
-    // Dependencies.md changes only with new entries: a job that records
-    // nothing (a replay) changes nothing.
-    let dependencies_page = if out.is_empty() {
+    // Dependencies.md and How-to-work-here.md change only with new entries:
+    // a job that records nothing (a replay) changes nothing.
+    let records = !out.is_empty();
+    let dependencies_page = if !records {
         pages.contains_key(DEPENDENCIES)
     } else {
         plan_dependencies(&mut out, pages, deps)
+    };
+    let how_to_page = if records {
+        plan_how_to(&mut out, pages, how)
+    } else {
+        pages.contains_key(HOW_TO_WORK)
     };
     let archive_index = plan_archive_index(&mut out, pages, &changelog_links);
     let topics = Topics {
         any_pulls: !bundle.pull_requests.is_empty(),
         dependencies_page,
+        how_to_page,
         archive_index,
         areas: areas
             .iter()
@@ -423,7 +445,7 @@ fn entry_replacements(
 
 /// The one replacement that appends `append` to `page` (after a newline
 /// when its last line has none).
-fn append_replacement(page: &CurrentPage, append: &str) -> Replacement {
+pub(super) fn append_replacement(page: &CurrentPage, append: &str) -> Replacement {
     let sep = if page.content.is_empty() || page.content.ends_with('\n') {
         ""
     } else {
@@ -776,210 +798,14 @@ fn plan_archive_index(
     true
 }
 
-/// What Home's topics are planned from.
-struct Topics {
-    any_pulls: bool,
-    dependencies_page: bool,
-    archive_index: bool,
-    /// The areas the job's pull requests touch: slug → label.
-    areas: BTreeMap<String, String>,
-    /// Those whose folder is gone at the job's tip.
-    gone: BTreeSet<String>,
-}
-
-/// A list of link lines on Home: its range, and each line's marker name and
-/// label.
-type LinkBlock = (std::ops::Range<usize>, Vec<(String, String)>);
-
-/// The link lines of a list on Home: from the line that is exactly `anchor`
-/// through the teammem link lines that follow it: (their range, each line's
-/// marker name and label), when the anchor is there exactly once.
-fn link_block(content: &str, anchor: &str) -> Option<LinkBlock> {
-    if occurrences(content, anchor) != 1 {
-        return None;
-    }
-    let at = content.find(anchor)?;
-    if at > 0 && !content[..at].ends_with('\n') {
-        return None;
-    }
-    let mut end = at + anchor.len();
-    let mut lines = Vec::new();
-    for line in content[end..].split_inclusive('\n') {
-        let Some((name, label)) = parse_link_line(line) else {
-            break;
-        };
-        lines.push((name, label));
-        end += line.len();
-    }
-    Some((at..end, lines))
-}
-
-/// `- [label](target) <!-- teammem:name -->`: (name, label).
-fn parse_link_line(line: &str) -> Option<(String, String)> {
-    let line = line.trim_end();
-    let rest = line.strip_prefix("- [")?;
-    let (label, rest) = rest.split_once("](")?;
-    let at = rest.rfind(crate::wiki::confine::MARKER)?;
-    let name = rest[at + crate::wiki::confine::MARKER.len()..].strip_suffix(" -->")?;
-    Some((name.to_owned(), label.to_owned()))
-}
-
-fn link_line(label: &str, target: &str, marker: &str) -> String {
-    format!("- [{label}]({target}) {marker}\n")
-}
-
-/// `Home.md`: its topics re-derived in one order (Changelog, Dependencies,
-/// Archive, the areas by slug, then links teammem does not know, kept), and
-/// its "Removed areas" list (areas whose folder is gone, by slug). An area
-/// moves between the two as its folder goes and comes back.
-fn plan_home(out: &mut Plan, pages: &BTreeMap<String, CurrentPage>, topics: &Topics) {
-    let home = pages.get(HOME);
-    let content = home.map_or("", |page| page.content.as_str());
-    let topic_block = link_block(content, TOPICS_ANCHOR);
-    let removed_block = link_block(content, REMOVED_AREAS_ANCHOR);
-    let had = |block: &Option<LinkBlock>, name: &str| {
-        block
-            .as_ref()
-            .is_some_and(|(_, lines)| lines.iter().any(|(n, _)| n == name))
-    };
-    let mut fixed = String::new();
-    let changelog_name = CHANGELOG_LINK_MARKER
-        .trim_start_matches(crate::wiki::confine::MARKER)
-        .trim_end_matches(" -->");
-    let dependencies_name = DEPENDENCIES_LINK_MARKER
-        .trim_start_matches(crate::wiki::confine::MARKER)
-        .trim_end_matches(" -->");
-    let archive_name = ARCHIVE_LINK_MARKER
-        .trim_start_matches(crate::wiki::confine::MARKER)
-        .trim_end_matches(" -->");
-    if topics.any_pulls || had(&topic_block, changelog_name) {
-        fixed.push_str(&link_line("Changelog", "Changelog", CHANGELOG_LINK_MARKER));
-    }
-    if topics.dependencies_page || had(&topic_block, dependencies_name) {
-        fixed.push_str(&link_line(
-            "Dependencies",
-            "Dependencies",
-            DEPENDENCIES_LINK_MARKER,
-        ));
-    }
-    if topics.archive_index || had(&topic_block, archive_name) {
-        fixed.push_str(&link_line("Archive", "Archive", ARCHIVE_LINK_MARKER));
-    }
-    // slug → label, for the topics and the removed list.
-    let mut current: BTreeMap<String, String> = BTreeMap::new();
-    let mut removed: BTreeMap<String, String> = BTreeMap::new();
-    let mut others = String::new();
-    if let Some((_, lines)) = &topic_block {
-        for (name, label) in lines {
-            if let Some(slug) = name.strip_prefix("area:") {
-                current.insert(slug.to_owned(), label.clone());
-            } else if ![changelog_name, dependencies_name, archive_name].contains(&name.as_str()) {
-                // A link teammem does not write any more: kept as it was.
-                let range = &topic_block.as_ref().unwrap().0;
-                if let Some(line) = content[range.clone()]
-                    .lines()
-                    .find(|l| parse_link_line(l).is_some_and(|(n, _)| &n == name))
-                {
-                    others.push_str(line);
-                    others.push('\n');
-                }
-            }
-        }
-    }
-    if let Some((_, lines)) = &removed_block {
-        for (name, label) in lines {
-            if let Some(slug) = name.strip_prefix("removed:") {
-                removed.insert(slug.to_owned(), label.clone());
-            }
-        }
-    }
-    for (slug, label) in &topics.areas {
-        if topics.gone.contains(slug) {
-            current.remove(slug);
-            removed.insert(slug.clone(), label.clone());
-        } else {
-            removed.remove(slug);
-            current.insert(slug.clone(), label.clone());
-        }
-    }
-    let mut topic_lines = String::from(TOPICS_ANCHOR);
-    topic_lines.push_str(&fixed);
-    for (slug, label) in &current {
-        topic_lines.push_str(&link_line(label, &area_base(slug), &area_link_marker(slug)));
-    }
-    topic_lines.push_str(&others);
-    let removed_lines = (!removed.is_empty() || removed_block.is_some()).then(|| {
-        let mut text = String::from(REMOVED_AREAS_ANCHOR);
-        for (slug, label) in &removed {
-            text.push_str(&link_line(
-                label,
-                &area_base(slug),
-                &removed_link_marker(slug),
-            ));
-        }
-        text
-    });
-    let Some(page) = home else {
-        if topic_lines == TOPICS_ANCHOR {
-            return;
-        }
-        let mut content = format!("# Home\n\n## Topics\n\n{topic_lines}");
-        if let Some(removed) = removed_lines.filter(|r| r != REMOVED_AREAS_ANCHOR) {
-            content.push_str(&format!("\n## Removed areas\n\n{removed}"));
-        }
-        out.writes.push(NewPage {
-            path: HOME.into(),
-            content,
-        });
-        return;
-    };
-    let mut replacements = Vec::new();
-    let mut append = String::new();
-    match &topic_block {
-        Some((range, _)) if content[range.clone()] != topic_lines => {
-            replacements.push(Replacement {
-                old: content[range.clone()].to_owned(),
-                new: topic_lines,
-            });
-        }
-        None if topic_lines != TOPICS_ANCHOR => {
-            append.push_str(&format!("\n## Topics\n\n{topic_lines}"));
-        }
-        _ => {}
-    }
-    match (&removed_block, removed_lines) {
-        (Some((range, _)), Some(lines)) if content[range.clone()] != lines => {
-            replacements.push(Replacement {
-                old: content[range.clone()].to_owned(),
-                new: lines,
-            });
-        }
-        (None, Some(lines)) if lines != REMOVED_AREAS_ANCHOR => {
-            append.push_str(&format!("\n## Removed areas\n\n{lines}"));
-        }
-        _ => {}
-    }
-    if !append.is_empty() {
-        replacements.push(append_replacement(page, &append));
-    }
-    if !replacements.is_empty() {
-        out.patches.insert(
-            HOME.into(),
-            PagePatch {
-                expected_sha: page.sha.clone(),
-                replacements,
-            },
-        );
-    }
-}
-
 /// The pages a plan for `bundle` may read besides the quarter pages: Home,
-/// Changelog, Dependencies, Archive and the area pages.
+/// Changelog, Dependencies, How to work here, Archive and the area pages.
 pub fn pages_of_interest(bundle: &EvidenceBundle) -> BTreeSet<String> {
     let mut out: BTreeSet<String> = [
         HOME.to_owned(),
         CHANGELOG.to_owned(),
         DEPENDENCIES.to_owned(),
+        HOW_TO_WORK.to_owned(),
         ARCHIVE_INDEX.to_owned(),
     ]
     .into();
@@ -1048,7 +874,7 @@ fn new_area_page(
 }
 
 /// Counts the non-overlapping occurrences of `needle` in `haystack`.
-fn occurrences(haystack: &str, needle: &str) -> usize {
+pub(super) fn occurrences(haystack: &str, needle: &str) -> usize {
     haystack.matches(needle).count()
 }
 
@@ -1236,7 +1062,8 @@ mod tests {
                 "Area-x.md",
                 CHANGELOG,
                 DEPENDENCIES,
-                HOME
+                HOME,
+                HOW_TO_WORK
             ]
         );
     }

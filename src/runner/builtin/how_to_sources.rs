@@ -1,0 +1,757 @@
+//! Where a repository says how to work on it, read line by line (the
+//! readers are in `how_to_ci.rs` and `how_to_files.rs`; this file holds what
+//! they share: the facts, the file kinds and the topics commands belong to): CI workflow
+//! `run:` steps (`.github/workflows/*.yml`), `package.json` scripts,
+//! `Makefile` and `justfile` targets, a Cargo workspace's members, `tox.ini`
+//! environments, `noxfile.py` sessions, `pyproject.toml` tool sections and
+//! scripts, and the headings and shell commands of `CONTRIBUTING.md`. Each
+//! becomes a [`HowToFact`]: a topic (set up, build, test, lint, run, …), the
+//! command to type when there is one, and the lines it was read from.
+//!
+//! Invariants: pure (text in, facts out, no I/O); every fact cites lines that
+//! exist in the text it came from and hold what it states (so a change to
+//! them makes the fact stale); a file yields at most [`FACTS_PER_FILE`]
+//! facts; nothing is guessed: a shape the light readers here do not
+//! recognize yields no fact, never a wrong one. The text comes back plain,
+//! for the caller to escape.
+
+use crate::facts::Lines;
+
+/// At most this many facts come from one file.
+pub const FACTS_PER_FILE: usize = 40;
+/// A command shows at most this many of the lines it runs.
+const RUN_LINES: usize = 4;
+
+/// What a fact helps with; the page's sections, in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Topic {
+    Setup,
+    Build,
+    Test,
+    Lint,
+    Run,
+    Other,
+    Layout,
+    Guide,
+}
+
+impl Topic {
+    /// The section's heading (plain words: it is also read back by
+    /// `get_context`).
+    pub fn heading(self) -> &'static str {
+        match self {
+            Topic::Setup => "Set up",
+            Topic::Build => "Build",
+            Topic::Test => "Test",
+            Topic::Lint => "Lint and format",
+            Topic::Run => "Run",
+            Topic::Other => "Other commands",
+            Topic::Layout => "Project layout",
+            Topic::Guide => "Contributing guide",
+        }
+    }
+}
+
+/// One thing the repository says about how to work on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HowToFact {
+    pub topic: Topic,
+    /// The file it was read from.
+    pub path: String,
+    /// The lines of that file that say it.
+    pub lines: Lines,
+    /// The command to type, when the fact is one.
+    pub command: Option<String>,
+    /// Where it comes from, or what it is (plain text).
+    pub what: String,
+    /// What the command runs, line by line (at most [`RUN_LINES`]).
+    pub runs: Vec<String>,
+    /// Lines it runs that are not in `runs`.
+    pub more: usize,
+}
+
+/// The kinds of files read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Workflow,
+    Contributing,
+    Makefile,
+    Justfile,
+    PackageJson,
+    Tox,
+    Nox,
+    Pyproject,
+    Cargo,
+}
+
+/// The kind of `path` (repository-relative), if it is one read here: files
+/// at the root, workflows in `.github/workflows/`, and `CONTRIBUTING.md` at
+/// the root, in `.github/` or in `docs/`.
+pub fn kind_of(path: &str) -> Option<Kind> {
+    let (folder, name) = path.rsplit_once('/').unwrap_or(("", path));
+    if folder == ".github/workflows" {
+        return (name.ends_with(".yml") || name.ends_with(".yaml")).then_some(Kind::Workflow);
+    }
+    if name.eq_ignore_ascii_case("CONTRIBUTING.md") {
+        return ["", ".github", "docs"]
+            .contains(&folder)
+            .then_some(Kind::Contributing);
+    }
+    if !folder.is_empty() {
+        return None;
+    }
+    Some(match name {
+        "Makefile" | "makefile" | "GNUmakefile" => Kind::Makefile,
+        "justfile" | "Justfile" | ".justfile" => Kind::Justfile,
+        "package.json" => Kind::PackageJson,
+        "tox.ini" => Kind::Tox,
+        "noxfile.py" => Kind::Nox,
+        "pyproject.toml" => Kind::Pyproject,
+        "Cargo.toml" => Kind::Cargo,
+        _ => return None,
+    })
+}
+
+/// The facts `text` (the file at `path`) states, in file order, at most
+/// [`FACTS_PER_FILE`].
+pub fn read(path: &str, text: &str) -> Vec<HowToFact> {
+    let lines: Vec<&str> = text.lines().collect();
+    use super::how_to_ci::workflow;
+    use super::how_to_files::{
+        cargo, contributing, justfile, makefile, nox, package_json, pyproject, tox,
+    };
+    let mut facts = match kind_of(path) {
+        Some(Kind::Workflow) => workflow(path, &lines),
+        Some(Kind::Contributing) => contributing(path, &lines),
+        Some(Kind::Makefile) => makefile(path, &lines),
+        Some(Kind::Justfile) => justfile(path, &lines),
+        Some(Kind::PackageJson) => package_json(path, text, &lines),
+        Some(Kind::Tox) => tox(path, &lines),
+        Some(Kind::Nox) => nox(path, &lines),
+        Some(Kind::Pyproject) => pyproject(path, &lines),
+        Some(Kind::Cargo) => cargo(path, &lines),
+        None => Vec::new(),
+    };
+    facts.truncate(FACTS_PER_FILE);
+    facts
+}
+
+/// The lines `from..=to` (0-based), as cited lines.
+pub(super) fn cite(from: usize, to: usize) -> Option<Lines> {
+    Lines::new(from as u32 + 1, to.max(from) as u32 + 1).ok()
+}
+
+/// Words of a text, lowercase, split at anything but letters and digits.
+pub(super) fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// The topic `hint` (a target's, script's or step's name) or, failing
+/// that, `command` points at: lint before test before build, set-up and run,
+/// so `cargo fmt --check` is lint and `npm run test` is test.
+pub fn topic_of(hint: &str, command: &str) -> Option<Topic> {
+    classify(&words(hint)).or_else(|| classify(&words(command)))
+}
+
+fn classify(w: &[String]) -> Option<Topic> {
+    let has = |list: &[&str]| w.iter().any(|x| list.contains(&x.as_str()));
+    let pair = |a: &str, b: &[&str]| {
+        w.windows(2)
+            .any(|p| p[0] == a && b.contains(&p[1].as_str()))
+    };
+    if has(&[
+        "lint",
+        "linter",
+        "linting",
+        "clippy",
+        "fmt",
+        "format",
+        "formatting",
+        "rustfmt",
+        "ruff",
+        "flake8",
+        "eslint",
+        "prettier",
+        "mypy",
+        "black",
+        "isort",
+        "pylint",
+        "stylelint",
+        "typecheck",
+        "shellcheck",
+        "golangci",
+        "pyright",
+        "biome",
+        "style",
+        "vet",
+    ]) {
+        return Some(Topic::Lint);
+    }
+    if has(&[
+        "test",
+        "tests",
+        "testing",
+        "pytest",
+        "jest",
+        "vitest",
+        "mocha",
+        "spec",
+        "coverage",
+        "nextest",
+        "unittest",
+        "ctest",
+        "e2e",
+        "tox",
+        "nox",
+        "playwright",
+        "cypress",
+        "bench",
+    ]) {
+        return Some(Topic::Test);
+    }
+    if has(&[
+        "build", "compile", "webpack", "rollup", "esbuild", "dist", "bundle", "wheel", "sdist",
+        "tsc", "package", "release",
+    ]) {
+        return Some(Topic::Build);
+    }
+    if has(&[
+        "install",
+        "postinstall",
+        "preinstall",
+        "prepare",
+        "setup",
+        "bootstrap",
+        "deps",
+        "dependencies",
+        "sync",
+        "ci",
+        "rustup",
+        "venv",
+        "virtualenv",
+        "init",
+    ]) {
+        return Some(Topic::Setup);
+    }
+    if has(&[
+        "start", "serve", "server", "dev", "watch", "uvicorn", "gunicorn", "up",
+    ]) || pair("cargo", &["run"])
+        || pair("go", &["run"])
+        || pair("flask", &["run"])
+        || pair("docker", &["run"])
+    {
+        return Some(Topic::Run);
+    }
+    None
+}
+
+/// Shell lines as shown: comments and blanks dropped, `\` continuations
+/// joined, a prompt (`$ `) taken off.
+pub(super) fn shell_lines<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut open = false;
+    for line in lines {
+        let t = line.trim();
+        let t = t.strip_prefix("$ ").unwrap_or(t);
+        if t.is_empty() || t.starts_with('#') {
+            open = false;
+            continue;
+        }
+        let (body, continues) = match t.strip_suffix('\\') {
+            Some(body) => (body.trim_end(), true),
+            None => (t, false),
+        };
+        match out.last_mut() {
+            Some(last) if open => {
+                last.push(' ');
+                last.push_str(body);
+            }
+            _ => out.push(body.to_owned()),
+        }
+        open = continues;
+    }
+    out
+}
+
+/// A fact for a command whose lines run `runs`.
+pub(super) fn command_fact(
+    path: &str,
+    (topic, lines): (Topic, Lines),
+    command: Option<String>,
+    what: String,
+    mut runs: Vec<String>,
+) -> HowToFact {
+    let more = runs.len().saturating_sub(RUN_LINES);
+    runs.truncate(RUN_LINES);
+    HowToFact {
+        topic,
+        path: path.to_owned(),
+        lines,
+        command,
+        what,
+        runs,
+        more,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (topic, command, first line, last line, what, runs) of each fact.
+    type Shown = (Topic, Option<String>, u32, u32, String, Vec<String>);
+
+    fn shown(path: &str, text: &str) -> Vec<Shown> {
+        read(path, text)
+            .into_iter()
+            .map(|f| {
+                (
+                    f.topic,
+                    f.command,
+                    f.lines.start(),
+                    f.lines.end(),
+                    f.what,
+                    f.runs,
+                )
+            })
+            .collect()
+    }
+
+    fn fact(
+        topic: Topic,
+        command: Option<&str>,
+        lines: (u32, u32),
+        what: &str,
+        runs: &[&str],
+    ) -> Shown {
+        (
+            topic,
+            command.map(str::to_owned),
+            lines.0,
+            lines.1,
+            what.to_owned(),
+            runs.iter().map(|r| (*r).to_owned()).collect(),
+        )
+    }
+
+    const WORKFLOW: &str = r#"name: CI
+on:
+  push:
+    branches: [main]
+  pull_request:
+
+defaults:
+  run:
+    shell: bash
+
+jobs:
+  lint:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - name: Format
+        run: cargo fmt --all -- --check
+      - run: "cargo clippy --all-targets -- -D warnings"
+  test:
+    name: Tests (${{ matrix.os }})
+    strategy:
+      matrix:
+        include:
+          - os: ubuntu-latest
+          - os: macos-latest
+    runs-on: ${{ matrix.os }}
+    steps:
+      - uses: actions/checkout@v4
+        with:
+          fetch-depth: 0
+      - name: Install dependencies
+        run: |
+          python -m pip install --upgrade pip
+          pip install -e ".[dev]"
+      - name: Run the tests
+        env:
+          RUST_BACKTRACE: 1
+        run: |
+          # the whole suite
+          cargo test --locked \
+            --all-features
+          pytest -q tests/
+
+      - name: Say hello
+        run: echo hello
+      - name: Release notes
+        run: >
+          ./scripts/build-release.sh
+          --notes CHANGES.md
+"#;
+
+    #[test]
+    fn a_workflow_gives_each_run_step_with_its_job_and_name() {
+        assert_eq!(
+            shown(".github/workflows/ci.yml", WORKFLOW),
+            vec![
+                fact(
+                    Topic::Lint,
+                    Some("cargo fmt --all -- --check"),
+                    (17, 17),
+                    "CI: workflow ci.yml, job lint, step “Format”",
+                    &[]
+                ),
+                fact(
+                    Topic::Lint,
+                    Some("cargo clippy --all-targets -- -D warnings"),
+                    (18, 18),
+                    "CI: workflow ci.yml, job lint",
+                    &[]
+                ),
+                fact(
+                    Topic::Setup,
+                    None,
+                    (32, 34),
+                    "CI: workflow ci.yml, job test, step “Install dependencies”",
+                    &[
+                        "python -m pip install --upgrade pip",
+                        "pip install -e \".[dev]\""
+                    ]
+                ),
+                fact(
+                    Topic::Test,
+                    None,
+                    (38, 42),
+                    "CI: workflow ci.yml, job test, step “Run the tests”",
+                    &["cargo test --locked --all-features", "pytest -q tests/"]
+                ),
+                fact(
+                    Topic::Build,
+                    Some("./scripts/build-release.sh --notes CHANGES.md"),
+                    (47, 49),
+                    "CI: workflow ci.yml, job test, step “Release notes”",
+                    &[]
+                ),
+            ]
+        );
+        // Each cited range holds what the fact states.
+        let lines: Vec<&str> = WORKFLOW.lines().collect();
+        assert!(lines[16].contains("cargo fmt"));
+        assert!(lines[37].trim() == "run: |" && lines[41].contains("pytest"));
+        // The `run:` under `defaults:` is no step; nor is anything outside `jobs:`.
+        assert!(
+            shown(
+                ".github/workflows/x.yml",
+                "defaults:\n  run:\n    shell: bash\n"
+            )
+            .is_empty()
+        );
+        // Not a workflow where it is not one.
+        assert!(read("ci/ci.yml", WORKFLOW).is_empty());
+    }
+
+    #[test]
+    fn package_json_scripts_are_npm_run_commands_on_their_lines() {
+        let text = r#"{
+  "name": "web",
+  "version": "1.0.0",
+  "scripts": {
+    "dev": "vite",
+    "build": "tsc && vite build",
+    "test": "vitest run",
+    "lint": "eslint . --ext ts,tsx",
+    "storybook": "storybook dev -p 6006",
+    "postinstall": "patch-package"
+  },
+  "devDependencies": { "vite": "^5.0.0" }
+}
+"#;
+        assert_eq!(
+            shown("package.json", text),
+            vec![
+                fact(
+                    Topic::Run,
+                    Some("npm run dev"),
+                    (5, 5),
+                    "package.json script dev",
+                    &["vite"]
+                ),
+                fact(
+                    Topic::Build,
+                    Some("npm run build"),
+                    (6, 6),
+                    "package.json script build",
+                    &["tsc && vite build"]
+                ),
+                fact(
+                    Topic::Test,
+                    Some("npm run test"),
+                    (7, 7),
+                    "package.json script test",
+                    &["vitest run"]
+                ),
+                fact(
+                    Topic::Lint,
+                    Some("npm run lint"),
+                    (8, 8),
+                    "package.json script lint",
+                    &["eslint . --ext ts,tsx"]
+                ),
+                fact(
+                    Topic::Run,
+                    Some("npm run storybook"),
+                    (9, 9),
+                    "package.json script storybook",
+                    &["storybook dev -p 6006"]
+                ),
+                fact(
+                    Topic::Setup,
+                    Some("npm run postinstall"),
+                    (10, 10),
+                    "package.json script postinstall",
+                    &["patch-package"]
+                ),
+            ]
+        );
+        // Not JSON, or no scripts: nothing.
+        assert!(read("package.json", "{ \"scripts\": ").is_empty());
+        assert!(read("package.json", "{\"name\": \"x\"}").is_empty());
+    }
+
+    #[test]
+    fn makefile_and_justfile_targets_carry_their_recipes() {
+        let makefile = ".PHONY: all test lint\nVERSION := 1.0\n\nall: build ## Build everything\n\nbuild:\n\tcargo build --release\n\ntest: build\n\t@cargo test\n\t-pytest -q\n\nlint fmt:\n\tcargo clippy\n\n%.o: %.c\n\tcc -c $<\n\ndist/app: build\n\tcp target/release/app dist/\n";
+        assert_eq!(
+            shown("Makefile", makefile),
+            vec![
+                fact(
+                    Topic::Build,
+                    Some("make all"),
+                    (4, 4),
+                    "Makefile target: Build everything",
+                    &[]
+                ),
+                fact(
+                    Topic::Build,
+                    Some("make build"),
+                    (6, 7),
+                    "Makefile target",
+                    &["cargo build --release"]
+                ),
+                fact(
+                    Topic::Test,
+                    Some("make test"),
+                    (9, 11),
+                    "Makefile target",
+                    &["cargo test", "pytest -q"]
+                ),
+                fact(
+                    Topic::Lint,
+                    Some("make lint"),
+                    (13, 14),
+                    "Makefile target",
+                    &["cargo clippy"]
+                ),
+                fact(
+                    Topic::Lint,
+                    Some("make fmt"),
+                    (13, 14),
+                    "Makefile target",
+                    &["cargo clippy"]
+                ),
+            ]
+        );
+        let justfile = "set dotenv-load\nversion := \"1.0\"\n\n# Run the test suite\ntest *args:\n    cargo nextest run {{args}}\n\n[private]\nhelper:\n    echo hi\n\n_hidden:\n    echo no\n\n@serve port=\"8080\": build\n    ./target/debug/app --port {{port}}\n\nalias t := test\n";
+        assert_eq!(
+            shown("justfile", justfile),
+            vec![
+                fact(
+                    Topic::Test,
+                    Some("just test"),
+                    (5, 6),
+                    "justfile recipe: Run the test suite",
+                    &["cargo nextest run {{args}}"]
+                ),
+                fact(
+                    Topic::Run,
+                    Some("just serve"),
+                    (15, 16),
+                    "justfile recipe",
+                    &["./target/debug/app --port {{port}}"]
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn cargo_workspaces_tox_and_nox_are_read() {
+        let cargo = "[workspace]\nresolver = \"2\"\nmembers = [\n    \"crates/core\",\n    \"crates/cli\",\n]\ndefault-members = [\"crates/cli\"]\n\n[workspace.dependencies]\nserde = \"1\"\n";
+        assert_eq!(
+            shown("Cargo.toml", cargo),
+            vec![
+                fact(
+                    Topic::Layout,
+                    None,
+                    (3, 6),
+                    "Cargo workspace members: crates/core, crates/cli",
+                    &[]
+                ),
+                fact(
+                    Topic::Layout,
+                    None,
+                    (7, 7),
+                    "Cargo workspace default members: crates/cli",
+                    &[]
+                ),
+            ]
+        );
+        // A package's Cargo.toml names no workspace: nothing.
+        assert!(read("Cargo.toml", "[package]\nname = \"x\"\n").is_empty());
+        let tox = "[tox]\nenvlist = py311, py312,\n    lint\n\n[testenv]\ndeps = pytest\ncommands =\n    pytest {posargs}\n\n[testenv:lint]\nskip_install = true\ncommands = ruff check src\n\n[flake8]\nmax-line-length = 100\n";
+        assert_eq!(
+            shown("tox.ini", tox),
+            vec![
+                fact(
+                    Topic::Test,
+                    Some("tox"),
+                    (2, 3),
+                    "tox runs the environments py311, py312, lint",
+                    &[]
+                ),
+                fact(
+                    Topic::Test,
+                    Some("tox"),
+                    (5, 8),
+                    "tox, in each environment",
+                    &["pytest {posargs}"]
+                ),
+                fact(
+                    Topic::Lint,
+                    Some("tox -e lint"),
+                    (10, 12),
+                    "tox environment lint",
+                    &["ruff check src"]
+                ),
+            ]
+        );
+        let nox = "import nox\n\n\n@nox.session(python=[\"3.11\", \"3.12\"])\ndef tests(session):\n    session.install(\"-e\", \".[test]\")\n    session.run(\"pytest\", \"-q\")\n\n\n@nox.session(name=\"docs-build\")\ndef docs(session):\n    session.run(\"sphinx-build\", \"docs\", \"build\")\n\n\ndef helper():\n    pass\n";
+        assert_eq!(
+            shown("noxfile.py", nox),
+            vec![
+                fact(
+                    Topic::Test,
+                    Some("nox -s tests"),
+                    (4, 7),
+                    "nox session",
+                    &["pytest -q"]
+                ),
+                fact(
+                    Topic::Build,
+                    Some("nox -s docs-build"),
+                    (10, 12),
+                    "nox session",
+                    &["sphinx-build docs build"]
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn pyproject_tools_and_scripts_are_read() {
+        let text = "[project]\nname = \"todo\"\n\n[project.scripts]\ntodo = \"todo.cli:main\"\n\n[tool.pytest.ini_options]\naddopts = \"-q\"\ntestpaths = [\"tests\"]\n\n[tool.ruff]\nline-length = 100\n\n[tool.ruff.lint]\nselect = [\"E\", \"F\"]\n\n[tool.hatch.envs.default.scripts]\ncov = \"pytest --cov\"\n\n[tool.setuptools]\npackages = [\"todo\"]\n";
+        assert_eq!(
+            shown("pyproject.toml", text),
+            vec![
+                fact(
+                    Topic::Run,
+                    Some("todo"),
+                    (5, 5),
+                    "console script ([project.scripts]), calls todo.cli:main",
+                    &[]
+                ),
+                fact(
+                    Topic::Test,
+                    None,
+                    (7, 7),
+                    "pytest is configured in pyproject.toml ([tool.pytest.ini_options])",
+                    &[]
+                ),
+                fact(
+                    Topic::Lint,
+                    None,
+                    (11, 11),
+                    "ruff is configured in pyproject.toml ([tool.ruff])",
+                    &[]
+                ),
+                fact(
+                    Topic::Test,
+                    Some("hatch run cov"),
+                    (18, 18),
+                    "pyproject.toml script ([tool.hatch.envs.default.scripts])",
+                    &["pytest --cov"]
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn contributing_gives_its_outline_and_shell_commands() {
+        let text = "# Contributing\n\nThanks!\n\n## Development setup\n\n```bash\n# make a virtualenv first\npython -m venv .venv\npip install -e '.[dev]'\n```\n\n## Running the tests\n\n```console\n$ pytest -q\n5 passed\n```\n\n```python\nimport todo\n```\n\n### Style\n\n~~~sh\nruff check . \\\n  --fix\n~~~\n";
+        assert_eq!(
+            shown("CONTRIBUTING.md", text),
+            vec![
+                fact(
+                    Topic::Guide,
+                    None,
+                    (5, 5),
+                    "CONTRIBUTING.md: Development setup",
+                    &[]
+                ),
+                fact(
+                    Topic::Setup,
+                    Some("python -m venv .venv"),
+                    (9, 9),
+                    "CONTRIBUTING.md, under “Development setup”",
+                    &[]
+                ),
+                fact(
+                    Topic::Setup,
+                    Some("pip install -e '.[dev]'"),
+                    (10, 10),
+                    "CONTRIBUTING.md, under “Development setup”",
+                    &[]
+                ),
+                fact(
+                    Topic::Guide,
+                    None,
+                    (13, 13),
+                    "CONTRIBUTING.md: Running the tests",
+                    &[]
+                ),
+                fact(
+                    Topic::Test,
+                    Some("pytest -q"),
+                    (16, 16),
+                    "CONTRIBUTING.md, under “Running the tests”",
+                    &[]
+                ),
+                fact(Topic::Guide, None, (24, 24), "CONTRIBUTING.md: Style", &[]),
+                fact(
+                    Topic::Lint,
+                    Some("ruff check . --fix"),
+                    (27, 28),
+                    "CONTRIBUTING.md, under “Style”",
+                    &[]
+                ),
+            ]
+        );
+        assert_eq!(kind_of(".github/CONTRIBUTING.md"), Some(Kind::Contributing));
+        assert_eq!(kind_of("src/CONTRIBUTING.md"), None);
+        assert_eq!(kind_of("sub/Makefile"), None);
+    }
+
+    #[test]
+    fn a_file_gives_at_most_its_bound_of_facts() {
+        let many: String = (0..100).map(|n| format!("t{n}:\n\techo {n}\n")).collect();
+        assert_eq!(read("Makefile", &many).len(), FACTS_PER_FILE);
+    }
+}
