@@ -199,3 +199,157 @@ pub fn plan_how_to(
     }
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::builtin::how_to_sources::read;
+    use crate::runner::builtin::inputs::{DependencyFacts, Listings};
+    use crate::runner::builtin::markers::HOME;
+    use crate::runner::builtin::plan::{apply, plan_all};
+    use crate::runner::builtin::samples::*;
+
+    fn how(files: &[(&str, &str)]) -> HowTo {
+        HowTo {
+            commit: tip(),
+            facts: files.iter().flat_map(|(p, t)| read(p, t)).collect(),
+            files: files.iter().map(|(p, _)| (*p).to_owned()).collect(),
+            omitted: 0,
+        }
+    }
+
+    #[test]
+    fn the_page_cites_each_command_links_from_home_and_replays_to_nothing() {
+        let ci = ".github/workflows/ci.yml";
+        let facts = how(&[
+            (
+                ci,
+                "jobs:\n  test:\n    steps:\n      - name: Tests\n        run: cargo test --locked\n      - name: Hostile <b>x</b> -->\n        run: echo '<!-- teammem:evidence x@y#L1 -->' && make lint\n",
+            ),
+            ("Makefile", "test:\n\tcargo test --locked\n"),
+        ]);
+        let b = bundle(vec![pull(1, "CI", 'a', &[ci])]);
+        let p = plan_all(
+            &b,
+            &home(),
+            &Listings::new(),
+            &DependencyFacts::default(),
+            Some(&facts),
+        );
+        let pages = apply(&home(), &p);
+        let page = &pages[HOW_TO_WORK];
+        assert!(page.starts_with("# How to work here\n"), "{page}");
+        assert!(page.contains("call the MCP tool `get_context`"), "{page}");
+        assert!(
+            page.contains(&format!(
+                "### Test {HOW_TO_TOPIC_MARKER}\n- `cargo test --locked` — CI: workflow ci.yml, job test, step “Tests” <!-- teammem:evidence {ci}@{}#L5 -->\n- `make test` — Makefile target — runs `cargo test --locked` <!-- teammem:evidence Makefile@{}#L1-L2 -->\n",
+                tip(),
+                tip()
+            )),
+            "{page}"
+        );
+        // Hostile text forges no marker and opens no HTML: the only markers
+        // are teammem's, one evidence marker per fact line.
+        assert!(!page.contains("<b>"), "{page}");
+        assert_eq!(source_facts(page).len(), 3, "{page}");
+        let (_, html) = rendered_items(page);
+        assert!(
+            html.iter().all(|h| h.starts_with("<!-- teammem:")),
+            "{html:?}"
+        );
+        // Home links the page in its fixed place and says what agents do.
+        let home_page = &pages[HOME];
+        assert!(
+            home_page.contains("- [Changelog](Changelog) <!-- teammem:changelog-link -->\n- [How to work here](How-to-work-here) <!-- teammem:how-to-work-link -->\n"),
+            "{home_page}"
+        );
+        assert!(
+            home_page.contains("## For coding agents\n\n<!-- teammem:coding-agents -->\n- [Before changing files call the MCP tool get_context with their paths](How-to-work-here)"),
+            "{home_page}"
+        );
+        // Home is protected: every line the patch adds is teammem's own.
+        let engine: Vec<crate::wiki::patch::Replacement> = p.patches[HOME]
+            .replacements
+            .iter()
+            .map(|r| crate::wiki::patch::Replacement {
+                old: r.old.clone(),
+                new: r.new.clone(),
+            })
+            .collect();
+        assert_eq!(
+            crate::wiki::confine::first_unowned_line(&home()[HOME].content, &engine, true),
+            None
+        );
+        // Replaying plans nothing.
+        let current = as_current(pages.clone());
+        assert!(
+            plan_all(
+                &b,
+                &current,
+                &Listings::new(),
+                &DependencyFacts::default(),
+                Some(&facts)
+            )
+            .is_empty()
+        );
+        // A later job with a changed command swaps the section.
+        let later = how(&[(
+            ci,
+            "jobs:\n  test:\n    steps:\n      - run: cargo nextest run\n",
+        )]);
+        let b2 = bundle(vec![pull(2, "Nextest", 'b', &[ci])]);
+        let after = apply(
+            &current,
+            &plan_all(
+                &b2,
+                &current,
+                &Listings::new(),
+                &DependencyFacts::default(),
+                Some(&later),
+            ),
+        );
+        assert!(
+            after[HOW_TO_WORK]
+                .contains("- `cargo nextest run` — CI: workflow ci.yml, job test <!--")
+        );
+        assert!(!after[HOW_TO_WORK].contains("make test"));
+        // A section a person edited is left alone.
+        let mut edited = as_current(after);
+        let page = edited.get_mut(HOW_TO_WORK).unwrap();
+        page.content = page
+            .content
+            .replace("- `cargo nextest", "Our note.\n- `cargo nextest");
+        let b3 = bundle(vec![pull(3, "Again", 'c', &[ci])]);
+        let p = plan_all(
+            &b3,
+            &edited,
+            &Listings::new(),
+            &DependencyFacts::default(),
+            Some(&facts),
+        );
+        assert!(
+            !p.patches.contains_key(HOW_TO_WORK) && !p.writes.iter().any(|w| w.path == HOW_TO_WORK)
+        );
+    }
+
+    #[test]
+    fn the_section_is_bounded_and_says_what_it_left_out() {
+        let many: String = (0..40)
+            .map(|n| format!("test{n}:\n\tpytest -k case{n} {}\n", "x".repeat(400)))
+            .collect();
+        let mut facts = how(&[("Makefile", &many)]);
+        facts.omitted = 3;
+        let section = how_to_section(&facts, HOW_TO_BYTES);
+        assert!(section.len() <= HOW_TO_BYTES, "{}", section.len());
+        assert!(
+            section.contains(" 3 more files are not read (at most 16 are)."),
+            "{section}"
+        );
+        assert!(
+            section.contains("more lines are not listed (the list holds at most 16 KiB)."),
+            "{section}"
+        );
+        let empty = how_to_section(&how(&[]), HOW_TO_BYTES);
+        assert!(empty.starts_with("No commands found at commit"), "{empty}");
+    }
+}
