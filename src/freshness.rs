@@ -144,28 +144,7 @@ impl Freshness {
             .iter()
             .filter(|s| visible(&s.repository))
             .collect();
-        let mut lookups = Vec::new();
-        for source in &sources {
-            if let Some(cursor) = overview.cursors.get(source.repository.as_str())
-                && self.stale(&source.repository, &cursor.sha)
-                && self.start(&source.repository)
-            {
-                let (this, forges, source, cursor) = (
-                    self.clone(),
-                    forges.clone(),
-                    (*source).clone(),
-                    cursor.sha.clone(),
-                );
-                lookups.push(tokio::spawn(async move {
-                    let answer = match forges.of(&source).lag(&cursor).await {
-                        Ok(lag) => LagAnswer::Known(lag),
-                        Err(Refusal::Rejected { message, .. })
-                        | Err(Refusal::Unavailable { message, .. }) => LagAnswer::Unknown(message),
-                    };
-                    this.store(&source.repository, cursor, answer);
-                }));
-            }
-        }
+        let mut lookups = self.look_up_lags(&sources, &overview.cursors, forges);
         let mut shared_config: Option<Arc<Config>> = None;
         for source in &sources {
             let destination = source.destination();
@@ -246,6 +225,77 @@ impl Freshness {
             )
         });
         Ok(rows)
+    }
+
+    /// Starts a lag lookup for each of `sources` with a cursor whose cached
+    /// answer is missing or old (one in flight per source).
+    fn look_up_lags(
+        self: &Arc<Self>,
+        sources: &[&Source],
+        cursors: &HashMap<String, SourceCursor>,
+        forges: &Forges,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        let mut lookups = Vec::new();
+        for source in sources {
+            if let Some(cursor) = cursors.get(source.repository.as_str())
+                && self.stale(&source.repository, &cursor.sha)
+                && self.start(&source.repository)
+            {
+                let (this, forges, source, cursor) = (
+                    self.clone(),
+                    forges.clone(),
+                    (*source).clone(),
+                    cursor.sha.clone(),
+                );
+                lookups.push(tokio::spawn(async move {
+                    let answer = match forges.of(&source).lag(&cursor).await {
+                        Ok(lag) => LagAnswer::Known(lag),
+                        Err(Refusal::Rejected { message, .. })
+                        | Err(Refusal::Unavailable { message, .. }) => LagAnswer::Unknown(message),
+                    };
+                    this.store(&source.repository, cursor, answer);
+                }));
+            }
+        }
+        lookups
+    }
+
+    /// Each configured source's lag behind its default branch, as the sources
+    /// page shows it (the same lookups and cache, waiting for the forge at
+    /// most `dashboard.forge_timeout_seconds`), for `teammem_source_lag`:
+    /// commits on the branch past the cursor (the newest reconciled commit,
+    /// which never moves back); `None` while it is not known (no cursor yet,
+    /// no answer yet, a refusal) or the cursor is not in the branch's history.
+    pub async fn lags(
+        self: &Arc<Self>,
+        config: &Config,
+        queue: &Queue,
+        forges: &Forges,
+    ) -> Result<Vec<(String, Option<u64>)>, QueueError> {
+        let cursors = queue.overview().await?.cursors;
+        let sources: Vec<&Source> = config.sources.iter().collect();
+        let lookups = self.look_up_lags(&sources, &cursors, forges);
+        let _ = tokio::time::timeout(config.dashboard.forge_timeout, async {
+            for lookup in lookups {
+                let _ = lookup.await;
+            }
+        })
+        .await;
+        Ok(sources
+            .iter()
+            .map(|source| {
+                let repository = source.repository.to_string();
+                let commits = cursors
+                    .get(&repository)
+                    .and_then(|cursor| self.cached(&repository, &cursor.sha))
+                    .and_then(|answer| match answer {
+                        LagAnswer::Known(Lag::UpToDate { .. }) => Some(0),
+                        LagAnswer::Known(Lag::Behind { commits, .. }) => Some(commits),
+                        LagAnswer::Known(Lag::Diverged { .. }) | LagAnswer::Unknown(_) => None,
+                    });
+                (repository, commits)
+            })
+            .collect())
     }
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, Cached>> {

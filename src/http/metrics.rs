@@ -46,6 +46,38 @@ fn with_node_label(text: &str, node: &str) -> String {
     out
 }
 
+/// `teammem_source_lag{source="owner/name"}`: per configured source (a
+/// bounded set), the commits on its default branch past the newest reconciled
+/// commit, as the sources page counts them ("N commits behind"); a source
+/// whose lag is not known (no reconciled commit yet, the forge did not answer
+/// within `dashboard.forge_timeout_seconds`, the cursor is not in the
+/// branch's history) has no sample. The cursor never moves back, so neither
+/// does this after an old job is retried.
+async fn source_lag(state: &AppState, out: &mut String) -> Result<(), ApiError> {
+    let forges = state
+        .ingest
+        .as_ref()
+        .map(|ingest| ingest.forges())
+        .unwrap_or_else(|| crate::forge::Forges::with_github(None));
+    let lags = state
+        .freshness
+        .lags(&state.config, &state.queue, &forges)
+        .await
+        .map_err(|e| ApiError::internal("reading the reconciled commits failed", &e))?;
+    out.push_str(
+        "# HELP teammem_source_lag Commits on the source's default branch past its newest reconciled commit (absent while unknown).\n\
+         # TYPE teammem_source_lag gauge\n",
+    );
+    for (source, commits) in lags {
+        if let Some(commits) = commits {
+            // Repository names are `[A-Za-z0-9._-]/[A-Za-z0-9._-]` (checked
+            // by the config): nothing to escape.
+            let _ = writeln!(out, "teammem_source_lag{{source=\"{source}\"}} {commits}");
+        }
+    }
+    Ok(())
+}
+
 async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     let counts = state
         .queue
@@ -94,6 +126,7 @@ async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, Api
         );
     }
     crate::metrics::render(&mut out);
+    source_lag(&state, &mut out).await?;
     let _ = writeln!(
         out,
         "# HELP teammem_node_info This node: its database backend and whether it runs the cluster's duties.\n\

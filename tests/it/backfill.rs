@@ -2,8 +2,8 @@
 //! source and wiki made with the git CLI, the wiki read back with it):
 //! - the reconciled commit never moves back: a maintainer's request for an
 //!   old pull request and a re-run of an old range's workflow leave `as_of`
-//!   (the real `teammem mcp`) and the sources page's commit and lag at the
-//!   newest reconciled commit;
+//!   (the real `teammem mcp`), the sources page's commit and lag and
+//!   `teammem_source_lag` on `/metrics` at the newest reconciled commit;
 //! - `teammem backfill`: cancellable before it ran, idempotent, its ranges run
 //!   oldest first, and with an overlapping ordinary dispatch beside it every
 //!   pull request is recorded exactly once.
@@ -131,11 +131,38 @@ async fn assert_reconciled_to(f: &Fixture, daemon: &Daemon, sha: &str) {
         let row = sources_row(daemon).await;
         assert!(row.contains(&format!("title=\"{sha}\"")), "{row}");
         if row.contains("<td>up to date</td>") {
+            assert_eq!(source_lag(daemon).await, 0, "teammem_source_lag");
             return;
         }
         assert!(
             Instant::now() < deadline && row.contains("unknown"),
             "the lag is not 'up to date': {row}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `teammem_source_lag{source="demo/app"}` on the daemon's `/metrics`, once
+/// it is known (polled under a deadline: the first scrape starts the lookup).
+async fn source_lag(daemon: &Daemon) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = reqwest::get(daemon.url("/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let text = crate::harness::without_node_label(&text);
+        if let Some(value) = text
+            .lines()
+            .find_map(|l| l.strip_prefix("teammem_source_lag{source=\"demo/app\"} "))
+        {
+            return value.parse().expect("a count of commits");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no teammem_source_lag sample:\n{text}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -180,6 +207,8 @@ async fn an_old_pull_request_or_a_rerun_old_range_leaves_the_newest_reconciled_c
     let old = dispatch(&daemon, &f.source.base, &f.source.head, 100, 1).await;
     let (job, _) = wait_for(&daemon, &token, old, finished).await;
     assert_eq!(job["state"], "succeeded", "{job}");
+    // Reconciled to the old head: the newer merge is one commit past it.
+    assert_eq!(source_lag(&daemon).await, 1, "teammem_source_lag");
     let new = dispatch(&daemon, &f.source.head, &newer, 101, 1).await;
     let (job, _) = wait_for(&daemon, &token, new, finished).await;
     assert_eq!(job["state"], "succeeded", "{job}");
