@@ -112,6 +112,17 @@ pub enum Item {
         #[serde(flatten)]
         citation: Citation,
     },
+    /// How to build, test, lint or run the project, as its files say
+    /// (How-to-work-here.md): the test and build commands apply to every
+    /// path, the others to the paths they cite.
+    HowTo {
+        topic: String,
+        text: String,
+        page: String,
+        line: usize,
+        #[serde(flatten)]
+        citation: Citation,
+    },
     /// A line search ranks high for the question that none of the above is.
     Passage {
         page: String,
@@ -134,6 +145,7 @@ impl Item {
             Item::Change { .. } => "change",
             Item::People { .. } => "people",
             Item::Dependency { .. } => "dependency",
+            Item::HowTo { .. } => "how_to",
             Item::Passage { .. } => "passage",
         }
     }
@@ -145,6 +157,7 @@ impl Item {
             | Item::Fact { page, .. }
             | Item::People { page, .. }
             | Item::Dependency { page, .. }
+            | Item::HowTo { page, .. }
             | Item::Passage { page, .. } => page,
             Item::Change { pages, .. } => pages.first().map_or("Changelog.md", String::as_str),
         }
@@ -158,6 +171,7 @@ impl Item {
             Item::Purpose { page, line, .. }
             | Item::Fact { page, line, .. }
             | Item::Dependency { page, line, .. }
+            | Item::HowTo { page, line, .. }
             | Item::Passage { page, line, .. } => format!("line {page}:{line}"),
         }
     }
@@ -277,6 +291,13 @@ fn fact_item(fact: &FactRecord) -> Item {
                 citation: citation(fact),
             }
         }
+        FactKind::HowTo => Item::HowTo {
+            topic: fact.group.clone().unwrap_or_default(),
+            text: fact.text.clone(),
+            page: fact.page.clone(),
+            line: fact.line,
+            citation: citation(fact),
+        },
         FactKind::Fact => Item::Fact {
             text: fact.text.clone(),
             page: fact.page.clone(),
@@ -313,6 +334,7 @@ fn item_text(item: &Item) -> String {
             requirement,
             ..
         } => format!("dependency {manifest} {name} {requirement}"),
+        Item::HowTo { topic, text, .. } => format!("how to {topic} {text}"),
         Item::Passage { text, heading, .. } => {
             format!("{} {text}", heading.as_deref().unwrap_or_default())
         }
@@ -429,7 +451,7 @@ pub fn answer(
                 let base = match (fact.kind, fact.changed_in.is_some()) {
                     (FactKind::Purpose, _) => 100,
                     (_, true) => 90,
-                    (FactKind::Fact, false) => 70,
+                    (FactKind::Fact | FactKind::HowTo, false) => 70,
                     (FactKind::Dependency, false) => 45,
                 };
                 add(base - near, path, fact_item(fact));
@@ -458,6 +480,21 @@ pub fn answer(
             && !area.authors.is_empty()
         {
             add(60, path, people_item(area));
+        }
+    }
+    // How to test and build the project applies to every path.
+    if !all_paths.is_empty() {
+        for fact in index.facts.iter().filter(|f| f.kind == FactKind::HowTo) {
+            let base = match fact.group.as_deref() {
+                Some("Test") => 58,
+                Some("Build") => 52,
+                _ => continue,
+            };
+            add(
+                base + if fact.changed_in.is_some() { 4 } else { 0 },
+                "",
+                fact_item(fact),
+            );
         }
     }
     // The question's best passages.
@@ -573,5 +610,70 @@ fn change_item(record: &super::index::EntryRecord) -> Item {
         dependencies: entry.dependencies.clone(),
         arrived_through: entry.arrived_through.clone(),
         pages: record.pages.iter().map(|(p, _)| p.clone()).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn how_to_test_and_build_apply_to_every_path_and_the_rest_to_what_they_cite() {
+        let tip = "f".repeat(40);
+        let page = format!(
+            "# How to work here\n\n## Commands\n\nAs the files say. <!-- teammem:how-to-work -->\n### Build <!-- teammem:how-to-topic -->\n- `make build` — Makefile target <!-- teammem:evidence Makefile@{tip}#L1-L2 -->\n### Test <!-- teammem:how-to-topic -->\n- `cargo test` — CI: workflow ci.yml, job test <!-- teammem:evidence .github/workflows/ci.yml@{tip}#L9 stale={} -->\n### Lint and format <!-- teammem:how-to-topic -->\n- `cargo clippy` — CI: workflow ci.yml, job lint <!-- teammem:evidence .github/workflows/ci.yml@{tip}#L5 -->\n<!-- teammem:how-to-work-end -->\n",
+            "e".repeat(40)
+        );
+        let index = ContextIndex::build([("How-to-work-here.md", page.as_str())]);
+        let kinds: Vec<(FactKind, Option<&str>)> = index
+            .facts
+            .iter()
+            .map(|f| (f.kind, f.group.as_deref()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (FactKind::HowTo, Some("Build")),
+                (FactKind::HowTo, Some("Test")),
+                (FactKind::HowTo, Some("Lint and format")),
+            ]
+        );
+        let ask = |path: &str| {
+            let paths = [path.to_owned()];
+            answer(
+                &index,
+                tip.clone(),
+                &Request {
+                    paths: &paths,
+                    query: None,
+                    max_tokens: 2_000,
+                },
+                Vec::new(),
+                false,
+            )
+        };
+        // Any path: the test and build commands (the stale one says so), not lint.
+        let any = ask("src/lib.rs");
+        let shown: Vec<(&str, &str)> = any
+            .items
+            .iter()
+            .filter_map(|r| match &r.item {
+                Item::HowTo {
+                    topic, citation, ..
+                } => Some((topic.as_str(), citation.status)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(shown, [("Test", "stale"), ("Build", "current")]);
+        // The workflow itself: every line citing it, lint included.
+        let ci = ask(".github/workflows/ci.yml");
+        assert!(
+            ci.items.iter().any(
+                |r| matches!(&r.item, Item::HowTo { topic, .. } if topic == "Lint and format")
+                    && r.about == [".github/workflows/ci.yml"]
+            ),
+            "{:?}",
+            ci.items
+        );
     }
 }

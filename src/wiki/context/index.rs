@@ -1,8 +1,9 @@
 //! The context index of one wiki commit: every evidence marker that cites a
 //! source file (with its page, line, statement and verdict), every
 //! pull-request entry once (by merge sha, with every page it is on), each
-//! area page's folder, files and authors, and the Dependencies page's
-//! manifests. Built once per commit from the page texts the search index
+//! area page's folder, files and authors, the Dependencies page's
+//! manifests, and the How-to-work-here page's commands by topic. Built once
+//! per commit from the page texts the search index
 //! read (so a person's edits count as much as teammem's), kept beside it.
 //!
 //! Invariants: pure over `(path, text)` pages; every text field is bounded
@@ -22,6 +23,9 @@ pub enum FactKind {
     Purpose,
     /// A line of the Dependencies page's section.
     Dependency,
+    /// A line of the How-to-work-here page's section: a command or a fact
+    /// about building, testing, linting or running the project.
+    HowTo,
     /// Any other statement.
     Fact,
 }
@@ -42,7 +46,8 @@ pub struct FactRecord {
     /// The commit that changed the cited lines (stale), if any.
     pub changed_in: Option<String>,
     pub deleted: bool,
-    /// For a dependency: its manifest heading's text.
+    /// For a dependency: its manifest heading's text; for a how-to line: its
+    /// topic ("Test", "Build", …).
     pub group: Option<String>,
 }
 
@@ -87,6 +92,12 @@ pub struct ContextIndex {
     /// Markers that start like evidence but do not parse.
     pub unreadable: usize,
 }
+
+/// The How-to-work-here page's section anchors and topic headings (as the
+/// builtin agent writes them, `runner/builtin/markers.rs`).
+const HOW_TO_ANCHOR: &str = "<!-- teammem:how-to-work -->";
+const HOW_TO_END: &str = "<!-- teammem:how-to-work-end -->";
+const HOW_TO_TOPIC_MARKER: &str = "<!-- teammem:how-to-topic -->";
 
 /// The preference among copies of one entry: the Changelog, then area
 /// pages, then quarter pages, then anything else; then by path.
@@ -149,6 +160,7 @@ impl ContextIndex {
             WhatIsHere,
             WhoKnows,
             Dependencies,
+            HowTo,
         }
         let mut section = Section::None;
         let mut group: Option<String> = None;
@@ -181,10 +193,15 @@ impl ContextIndex {
                 section = Section::Dependencies;
                 continue;
             }
+            if line.ends_with(HOW_TO_ANCHOR) {
+                section = Section::HowTo;
+                continue;
+            }
             if [
                 lines::WHAT_IS_HERE_END,
                 lines::WHO_KNOWS_END,
                 lines::DEPENDENCIES_END,
+                HOW_TO_END,
             ]
             .contains(&line.trim())
             {
@@ -240,6 +257,13 @@ impl ContextIndex {
                         .trim();
                     group = Some(lines::bounded(&lines::unescape(heading), 200));
                 }
+                Section::HowTo if line.ends_with(HOW_TO_TOPIC_MARKER) => {
+                    let heading = line[..line.len() - HOW_TO_TOPIC_MARKER.len()]
+                        .trim()
+                        .trim_start_matches('#')
+                        .trim();
+                    group = Some(lines::bounded(heading, 200));
+                }
                 _ => {}
             }
             let Some(found) = markers.remove(&number) else {
@@ -257,6 +281,7 @@ impl ContextIndex {
                 let kind = match section {
                     Section::WhatIsHere => FactKind::Purpose,
                     Section::Dependencies => FactKind::Dependency,
+                    Section::HowTo => FactKind::HowTo,
                     _ => FactKind::Fact,
                 };
                 if kind == FactKind::Purpose && is_area && !area.files.contains(path) {
@@ -273,7 +298,7 @@ impl ContextIndex {
                     lines: cited.to_string(),
                     changed_in: fact.marker.stale.as_ref().map(|s| s.changed_in.to_string()),
                     deleted: fact.marker.stale.as_ref().is_some_and(|s| s.deleted),
-                    group: (kind == FactKind::Dependency)
+                    group: matches!(kind, FactKind::Dependency | FactKind::HowTo)
                         .then(|| group.clone())
                         .flatten(),
                 });
