@@ -6,6 +6,8 @@
 mod audience;
 // A long history over four quarters: quarter pages, nothing lost, a removed area and file.
 mod archives;
+// How-to-work-here.md through the daemon: written with markers, stale on a direct push, rewritten by the next PR.
+mod how_to_work;
 // The per-job broker: GitHub source files and listings for get_source_file and list_source_files, reachable only
 // by the writer it was given to, and its end with the job.
 mod broker;

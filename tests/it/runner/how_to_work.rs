@@ -1,0 +1,140 @@
+//! `How-to-work-here.md` through the real daemon on the local forge: a pull
+//! request that adds a CI workflow and a Makefile gets the page written at
+//! the job's tip, each command citing the lines that hold it (the git CLI is
+//! the oracle for the lines), linked from Home with its "For coding agents"
+//! list; a later direct push that rewrites the cited `run:` line leaves the
+//! page as it was and the runner marks that fact stale, naming the commit;
+//! the next pull request that touches the workflow rewrites the page at its
+//! tip, current again.
+
+use serde_json::{Value, json};
+
+use super::daemon_client::{finished, post_dispatch, wait_for};
+use super::fixture::{self, Source, write};
+use crate::harness::daemon::{Daemon, Setup};
+use crate::harness::git::{git, git_trimmed};
+
+const SECRET: &str = "how-to-work dispatch secret, at least 32 bytes long";
+
+const WORKFLOW: &str = "name: CI\non: [push, pull_request]\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n      - name: Install\n        run: |\n          python -m pip install --upgrade pip\n          pip install -e .\n      - name: Run the tests\n        run: pytest -q tests/\n";
+
+fn commit(dir: &std::path::Path, message: &str) -> String {
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", message]);
+    git_trimmed(dir, &["rev-parse", "HEAD"])
+}
+
+/// The 1-based line of `path` at `commit` that contains `needle`.
+fn line_of(dir: &std::path::Path, commit: &str, path: &str, needle: &str) -> usize {
+    let text = git_trimmed(dir, &["show", &format!("{commit}:{path}")]);
+    text.lines().position(|l| l.contains(needle)).unwrap() + 1
+}
+
+async fn run_range(daemon: &Daemon, token: &str, run: u64, before: &str, after: &str) {
+    let (status, answer) = post_dispatch(
+        daemon,
+        SECRET,
+        &json!({
+            "source_repository": "demo/app", "kind": "range",
+            "source_run_id": run, "source_run_attempt": 1,
+            "push_before": before, "push_after": after,
+        }),
+    )
+    .await;
+    assert_eq!(status, 202, "{answer}");
+    let id = answer["job_id"].as_i64().unwrap();
+    let (job, events): (Value, Value) = wait_for(daemon, token, id, finished).await;
+    assert_eq!(job["state"], "succeeded", "{job} {events}");
+}
+
+#[tokio::test]
+async fn the_page_cites_the_ci_goes_stale_on_a_direct_push_and_is_rewritten_by_the_next_pr() {
+    let repos = tempfile::tempdir().unwrap();
+    let s = Source::create(repos.path());
+    let wiki = fixture::wiki(repos.path());
+    let setup = Setup::new(&format!(
+        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
+        s.dir.display(),
+        wiki.display()
+    ));
+    let token = setup.create_token("how-to", &[]);
+    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
+    let show = |page: &str| git_trimmed(&wiki, &["show", &format!("master:{page}")]);
+
+    // PR #30 adds the workflow and a Makefile target.
+    write(&s.dir, ".github/workflows/ci.yml", WORKFLOW);
+    write(&s.dir, "Makefile", "all:\n\ntest:\n\tpytest -q\n");
+    let added = commit(&s.dir, "Add CI (#30)");
+    run_range(&daemon, &token, 1, &s.head, &added).await;
+    let page = show("How-to-work-here.md");
+    let ci = ".github/workflows/ci.yml";
+    let test_line = line_of(&s.dir, &added, ci, "run: pytest");
+    let tests_fact = format!(
+        "- `pytest -q tests/` — CI: workflow ci.yml, job test, step “Run the tests” <!-- teammem:evidence {ci}@{added}#L{test_line} -->"
+    );
+    assert!(page.contains(&tests_fact), "{page}");
+    let install = line_of(&s.dir, &added, ci, "name: Install") + 1;
+    assert!(
+        page.contains(&format!(
+            "— runs `python -m pip install --upgrade pip`, then `pip install -e .` <!-- teammem:evidence {ci}@{added}#L{install}-L{}",
+            install + 2
+        )),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!(
+            "- `make test` — Makefile target — runs `pytest -q` <!-- teammem:evidence Makefile@{added}#L3-L4 -->"
+        )),
+        "{page}"
+    );
+    let home = show("Home.md");
+    assert!(
+        home.contains("- [How to work here](How-to-work-here) <!-- teammem:how-to-work-link -->"),
+        "{home}"
+    );
+    assert!(
+        home.contains("## For coding agents\n\n<!-- teammem:coding-agents -->\n"),
+        "{home}"
+    );
+
+    // A direct push rewrites the cited line; PR #31 changes something else.
+    write(
+        &s.dir,
+        ci,
+        &WORKFLOW.replace("run: pytest -q tests/", "run: pytest -q -x tests/"),
+    );
+    let pushed = commit(&s.dir, "Stop at the first failure");
+    let other = s.squash_pr(31, "Tune search", "src/search.rs");
+    run_range(&daemon, &token, 2, &added, &other).await;
+    let page = show("How-to-work-here.md");
+    assert!(
+        page.contains(&format!(
+            "<!-- teammem:evidence {ci}@{added}#L{test_line} stale={pushed} -->"
+        )),
+        "{page}"
+    );
+    // The lines that did not change are current still.
+    assert!(
+        page.contains(&format!("{ci}@{added}#L{install}-L{} -->", install + 2)),
+        "{page}"
+    );
+
+    // PR #32 touches the workflow: the page is read again at its tip.
+    write(
+        &s.dir,
+        ci,
+        &WORKFLOW.replace("run: pytest -q tests/", "run: pytest -q -n auto tests/"),
+    );
+    let fixed = commit(&s.dir, "Run the tests in parallel (#32)");
+    run_range(&daemon, &token, 3, &other, &fixed).await;
+    let page = show("How-to-work-here.md");
+    let line = line_of(&s.dir, &fixed, ci, "run: pytest");
+    assert!(
+        page.contains(&format!(
+            "- `pytest -q -n auto tests/` — CI: workflow ci.yml, job test, step “Run the tests” <!-- teammem:evidence {ci}@{fixed}#L{line} -->"
+        )),
+        "{page}"
+    );
+    assert!(!page.contains("stale="), "{page}");
+    assert!(daemon.terminate().success());
+}
