@@ -5,7 +5,9 @@
 //! own pull requests, and every pull request is on the wiki exactly once; a
 //! redelivery answers with the first job. Contiguous dispatches while the
 //! first is queued are merged only while the merged job stays within the
-//! bound. The git CLI is the oracle.
+//! bound. The same split on the GitHub forge (the fake GitHub lists the
+//! range's first-parent history): a dispatch of 30 pull requests is two
+//! ordered jobs of 25 and 5. The git CLI is the oracle.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -290,7 +292,82 @@ async fn a_missed_range_larger_than_one_job_is_swept_in_ordered_parts() {
     assert_eq!(job_ids.len(), 2, "{job_ids:?}");
     let first = test.queue.get(job_ids[0]).await.unwrap();
     let second = test.queue.get(job_ids[1]).await.unwrap();
-    assert_eq!(first.push_after.unwrap().as_str(), shas[24]);
-    assert_eq!(second.push_before.unwrap().as_str(), shas[24]);
+    assert_eq!(first.kind.columns().push_after.unwrap().as_str(), shas[24]);
+    assert_eq!(
+        second.kind.columns().push_before.unwrap().as_str(),
+        shas[24]
+    );
     assert_eq!(run().await, Outcome::InFlight { job_id: job_ids[0] });
+}
+
+/// The GitHub forge's split through the daemon: the verification counts 30
+/// commits, the forge's first-parent history (the fake's commit listing) cuts
+/// them into 25 and 5, and the parts run in order, each one wiki commit
+/// recording its own pull requests.
+#[tokio::test]
+async fn a_github_dispatch_of_30_pull_requests_is_two_ordered_jobs() {
+    let hub = super::github::Hub::new().await;
+    let base = hub.source.head.clone();
+    let shas: Vec<String> = (101..=130)
+        .map(|n| {
+            hub.merge_pr(
+                n,
+                &format!("Change number {n}"),
+                &format!("area{}/f{n}.txt", n % 3),
+            )
+        })
+        .collect();
+    let token = hub.setup.create_token("split", &[]);
+    let daemon = hub.serve();
+    let start = wiki_tip(&hub.wiki);
+
+    let answer = hub.dispatch_range(&daemon, 500, &base, &shas[29]).await;
+    let parts = ids(&answer);
+    assert_eq!(
+        parts.len(),
+        2,
+        "30 pull requests, at most 25 a job: {answer}"
+    );
+    assert_eq!(answer["job_id"], parts[0], "{answer}");
+    assert!(
+        hub.fake
+            .requests_with_query()
+            .iter()
+            .any(|r| r.contains("/repos/octo/app/commits?sha=")),
+        "the split walked GitHub's commit listing"
+    );
+
+    let mut started = Vec::new();
+    for (i, (id, (from, to))) in parts.iter().zip([(0, 25), (25, 30)]).enumerate() {
+        let (job, _) = wait_for(&daemon, &token, *id, finished).await;
+        assert_eq!(job["state"], "succeeded", "{job}");
+        let before = if i == 0 { &base } else { &shas[from - 1] };
+        assert_eq!(job["push_before"], before.as_str(), "{job}");
+        assert_eq!(job["push_after"], shas[to - 1].as_str(), "{job}");
+        let mut got = pull_numbers(&job);
+        got.sort_unstable();
+        let expected: Vec<u64> = (101 + from as u64..=100 + to as u64).collect();
+        assert_eq!(
+            got,
+            expected,
+            "part {} records its own pull requests",
+            i + 1
+        );
+        started.push(job["started_at"].as_i64().unwrap());
+    }
+    assert!(started[0] <= started[1], "in order: {started:?}");
+    let written: Vec<i64> = jobs_of_commits(&hub.wiki, &start)
+        .into_iter()
+        .map(|j| j.expect("every commit is a job's"))
+        .collect();
+    assert_eq!(
+        written,
+        vec![parts[1], parts[0]],
+        "one commit per part, in order"
+    );
+    for (n, sha) in shas.iter().enumerate() {
+        assert_eq!(on_quarter_pages(&hub.wiki, sha), 1, "#{} once", n + 101);
+    }
+    git(&hub.wiki, &["fsck", "--strict", "--no-progress"]);
+    assert!(daemon.terminate().success());
 }
