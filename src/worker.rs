@@ -97,7 +97,7 @@ async fn cursor_move(
     job: &Job,
     completion: &Completion,
 ) -> CursorMove {
-    if job.kind != crate::queue::JobKindName::Range || !completion.reconciles() {
+    if job.kind.range().is_none() || !completion.reconciles() {
         return CursorMove::Unchecked;
     }
     match queue.cursor(&job.source).await {
@@ -324,7 +324,7 @@ impl Worker {
     async fn run_job(&mut self, claimed: Claimed) -> Option<Claimed> {
         let Claimed { job, lease } = claimed;
         let started = std::time::Instant::now();
-        let kind = job.kind.as_str();
+        let kind = job.kind.name().as_str();
         tracing::info!(worker = %self.name, attempt = job.attempts, "job started");
 
         // The cursor decision is part of the work: it asks the forge while

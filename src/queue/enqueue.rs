@@ -304,23 +304,14 @@ impl<'a> Stored<'a> {
         max_attempts: i64,
         coalesce: &'a Coalesce,
     ) -> Stored<'a> {
-        let (before, after) = match &job.kind {
-            JobKind::Range { before, after, .. } => (Some(before.as_str()), Some(after.as_str())),
-            JobKind::PullRequest { .. } => (None, None),
-        };
-        let (run_id, run_attempt, pull_number, merge_sha) = match &job.kind {
-            JobKind::Range {
-                run_id,
-                run_attempt,
-                ..
-            } => (*run_id, *run_attempt, None, None),
-            JobKind::PullRequest { number, merge_sha } => (
-                None,
-                None,
-                Some(number.get() as i64),
-                Some(merge_sha.as_str()),
-            ),
-        };
+        let columns = job.kind.columns();
+        let (before, after) = (
+            columns.push_before.map(Sha::as_str),
+            columns.push_after.map(Sha::as_str),
+        );
+        let (run_id, run_attempt) = (columns.run_id, columns.run_attempt);
+        let pull_number = columns.pull_number.map(|n| n.get() as i64);
+        let merge_sha = columns.merge_sha.map(Sha::as_str);
         Stored {
             job,
             identity,

@@ -9,7 +9,7 @@
 //! one else holds the job, and finishing it is better than redoing it.
 
 use super::clock::duration_ms;
-use super::model::{Completion, CursorMove, Job, JobKindName, JobState, Lease};
+use super::model::{Completion, CursorMove, Job, JobState, Lease};
 use super::retry_policy::backoff;
 use super::rows::{JobRow, insert_event, job_columns};
 use super::{Counters, Queue, QueueError};
@@ -138,10 +138,7 @@ impl Queue {
                     state,
                     JobState::Succeeded | JobState::NoChange | JobState::Skipped
                 );
-                if reconciled
-                    && job.kind == JobKindName::Range
-                    && let (Some(before), Some(after)) = (&job.push_before, &job.push_after)
-                {
+                if reconciled && let Some((before, after)) = job.kind.range() {
                     let descends_from = match &cursor {
                         CursorMove::Stays => None,
                         CursorMove::Unchecked => Some(None),

@@ -55,8 +55,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use enqueue::{Coalesce, identity_key};
 pub use model::{
     Claimed, Completion, CursorMove, DEFAULT_PAGE_SIZE, Disposition, Enqueued, Job, JobEvent,
-    JobFilter, JobKind, JobKindName, JobPage, JobState, Lease, MAX_PAGE_SIZE, NewJob, Origin,
-    SourceCursor, UnknownState,
+    JobFilter, JobKind, JobKindName, JobPage, JobState, KindColumns, Lease, MAX_PAGE_SIZE, NewJob,
+    Origin, SourceCursor, UnknownState,
 };
 pub use overview::{Finished, Overview};
 pub use parts::{MAX_PARTS, PartsEnqueued, part_identity};
@@ -117,6 +117,12 @@ pub enum QueueError {
     LeaseLost { id: i64 },
     #[error("{field}: {reason}")]
     InvalidInput { field: &'static str, reason: String },
+    /// A stored row that is not a job: its columns do not form a kind (a
+    /// combination the schema's `CHECK` forbids) or hold a value no job has.
+    #[error(
+        "job {id} in the database is malformed: {reason}; teammem never writes such a row: fix or delete it by hand (the jobs table of the queue database)"
+    )]
+    MalformedJob { id: i64, reason: String },
     #[error("queue database error: {0}; check that the database is reachable and retry")]
     Database(#[from] sqlx::Error),
     #[error("queue write not committed: {0}; check that the database is reachable and retry")]

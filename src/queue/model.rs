@@ -209,7 +209,58 @@ impl JobKind {
     }
 }
 
-/// The kind of a stored job, without its fields (those are flat on [`Job`]).
+/// A job kind's fields as the flat, nullable columns of a `jobs` row (and of
+/// the job's JSON): `None` where the kind has no such field. Written by
+/// [`JobKind::columns`]; read back into a kind only by `rows.rs`, which
+/// refuses a combination no kind has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct KindColumns<'a> {
+    pub push_before: Option<&'a Sha>,
+    pub push_after: Option<&'a Sha>,
+    pub run_id: Option<i64>,
+    pub run_attempt: Option<i64>,
+    pub pull_number: Option<PullNumber>,
+    pub merge_sha: Option<&'a Sha>,
+}
+
+impl JobKind {
+    /// The kind's fields as the row's columns.
+    pub fn columns(&self) -> KindColumns<'_> {
+        match self {
+            JobKind::Range {
+                before,
+                after,
+                run_id,
+                run_attempt,
+            } => KindColumns {
+                push_before: Some(before),
+                push_after: Some(after),
+                run_id: *run_id,
+                run_attempt: *run_attempt,
+                pull_number: None,
+                merge_sha: None,
+            },
+            JobKind::PullRequest { number, merge_sha } => KindColumns {
+                push_before: None,
+                push_after: None,
+                run_id: None,
+                run_attempt: None,
+                pull_number: Some(*number),
+                merge_sha: Some(merge_sha),
+            },
+        }
+    }
+
+    /// A range's `(before, after)`; `None` for other kinds.
+    pub fn range(&self) -> Option<(&Sha, &Sha)> {
+        match self {
+            JobKind::Range { before, after, .. } => Some((before, after)),
+            JobKind::PullRequest { .. } => None,
+        }
+    }
+}
+
+/// The kind of a job, without its fields: the `jobs.kind` column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobKindName {
@@ -253,20 +304,22 @@ pub struct NewJob {
     pub actor: String,
 }
 
-/// A stored job. Times are unix milliseconds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A stored job, built once from its row by `rows.rs`: its kind is typed, so
+/// a row whose columns do not form a [`JobKind`] is an error when it is read,
+/// never a job a worker could be handed. Times are unix milliseconds.
+///
+/// Its JSON (the HTTP API's job) is flat as the row is: `kind` is the kind's
+/// name ([`JobKindName`]) and the kind's fields sit beside it
+/// ([`KindColumns`], `null` where the kind has none).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Job {
     pub id: i64,
     pub source: String,
     pub destination: String,
     pub origin: Origin,
-    pub kind: JobKindName,
-    pub push_before: Option<Sha>,
-    pub push_after: Option<Sha>,
-    pub run_id: Option<i64>,
-    pub run_attempt: Option<i64>,
-    pub pull_number: Option<PullNumber>,
-    pub merge_sha: Option<Sha>,
+    /// What the job reconciles (a range's `after` moved forward by
+    /// coalescing).
+    pub kind: JobKind,
     pub state: JobState,
     /// Attempts started (claims), reset by a maintainer's retry.
     pub attempts: i64,
@@ -291,31 +344,57 @@ pub struct Job {
     pub lease_until: Option<i64>,
 }
 
-impl Job {
-    /// The job's kind with its fields, as it was enqueued (with `after`
-    /// moved forward by coalescing). `Err` names the missing field of a job
-    /// whose fields do not fit its kind (the schema's CHECK prevents that for
-    /// stored rows; a hand-built `Job` can still hold it).
-    pub fn job_kind(&self) -> Result<JobKind, String> {
-        let missing = |field: &str| format!("job {} is a {} without {field}", self.id, self.kind);
-        Ok(match self.kind {
-            JobKindName::Range => JobKind::Range {
-                before: self
-                    .push_before
-                    .clone()
-                    .ok_or_else(|| missing("push_before"))?,
-                after: self
-                    .push_after
-                    .clone()
-                    .ok_or_else(|| missing("push_after"))?,
-                run_id: self.run_id,
-                run_attempt: self.run_attempt,
-            },
-            JobKindName::PullRequest => JobKind::PullRequest {
-                number: self.pull_number.ok_or_else(|| missing("pull_number"))?,
-                merge_sha: self.merge_sha.clone().ok_or_else(|| missing("merge_sha"))?,
-            },
-        })
+/// A [`Job`] as its JSON shows it: the kind flat, as in the row.
+#[derive(Serialize)]
+struct FlatJob<'a> {
+    id: i64,
+    source: &'a str,
+    destination: &'a str,
+    origin: Origin,
+    kind: JobKindName,
+    #[serde(flatten)]
+    columns: KindColumns<'a>,
+    state: JobState,
+    attempts: i64,
+    max_attempts: i64,
+    run_after: i64,
+    created_at: i64,
+    updated_at: i64,
+    started_at: Option<i64>,
+    finished_at: Option<i64>,
+    last_error: Option<&'a str>,
+    receipt: Option<&'a serde_json::Value>,
+    coalesced_count: i64,
+    actor: &'a str,
+    lease_owner: Option<&'a str>,
+    lease_until: Option<i64>,
+}
+
+impl Serialize for Job {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        FlatJob {
+            id: self.id,
+            source: &self.source,
+            destination: &self.destination,
+            origin: self.origin,
+            kind: self.kind.name(),
+            columns: self.kind.columns(),
+            state: self.state,
+            attempts: self.attempts,
+            max_attempts: self.max_attempts,
+            run_after: self.run_after,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            last_error: self.last_error.as_deref(),
+            receipt: self.receipt.as_ref(),
+            coalesced_count: self.coalesced_count,
+            actor: &self.actor,
+            lease_owner: self.lease_owner.as_deref(),
+            lease_until: self.lease_until,
+        }
+        .serialize(serializer)
     }
 }
 

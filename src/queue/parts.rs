@@ -188,14 +188,8 @@ async fn store_parts(
             disposition: Disposition::Duplicate,
         });
     }
-    let (run_id, run_attempt) = match &job.kind {
-        JobKind::Range {
-            run_id,
-            run_attempt,
-            ..
-        } => (*run_id, *run_attempt),
-        JobKind::PullRequest { .. } => (None, None),
-    };
+    let columns = job.kind.columns();
+    let (run_id, run_attempt) = (columns.run_id, columns.run_attempt);
     let total = parts.len();
     let mut ids = Vec::with_capacity(total);
     let mut created = 0;

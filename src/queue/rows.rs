@@ -1,13 +1,18 @@
-//! Plumbing shared by the queue's SQL: the job column list, decoding a row
-//! into a [`Job`], and writing an audit event.
+//! Plumbing shared by the queue's SQL: the job column list, the `jobs` row
+//! ([`JobRow`]) and its one decoding into a [`Job`], and writing an audit
+//! event.
 //!
-//! Invariant: one column list (`job_columns!`) is used by every statement that
-//! returns jobs, so decoding never drifts from what the statements select.
+//! Invariants: one column list (`job_columns!`) is used by every statement
+//! that returns jobs, so decoding never drifts from what the statements
+//! select; a row becomes a [`Job`] only through [`JobRow::into_job`], which
+//! builds its typed [`JobKind`] once and refuses (naming the job and the
+//! column) a row whose columns no kind has, the combinations the schema's
+//! `CHECK` forbids.
 
 use crate::db::{Conn, on_conn};
 
 use super::QueueError;
-use super::model::{Job, JobKindName, JobState, Origin};
+use super::model::{Job, JobKind, JobKindName, JobState, Origin};
 use crate::ids::{PullNumber, Sha};
 
 /// The columns of `jobs` that make a [`Job`], in [`JobRow::into_job`]'s order. A
@@ -63,44 +68,33 @@ pub(crate) struct JobRow {
     lease_until: Option<i64>,
 }
 
-/// A stored commit id column, checked (`None` when NULL).
-fn sha_column(text: Option<String>, column: &str) -> Result<Option<Sha>, QueueError> {
-    text.map(|text| Sha::parse(&text).map_err(|e| corrupt(format!("jobs.{column}: {e}"))))
-        .transpose()
-}
-
 impl JobRow {
+    /// The job this row stores, checked: every column parsed, the kind built
+    /// from its columns. `Err` is [`QueueError::MalformedJob`], naming the
+    /// job and what is wrong.
     pub(crate) fn into_job(self) -> Result<Job, QueueError> {
+        let id = self.id;
+        let malformed = |reason: String| QueueError::MalformedJob { id, reason };
+        let kind = self.kind().map_err(malformed)?;
         let receipt = self
             .receipt
             .map(|text| serde_json::from_str(&text))
             .transpose()
-            .map_err(|error| corrupt(format!("jobs.receipt is not JSON: {error}")))?;
-        let origin = &self.origin;
-        let kind = &self.kind;
+            .map_err(|error| malformed(format!("jobs.receipt is not JSON: {error}")))?;
+        let origin = Origin::parse(&self.origin).ok_or_else(|| {
+            malformed(format!("jobs.origin holds unknown value {:?}", self.origin))
+        })?;
+        let state = self
+            .state
+            .parse()
+            .map_err(|_| malformed(format!("jobs.state holds unknown value {:?}", self.state)))?;
         Ok(Job {
-            id: self.id,
-            origin: Origin::parse(origin)
-                .ok_or_else(|| corrupt(format!("jobs.origin holds unknown value {origin:?}")))?,
-            kind: JobKindName::parse(kind)
-                .ok_or_else(|| corrupt(format!("jobs.kind holds unknown value {kind:?}")))?,
+            id,
             source: self.source,
             destination: self.destination,
-            push_before: sha_column(self.push_before, "push_before")?,
-            push_after: sha_column(self.push_after, "push_after")?,
-            run_id: self.run_id,
-            run_attempt: self.run_attempt,
-            pull_number: self
-                .pull_number
-                .map(|n| {
-                    u64::try_from(n)
-                        .map_err(|e| e.to_string())
-                        .and_then(PullNumber::new)
-                        .map_err(|e| corrupt(format!("jobs.pull_number: {e}")))
-                })
-                .transpose()?,
-            merge_sha: sha_column(self.merge_sha, "merge_sha")?,
-            state: parse_state(&self.state)?,
+            origin,
+            kind,
+            state,
             attempts: self.attempts,
             max_attempts: self.max_attempts,
             run_after: self.run_after,
@@ -114,6 +108,56 @@ impl JobRow {
             actor: self.actor,
             lease_owner: self.lease_owner,
             lease_until: self.lease_until,
+        })
+    }
+
+    /// The row's kind with its fields; `Err` names the column that is
+    /// missing, set where the kind has no such field, or not a valid value.
+    fn kind(&self) -> Result<JobKind, String> {
+        let name = JobKindName::parse(&self.kind)
+            .ok_or_else(|| format!("jobs.kind holds unknown value {:?}", self.kind))?;
+        let sha = |text: &Option<String>, column: &str| {
+            text.as_deref()
+                .map(|text| Sha::parse(text).map_err(|e| format!("jobs.{column}: {e}")))
+                .transpose()
+        };
+        let required = |value: Option<Sha>, column: &str| {
+            value.ok_or_else(|| format!("a {name} job without {column}"))
+        };
+        let absent = |set: bool, column: &str| {
+            if set {
+                Err(format!("a {name} job with {column} set"))
+            } else {
+                Ok(())
+            }
+        };
+        Ok(match name {
+            JobKindName::Range => {
+                absent(self.pull_number.is_some(), "pull_number")?;
+                absent(self.merge_sha.is_some(), "merge_sha")?;
+                JobKind::Range {
+                    before: required(sha(&self.push_before, "push_before")?, "push_before")?,
+                    after: required(sha(&self.push_after, "push_after")?, "push_after")?,
+                    run_id: self.run_id,
+                    run_attempt: self.run_attempt,
+                }
+            }
+            JobKindName::PullRequest => {
+                absent(self.push_before.is_some(), "push_before")?;
+                absent(self.push_after.is_some(), "push_after")?;
+                absent(self.run_id.is_some(), "run_id")?;
+                absent(self.run_attempt.is_some(), "run_attempt")?;
+                let number = self
+                    .pull_number
+                    .ok_or_else(|| format!("a {name} job without pull_number"))?;
+                JobKind::PullRequest {
+                    number: u64::try_from(number)
+                        .map_err(|e| e.to_string())
+                        .and_then(PullNumber::new)
+                        .map_err(|e| format!("jobs.pull_number: {e}"))?,
+                    merge_sha: required(sha(&self.merge_sha, "merge_sha")?, "merge_sha")?,
+                }
+            }
         })
     }
 }
@@ -175,4 +219,117 @@ pub(crate) async fn insert_event(
         .await?;
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range_row() -> JobRow {
+        JobRow {
+            id: 7,
+            source: "octo/app".into(),
+            destination: "github:octo/app.wiki".into(),
+            origin: "dispatch".into(),
+            kind: "range".into(),
+            push_before: Some("a".repeat(40)),
+            push_after: Some("b".repeat(40)),
+            run_id: Some(1),
+            run_attempt: Some(1),
+            pull_number: None,
+            merge_sha: None,
+            state: "queued".into(),
+            attempts: 0,
+            max_attempts: 8,
+            run_after: 0,
+            created_at: 0,
+            updated_at: 0,
+            started_at: None,
+            finished_at: None,
+            last_error: None,
+            receipt: None,
+            coalesced_count: 0,
+            actor: "test".into(),
+            lease_owner: None,
+            lease_until: None,
+        }
+    }
+
+    fn refusal(row: JobRow) -> String {
+        match row.into_job() {
+            Err(error @ QueueError::MalformedJob { id: 7, .. }) => error.to_string(),
+            other => panic!("expected a malformed job 7, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_row_is_read_into_its_typed_kind() {
+        let job = range_row().into_job().unwrap();
+        assert_eq!(
+            job.kind,
+            JobKind::Range {
+                before: Sha::parse(&"a".repeat(40)).unwrap(),
+                after: Sha::parse(&"b".repeat(40)).unwrap(),
+                run_id: Some(1),
+                run_attempt: Some(1),
+            }
+        );
+        let pull = JobRow {
+            kind: "pull_request".into(),
+            push_before: None,
+            push_after: None,
+            run_id: None,
+            run_attempt: None,
+            pull_number: Some(12),
+            merge_sha: Some("c".repeat(40)),
+            ..range_row()
+        };
+        assert_eq!(
+            pull.into_job().unwrap().kind,
+            JobKind::PullRequest {
+                number: PullNumber::new(12).unwrap(),
+                merge_sha: Sha::parse(&"c".repeat(40)).unwrap(),
+            }
+        );
+    }
+
+    #[test]
+    fn columns_no_kind_has_are_refused_when_read_naming_the_job_and_column() {
+        let missing = refusal(JobRow {
+            push_after: None,
+            ..range_row()
+        });
+        assert!(
+            missing.contains("job 7") && missing.contains("a range job without push_after"),
+            "{missing}"
+        );
+        let extra = refusal(JobRow {
+            merge_sha: Some("c".repeat(40)),
+            ..range_row()
+        });
+        assert!(extra.contains("a range job with merge_sha set"), "{extra}");
+        let pull = refusal(JobRow {
+            kind: "pull_request".into(),
+            pull_number: Some(3),
+            merge_sha: Some("c".repeat(40)),
+            ..range_row()
+        });
+        assert!(
+            pull.contains("a pull_request job with push_before set"),
+            "{pull}"
+        );
+        let bad_sha = refusal(JobRow {
+            push_before: Some("xyz".into()),
+            ..range_row()
+        });
+        assert!(bad_sha.contains("jobs.push_before"), "{bad_sha}");
+        let unknown = refusal(JobRow {
+            kind: "sweep".into(),
+            ..range_row()
+        });
+        assert!(
+            unknown.contains("jobs.kind holds unknown value \"sweep\""),
+            "{unknown}"
+        );
+    }
 }

@@ -11,26 +11,24 @@ impl Job {
     /// What the job reconciles, in full: `range 0123456789..abcdef0123` or
     /// `PR #12 (0123456789)` (the CLI's form).
     pub fn summary(&self) -> String {
-        match self.job_kind() {
-            Ok(JobKind::Range { before, after, .. }) => {
-                format!("range {}..{}", short_sha(&before), short_sha(&after))
+        match &self.kind {
+            JobKind::Range { before, after, .. } => {
+                format!("range {}..{}", short_sha(before), short_sha(after))
             }
-            Ok(JobKind::PullRequest { number, merge_sha }) => {
-                format!("PR #{number} ({})", short_sha(&merge_sha))
+            JobKind::PullRequest { number, merge_sha } => {
+                format!("PR #{number} ({})", short_sha(merge_sha))
             }
-            Err(malformed) => malformed,
         }
     }
 
     /// What the job reconciles, for a table cell: `0123456789..abcdef0123` or
     /// `PR #12` (the dashboard's list).
     pub fn brief_summary(&self) -> String {
-        match self.job_kind() {
-            Ok(JobKind::Range { before, after, .. }) => {
-                format!("{}..{}", short_sha(&before), short_sha(&after))
+        match &self.kind {
+            JobKind::Range { before, after, .. } => {
+                format!("{}..{}", short_sha(before), short_sha(after))
             }
-            Ok(JobKind::PullRequest { number, .. }) => format!("PR #{number}"),
-            Err(malformed) => malformed,
+            JobKind::PullRequest { number, .. } => format!("PR #{number}"),
         }
     }
 }

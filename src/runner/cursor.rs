@@ -22,14 +22,14 @@ use crate::queue::{CursorMove, Job};
 /// How `job` (a range job that reconciled its range) moves a cursor that
 /// names `cursor` now.
 pub(super) async fn decide(runner: &Runner, job: &Job, cursor: Option<&Sha>) -> CursorMove {
-    let (Some(cursor), Some(after)) = (cursor, job.push_after.as_ref()) else {
+    let (Some(cursor), Some((before, after))) = (cursor, job.kind.range()) else {
         // No cursor yet: the queue sets it to this job's `after`.
         return CursorMove::Unchecked;
     };
     if after == cursor {
         return CursorMove::Stays;
     }
-    if job.push_before.as_ref() == Some(cursor) {
+    if before == cursor {
         // The range was verified to descend from its start.
         return CursorMove::Descends {
             from: cursor.clone(),

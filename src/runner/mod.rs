@@ -202,7 +202,7 @@ impl Runner {
                 job.source
             )));
         };
-        let scope = scope_of(job)?;
+        let scope = scope_of(job);
         // A command agent this machine cannot confine never runs: refused
         // before anything is read, minted or started.
         if let Some(settings) = self.command_settings() {
@@ -459,13 +459,11 @@ fn source_failure(e: SourceError) -> JobFailure {
     }
 }
 
-/// What the job may reconcile, from the queue's row (whose commit ids the
-/// queue checked when it read the row; a row whose fields do not fit its kind
-/// fails the job).
-pub fn scope_of(job: &Job) -> Result<JobScope, JobFailure> {
-    let kind = job.job_kind().map_err(permanent)?;
-    Ok(JobScope {
+/// What the job may reconcile: its kind, which the queue built and checked
+/// when it read the job's row.
+pub fn scope_of(job: &Job) -> JobScope {
+    JobScope {
         job_id: job.id,
-        scope: kind.scope(),
-    })
+        scope: job.kind.scope(),
+    }
 }

@@ -621,7 +621,7 @@ const REJECTION_REASON: &str = "the merge commit is no longer in the default bra
 impl teammem::worker::JobHandler for Verdicts {
     fn run<'a>(&'a self, job: &'a teammem::queue::Job) -> teammem::worker::JobFuture<'a> {
         Box::pin(async move {
-            match job.pull_number.map(|n| n.get()) {
+            match job.kind.columns().pull_number.map(|n| n.get()) {
                 Some(8) => Ok(teammem::queue::Completion::Rejected {
                     reason: REJECTION_REASON.into(),
                 }),

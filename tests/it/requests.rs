@@ -135,8 +135,8 @@ async fn all_jobs(daemon: &Running) -> Vec<(i64, String, Option<i64>, Option<Str
             (
                 j.id,
                 j.source,
-                j.pull_number.map(|n| n.get() as i64),
-                j.merge_sha.map(String::from),
+                j.kind.columns().pull_number.map(|n| n.get() as i64),
+                j.kind.columns().merge_sha.cloned().map(String::from),
             )
         })
         .collect()

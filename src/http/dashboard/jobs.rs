@@ -480,30 +480,29 @@ impl Links {
     }
 
     fn what(&self, job: &Job) -> String {
-        match job.job_kind() {
-            Err(malformed) => escape(&malformed),
-            Ok(JobKind::Range { before, after, .. }) => {
+        match &job.kind {
+            JobKind::Range { before, after, .. } => {
                 let compare = match &self.source_base {
                     Some(b) => format!(
                         " (<a href=\"{}/compare/{}...{}\">compare</a>)",
                         escape(b),
-                        escape(&before),
-                        escape(&after)
+                        escape(before),
+                        escape(after)
                     ),
                     None => String::new(),
                 };
                 format!(
                     "range {}..{}{compare}",
-                    self.commit(&before),
-                    self.commit(&after)
+                    self.commit(before),
+                    self.commit(after)
                 )
             }
-            Ok(JobKind::PullRequest { number, merge_sha }) => {
+            JobKind::PullRequest { number, merge_sha } => {
                 let pr = match &self.source_base {
                     Some(b) => format!("<a href=\"{}/pull/{number}\">PR #{number}</a>", escape(b)),
                     None => format!("PR #{number}"),
                 };
-                format!("{pr}, merge commit {}", self.commit(&merge_sha))
+                format!("{pr}, merge commit {}", self.commit(merge_sha))
             }
         }
     }

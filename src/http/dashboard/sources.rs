@@ -192,7 +192,7 @@ mod tests {
     use super::*;
     use crate::freshness::Attention;
     use crate::ids::Sha;
-    use crate::queue::{Job, JobKindName, JobState, Origin, SourceCursor};
+    use crate::queue::{Job, JobKind, JobState, Origin, SourceCursor};
 
     fn failed_job(reason: &str) -> Job {
         Job {
@@ -200,13 +200,10 @@ mod tests {
             source: "octo/app".into(),
             destination: "github:octo/app.wiki".into(),
             origin: Origin::Request,
-            kind: JobKindName::PullRequest,
-            push_before: None,
-            push_after: None,
-            run_id: None,
-            run_attempt: None,
-            pull_number: Some(crate::ids::PullNumber::new(3).unwrap()),
-            merge_sha: Some(Sha::parse(&"c".repeat(40)).unwrap()),
+            kind: JobKind::PullRequest {
+                number: crate::ids::PullNumber::new(3).unwrap(),
+                merge_sha: Sha::parse(&"c".repeat(40)).unwrap(),
+            },
             state: JobState::Failed,
             attempts: 8,
             max_attempts: 8,

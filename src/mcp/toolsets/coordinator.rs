@@ -155,6 +155,7 @@ pub fn tool_error(e: RequestError) -> ToolError {
 
 /// The job as agents see it.
 pub fn job_view(job: &Job) -> Value {
+    let columns = job.kind.columns();
     json!({
         "job_id": job.id,
         "task_id": tasks::task_id(job.id),
@@ -162,11 +163,11 @@ pub fn job_view(job: &Job) -> Value {
         "state": job.state,
         "finished": job.state.is_terminal(),
         "origin": job.origin,
-        "kind": job.kind,
-        "pull_number": job.pull_number,
-        "merge_sha": job.merge_sha,
-        "push_before": job.push_before,
-        "push_after": job.push_after,
+        "kind": job.kind.name(),
+        "pull_number": columns.pull_number,
+        "merge_sha": columns.merge_sha,
+        "push_before": columns.push_before,
+        "push_after": columns.push_after,
         "attempts": job.attempts,
         "max_attempts": job.max_attempts,
         "last_error": job.last_error,

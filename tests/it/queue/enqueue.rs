@@ -16,7 +16,7 @@ async fn duplicate_identity_returns_the_existing_job(backend) {
         .unwrap();
     assert_eq!(first.disposition, Disposition::Created);
     assert_eq!(first.job.state, JobState::Queued);
-    assert_eq!(first.job.run_id, Some(77));
+    assert_eq!(first.job.kind.columns().run_id, Some(77));
 
     // Same run and attempt, new delivery id: the same job, and the new
     // delivery id now points at it.
@@ -114,12 +114,15 @@ async fn enqueues_stored_together_see_each_other_in_arrival_order() {
         extends.disposition,
         Disposition::Coalesced { into: first.job.id }
     );
-    assert_eq!(extends.job.push_after, Some(sha(3)));
+    assert_eq!(extends.job.kind.columns().push_after.cloned(), Some(sha(3)));
     assert_eq!(extends.job.coalesced_count, 1);
     for duplicate in [same_run.unwrap(), same_delivery.unwrap()] {
         assert_eq!(duplicate.disposition, Disposition::Duplicate);
         assert_eq!(duplicate.job.id, first.job.id);
-        assert_eq!(duplicate.job.push_after, Some(sha(3)));
+        assert_eq!(
+            duplicate.job.kind.columns().push_after.cloned(),
+            Some(sha(3))
+        );
     }
     let apart = apart.unwrap();
     assert_eq!(apart.disposition, Disposition::Created);
@@ -159,7 +162,10 @@ async fn twenty_one_enqueues_stored_together_each_hear_their_own_job() {
     for (n, answer) in answers.into_iter().enumerate() {
         let enqueued = answer.unwrap();
         assert_eq!(enqueued.disposition, Disposition::Created);
-        assert_eq!(enqueued.job.push_after, Some(sha(101 + 2 * n as u64)));
+        assert_eq!(
+            enqueued.job.kind.columns().push_after.cloned(),
+            Some(sha(101 + 2 * n as u64))
+        );
         assert!(enqueued.job.id > last_id, "ids follow arrival order");
         last_id = enqueued.job.id;
     }
@@ -216,8 +222,8 @@ async fn contiguous_range_extends_a_queued_job(backend) {
         Disposition::Coalesced { into: first.job.id }
     );
     assert_eq!(second.job.id, first.job.id);
-    assert_eq!(second.job.push_before, Some(sha(1)));
-    assert_eq!(second.job.push_after, Some(sha(3)));
+    assert_eq!(second.job.kind.columns().push_before.cloned(), Some(sha(1)));
+    assert_eq!(second.job.kind.columns().push_after.cloned(), Some(sha(3)));
     assert_eq!(second.job.coalesced_count, 1);
     assert_eq!(second.job.state, JobState::Queued);
 
@@ -231,7 +237,7 @@ async fn contiguous_range_extends_a_queued_job(backend) {
         third.disposition,
         Disposition::Coalesced { into: first.job.id }
     );
-    assert_eq!(third.job.push_after, Some(sha(4)));
+    assert_eq!(third.job.kind.columns().push_after.cloned(), Some(sha(4)));
     assert_eq!(third.job.coalesced_count, 2);
 
     // Both identities and both deliveries answer with the merged job.
@@ -303,7 +309,7 @@ async fn range_never_coalesces_into_a_running_job(backend) {
     assert_eq!(next.disposition, Disposition::Created);
     assert_ne!(next.job.id, first.job.id);
     let running = t.queue.get(first.job.id).await.unwrap();
-    assert_eq!(running.push_after, Some(sha(2)), "a running range is fixed");
+    assert_eq!(running.kind.columns().push_after.cloned(), Some(sha(2)), "a running range is fixed");
     assert_eq!(running.coalesced_count, 0);
 }
 }

@@ -27,7 +27,7 @@ async fn a_split_range_is_stored_once_in_order_and_a_redelivery_gets_its_first_p
     let ranges: Vec<(Option<Sha>, Option<Sha>)> = stored
         .jobs
         .iter()
-        .map(|j| (j.push_before.clone(), j.push_after.clone()))
+        .map(|j| (j.kind.columns().push_before.cloned(), j.kind.columns().push_after.cloned()))
         .collect();
     assert_eq!(
         ranges,
@@ -147,7 +147,7 @@ async fn a_bounded_enqueue_extends_only_the_job_its_caller_measured(backend) {
         .await
         .unwrap();
     assert_eq!(measured.disposition, Disposition::Coalesced { into: other.job.id });
-    assert_eq!(t.queue.get(other.job.id).await.unwrap().push_after, Some(sha(5)));
+    assert_eq!(t.queue.get(other.job.id).await.unwrap().kind.columns().push_after.cloned(), Some(sha(5)));
 
     // A split's parts are never extended by a bounded caller that did not
     // measure them, and a backfill's never at all.
@@ -162,7 +162,7 @@ async fn a_bounded_enqueue_extends_only_the_job_its_caller_measured(backend) {
         .await
         .unwrap();
     assert_eq!(after_split.disposition, Disposition::Created);
-    assert_eq!(t.queue.get(split.jobs[1].id).await.unwrap().push_after, Some(sha(12)));
+    assert_eq!(t.queue.get(split.jobs[1].id).await.unwrap().kind.columns().push_after.cloned(), Some(sha(12)));
 }
 }
 

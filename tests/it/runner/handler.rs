@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use teammem::config::Config;
 use teammem::ids::Sha;
-use teammem::queue::{Completion, Job, JobKindName, JobState, Origin};
+use teammem::queue::{Completion, Job, JobKind, JobState, Origin};
 use teammem::runner::{Hook, Runner};
 use teammem::worker::JobHandler;
 use tokio::sync::mpsc;
@@ -66,13 +66,12 @@ impl Setup {
             source: "demo/app".into(),
             destination: self.config.sources[0].destination(),
             origin: Origin::Dispatch,
-            kind: JobKindName::Range,
-            push_before: Some(Sha::parse(before).unwrap()),
-            push_after: Some(Sha::parse(after).unwrap()),
-            run_id: None,
-            run_attempt: None,
-            pull_number: None,
-            merge_sha: None,
+            kind: JobKind::Range {
+                before: Sha::parse(before).unwrap(),
+                after: Sha::parse(after).unwrap(),
+                run_id: None,
+                run_attempt: None,
+            },
             state: JobState::Running,
             attempts: 1,
             max_attempts: 8,
@@ -428,11 +427,10 @@ async fn a_policy_that_is_not_utf8_fails_the_job_permanently() {
 async fn a_pull_request_job_records_only_its_pull_request() {
     let s = Setup::new();
     let mut job = s.full_range(1);
-    job.kind = JobKindName::PullRequest;
-    job.push_before = None;
-    job.push_after = None;
-    job.pull_number = Some(teammem::ids::PullNumber::new(13).unwrap());
-    job.merge_sha = Some(Sha::parse(&s.source.squash_13).unwrap());
+    job.kind = JobKind::PullRequest {
+        number: teammem::ids::PullNumber::new(13).unwrap(),
+        merge_sha: Sha::parse(&s.source.squash_13).unwrap(),
+    };
     let done = s.runner().run(&job).await.unwrap();
     assert!(matches!(done, Completion::Succeeded { .. }), "{done:?}");
     let changelog = s.page("Changelog.md");
