@@ -162,6 +162,11 @@ pub struct ChangedFile {
     pub status: FileStatus,
     pub additions: u64,
     pub deletions: u64,
+    /// For a [`FileStatus::Renamed`] file, the path it had before (git's
+    /// rename detection on the merge's first-parent diff; GitHub's
+    /// `previous_filename`). Absent otherwise, and in older bundles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_path: Option<String>,
 }
 
 /// How a file changed (GitHub's words).
@@ -473,6 +478,7 @@ mod tests {
                     status: FileStatus::Modified,
                     additions: 3,
                     deletions: 1,
+                    previous_path: None,
                 }],
                 files_truncated: false,
                 arrived_through: None,

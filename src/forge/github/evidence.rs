@@ -191,6 +191,9 @@ struct ApiFile {
     #[serde(default)]
     deletions: u64,
     patch: Option<String>,
+    /// The path before a rename.
+    #[serde(default)]
+    previous_filename: Option<String>,
 }
 
 /// `GET /repos/{o}/{r}/contents/{path}?ref=` for a file.
@@ -897,11 +900,15 @@ impl GitHubForge {
                 patch,
                 patch_truncated,
             });
+            let status = status_of(&file.status);
             files.push(ChangedFile {
                 path: file.filename,
-                status: status_of(&file.status),
+                status,
                 additions: file.additions,
                 deletions: file.deletions,
+                previous_path: file
+                    .previous_filename
+                    .filter(|_| status == FileStatus::Renamed),
             });
         }
         let (title, _) =

@@ -9,7 +9,7 @@
 //!   commit the caller has checked is inside that range;
 //! - a "pull request" is a commit of the range whose subject is `Merge pull
 //!   request #N from ...` (title: the body's first line) or `Title (#N)`;
-//!   its manifest is the diff against its first parent. One on the range's
+//!   its manifest is the diff against its first parent (`manifest.rs`). One on the range's
 //!   first-parent chain entered the default branch itself; one elsewhere
 //!   (merged into a maintenance or feature branch that was then merged in)
 //!   arrived through a first-parent merge, which the bundle names
@@ -24,14 +24,15 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
+use super::manifest::{blob_bytes, manifest};
 use crate::forge::merged_in;
 use crate::ids::Scope;
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
 
 use crate::forge::evidence::{
-    self, ArrivedThrough, ChangedFile, CommitInfo, EvidenceBundle, FileStatus, JobScope,
-    MAX_BODY_BYTES, MAX_COMMITS, MAX_FILES, MAX_PULLS, MAX_TITLE_BYTES, PullRequest, SourceInfo,
+    self, ArrivedThrough, ChangedFile, CommitInfo, EvidenceBundle, JobScope, MAX_BODY_BYTES,
+    MAX_COMMITS, MAX_PULLS, MAX_TITLE_BYTES, PullRequest, SourceInfo,
 };
 
 /// How many commits a reachability walk visits before giving up.
@@ -39,13 +40,11 @@ const WALK_LIMIT: usize = 200_000;
 /// How many commits before a range are searched for earlier merges of the
 /// pull requests that entered through another branch.
 const EARLIER_WALK_LIMIT: usize = 10_000;
-/// Blobs larger than this are not line-diffed (their counts are 0).
-const MAX_DIFF_BLOB: usize = 1 << 20;
 
 /// Why reading the source failed (shared with the GitHub forge's evidence).
 pub use crate::forge::evidence::SourceError;
 
-fn unavailable(what: &str, e: impl std::fmt::Display) -> SourceError {
+pub(super) fn unavailable(what: &str, e: impl std::fmt::Display) -> SourceError {
     SourceError::Unavailable(format!("{what} failed in the local source repository: {e}"))
 }
 
@@ -465,7 +464,10 @@ fn earlier_pull_numbers(
     Ok(found)
 }
 
-fn tree_of(repo: &gix::Repository, commit: Option<ObjectId>) -> Result<gix::Tree<'_>, SourceError> {
+pub(super) fn tree_of(
+    repo: &gix::Repository,
+    commit: Option<ObjectId>,
+) -> Result<gix::Tree<'_>, SourceError> {
     match commit {
         None => Ok(repo.empty_tree()),
         Some(id) => repo
@@ -473,85 +475,6 @@ fn tree_of(repo: &gix::Repository, commit: Option<ObjectId>) -> Result<gix::Tree
             .and_then(|c| c.tree())
             .map_err(|e| unavailable("reading a tree", e)),
     }
-}
-
-fn blob_bytes(repo: &gix::Repository, id: ObjectId) -> Option<Vec<u8>> {
-    let object = repo.find_object(id).ok()?;
-    (object.kind == gix::object::Kind::Blob && object.data.len() <= MAX_DIFF_BLOB)
-        .then(|| object.data.clone())
-}
-
-/// Added and removed line counts between two blob contents (0/0 for binary).
-fn line_counts(old: &[u8], new: &[u8]) -> (u64, u64) {
-    use gix::diff::blob::{Algorithm, Diff, InternedInput};
-    if old.contains(&0) || new.contains(&0) {
-        return (0, 0);
-    }
-    let input = InternedInput::new(old, new);
-    let diff = Diff::compute(Algorithm::Histogram, &input);
-    (
-        u64::from(diff.count_additions()),
-        u64::from(diff.count_removals()),
-    )
-}
-
-/// The changed files of `commit` against `parent` (the empty tree for a root
-/// commit): blobs and links only, sorted by path, at most [`MAX_FILES`].
-fn manifest(
-    repo: &gix::Repository,
-    parent: Option<ObjectId>,
-    commit: ObjectId,
-) -> Result<(Vec<ChangedFile>, bool), SourceError> {
-    use gix::object::tree::diff::ChangeDetached as Change;
-    let old = tree_of(repo, parent)?;
-    let new = tree_of(repo, Some(commit))?;
-    let changes = repo
-        .diff_tree_to_tree(&old, &new, gix::diff::Options::default())
-        .map_err(|e| unavailable("diffing trees", e))?;
-    let mut files = Vec::new();
-    for change in changes {
-        let (path, status, old_id, new_id) = match change {
-            Change::Addition {
-                location,
-                entry_mode,
-                id,
-                ..
-            } if !entry_mode.is_tree() => (location, FileStatus::Added, None, Some(id)),
-            Change::Deletion {
-                location,
-                entry_mode,
-                id,
-                ..
-            } if !entry_mode.is_tree() => (location, FileStatus::Removed, Some(id), None),
-            Change::Modification {
-                location,
-                entry_mode,
-                previous_id,
-                id,
-                ..
-            } if !entry_mode.is_tree() => {
-                (location, FileStatus::Modified, Some(previous_id), Some(id))
-            }
-            _ => continue,
-        };
-        let old_bytes = old_id
-            .and_then(|id| blob_bytes(repo, id))
-            .unwrap_or_default();
-        let new_bytes = new_id
-            .and_then(|id| blob_bytes(repo, id))
-            .unwrap_or_default();
-        let (additions, deletions) = line_counts(&old_bytes, &new_bytes);
-        files.push(ChangedFile {
-            path: path.to_str_lossy().into_owned(),
-            status,
-            additions,
-            deletions,
-        });
-    }
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    let truncated = files.len() > MAX_FILES;
-    files.truncate(MAX_FILES);
-    Ok((files, truncated))
 }
 
 /// One file's patch (unified diff) for `list_pull_request_files`.
@@ -571,14 +494,15 @@ pub fn file_patches(
     let new_tree = tree_of(&repo, Some(id))?;
     let mut out = Vec::with_capacity(files.len());
     for file in files {
-        let read = |tree: &gix::Tree<'_>| -> Vec<u8> {
-            tree.lookup_entry_by_path(&file.path)
+        let read = |tree: &gix::Tree<'_>, path: &str| -> Vec<u8> {
+            tree.lookup_entry_by_path(path)
                 .ok()
                 .flatten()
                 .and_then(|e| blob_bytes(&repo, e.object_id()))
                 .unwrap_or_default()
         };
-        let (old, new) = (read(&old_tree), read(&new_tree));
+        let before = file.previous_path.as_deref().unwrap_or(&file.path);
+        let (old, new) = (read(&old_tree, before), read(&new_tree, &file.path));
         let patch = if old.contains(&0) || new.contains(&0) {
             None
         } else {
@@ -841,6 +765,7 @@ fn head_in(
 
 #[cfg(test)]
 mod tests {
+    use super::super::manifest::line_counts;
     use super::*;
 
     #[test]

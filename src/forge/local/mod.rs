@@ -9,6 +9,7 @@
 //! is `Merge pull request #N from ...` or `Title (#N)`. Walks are bounded.
 
 pub mod evidence; // the runner's reads of a local source: range evidence, re-checks, files
+mod manifest; // a commit's changed files against its first parent, renames detected
 pub mod history; // the first-parent history from a commit back to a start (backfills)
 pub mod citations; // cited source lines followed to a job tip, commit by commit (stale, moved, current)
 pub mod sample; // the demo's sample source repository, built with gix

@@ -119,16 +119,24 @@ pub fn area_of_entry(path: &str, directory: bool) -> String {
 /// seen, its paths in the pull request's order).
 pub type ByArea<'a> = BTreeMap<String, (String, Vec<&'a str>)>;
 
-/// Groups `pull`'s changed paths by area.
+/// Groups `pull`'s changed paths by area; a file renamed from another area
+/// is in both (its old path in the old one).
 pub fn by_area(pull: &PullRequest) -> ByArea<'_> {
     let mut grouped = ByArea::new();
     for file in &pull.files {
-        let area = area_of(&file.path);
-        grouped
-            .entry(area_slug(&area))
-            .or_insert_with(|| (area, Vec::new()))
-            .1
-            .push(file.path.as_str());
+        let new_area = area_of(&file.path);
+        let old = file
+            .previous_path
+            .as_deref()
+            .filter(|old| area_slug(&area_of(old)) != area_slug(&new_area));
+        for path in std::iter::once(file.path.as_str()).chain(old) {
+            let area = area_of(path);
+            grouped
+                .entry(area_slug(&area))
+                .or_insert_with(|| (area, Vec::new()))
+                .1
+                .push(path);
+        }
     }
     grouped
 }

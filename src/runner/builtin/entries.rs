@@ -1,6 +1,7 @@
 //! Entry lines: what the Changelog and an area page's "Recent changes" say
 //! about one merged pull request (date, number, title, author, why it was
-//! made, the issues it closes, the paths it changed, its merge commit and,
+//! made, the issues it closes, the paths it changed (a renamed file as
+//! `old → new`), its merge commit and,
 //! for a pull request merged through another branch, the default branch's
 //! merge that brought it), and how such a line is recognised again on a page.
 //!
@@ -107,6 +108,21 @@ pub fn changelog_entry_with(pull: &PullRequest, note: &str) -> String {
     )
 }
 
+/// How an area entry names `path`: escaped, and for a file the pull request
+/// renamed (by its new path or its old one) `old → new`, so the history of
+/// the old path stays findable from the new one (`wiki/context` reads it
+/// back).
+fn named_path(pull: &PullRequest, path: &str) -> String {
+    let renamed = pull.files.iter().find_map(|f| {
+        let old = f.previous_path.as_deref()?;
+        (f.path == path || old == path).then_some((old, f.path.as_str()))
+    });
+    match renamed {
+        Some((old, new)) => format!("{} → {}", escape_markdown(old), escape_markdown(new)),
+        None => escape_markdown(path),
+    }
+}
+
 /// The "Recent changes" line of a PR on an area page, naming the area's paths.
 pub fn area_entry(pull: &PullRequest, paths: &[&str]) -> String {
     area_entry_with(pull, paths, "")
@@ -117,7 +133,7 @@ pub fn area_entry_with(pull: &PullRequest, paths: &[&str], note: &str) -> String
     let mut named: Vec<String> = paths
         .iter()
         .take(PATHS_PER_ENTRY)
-        .map(|p| escape_markdown(p))
+        .map(|p| named_path(pull, p))
         .collect();
     if paths.len() > PATHS_PER_ENTRY {
         named.push(format!("and {} more", paths.len() - PATHS_PER_ENTRY));

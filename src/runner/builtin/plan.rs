@@ -565,6 +565,10 @@ fn removed_paths(bundle: &EvidenceBundle) -> BTreeSet<String> {
             } else {
                 removed.remove(&file.path);
             }
+            // A rename leaves its old path removed.
+            if let Some(old) = &file.previous_path {
+                removed.insert(old.clone());
+            }
         }
     }
     removed
@@ -574,9 +578,10 @@ fn removed_paths(bundle: &EvidenceBundle) -> BTreeSet<String> {
 fn removed_by<'a>(bundle: &'a EvidenceBundle, slug: &str) -> Option<&'a PullRequest> {
     bundle.pull_requests.iter().rev().find(|pull| {
         by_area(pull).get(slug).is_some_and(|(_, paths)| {
-            pull.files
-                .iter()
-                .any(|f| f.status == FileStatus::Removed && paths.contains(&f.path.as_str()))
+            pull.files.iter().any(|f| {
+                (f.status == FileStatus::Removed && paths.contains(&f.path.as_str()))
+                    || f.previous_path.as_deref().is_some_and(|old| paths.contains(&old))
+            })
         })
     })
 }

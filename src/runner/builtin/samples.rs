@@ -46,6 +46,7 @@ pub fn pull(number: u64, title: &str, sha_char: char, paths: &[&str]) -> PullReq
                 status: FileStatus::Modified,
                 additions: 1,
                 deletions: 0,
+                previous_path: None,
             })
             .collect(),
         files_truncated: false,

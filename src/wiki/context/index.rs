@@ -140,7 +140,51 @@ impl ContextIndex {
                 }
             }
         }
+        index.follow_renames();
         index
+    }
+
+    /// A renamed file's history stays findable by its new path: the entries
+    /// of its old path up to the rename (the entry naming `old → new`) are
+    /// listed under the new path too, renames applied oldest first so a
+    /// chain `a → b → c` reaches `c`.
+    fn follow_renames(&mut self) {
+        let mut renames: Vec<(&str, u64, usize)> = (0..self.entries.len())
+            .map(|at| {
+                (
+                    self.entries[at].entry.date.as_str(),
+                    self.entries[at].entry.number,
+                    at,
+                )
+            })
+            .filter(|&(_, _, at)| !self.entries[at].entry.renamed.is_empty())
+            .collect();
+        renames.sort_unstable();
+        let renames: Vec<(String, u64, usize)> = renames
+            .into_iter()
+            .map(|(date, number, at)| (date.to_owned(), number, at))
+            .collect();
+        for (date, number, at) in renames {
+            for (old, new) in self.entries[at].entry.renamed.clone() {
+                let before: Vec<usize> = self
+                    .entry_paths
+                    .get(&old)
+                    .into_iter()
+                    .flatten()
+                    .copied()
+                    .filter(|&e| {
+                        let entry = &self.entries[e].entry;
+                        (entry.date.as_str(), entry.number) <= (date.as_str(), number)
+                    })
+                    .collect();
+                let list = self.entry_paths.entry(new).or_default();
+                for e in before {
+                    if !list.contains(&e) {
+                        list.push(e);
+                    }
+                }
+            }
+        }
     }
 
     fn read_page(&mut self, page: &str, text: &str) {
@@ -222,6 +266,11 @@ impl ContextIndex {
                             }
                         }
                         record.entry.more_paths = record.entry.more_paths.max(entry.more_paths);
+                        for rename in &entry.renamed {
+                            if !record.entry.renamed.contains(rename) {
+                                record.entry.renamed.push(rename.clone());
+                            }
+                        }
                         if record.entry.dependencies.is_none() {
                             record.entry.dependencies = entry.dependencies.clone();
                         }

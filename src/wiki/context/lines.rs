@@ -91,6 +91,9 @@ pub struct Entry {
     pub paths: Vec<String>,
     /// "and N more": paths the entry did not name.
     pub more_paths: usize,
+    /// Files the pull request renamed, `(old, new)`, named `old → new` (both
+    /// paths are in `paths` too).
+    pub renamed: Vec<(String, String)>,
     /// The merge it reached the default branch through (subject and short
     /// sha, plain), when it came through another branch.
     pub arrived_through: Option<String>,
@@ -132,7 +135,7 @@ pub fn parse_entry(line: &str) -> Option<Entry> {
     let (head, tail) = (&body[..at], &body[at + MERGE_COMMIT.len()..]);
     let tail = tail.trim_end();
     let after_sha = tail.strip_prefix(sha.as_str())?.strip_prefix('`')?;
-    let (mut paths, mut more_paths) = (Vec::new(), 0);
+    let (mut paths, mut more_paths, mut renamed) = (Vec::new(), 0, Vec::new());
     let (arrived_through, after_sha) = arrived(after_sha);
     if let Some(list) = after_sha.strip_prefix(" — ") {
         for named in list.split(", ") {
@@ -140,9 +143,14 @@ pub fn parse_entry(line: &str) -> Option<Entry> {
                 .strip_prefix("and ")
                 .and_then(|n| n.strip_suffix(" more"))
                 .and_then(|n| n.parse::<usize>().ok());
-            match more {
-                Some(n) => more_paths = n,
-                None => paths.push(unescape(named)),
+            match (more, named.split_once(" → ")) {
+                (Some(n), _) => more_paths = n,
+                (None, Some((old, new))) => {
+                    let (old, new) = (unescape(old), unescape(new));
+                    paths.extend([new.clone(), old.clone()]);
+                    renamed.push((old, new));
+                }
+                (None, None) => paths.push(unescape(named)),
             }
         }
     }
@@ -204,6 +212,7 @@ pub fn parse_entry(line: &str) -> Option<Entry> {
         merge_commit: sha,
         paths,
         more_paths,
+        renamed,
     })
 }
 

@@ -366,6 +366,7 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
         status: FileStatus::Modified,
         additions: 1,
         deletions: 1,
+        previous_path: None,
     };
     let bundle = EvidenceBundle {
         version: BUNDLE_VERSION,

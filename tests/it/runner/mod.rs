@@ -55,6 +55,8 @@ mod openai;
 mod one_commit;
 // Purposes through the real writer: a crate doc kept in its README, usage boilerplate, a sentence over two lines.
 mod purposes;
+// A renamed file keeps its purpose and its history: both paths on the entry, get_context follows the rename.
+mod renames;
 // A range larger than one job: ordered parts through the real daemon; coalescing only within the bound.
 mod split;
 // The sweep for missed pushes: the real daemon on both forges, and its decisions in process.
