@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 
 use crate::config::Config;
 use crate::db;
+use crate::forge::Forges;
 use crate::http::{self, AppState};
 use crate::queue::{Clock, Queue, QueueSettings, SystemClock};
 use crate::scheduler::Scheduler;
@@ -49,12 +50,26 @@ pub enum DaemonError {
 /// waiting for the schedule, and start-up is not slowed by forge calls.
 const SWEEP_AFTER_START: Duration = Duration::from_secs(2);
 
-/// The handler `teammem serve` runs jobs with: the job runner, spawning this
-/// executable's `mcp --wiki-writer` bound to `config_path` for each job.
-pub fn default_handler(config: Arc<Config>, config_path: &std::path::Path) -> Arc<dyn JobHandler> {
+/// What the daemon's workers run jobs with.
+pub enum Handler {
+    /// The job runner (what `teammem serve` runs), spawning this
+    /// executable's `mcp --wiki-writer` bound to `config_path` for each job
+    /// and asking the daemon's forges.
+    Runner { config_path: std::path::PathBuf },
+    /// A handler of the caller's own (tests).
+    Given(Arc<dyn JobHandler>),
+}
+
+/// The job runner for `config`, asking `forges`: see [`Handler::Runner`].
+fn default_handler(
+    config: Arc<Config>,
+    config_path: &std::path::Path,
+    forges: Forges,
+) -> Arc<dyn JobHandler> {
     match std::env::current_exe() {
         Ok(program) => {
-            let runner = crate::runner::Runner::new(config, config_path.to_path_buf(), program);
+            let runner =
+                crate::runner::Runner::new(config, config_path.to_path_buf(), program, forges);
             // Compiled into test builds only (cargo feature `test-hooks`).
             #[cfg(feature = "test-hooks")]
             let runner = crate::runner::test_hooks::from_env(runner);
@@ -156,7 +171,7 @@ fn session_key_file(data_dir: &std::path::Path) -> std::io::Result<[u8; 32]> {
 
 /// Options for embedding the daemon (tests, the demo).
 pub struct Options {
-    pub handler: Arc<dyn JobHandler>,
+    pub handler: Handler,
     pub clock: Arc<dyn Clock>,
     /// Called with the bound address once the server accepts connections.
     pub on_listening: Option<Box<dyn FnOnce(SocketAddr) + Send>>,
@@ -165,7 +180,7 @@ pub struct Options {
 /// Runs the daemon until `shutdown` resolves.
 pub async fn run(
     config: Arc<Config>,
-    handler: Arc<dyn JobHandler>,
+    handler: Handler,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), DaemonError> {
     run_with(
@@ -188,19 +203,24 @@ pub async fn run_with(
     options: Options,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), DaemonError> {
-    // Before the database and any worker: a bad App key stops the daemon here.
-    let ingest = crate::ingest::Ingest::start(&config)
+    // The process's forges, built here once (with `[github]`, the one GitHub
+    // client and its token cache) and handed to ingest, the runner, the
+    // sweep and the request routes. Before the database and any worker: a
+    // bad App key stops the daemon here.
+    let forges = Forges::from_config(&config)
         .await
-        .map_err(DaemonError::Ingest)?;
-    run_with_ingest(config, options, ingest, shutdown).await
+        .map_err(|e| DaemonError::Ingest(e.to_string()))?;
+    let ingest = crate::ingest::Ingest::from_config(&config, forges.clone());
+    run_with_ingest(config, options, forges, ingest, shutdown).await
 }
 
-/// Like [`run_with`], with dispatch ingest built by the caller: the demo hands
-/// its generated dispatch secret over this way instead of through the
-/// process environment.
+/// Like [`run_with`], with the forges and dispatch ingest built by the
+/// caller: the demo hands its generated dispatch secret over this way
+/// instead of through the process environment.
 pub async fn run_with_ingest(
     config: Arc<Config>,
     options: Options,
+    forges: Forges,
     ingest: crate::ingest::Ingest,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), DaemonError> {
@@ -229,17 +249,20 @@ pub async fn run_with_ingest(
         options.clock.clone(),
         QueueSettings::of(&config),
     );
-    // One GitHub client for the whole process: ingest's, shared with the
-    // runner and the sweep.
-    options.handler.share_forges(&ingest.forges());
-    let job_problems = options.handler.problems();
-    let agent_isolation = options.handler.agent_isolation();
+    let handler = match options.handler {
+        Handler::Runner { config_path } => {
+            default_handler(config.clone(), &config_path, forges.clone())
+        }
+        Handler::Given(handler) => handler,
+    };
+    let job_problems = handler.problems();
+    let agent_isolation = handler.agent_isolation();
     for problem in &job_problems {
         tracing::error!(%problem, "jobs cannot run as configured; /readyz reports not ready");
     }
     let workers = Pool::start(
         queue.clone(),
-        options.handler,
+        handler,
         PoolSettings {
             workers: config.queue.workers,
             lease: config.queue.lease,
@@ -319,7 +342,7 @@ pub async fn run_with_ingest(
         });
     }
 
-    let sweep = crate::sweep::Sweep::new(config.clone(), queue.clone(), ingest.forges());
+    let sweep = crate::sweep::Sweep::new(config.clone(), queue.clone(), forges);
     if sweep.has_sources() {
         scheduler.after_start_and_every(
             "sweep",

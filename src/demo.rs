@@ -168,7 +168,9 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
     let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let daemon_options = daemon::Options {
-        handler: daemon::default_handler(config.clone(), &config_path),
+        handler: daemon::Handler::Runner {
+            config_path: config_path.clone(),
+        },
         clock: Arc::new(crate::queue::SystemClock),
         on_listening: Some(Box::new(move |addr| {
             let _ = addr_tx.send(addr);
@@ -183,6 +185,7 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
     let mut served = tokio::spawn(daemon::run_with_ingest(
         config.clone(),
         daemon_options,
+        crate::forge::Forges::default(),
         ingest,
         shutdown,
     ));

@@ -70,10 +70,6 @@ pub trait JobHandler: Send + Sync + 'static {
         None
     }
 
-    /// The process's forges (one GitHub client, one token cache), handed
-    /// over before the first job; a handler that reads no forge ignores them.
-    fn share_forges(&self, _forges: &crate::forge::Forges) {}
-
     /// How a range job that reconciled its range moves its source's cursor,
     /// which names `cursor` now (`None`: no cursor yet): a handler that can
     /// ask the forge says whether the job's `after` descends from it. The

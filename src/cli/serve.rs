@@ -112,8 +112,10 @@ pub(super) async fn serve(path: &Path) -> Result<(), Failure> {
     }
     let config = Arc::new(config);
     daemon::run(
-        config.clone(),
-        daemon::default_handler(config, path),
+        config,
+        daemon::Handler::Runner {
+            config_path: path.to_path_buf(),
+        },
         daemon::shutdown_signal(),
     )
     .await

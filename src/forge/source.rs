@@ -6,8 +6,13 @@
 //! evidence bundle, one file at a commit — whichever forge the source is on.
 //!
 //! Invariants:
-//! - no caller outside `forge/` matches on [`Forge`]: the kind is decided
-//!   here, once per question;
+//! - which forge answers a question of a source's code (verification, the
+//!   tip, ancestry, the job-start re-check, evidence, history, a file at a
+//!   commit) is decided here, once per question: outside `forge/` (and
+//!   `config/`, which defines [`Forge`]) only the files listed in
+//!   `tests/it/architecture.rs` match on [`Forge`], each to decide where a
+//!   wiki lives or what only GitHub has, and that test names the one
+//!   exception (the writer's source-file reader in `mcp/toolsets/evidence.rs`);
 //! - local git work (gix, blocking) never runs on an async worker thread: it
 //!   goes through [`blocking`], and a task that dies is "ask again later",
 //!   never a yes;

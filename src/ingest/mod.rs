@@ -96,19 +96,11 @@ impl std::fmt::Debug for Ingest {
 }
 
 impl Ingest {
-    /// Everything `teammem serve` needs: each source's dispatch secret from its
-    /// environment variable (a source whose variable is unset refuses every
-    /// dispatch; `serve` checks the environment before), and with `[github]` the
-    /// App key (Key Vault or file) and the GitHub client.
-    pub async fn start(config: &Config) -> Result<Self, String> {
-        let forges = Forges::from_config(config)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(Self::from_config(config, forges.github().cloned()))
-    }
-
-    /// Reads every source's dispatch secret from its environment variable.
-    pub fn from_config(config: &Config, github: Option<Arc<GitHubForge>>) -> Self {
+    /// Everything `teammem serve` needs: each source's dispatch secret from
+    /// its environment variable (a source whose variable is unset refuses
+    /// every dispatch; `serve` checks the environment before), asking the
+    /// process's `forges` (built once by the daemon).
+    pub fn from_config(config: &Config, forges: Forges) -> Self {
         let mut sources = Vec::new();
         for s in &config.sources {
             let secret = match webhook_secret_from_env(&s.webhook_secret_env) {
@@ -124,7 +116,7 @@ impl Ingest {
             .github
             .as_ref()
             .map(|g| OidcVerifier::new(&g.oidc_issuer));
-        Self::with_optional_secrets(sources, github, oidc)
+        Self::with_optional_secrets(sources, forges, oidc)
     }
 
     /// Builds from sources and their secrets (tests, the demo).
@@ -135,14 +127,14 @@ impl Ingest {
     ) -> Self {
         Self::with_optional_secrets(
             sources.into_iter().map(|(s, k)| (s, Some(k))).collect(),
-            github,
+            Forges::with_github(github),
             oidc,
         )
     }
 
     fn with_optional_secrets(
         sources: Vec<(Source, Option<Secret>)>,
-        github: Option<Arc<GitHubForge>>,
+        forges: Forges,
         oidc: Option<OidcVerifier>,
     ) -> Self {
         Ingest {
@@ -155,7 +147,7 @@ impl Ingest {
                     )
                 })
                 .collect(),
-            forges: Forges::with_github(github),
+            forges,
             oidc,
         }
     }

@@ -38,14 +38,7 @@ pub(super) async fn decide(runner: &Runner, job: &Job, cursor: Option<&Sha>) -> 
     let Some(source) = runner.config.source(&job.source) else {
         return CursorMove::Unchecked;
     };
-    let forges = match runner.forges().await {
-        Ok(forges) => forges,
-        Err(failure) => {
-            tracing::warn!(reason = %failure.reason, "cannot ask the forge whether the job is newer than the cursor");
-            return CursorMove::Unchecked;
-        }
-    };
-    match forges.of(source).ancestry(cursor, after).await {
+    match runner.forges.of(source).ancestry(cursor, after).await {
         Ok(Ancestry::Ancestor) => CursorMove::Descends {
             from: cursor.clone(),
         },

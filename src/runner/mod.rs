@@ -32,7 +32,6 @@ use std::sync::Arc;
 use crate::config::{Agent, Config, Source};
 use crate::forge::evidence::{self, EvidenceBundle, JobScope, SourceError};
 use crate::forge::github::GitHubForge;
-use crate::forge::github::SetupError;
 use crate::forge::{Forges, Refusal, SourceForge};
 use crate::queue::{Completion, Job};
 use crate::worker::{JobFailure, JobFuture, JobHandler};
@@ -83,14 +82,22 @@ pub struct Runner {
     program: PathBuf,
     on_spawn: Option<Hook>,
     before_write: Option<Hook>,
-    forges: tokio::sync::OnceCell<Forges>,
+    /// The process's forges (one GitHub client, one token cache), built
+    /// once by the daemon.
+    forges: Forges,
     revocations: Revocations,
 }
 
 impl Runner {
     /// A runner for `config` (read by the writer child from `config_path`),
-    /// spawning `program mcp --wiki-writer` (the daemon's own executable).
-    pub fn new(config: Arc<Config>, config_path: PathBuf, program: PathBuf) -> Self {
+    /// spawning `program mcp --wiki-writer` (the daemon's own executable),
+    /// asking the process's `forges`.
+    pub fn new(
+        config: Arc<Config>,
+        config_path: PathBuf,
+        program: PathBuf,
+        forges: Forges,
+    ) -> Self {
         let config_path = std::fs::canonicalize(&config_path).unwrap_or(config_path);
         Self {
             config,
@@ -98,7 +105,7 @@ impl Runner {
             program,
             on_spawn: None,
             before_write: None,
-            forges: tokio::sync::OnceCell::new(),
+            forges,
             revocations: Revocations::default(),
         }
     }
@@ -159,17 +166,6 @@ impl Runner {
         self
     }
 
-    /// Uses the process's `forges` (one GitHub client, one token cache)
-    /// instead of building them from the App key on first use.
-    pub fn with_forges(self, forges: Forges) -> Self {
-        let _ = self.forges.set(forges);
-        self
-    }
-
-    /// Uses `forge` for GitHub sources (sharing its token cache).
-    pub fn with_github(self, forge: Arc<GitHubForge>) -> Self {
-        self.with_forges(Forges::with_github(Some(forge)))
-    }
 
     /// Runs `hook(attempt)` before each write attempt of the builtin agent.
     pub fn with_write_hook(mut self, hook: Hook) -> Self {
@@ -177,23 +173,6 @@ impl Runner {
         self
     }
 
-    /// The forges, built on first use (with `[github]`, from the App key).
-    async fn forges(&self) -> Result<&Forges, JobFailure> {
-        self.forges
-            .get_or_try_init(|| async {
-                Forges::from_config(&self.config)
-                    .await
-                    .map_err(|e| match e {
-                        SetupError::KeyUnreadable(e) => JobFailure {
-                            reason: format!("cannot load the GitHub App key: {e}"),
-                            retryable: true,
-                            receipt: None,
-                        },
-                        invalid @ SetupError::KeyInvalid(_) => permanent(invalid.to_string()),
-                    })
-            })
-            .await
-    }
 
     async fn run_job(&self, job: &Job) -> Result<Completion, JobFailure> {
         let Some(source) = self.config.source(&job.source).cloned() else {
@@ -214,8 +193,7 @@ impl Runner {
                 return Err(permanent(problems.join("; ")));
             }
         }
-        let forges = self.forges().await?;
-        let forge = forges.of(&source);
+        let forge = self.forges.of(&source);
 
         // 1. Ancestry, against the current default branch.
         let branch = match forge.recheck(&scope).await {
@@ -420,11 +398,6 @@ impl JobHandler for Runner {
         let settings = self.command_settings()?;
         let policy = settings.policy(&work_dir(&self.config.server.data_dir, 0), &self.program);
         Some(crate::sandbox::support(&self.program).isolation(&policy))
-    }
-
-    fn share_forges(&self, forges: &Forges) {
-        // Only before the first job built its own: a set cell stays as it is.
-        let _ = self.forges.set(forges.clone());
     }
 
     fn cursor_move<'a>(

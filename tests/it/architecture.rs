@@ -384,3 +384,100 @@ fn no_file_holds_more_than_700_production_lines() {
     }
     assert!(problems.is_empty(), "{problems:#?}");
 }
+
+/// The files outside `src/forge/` (and `src/config/`, which defines `Forge`)
+/// that match on `Forge`, each with why: where a wiki lives, or what only
+/// GitHub has. None of them answers a question of the source's code
+/// (verification, tip, ancestry, re-check, evidence, history, file reads):
+/// those go through `SourceForge`, decided in `forge/source.rs`. The one
+/// exception is named as such.
+const FORGE_MATCHES: &[(&str, &str)] = &[
+    (
+        "cli/serve.rs",
+        "start-up checks only GitHub has (the App, audiences)",
+    ),
+    (
+        "freshness.rs",
+        "a local wiki with no commit yet reads as nothing stale",
+    ),
+    ("http/dashboard/jobs.rs", "links to GitHub's pages"),
+    (
+        "mcp/context.rs",
+        "where the wiki lives (the writer's remote)",
+    ),
+    (
+        "mcp/toolsets/evidence.rs",
+        "EXCEPTION: the writer's source-file reader, local or brokered; to move behind SourceForge",
+    ),
+    (
+        "requests/mod.rs",
+        "maintainer requests are GitHub's (PR verification, users)",
+    ),
+    (
+        "runner/facts.rs",
+        "where the wiki lives and whether it is mirrored",
+    ),
+    (
+        "writer_contract/broker.rs",
+        "where the wiki lives (the writer's remote)",
+    ),
+];
+
+/// The files outside `src/forge/` that reach into the local forge's own
+/// module, each with why.
+const LOCAL_FORGE_USES: &[(&str, &str)] = &[
+    ("demo.rs", "the demo's sample source repository"),
+    (
+        "mcp/toolsets/evidence.rs",
+        "EXCEPTION: the writer's local source-file reader",
+    ),
+];
+
+/// The files of `sources` (outside `skip`) whose code (comments skipped)
+/// holds any of `needles`.
+fn files_holding(sources: &[(String, String)], skip: &[&str], needles: &[&str]) -> Vec<String> {
+    sources
+        .iter()
+        .filter(|(path, _)| !skip.iter().any(|s| path.starts_with(s)))
+        .filter(|(_, text)| {
+            text.lines()
+                .map(|line| line.split("//").next().unwrap_or(""))
+                .any(|code| needles.iter().any(|n| code.contains(n)))
+        })
+        .map(|(path, _)| path.clone())
+        .collect()
+}
+
+#[test]
+fn only_forge_decides_which_forge_answers_a_source_question() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let all = sources(&src);
+    for (found, listed, what) in [
+        (
+            files_holding(
+                &all,
+                &["forge/", "config/"],
+                &["Forge::Local", "Forge::GitHub"],
+            ),
+            FORGE_MATCHES,
+            "match on Forge",
+        ),
+        (
+            files_holding(&all, &["forge/"], &["forge::local"]),
+            LOCAL_FORGE_USES,
+            "use forge::local",
+        ),
+    ] {
+        let listed: Vec<String> = listed.iter().map(|(p, _)| p.to_string()).collect();
+        let unlisted: Vec<&String> = found.iter().filter(|p| !listed.contains(p)).collect();
+        let stale: Vec<&String> = listed.iter().filter(|p| !found.contains(p)).collect();
+        assert!(
+            unlisted.is_empty(),
+            "{unlisted:?} {what} outside src/forge/: ask the source's SourceForge (forge/source.rs) instead, or, if it decides where a wiki lives or what only GitHub has, list it with why in tests/it/architecture.rs"
+        );
+        assert!(
+            stale.is_empty(),
+            "{stale:?} no longer {what}: remove them from the list in tests/it/architecture.rs"
+        );
+    }
+}

@@ -544,7 +544,7 @@ async fn a_postgres_node_without_a_session_key_refuses_to_start_saying_how_to_se
         std::time::Duration::from_secs(60),
         teammem::daemon::run(
             std::sync::Arc::new(config),
-            std::sync::Arc::new(teammem::worker::NoRunner),
+            teammem::daemon::Handler::Given(std::sync::Arc::new(teammem::worker::NoRunner)),
             std::future::pending(),
         ),
     )

@@ -83,7 +83,7 @@ async fn launch(
     let (addr_tx, addr_rx) = oneshot::channel();
     let (stop, stop_rx) = oneshot::channel::<()>();
     let options = Options {
-        handler,
+        handler: daemon::Handler::Given(handler),
         clock: Arc::new(SystemClock),
         on_listening: Some(Box::new(move |addr| {
             let _ = addr_tx.send(addr);

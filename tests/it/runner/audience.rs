@@ -107,8 +107,12 @@ async fn a_source_made_private_while_its_job_is_queued_is_rejected_before_any_to
 
     // Queued; then the source turns private.
     hub.fake.set_visibility("octo/app", "private");
-    let runner = Runner::new(config.clone(), hub.setup.config.clone(), BIN.into())
-        .with_github(forge.clone());
+    let runner = Runner::new(
+        config.clone(),
+        hub.setup.config.clone(),
+        BIN.into(),
+        teammem::forge::Forges::with_github(Some(forge.clone())),
+    );
     let claimed = queue.claim("worker-1").await.unwrap().unwrap();
     assert_eq!(claimed.job.id, enqueued.job.id);
     let completion = runner

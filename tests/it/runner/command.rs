@@ -246,6 +246,7 @@ async fn a_read_path_holding_a_secret_path_refuses_the_job_before_the_agent_runs
         std::sync::Arc::new(config),
         s.config_path.clone(),
         super::handler::BIN.into(),
+        teammem::forge::Forges::default(),
     );
     let tip = s.tip();
     let failure = runner.run(&s.full_range(1)).await.unwrap_err();

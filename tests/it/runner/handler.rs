@@ -57,7 +57,12 @@ impl Setup {
     }
 
     pub fn runner(&self) -> Runner {
-        Runner::new(self.config.clone(), self.config_path.clone(), BIN.into())
+        Runner::new(
+            self.config.clone(),
+            self.config_path.clone(),
+            BIN.into(),
+            teammem::forge::Forges::default(),
+        )
     }
 
     pub fn range_job(&self, id: i64, before: &str, after: &str) -> Job {

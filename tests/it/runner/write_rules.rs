@@ -404,6 +404,7 @@ async fn an_agent_that_rewrites_evidence_json_changes_nothing_it_may_not() {
         Arc::new(Config::load(&s.config_path).unwrap()),
         s.config_path.clone(),
         BIN.into(),
+        teammem::forge::Forges::default(),
     );
 
     let done = runner.run(&s.full_range(1)).await.unwrap();
