@@ -218,7 +218,15 @@ async fn a_long_history_is_archived_by_quarter_and_nothing_is_lost_or_left_liste
         )),
         "{old}"
     );
-    // Topics in one order, `.github` named as in the tree.
+    // Topics in one order, `.github` named as in the tree; then what coding
+    // agents do.
+    let (topics, agents) = topics
+        .split_once("## For coding agents")
+        .expect("a For coding agents list");
+    assert!(
+        agents.contains("](How-to-work-here) <!-- teammem:agents:get-context -->"),
+        "{home}"
+    );
     let order: Vec<&str> = topics
         .lines()
         .filter_map(|l| l.strip_prefix("- [")?.split(']').next())
@@ -228,6 +236,7 @@ async fn a_long_history_is_archived_by_quarter_and_nothing_is_lost_or_left_liste
         [
             "Changelog",
             "Dependencies",
+            "How to work here",
             "Archive",
             ".github",
             "root",
