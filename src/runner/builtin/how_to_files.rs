@@ -175,7 +175,7 @@ pub(super) fn justfile(path: &str, lines: &[&str]) -> Vec<HowToFact> {
 }
 
 /// INI/TOML sections: (header line, name, the lines up to the next header).
-fn sections<'a>(lines: &[&'a str]) -> Vec<(usize, String, usize)> {
+fn sections(lines: &[&str]) -> Vec<(usize, String, usize)> {
     let mut out: Vec<(usize, String, usize)> = Vec::new();
     for (n, line) in lines.iter().enumerate() {
         let t = line.trim();
