@@ -66,6 +66,13 @@ impl Checkout {
             let last = i + 1 == parts.len();
             let here = dir.join(part);
             if !missing_dirs.is_empty() {
+                if last {
+                    return Ok(Target {
+                        path: here,
+                        missing_dirs,
+                        existing: None,
+                    });
+                }
                 missing_dirs.push(here.clone());
                 dir = here;
                 continue;
