@@ -2,6 +2,7 @@
 //! starts real things (SQLite files, the `teammem` process, git servers) on
 //! loopback and temp directories.
 
+mod agents_setup; // `teammem agents setup`: each host's format, no secret, --write merges and settles, bad input changes nothing
 mod architecture; // the layering rule: no import cycle among the crate's top-level modules
 mod backfill; // issue 36 in the real daemon: the reconciled commit never moves back; `teammem backfill` cancellable, idempotent, ordered, each PR once beside dispatches
 mod cluster; // several `teammem serve` nodes on one real PostgreSQL server: shared jobs, tokens, sessions
