@@ -46,6 +46,27 @@ pub struct JobFailure {
     pub receipt: Option<serde_json::Value>,
 }
 
+impl JobFailure {
+    /// A failure without a receipt, retried when `retryable`.
+    pub fn new(reason: impl Into<String>, retryable: bool) -> Self {
+        JobFailure {
+            reason: reason.into(),
+            retryable,
+            receipt: None,
+        }
+    }
+
+    /// A failure the queue retries with backoff (until `max_attempts`).
+    pub fn retryable(reason: impl Into<String>) -> Self {
+        Self::new(reason, true)
+    }
+
+    /// A failure that fails the job at once.
+    pub fn permanent(reason: impl Into<String>) -> Self {
+        Self::new(reason, false)
+    }
+}
+
 pub type JobFuture<'a> = Pin<Box<dyn Future<Output = Result<Completion, JobFailure>> + Send + 'a>>;
 
 /// What the workers call to run one claimed job.
@@ -116,12 +137,9 @@ pub struct NoRunner;
 impl JobHandler for NoRunner {
     fn run<'a>(&'a self, _job: &'a Job) -> JobFuture<'a> {
         Box::pin(async {
-            Err(JobFailure {
-                reason: "this teammem build has no job runner; upgrade teammem and retry the job"
-                    .into(),
-                retryable: false,
-                receipt: None,
-            })
+            Err(JobFailure::permanent(
+                "this teammem build has no job runner; upgrade teammem and retry the job",
+            ))
         })
     }
 }
@@ -356,14 +374,10 @@ impl Worker {
                     }
                 }
                 _ = &mut deadline => {
-                    break Some(Err(JobFailure {
-                        reason: format!(
+                    break Some(Err(JobFailure::retryable(format!(
                             "the job did not finish within {} s (queue.job_timeout_seconds)",
                             self.settings.job_timeout.as_secs()
-                        ),
-                        retryable: true,
-                        receipt: None,
-                    }));
+                        ))));
                 }
                 _ = self.stop.changed(), if grace.is_none() => {
                     grace = Some(Box::pin(tokio::time::sleep(self.settings.shutdown_grace)));

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 use clap::Args;
 
-use super::{ConfigArg, Failure, open_db, print_json, source_names};
+use super::{ConfigArg, Failure, OrFail, open_db, print_json, source_names};
 use crate::forge::history::{
     FirstParent, HistoryStart, MAX_COMMITS_PER_RANGE, MAX_HISTORY, MAX_MERGES_PER_RANGE,
 };
@@ -77,7 +77,7 @@ pub(super) async fn run_backfill(args: BackfillArgs) -> Result<(), Failure> {
     };
     if args.status {
         let repository = source.map(|s| s.repository.as_str());
-        let backfills = queue.backfills(repository).await.map_err(runtime)?;
+        let backfills = queue.backfills(repository).await.or_runtime()?;
         print_status(&backfills, args.json);
         return Ok(());
     }
@@ -91,11 +91,11 @@ pub(super) async fn run_backfill(args: BackfillArgs) -> Result<(), Failure> {
         let cancelled = queue
             .cancel_backfills(&repository, "cli")
             .await
-            .map_err(runtime)?;
+            .or_runtime()?;
         let running = queue
             .backfills(Some(&repository))
             .await
-            .map_err(runtime)?
+            .or_runtime()?
             .iter()
             .map(|b| b.states.get(&JobState::Running).copied().unwrap_or(0))
             .sum::<u64>();
@@ -115,12 +115,10 @@ pub(super) async fn run_backfill(args: BackfillArgs) -> Result<(), Failure> {
         return Ok(());
     }
     let start = parse_start(args.last, args.since.as_deref())?;
-    let forges = Forges::from_config(&config)
-        .await
-        .map_err(|e| Failure::usage(e.to_string()))?;
+    let forges = Forges::from_config(&config).await.or_usage()?;
     let forge = forges.of(source);
     let tip = forge.tip().await.map_err(forge_failure)?;
-    let end = match queue.cursor(&repository).await.map_err(runtime)? {
+    let end = match queue.cursor(&repository).await.or_runtime()? {
         None => tip.sha.clone(),
         Some(cursor) => {
             match forge
@@ -146,7 +144,7 @@ pub(super) async fn run_backfill(args: BackfillArgs) -> Result<(), Failure> {
         // A range needs a commit to start from; the root commit has none.
         history.remove(0);
     }
-    let existing = queue.range_jobs(&repository).await.map_err(runtime)?;
+    let existing = queue.range_jobs(&repository).await.or_runtime()?;
     let covering: Vec<(Sha, Sha)> = existing
         .into_iter()
         .filter(|(_, _, _, state)| !matches!(state, JobState::Cancelled | JobState::Rejected))
@@ -185,7 +183,7 @@ pub(super) async fn run_backfill(args: BackfillArgs) -> Result<(), Failure> {
             ranges: ranges.clone(),
         })
         .await
-        .map_err(runtime)?;
+        .or_runtime()?;
     if args.json {
         print_json(&stored);
         return Ok(());
@@ -366,10 +364,6 @@ fn ids(jobs: &[i64]) -> String {
             .collect::<Vec<_>>()
             .join(", "),
     }
-}
-
-fn runtime(e: impl std::fmt::Display) -> Failure {
-    Failure::runtime(e.to_string())
 }
 
 fn forge_failure(refusal: Refusal) -> Failure {

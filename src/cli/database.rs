@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 
-use super::{Failure, load_config};
+use super::{Failure, OrFail, load_config};
 use crate::config::Database;
 use crate::db;
 
@@ -52,21 +52,15 @@ pub(super) async fn run_db(command: DbCommand) -> Result<(), Failure> {
             path.display()
         )));
     }
-    let sqlite = db::open(&from.server.data_dir)
-        .await
-        .map_err(|e| Failure::runtime(e.to_string()))?;
-    db::migrate(&sqlite)
-        .await
-        .map_err(|e| Failure::runtime(e.to_string()))?;
+    let sqlite = db::open(&from.server.data_dir).await.or_runtime()?;
+    db::migrate(&sqlite).await.or_runtime()?;
     let postgres = db::connect_postgres(pg, &to.server.node_id)
         .await
-        .map_err(|e| Failure::usage(e.to_string()))?;
-    db::migrate_postgres(&postgres)
-        .await
-        .map_err(|e| Failure::usage(e.to_string()))?;
+        .or_usage()?;
+    db::migrate_postgres(&postgres).await.or_usage()?;
     let copied = crate::queue::copy::sqlite_to_postgres(&sqlite, &postgres)
         .await
-        .map_err(|e| Failure::runtime(e.to_string()))?;
+        .or_runtime()?;
     for (table, rows) in copied.0 {
         crate::outln!("{table}: {rows} row(s) copied");
     }

@@ -6,7 +6,7 @@
 
 use clap::Subcommand;
 
-use super::{ConfigArg, Failure, open_db, open_queue, print_json, source_names};
+use super::{ConfigArg, Failure, OrFail, open_db, open_queue, print_json, source_names};
 
 use crate::queue::{JobFilter, JobState, Steering, rfc3339_utc};
 
@@ -84,10 +84,7 @@ pub(super) async fn run_sweep(command: SweepCommand) -> Result<(), Failure> {
                 )));
             };
             let queue = crate::queue::Queue::from_config(&config, pool);
-            let forgotten = queue
-                .forget_cursor(&source.repository)
-                .await
-                .map_err(|e| Failure::runtime(e.to_string()))?;
+            let forgotten = queue.forget_cursor(&source.repository).await.or_runtime()?;
             match forgotten {
                 Some(sha) => crate::outln!(
                     "forgot the cursor of {} (it was {sha}); the next sweep starts tracking at the tip of its default branch",
@@ -122,10 +119,7 @@ pub(super) async fn run_jobs(command: JobsCommand) -> Result<(), Failure> {
             let queue = open_queue(&config.config).await?;
             let state = match state {
                 None => None,
-                Some(s) => Some(
-                    s.parse::<JobState>()
-                        .map_err(|e| Failure::usage(e.to_string()))?,
-                ),
+                Some(s) => Some(s.parse::<JobState>().or_usage()?),
             };
             if !(1..=100).contains(&limit) {
                 return Err(Failure::usage(format!(
@@ -182,14 +176,8 @@ pub(super) async fn run_jobs(command: JobsCommand) -> Result<(), Failure> {
         }
         JobsCommand::Show { config, id, json } => {
             let queue = open_queue(&config.config).await?;
-            let job = queue
-                .get(id)
-                .await
-                .map_err(|e| Failure::runtime(e.to_string()))?;
-            let events = queue
-                .events(id)
-                .await
-                .map_err(|e| Failure::runtime(e.to_string()))?;
+            let job = queue.get(id).await.or_runtime()?;
+            let events = queue.events(id).await.or_runtime()?;
             if json {
                 print_json(&serde_json::json!({"job": job, "events": events}));
             } else {
@@ -231,10 +219,7 @@ pub(super) async fn run_jobs(command: JobsCommand) -> Result<(), Failure> {
 /// `jobs cancel|retry`: the queue decides whether the job's state allows it.
 async fn steer(config: &ConfigArg, id: i64, json: bool, steering: Steering) -> Result<(), Failure> {
     let queue = open_queue(&config.config).await?;
-    let job = queue
-        .steer(id, "cli", steering)
-        .await
-        .map_err(|e| Failure::runtime(e.to_string()))?;
+    let job = queue.steer(id, "cli", steering).await.or_runtime()?;
     if json {
         print_json(&job);
     } else {

@@ -213,6 +213,25 @@ impl Failure {
     }
 }
 
+/// How a lower layer's error becomes a command's [`Failure`], its message
+/// kept: `or_runtime` (exit 1: the work failed) or `or_usage` (exit 2: the
+/// configuration or arguments are wrong), for every error whose own message
+/// says enough.
+trait OrFail<T> {
+    fn or_runtime(self) -> Result<T, Failure>;
+    fn or_usage(self) -> Result<T, Failure>;
+}
+
+impl<T, E: std::fmt::Display> OrFail<T> for Result<T, E> {
+    fn or_runtime(self) -> Result<T, Failure> {
+        self.map_err(|e| Failure::runtime(e.to_string()))
+    }
+
+    fn or_usage(self) -> Result<T, Failure> {
+        self.map_err(|e| Failure::usage(e.to_string()))
+    }
+}
+
 async fn run(command: Command) -> ExitCode {
     let result = match command {
         Command::Serve(c) => serve::serve(&c.config).await,
@@ -262,9 +281,7 @@ fn load_config(path: &Path) -> Result<Config, Failure> {
 /// Opens the database of a configuration, migrated, for the offline commands.
 async fn open_db(path: &Path) -> Result<(Config, db::Pool), Failure> {
     let config = load_config(path)?;
-    let pool = db::open_configured(&config)
-        .await
-        .map_err(|e| Failure::usage(e.to_string()))?;
+    let pool = db::open_configured(&config).await.or_usage()?;
     Ok((config, pool))
 }
 

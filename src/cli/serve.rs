@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use super::{Failure, load_config};
+use super::{Failure, OrFail, load_config};
 use crate::config::{Config, Database};
 use crate::{daemon, db};
 
@@ -119,22 +119,16 @@ pub(super) async fn serve(path: &Path) -> Result<(), Failure> {
         daemon::shutdown_signal(),
     )
     .await
-    .map_err(|e| Failure::runtime(e.to_string()))
+    .or_runtime()
 }
 
 pub(super) async fn migrate(path: &Path) -> Result<(), Failure> {
     let config = load_config(path)?;
     let pending = match &config.database {
         Database::Sqlite => {
-            let pool = db::open(&config.server.data_dir)
-                .await
-                .map_err(|e| Failure::runtime(e.to_string()))?;
-            let pending = db::migrations_pending(&pool)
-                .await
-                .map_err(|e| Failure::runtime(e.to_string()))?;
-            db::migrate(&pool)
-                .await
-                .map_err(|e| Failure::runtime(e.to_string()))?;
+            let pool = db::open(&config.server.data_dir).await.or_runtime()?;
+            let pending = db::migrations_pending(&pool).await.or_runtime()?;
+            db::migrate(&pool).await.or_runtime()?;
             pending
         }
         Database::Postgres(pg) => migrated_postgres(pg, &config.server.node_id).await?.1,
@@ -155,15 +149,9 @@ async fn migrated_postgres(
     pg: &crate::config::Postgres,
     node_id: &str,
 ) -> Result<(sqlx::PgPool, bool), Failure> {
-    let pool = db::connect_postgres(pg, node_id)
-        .await
-        .map_err(|e| Failure::usage(e.to_string()))?;
-    let pending = db::postgres_migrations_pending(&pool)
-        .await
-        .map_err(|e| Failure::runtime(e.to_string()))?;
-    db::migrate_postgres(&pool)
-        .await
-        .map_err(|e| Failure::usage(e.to_string()))?;
+    let pool = db::connect_postgres(pg, node_id).await.or_usage()?;
+    let pending = db::postgres_migrations_pending(&pool).await.or_runtime()?;
+    db::migrate_postgres(&pool).await.or_usage()?;
     Ok((pool, pending))
 }
 

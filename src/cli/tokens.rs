@@ -5,7 +5,7 @@
 
 use clap::Subcommand;
 
-use super::{ConfigArg, Failure, open_db, source_names};
+use super::{ConfigArg, Failure, OrFail, open_db, source_names};
 use crate::tokens;
 
 #[derive(Debug, Subcommand)]
@@ -52,7 +52,7 @@ pub(super) async fn run_tokens(command: TokensCommand) -> Result<(), Failure> {
             }
             let token = tokens::create(&pool, &name, &repositories)
                 .await
-                .map_err(|e| Failure::usage(e.to_string()))?;
+                .or_usage()?;
             let scope = if repositories.is_empty() {
                 "all sources".to_string()
             } else {
@@ -64,9 +64,7 @@ pub(super) async fn run_tokens(command: TokensCommand) -> Result<(), Failure> {
         }
         TokensCommand::List { config } => {
             let (_, pool) = open_db(&config.config).await?;
-            let list = tokens::list(&pool)
-                .await
-                .map_err(|e| Failure::runtime(e.to_string()))?;
+            let list = tokens::list(&pool).await.or_runtime()?;
             if list.is_empty() {
                 crate::outln!("no tokens; create one with `teammem tokens create --name NAME`");
             }
@@ -85,9 +83,7 @@ pub(super) async fn run_tokens(command: TokensCommand) -> Result<(), Failure> {
         }
         TokensCommand::Revoke { config, name } => {
             let (_, pool) = open_db(&config.config).await?;
-            tokens::revoke(&pool, &name)
-                .await
-                .map_err(|e| Failure::usage(e.to_string()))?;
+            tokens::revoke(&pool, &name).await.or_usage()?;
             crate::outln!("revoked {name}");
             Ok(())
         }

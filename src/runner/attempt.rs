@@ -13,7 +13,7 @@ use std::path::Path;
 
 use super::receipt::{self, WikiFacts};
 use super::writer::{self, WriterClient, WriterLaunch};
-use super::{Runner, agent, broker, check, command, facts, permanent, random_hex};
+use super::{Runner, agent, broker, check, command, facts, random_hex};
 use crate::config::{Agent, Source};
 use crate::forge::SourceForge;
 use crate::forge::evidence::{self, EvidenceBundle, JobScope};
@@ -68,13 +68,11 @@ impl Runner {
             dir,
             ..
         } = *inputs;
-        let unwritable = |e: std::io::Error| JobFailure {
-            reason: format!(
+        let unwritable = |e: std::io::Error| {
+            JobFailure::retryable(format!(
                 "cannot write the evidence bundle into {}: {e}; check data_dir's permissions and free space",
                 dir.display()
-            ),
-            retryable: true,
-            receipt: None,
+            ))
         };
         let mut bundle = inputs.bundle.clone();
         // 4b. Every evidence marker on the wiki, judged against the source at
@@ -97,7 +95,7 @@ impl Runner {
             source,
             self.config.github.as_ref().map(|g| g.git_url.as_str()),
         )
-        .map_err(permanent)?;
+        .map_err(JobFailure::permanent)?;
         let (broker, broker_end) = broker::Broker::start(broker::BrokerJob {
             source: source.clone(),
             destination,
@@ -106,11 +104,7 @@ impl Runner {
             forge: forge.github().cloned(),
             wiki_token: inputs.wiki_token.clone(),
         })
-        .map_err(|e| JobFailure {
-            reason: e.reason,
-            retryable: e.retryable,
-            receipt: None,
-        })?;
+        .map_err(|e| JobFailure::new(e.reason, e.retryable))?;
         let (endpoint, agent_listener) = match self.agent_endpoint(dir)? {
             Some((endpoint, listener)) => (Some(endpoint), Some(listener)),
             None => (None, None),
@@ -129,24 +123,15 @@ impl Runner {
         };
         let client = WriterClient::spawn(launch)
             .await
-            .map_err(|reason| JobFailure {
-                reason,
-                retryable: true,
-                receipt: None,
-            })?;
+            .map_err(JobFailure::retryable)?;
         if let (Some(hook), Some(pid)) = (&self.on_spawn, client.pid()) {
             hook(pid).await;
         }
-        let start = client
-            .snapshot(&source.repository)
-            .await
-            .map_err(|e| JobFailure {
-                reason: format!("reading the wiki's starting snapshot failed: {e}"),
-                retryable: true,
-                receipt: None,
-            })?;
+        let start = client.snapshot(&source.repository).await.map_err(|e| {
+            JobFailure::retryable(format!("reading the wiki's starting snapshot failed: {e}"))
+        })?;
         let Some(start_base) = start.result.sha else {
-            return Err(permanent(format!(
+            return Err(JobFailure::permanent(format!(
                 "the wiki of {} has no commits yet; create its first page (Home), then retry the job",
                 source.repository
             )));
@@ -170,11 +155,7 @@ impl Runner {
             command.as_ref(),
         )
         .await
-        .map_err(|e| JobFailure {
-            reason: e.reason,
-            retryable: e.retryable,
-            receipt: None,
-        })?;
+        .map_err(|e| JobFailure::new(e.reason, e.retryable))?;
 
         // 6. The receipt, checked against the evidence and the job's staged
         // writes (the writer's HEAD is the job's staged tip).
@@ -248,31 +229,19 @@ impl Runner {
         line.push(b'\n');
         let written = command::write_new(&capability_path, &line);
         zeroize::Zeroize::zeroize(&mut line);
-        written.map_err(|e| JobFailure {
-            reason: format!(
+        written.map_err(|e| JobFailure::retryable(format!(
                 "cannot write the agent's capability file {}: {e}; check data_dir's permissions and free space",
                 capability_path.display()
-            ),
-            retryable: true,
-            receipt: None,
-        })?;
+            )))?;
         let socket = dir.join(format!("mcp-{}.sock", random_hex(16)));
-        let listener = std::os::unix::net::UnixListener::bind(&socket).map_err(|e| JobFailure {
-            reason: format!(
+        let listener = std::os::unix::net::UnixListener::bind(&socket).map_err(|e| JobFailure::permanent(format!(
                 "cannot make the agent's endpoint {}: {e}; choose a shorter server.data_dir (a socket path has at most 107 bytes) or check its permissions",
                 socket.display()
-            ),
-            retryable: false,
-            receipt: None,
-        })?;
+            )))?;
         let listener = writer::AgentListener::new(std::os::fd::OwnedFd::from(listener), &capability)
-            .map_err(|e| JobFailure {
-                reason: format!(
+            .map_err(|e| JobFailure::retryable(format!(
                     "cannot make the gate of the agent's endpoint: {e}; the daemon may be out of file descriptors"
-                ),
-                retryable: true,
-                receipt: None,
-            })?;
+                )))?;
         Ok(Some((
             command::Endpoint {
                 program: self.program.clone(),
@@ -291,10 +260,8 @@ async fn wiki_facts(
     job_id: i64,
     start_base: String,
 ) -> Result<WikiFacts, JobFailure> {
-    let failure = |e: writer::CallError| JobFailure {
-        reason: format!("reading the wiki to check the receipt failed: {e}"),
-        retryable: true,
-        receipt: None,
+    let failure = |e: writer::CallError| {
+        JobFailure::retryable(format!("reading the wiki to check the receipt failed: {e}"))
     };
     let snapshot = client.snapshot(&source.repository).await.map_err(failure)?;
     let tip = snapshot.result.sha.unwrap_or_else(|| start_base.clone());

@@ -52,12 +52,10 @@ impl JobToken {
                 revocations,
                 revoked: false,
             }),
-            Err(GitHubError::Unavailable { message, .. }) => Err(JobFailure {
-                reason: format!("minting the wiki token for {wiki} failed: {message}"),
-                retryable: true,
-                receipt: None,
-            }),
-            Err(e) => Err(super::permanent(format!(
+            Err(GitHubError::Unavailable { message, .. }) => Err(JobFailure::retryable(format!(
+                "minting the wiki token for {wiki} failed: {message}"
+            ))),
+            Err(e) => Err(JobFailure::permanent(format!(
                 "GitHub refused a contents:write token for the wiki repository {wiki}: {e}; install the App on {wiki} with contents write permission, then retry the job"
             ))),
         }

@@ -59,14 +59,10 @@ pub async fn job_audience_gate(
         Err(Refusal::Rejected { code, message }) => Ok(Some(Completion::Rejected {
             reason: format!("{code}: {message}"),
         })),
-        Err(Refusal::Unavailable { message, .. }) => Err(JobFailure {
-            reason: format!(
-                "checking the audience of {} → {} failed: {message}",
-                source.repository, source.wiki_repository
-            ),
-            retryable: true,
-            receipt: None,
-        }),
+        Err(Refusal::Unavailable { message, .. }) => Err(JobFailure::retryable(format!(
+            "checking the audience of {} → {} failed: {message}",
+            source.repository, source.wiki_repository
+        ))),
     }
 }
 
@@ -166,17 +162,15 @@ impl Runner {
         self
     }
 
-
     /// Runs `hook(attempt)` before each write attempt of the builtin agent.
     pub fn with_write_hook(mut self, hook: Hook) -> Self {
         self.before_write = Some(hook);
         self
     }
 
-
     async fn run_job(&self, job: &Job) -> Result<Completion, JobFailure> {
         let Some(source) = self.config.source(&job.source).cloned() else {
-            return Err(permanent(format!(
+            return Err(JobFailure::permanent(format!(
                 "source {} is no longer configured; add it back to the configuration or cancel the job",
                 job.source
             )));
@@ -190,7 +184,7 @@ impl Runner {
                 &self.program,
             );
             if !problems.is_empty() {
-                return Err(permanent(problems.join("; ")));
+                return Err(JobFailure::permanent(problems.join("; ")));
             }
         }
         let forge = self.forges.of(&source);
@@ -212,21 +206,17 @@ impl Runner {
         // Declared before everything that uses the directory, so it is
         // removed after them, however the job ends.
         let _work_dir = RemoveOnDrop(dir.clone());
-        fresh_work_dir(&dir).map_err(|e| JobFailure {
-            reason: format!(
+        fresh_work_dir(&dir).map_err(|e| {
+            JobFailure::retryable(format!(
                 "cannot make the job's work directory {} afresh: {e}; check data_dir's permissions",
                 dir.display()
-            ),
-            retryable: true,
-            receipt: None,
+            ))
         })?;
-        let unwritable = |e: std::io::Error| JobFailure {
-            reason: format!(
+        let unwritable = |e: std::io::Error| {
+            JobFailure::retryable(format!(
                 "cannot write the evidence bundle into {}: {e}; check data_dir's permissions and free space",
                 dir.display()
-            ),
-            retryable: true,
-            receipt: None,
+            ))
         };
         // A copy for the agent and the dashboard to read; the writer takes its
         // bundle and patches from the broker's memory, never from this file.
@@ -290,23 +280,15 @@ impl Runner {
                     // nothing the last one left there (links included) stays.
                     fresh_work_dir(&dir)
                         .and_then(|()| restrict(&dir))
-                        .map_err(|e| JobFailure {
-                            reason: format!(
+                        .map_err(|e| JobFailure::retryable(format!(
                                 "cannot make the job's work directory {} afresh: {e}; check data_dir's permissions",
                                 dir.display()
-                            ),
-                            retryable: true,
-                            receipt: None,
-                        })?;
+                            )))?;
                 }
                 Attempted::WikiMoved(why) => {
-                    return Err(JobFailure {
-                        reason: format!(
-                            "the wiki moved while the job ran, {PUBLISH_ATTEMPTS} times ({why}); nothing was published; the job retries later"
-                        ),
-                        retryable: true,
-                        receipt: None,
-                    });
+                    return Err(JobFailure::retryable(format!(
+                        "the wiki moved while the job ran, {PUBLISH_ATTEMPTS} times ({why}); nothing was published; the job retries later"
+                    )));
                 }
             }
         };
@@ -324,7 +306,7 @@ async fn policy(forge: &SourceForge<'_>, sha: &str) -> Result<Option<String>, Jo
     };
     match forge.read_file(sha, &policy_path, MAX_POLICY_BYTES).await {
         Ok(text) => Ok(text),
-        Err(SourceError::Invalid(reason)) => Err(permanent(format!(
+        Err(SourceError::Invalid(reason)) => Err(JobFailure::permanent(format!(
             "the policy file {policy_path} cannot be used: {reason}; keep it UTF-8 and at most {MAX_POLICY_BYTES} bytes"
         ))),
         Err(e) => Err(source_failure(e)),
@@ -416,20 +398,8 @@ pub fn check(receipt: &Receipt, bundle: &EvidenceBundle, facts: &WikiFacts) -> R
     receipt::check_against_wiki(receipt, facts)
 }
 
-fn permanent(reason: String) -> JobFailure {
-    JobFailure {
-        reason,
-        retryable: false,
-        receipt: None,
-    }
-}
-
 fn source_failure(e: SourceError) -> JobFailure {
-    JobFailure {
-        retryable: matches!(e, SourceError::Unavailable(_)),
-        reason: e.to_string(),
-        receipt: None,
-    }
+    JobFailure::new(e.to_string(), matches!(e, SourceError::Unavailable(_)))
 }
 
 /// What the job may reconcile: its kind, which the queue built and checked
