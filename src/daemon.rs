@@ -23,7 +23,7 @@ use crate::forge::Forges;
 use crate::http::{self, AppState};
 use crate::queue::{Clock, Queue, QueueSettings, SystemClock};
 use crate::scheduler::Scheduler;
-use crate::worker::{JobHandler, NoRunner, Pool, PoolSettings};
+use crate::worker::{JobHandler, NoRunner, PoolSettings, WorkerPool};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -260,7 +260,7 @@ pub async fn run_with_ingest(
     for problem in &job_problems {
         tracing::error!(%problem, "jobs cannot run as configured; /readyz reports not ready");
     }
-    let workers = Pool::start(
+    let workers = WorkerPool::start(
         queue.clone(),
         handler,
         PoolSettings {

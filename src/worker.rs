@@ -219,7 +219,7 @@ fn lower_thread_priority(nice: i32) {
 }
 
 /// A running pool. `wake` nudges idle workers after an enqueue.
-pub struct Pool {
+pub struct WorkerPool {
     tasks: JoinSet<()>,
     handler: Arc<dyn JobHandler>,
     /// Declared after `tasks`, so it outlives them when the pool is dropped.
@@ -229,8 +229,8 @@ pub struct Pool {
     pub alive: Arc<AtomicUsize>,
 }
 
-impl Pool {
-    pub fn start(queue: Queue, handler: Arc<dyn JobHandler>, settings: PoolSettings) -> Pool {
+impl WorkerPool {
+    pub fn start(queue: Queue, handler: Arc<dyn JobHandler>, settings: PoolSettings) -> WorkerPool {
         let (stop, stop_rx) = watch::channel(false);
         let wake = Arc::new(Notify::new());
         let alive = Arc::new(AtomicUsize::new(0));
@@ -262,7 +262,7 @@ impl Pool {
                 None => tasks.spawn(work),
             };
         }
-        Pool {
+        WorkerPool {
             tasks,
             handler,
             runtime,
@@ -613,7 +613,7 @@ mod tests {
             .await
             .expect("enqueue");
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let pool = Pool::start(queue, Arc::new(Probe(tx)), settings(job_nice));
+        let pool = WorkerPool::start(queue, Arc::new(Probe(tx)), settings(job_nice));
         let seen = rx.recv().await.expect("the job ran");
         pool.shutdown().await;
         seen

@@ -44,7 +44,7 @@ pub struct Config {
     pub database: Database,
     pub github: Option<GitHub>,
     pub sources: Vec<Source>,
-    pub queue: Queue,
+    pub queue: QueueSection,
     pub schedule: Schedule,
     pub agent: Agent,
     /// What any agent's writes may change (`[agent] max_changed_bytes`).
@@ -241,8 +241,9 @@ impl Source {
     }
 }
 
+/// The `[queue]` section (the queue's own handle is [`crate::queue::Queue`]).
 #[derive(Debug, Clone)]
-pub struct Queue {
+pub struct QueueSection {
     pub workers: usize,
     pub max_attempts: u32,
     pub lease: Duration,

@@ -16,7 +16,7 @@ use super::rules::{check_url, url_is_loopback};
 use super::section::Section;
 use super::sources::{check_mappings, read_source};
 use super::{
-    Api, BotIdentity, Config, Dashboard, GitHub, PrivateKey, Queue, Schedule, Server,
+    Api, BotIdentity, Config, Dashboard, GitHub, PrivateKey, QueueSection, Schedule, Server,
     SessionKeySource,
 };
 
@@ -128,9 +128,10 @@ fn read_server(t: &toml::Table, errors: &mut Vec<String>) -> Option<Server> {
     let max_connections = s.int("max_connections", 1024, (1, 65_536), errors) as usize;
     let reserved_connections = read_reserved_connections(&mut s, max_connections, errors);
     let mcp_stream_lifetime = read_stream_lifetime(&mut s, errors);
-    let mcp_resource_poll = Duration::from_millis(
-        s.int("mcp_resource_poll_ms", 5_000, (100, 3_600_000), errors) as u64,
-    );
+    let mcp_resource_poll =
+        Duration::from_millis(
+            s.int("mcp_resource_poll_ms", 5_000, (100, 3_600_000), errors) as u64,
+        );
     let node_id = read_node_id(&mut s, errors);
     s.finish(errors);
     Some(Server {
@@ -305,9 +306,9 @@ fn read_bot(github: Option<&toml::Table>) -> BotIdentity {
     }
 }
 
-fn read_queue(t: &toml::Table, errors: &mut Vec<String>) -> Queue {
+fn read_queue(t: &toml::Table, errors: &mut Vec<String>) -> QueueSection {
     let mut s = Section::new("queue", t);
-    let q = Queue {
+    let q = QueueSection {
         workers: s.int("workers", 2, (1, 64), errors) as usize,
         max_attempts: s.int("max_attempts", 8, (1, 100), errors) as u32,
         lease: Duration::from_secs(s.int("lease_seconds", 60, (5, 3600), errors) as u64),

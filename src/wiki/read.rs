@@ -13,7 +13,7 @@ use gix::ObjectId;
 use super::error::{ErrorKind, WikiError};
 use super::tree::{IndexCache, commit_tree, read_blob, tree_delta};
 use super::types::{
-    Diff, History, HistoryEntry, LastChange, NotDiffed, Page, PageInfo, PageList, StaleFact,
+    Diff, History, HistoryEntry, LastChange, NotDiffed, Page, PageInfo, PageList, StaleMarker,
 };
 use super::validate::{
     MAX_DIFF_BLOB_BYTES, MAX_DIFF_BYTES, MAX_DIFF_READ_BYTES, MAX_LAST_CHANGE_WALK,
@@ -377,7 +377,7 @@ fn unified_hunks(old: &[u8], new: &[u8]) -> Result<String, WikiError> {
 
 /// The stale evidence markers of a page; unreadable markers are skipped
 /// (the runner reports them on `Stale.md`), never an error.
-fn stale_facts(content: &str) -> Vec<StaleFact> {
+fn stale_facts(content: &str) -> Vec<StaleMarker> {
     crate::facts::facts(content)
         .into_iter()
         .filter_map(|found| match found {
@@ -391,7 +391,7 @@ fn stale_facts(content: &str) -> Vec<StaleFact> {
                 else {
                     return None;
                 };
-                Some(StaleFact {
+                Some(StaleMarker {
                     line: fact.line + 1,
                     fact: fact.text.clone(),
                     path: path.clone(),

@@ -59,7 +59,7 @@ pub struct Page {
     pub sha: String,
     pub content: String,
     /// Each stale evidence marker on the page, in page order.
-    pub stale_facts: Vec<StaleFact>,
+    pub stale_facts: Vec<StaleMarker>,
 }
 
 /// A page ranked for a query.
@@ -103,7 +103,7 @@ pub struct SearchResult {
 
 /// A stale evidence marker on a page (`get_wiki_page`'s `stale_facts`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StaleFact {
+pub struct StaleMarker {
     /// 1-based page line carrying the marker.
     pub line: usize,
     /// The statement (the line without its markers).
