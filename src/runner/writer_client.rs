@@ -66,6 +66,7 @@ impl WriterClient {
             repository: repository.to_owned(),
             path: path.to_owned(),
             git_ref: git_ref.to_owned(),
+            format: Some(tools::PageFormat::Raw),
         };
         self.typed(tools::GET_WIKI_PAGE, &args).await
     }

@@ -19,6 +19,7 @@ mod write; // the engine's write side: a checked change as one commit, compare-a
 mod amend; // the runner's marker verdicts folded into a job's write, Stale.md re-rendered
 mod stage; // a job's staged writes and their one publish
 pub mod error;
+pub mod fold; // a page with its teammem comments folded out and its citations as data
 pub mod patch;
 pub mod paths;
 mod publish;

@@ -84,6 +84,20 @@ pub struct PageArgs {
     pub path: String,
     #[serde(rename = "ref", default = "head")]
     pub git_ref: String,
+    /// `None`: the server's default (raw on a writer, folded on an agent's
+    /// server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<PageFormat>,
+}
+
+/// How `get_wiki_page` returns a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PageFormat {
+    /// Teammem comments folded out, evidence markers as `citations`.
+    Folded,
+    /// The Markdown byte for byte (what an edit's anchors need).
+    Raw,
 }
 
 /// `list_wiki_history`.

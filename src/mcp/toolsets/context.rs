@@ -8,7 +8,9 @@
 //! `repository` = the source, resolved from configuration exactly as the
 //! reads do (a repository the caller may not read is answered like one that
 //! does not exist); rules on paths, query and budget are the engine's and
-//! come back as envelope errors; every answer carries `as_of`.
+//! come back as envelope errors; every answer carries `as_of`. Without
+//! `repository` it answers from every wiki the caller may read
+//! (`super::org`), each item naming its repository.
 
 use rmcp::model::JsonObject;
 use serde::Deserialize;
@@ -32,7 +34,7 @@ pub const TOOLSET: Toolset = Toolset {
     tools: &[ToolDef {
         name: GET_CONTEXT,
         title: "Context for a change",
-        description: "What to know before changing files, from the team memory in one call: give the repository-relative paths you are about to change (files or folders) and/or a question. For each path: its purpose, its area, the facts on any wiki page that cite it (text, page and line, cited commit and lines, status current or stale with the commit that changed it: do not rely on a stale fact without checking the code), the merged pull requests that touched it newest first (number, title, why, author, date), who knows its area, and the dependencies a manifest declares; for a question, the wiki passages that answer it best. Items come ranked by relevance and cut to max_tokens (estimated as JSON bytes / 4); left_out counts what did not fit and read_more names the pages that hold it. Deterministic, read at one wiki commit (ref); as_of is the source commit the memory is reconciled to (null with as_of_reason when unknown).",
+        description: "What to know before changing files, from the team memory in one call: give the repository-relative paths you are about to change (files or folders) and/or a question. For each path: its purpose, its area, the facts on any wiki page that cite it (text, page and line, cited commit and lines, status current or stale with the commit that changed it: do not rely on a stale fact without checking the code), the merged pull requests that touched it newest first (number, title, why, author, date), who knows its area, and the dependencies a manifest declares; for a question, the wiki passages that answer it best. Items come ranked by relevance and cut to max_tokens (estimated as JSON bytes / 4); left_out counts what did not fit and read_more names the pages that hold it. Deterministic, read at one wiki commit (ref); as_of is the source commit the memory is reconciled to (null with as_of_reason when unknown). Without repository, every wiki you may read answers (at most 200; wikis_left_out names the rest): each item and path names its repository, the items of all are ranked together and cut to max_tokens, read_more names repository and page, and wikis gives each wiki's ref and as_of.",
         hints: Hints::READ,
         input_schema: schema,
         handler: get_context,
@@ -42,7 +44,7 @@ pub const TOOLSET: Toolset = Toolset {
 fn schema() -> Value {
     super::object_schema(
         json!({
-            "repository": super::repository_schema(),
+            "repository": super::org_repository_schema(),
             "paths": {
                 "type": "array",
                 "items": {"type": "string", "minLength": 1, "maxLength": 1024},
@@ -52,16 +54,16 @@ fn schema() -> Value {
             },
             "query": {"type": "string", "minLength": 1, "maxLength": 512, "description": "A question in plain words, e.g. \"why are leases renewed every 10 seconds?\""},
             "max_tokens": {"type": "integer", "minimum": MIN_MAX_TOKENS, "maximum": MAX_MAX_TOKENS, "default": DEFAULT_MAX_TOKENS, "description": "The most tokens the items may take (estimated as JSON bytes / 4)"},
-            "ref": super::ref_schema("The wiki commit to answer from (default HEAD)"),
+            "ref": super::ref_schema("The wiki commit to answer from (default HEAD; only with repository)"),
         }),
-        &["repository"],
+        &[],
     )
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ContextArgs {
-    repository: String,
+    repository: Option<String>,
     #[serde(default)]
     paths: Vec<String>,
     query: Option<String>,
@@ -73,12 +75,12 @@ struct ContextArgs {
 fn get_context(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
         let args: ContextArgs = parse_arguments(GET_CONTEXT, arguments)?;
-        let git_ref = context.read_ref(args.git_ref).await;
-        let resolved = match context.resolve(&args.repository) {
-            Ok(resolved) => resolved,
-            Err(error) => return Ok(Answer::new(None, Err(error))),
+        let resolved = match args.repository.as_deref().map(|r| context.resolve(r)) {
+            Some(Ok(resolved)) => Some(resolved),
+            Some(Err(error)) => return Ok(Answer::new(None, Err(error))),
+            None => None,
         };
-        let identity = Some(resolved.identity.clone());
+        let identity = resolved.as_ref().map(|r| r.identity.clone());
         let max_tokens = match args.max_tokens {
             None => DEFAULT_MAX_TOKENS,
             // Out of range either way; the engine's check names the bounds.
@@ -96,6 +98,11 @@ fn get_context(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
             query: args.query,
             max_tokens,
         };
+        let Some(resolved) = resolved else {
+            let outcome = super::org::context(context, request, &args.git_ref).await;
+            return Ok(Answer::new(None, outcome));
+        };
+        let git_ref = context.read_ref(args.git_ref).await;
         let wiki = match context.wiki(&resolved, false).await {
             Ok(wiki) => wiki,
             Err(error) => return Ok(Answer::new(identity, Err(error))),

@@ -24,6 +24,7 @@
 pub mod context;
 pub mod coordinator;
 pub mod evidence;
+mod org; // search_wiki and get_context over every wiki the caller may read
 pub mod wiki_read;
 pub mod wiki_write;
 
@@ -219,6 +220,15 @@ pub fn repository_schema() -> Value {
     })
 }
 
+/// The schema of `repository` where leaving it out means every wiki the
+/// caller may read (org scope).
+pub fn org_repository_schema() -> Value {
+    serde_json::json!({
+        "type": "string",
+        "description": "The source repository (owner/name) whose team memory to read; leave it out to read every wiki you may read (each hit names its repository)",
+    })
+}
+
 /// The schema of a `ref` argument.
 pub fn ref_schema(what: &str) -> Value {
     serde_json::json!({
@@ -308,9 +318,13 @@ mod tests {
                 let required = listed.input_schema["required"]
                     .as_array()
                     .expect("required");
-                // Every tool about one source names it; the job tools name jobs.
+                // Every tool about one source names it (the org-scope
+                // reads may leave it out); the job tools name jobs.
+                let org_scope = ["search_wiki", "get_context"].contains(&tool.name);
                 assert!(
-                    toolset.name == "coordinator" || required.contains(&Value::from("repository")),
+                    toolset.name == "coordinator"
+                        || org_scope
+                        || required.contains(&Value::from("repository")),
                     "{}",
                     tool.name
                 );

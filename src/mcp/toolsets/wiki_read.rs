@@ -7,6 +7,11 @@
 //! (`crate::wiki::validate`) and come back as envelope errors. A page read
 //! says whose its last change was (`last_change`: teammem's job commit or a
 //! person's), so a reader can tell checked memory from hand-written text.
+//! A page comes folded (teammem comments out, evidence markers as
+//! `citations`, lines kept) unless `format: "raw"` asks for the Markdown
+//! byte for byte; a writer (a job's, the operator's) answers raw by default,
+//! because its callers edit by exact anchors. Without `repository`,
+//! `search_wiki` searches every wiki the caller may read (`super::org`).
 
 use rmcp::model::JsonObject;
 use serde::{Deserialize, Serialize};
@@ -16,7 +21,10 @@ use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_argum
 use crate::mcp::context::{Context, Resolved};
 use crate::mcp::envelope::{ToolError, ToolOutcome};
 use crate::wiki::WikiError;
-use crate::writer_contract::tools::{self, HistoryArgs, ListArgs, PageArgs, SnapshotArgs};
+use crate::wiki::fold::{self, PageCitation};
+use crate::writer_contract::tools::{
+    self, HistoryArgs, ListArgs, PageArgs, PageFormat, SnapshotArgs,
+};
 
 pub const TOOLSET: Toolset = Toolset {
     name: "wiki_read",
@@ -41,7 +49,7 @@ pub const TOOLSET: Toolset = Toolset {
         ToolDef {
             name: tools::GET_WIKI_PAGE,
             title: "Read a wiki page",
-            description: "Read one page at a ref: its content and blob sha (the expected_sha of a patch). stale_facts lists each statement on the page whose cited source lines changed after it was written (path, lines, cited_commit, changed_in, deleted): do not rely on it without checking the code. last_change says who made the page's last commit: by teammem (a job's commit, with its Teammem-Job trailer) or by a person (anyone else, e.g. an edit in GitHub's web interface; text a person wrote is theirs, not checked memory), with commit and at; null when not found in the newest 1,000 commits.",
+            description: "Read one page at a ref. format folded (the default on coding agents' servers): content is the page with teammem's comments (evidence markers, anchors) folded out, line for line (line N of content is line N of the page), and citations lists what each statement rests on: line, path, commit, lines, and status current, re-anchored (the page's last change moved the citation to where the cited lines are now; from says where they were) or stale (changed_in: the source commit that changed the cited lines; deleted when the file went away): do not rely on a stale fact without checking the code; a #pr-N citation gives pull_request instead of path. format raw (the default on a job's writer): content is the Markdown byte for byte, as an edit's anchors need it, and stale_facts lists each stale statement (line, fact, path, lines, cited_commit, changed_in, deleted). Both give the blob sha (the expected_sha of a patch). last_change says who made the page's last commit: by teammem (a job's commit, with its Teammem-Job trailer) or by a person (anyone else, e.g. an edit in GitHub's web interface; text a person wrote is theirs, not checked memory), with commit and at; null when not found in the newest 1,000 commits.",
             hints: Hints::READ,
             input_schema: page_schema,
             handler: get_wiki_page,
@@ -49,7 +57,7 @@ pub const TOOLSET: Toolset = Toolset {
         ToolDef {
             name: tools::SEARCH_WIKI,
             title: "Search the wiki",
-            description: "The wiki passages most relevant to query, best first, at most 20 and at most 3 from one page. Ask in plain words or keywords: stop and question words do not drive the ranking; paths (src/x.rs) and identifiers may be named. Each hit: its page (path, sha), score, the matching line (line, plain-text snippet) and the heading nearest above it; a pull request's entry repeated on several pages (Changelog, quarter and area pages) is one hit with pull_request, merge_commit and every page in pages. total counts the pages matching any word. Indexes at most 8 MiB (truncated says when the budget ended first). as_of is the source commit the memory is reconciled to (null with as_of_reason when unknown).",
+            description: "The wiki passages most relevant to query, best first, at most 20 and at most 3 from one page. Without repository, every wiki you may read is searched (at most 200; wikis_left_out names the rest) and each hit names its repository; wikis lists each wiki searched (ref, total, as_of) and unavailable those that could not be read. Ask in plain words or keywords: stop and question words do not drive the ranking; paths (src/x.rs) and identifiers may be named. Each hit: its page (path, sha), score, the matching line (line, plain-text snippet) and the heading nearest above it; a pull request's entry repeated on several pages (Changelog, quarter and area pages) is one hit with pull_request, merge_commit and every page in pages. total counts the pages matching any word. Indexes at most 8 MiB (truncated says when the budget ended first). as_of is the source commit the memory is reconciled to (null with as_of_reason when unknown).",
             hints: Hints::READ,
             input_schema: search_schema,
             handler: search_wiki,
@@ -96,6 +104,7 @@ fn page_schema() -> Value {
             "repository": super::repository_schema(),
             "path": {"type": "string", "description": "Page path, e.g. Home.md or area/Topic.md"},
             "ref": super::ref_schema("The commit to read at (default HEAD)"),
+            "format": {"type": "string", "enum": ["folded", "raw"], "description": "folded: markers folded out of content, citations as data (default on coding agents' servers); raw: the Markdown byte for byte, for editing (default on a job's writer)"},
         }),
         &["repository", "path"],
     )
@@ -104,11 +113,11 @@ fn page_schema() -> Value {
 fn search_schema() -> Value {
     super::object_schema(
         json!({
-            "repository": super::repository_schema(),
+            "repository": super::org_repository_schema(),
             "query": {"type": "string", "minLength": 1, "maxLength": 512, "description": "Words to rank pages by, case-insensitively"},
-            "ref": super::ref_schema("The commit to search (default HEAD)"),
+            "ref": super::ref_schema("The commit to search (default HEAD; only with repository)"),
         }),
-        &["repository", "query"],
+        &["query"],
     )
 }
 
@@ -138,7 +147,7 @@ fn diff_schema() -> Value {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SearchArgs {
-    repository: String,
+    repository: Option<String>,
     query: String,
     #[serde(rename = "ref", default = "tools::head")]
     git_ref: String,
@@ -258,6 +267,10 @@ fn get_wiki_page(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
         let mut args: PageArgs = parse_arguments(tools::GET_WIKI_PAGE, arguments)?;
         args.git_ref = context.read_ref(args.git_ref).await;
+        let format = args.format.unwrap_or(match context.binding.profile.kind {
+            ServerKind::WikiWriter => PageFormat::Raw,
+            ServerKind::Agent => PageFormat::Folded,
+        });
         read_tool!(context, args.repository, |wiki| async {
             let page = wiki.get_page(&args.git_ref, &args.path).await?;
             // At the page's own commit, so both answers describe one version.
@@ -268,28 +281,84 @@ fn get_wiki_page(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
                     crate::writer_contract::TRAILER_JOB,
                 )
                 .await?;
-            Ok::<_, WikiError>(PageRead {
-                page,
+            if format == PageFormat::Raw {
+                return Ok::<_, WikiError>(PageAnswer::Raw(PageRead {
+                    page,
+                    format: "raw",
+                    last_change: last,
+                }));
+            }
+            let mut folded = fold::fold(&page.content);
+            // A citation teammem's last change moved reads as re-anchored:
+            // compared with the page as that change found it.
+            if let Some(last) = last.as_ref().filter(|l| l.by == "teammem")
+                && folded.citations.iter().any(|c| c.path.is_some())
+                && let Ok(history) = wiki.history(&last.commit, Some(&page.path), 2).await
+                && let Some(before) = history.commits.get(1)
+                && let Ok(previous) = wiki.get_page(&before.sha, &page.path).await
+            {
+                fold::mark_reanchored(&mut folded, &page.content, &previous.content);
+            }
+            Ok(PageAnswer::Folded(FoldedRead {
+                path: page.path,
+                commit: page.commit,
+                sha: page.sha,
+                format: "folded",
+                content: folded.text,
+                citations: folded.citations,
+                unreadable_markers: folded.unreadable_markers,
                 last_change: last,
-            })
+            }))
         })
     })
 }
 
-/// `get_wiki_page`'s result: the page, and who changed it last.
+/// `get_wiki_page`'s result in either format.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum PageAnswer {
+    Raw(PageRead),
+    Folded(FoldedRead),
+}
+
+/// The page byte for byte, and who changed it last.
 #[derive(Serialize)]
 struct PageRead {
     #[serde(flatten)]
     page: crate::wiki::Page,
+    format: &'static str,
     last_change: Option<crate::wiki::LastChange>,
+}
+
+/// The page folded, its citations, and who changed it last.
+#[derive(Serialize)]
+struct FoldedRead {
+    path: String,
+    #[serde(rename = "ref")]
+    commit: String,
+    sha: String,
+    format: &'static str,
+    content: String,
+    citations: Vec<PageCitation>,
+    #[serde(skip_serializing_if = "is_zero")]
+    unreadable_markers: usize,
+    last_change: Option<crate::wiki::LastChange>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn search_wiki(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     Box::pin(async move {
-        let mut args: SearchArgs = parse_arguments(tools::SEARCH_WIKI, arguments)?;
-        args.git_ref = context.read_ref(args.git_ref).await;
-        read_tool_as_of!(context, args.repository, |wiki| wiki
-            .search(&args.git_ref, &args.query))
+        let args: SearchArgs = parse_arguments(tools::SEARCH_WIKI, arguments)?;
+        let Some(repository) = args.repository else {
+            let outcome = super::org::search(context, &args.query, &args.git_ref).await;
+            return Ok(Answer::new(None, outcome));
+        };
+        let git_ref = context.read_ref(args.git_ref).await;
+        read_tool_as_of!(context, repository, |wiki| wiki
+            .search(&git_ref, &args.query))
     })
 }
 
