@@ -35,6 +35,8 @@ pub struct History {
     pub merged: Vec<String>,
     /// The source commit the person's facts cite.
     pub cited: String,
+    /// The shop's bare wiki repository.
+    pub wiki: PathBuf,
 }
 
 /// One pull request of the history: number, author, date, title, why, files.
@@ -350,5 +352,6 @@ pub async fn build_serving(serving: bool) -> History {
         _repos: repos,
         merged,
         cited,
+        wiki,
     }
 }

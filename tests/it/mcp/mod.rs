@@ -10,6 +10,7 @@ mod confine; // confined job writes over the real writer process: protected page
 mod history; // a generated history the real daemon recorded (shop, 15 PRs, a person's page)
 mod fixture; // git-CLI wikis, configs, writer environments, an rmcp client
 mod http; // the writer against smart HTTP with a token: used, never revealed
+mod pages; // get_wiki_page folded (citations with line and status) and raw byte for byte; org-scope search per token
 mod operator; // `teammem wiki ...` functions: same envelope, explicit base, operator trailers
 mod questions; // search_wiki asked 47 questions and keyword queries on the demo's and a generated wiki: 80 % first
 mod protocol; // tools/list per mode (snapshot), annotations, unknown and unparseable calls

@@ -150,7 +150,7 @@ async fn ranked_search_on_a_thousand_pages_with_as_of_and_stale_facts() {
     let page = call(
         &client,
         "get_wiki_page",
-        json!({"repository": SOURCE, "path": TOPIC_PATH}),
+        json!({"repository": SOURCE, "path": TOPIC_PATH, "format": "raw"}),
     )
     .await;
     assert_eq!(
