@@ -3,8 +3,8 @@
 //! comes folded (no teammem comment, lines kept) with its citations as data
 //! (line, path, commit, lines, status, the stale one with its changing
 //! commit), `format: "raw"` is byte for byte what `git show` prints, and
-//! `search_wiki` without `repository` finds only what the caller's token
-//! may read, each hit naming its repository.
+//! `search_wiki` and `get_context` without `repository` find only what the caller's token
+//! may read, each hit and item naming its repository.
 
 use serde_json::json;
 
@@ -112,6 +112,27 @@ async fn folded_citations_raw_bytes_and_org_scope() {
             repositories.sort();
             repositories.dedup();
             seen.push(repositories);
+            // get_context without repository: only the wikis the token reads.
+            let context = envelope(
+                &client,
+                "get_context",
+                json!({"paths": ["billing/invoice.py"]}),
+            )
+            .await;
+            assert_eq!(context["success"], true, "{context}");
+            let result = &context["result"];
+            let items = result["items"].as_array().unwrap();
+            if *token == other {
+                assert_eq!(
+                    result["paths"],
+                    json!([{"path": "billing/invoice.py", "kind": "unknown"}])
+                );
+                assert!(items.is_empty(), "{result}");
+            } else {
+                assert_eq!(result["paths"][0]["repository"], REPOSITORY, "{result}");
+                assert!(!items.is_empty() && items.iter().all(|i| i["repository"] == REPOSITORY));
+                assert!(items.iter().any(|i| i["status"] == "stale"), "{result}");
+            }
             client.cancel().await.unwrap();
         }
         assert_eq!(seen[0], [REPOSITORY], "{era:?}");
