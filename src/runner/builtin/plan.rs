@@ -580,7 +580,9 @@ fn removed_by<'a>(bundle: &'a EvidenceBundle, slug: &str) -> Option<&'a PullRequ
         by_area(pull).get(slug).is_some_and(|(_, paths)| {
             pull.files.iter().any(|f| {
                 (f.status == FileStatus::Removed && paths.contains(&f.path.as_str()))
-                    || f.previous_path.as_deref().is_some_and(|old| paths.contains(&old))
+                    || f.previous_path
+                        .as_deref()
+                        .is_some_and(|old| paths.contains(&old))
             })
         })
     })

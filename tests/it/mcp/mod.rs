@@ -15,6 +15,7 @@ mod operator; // `teammem wiki ...` functions: same envelope, explicit base, ope
 mod questions; // search_wiki asked 47 questions and keyword queries on the demo's and a generated wiki: 80 % first
 mod protocol; // tools/list per mode (snapshot), annotations, unknown and unparseable calls
 mod reads; // the read tools end to end, envelope shape, size limit
+mod resources; // pages and a path's context as resources: list across a cursor, read, templates, subscribe/listen and updates when the tip moves, scope; both eras, in process and /mcp
 mod search; // ranked search on 1,000 pages through the real process: order, snippet, heading, as_of, stale_facts
 mod stdio; // the real `teammem mcp` process: writer over stdio, stdout framing only
 mod writer; // the job-bound writer: binding, destination, write and patch, credentials
