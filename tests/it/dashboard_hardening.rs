@@ -156,6 +156,7 @@ async fn every_dashboard_answer_carries_the_security_headers() {
         "/jobs/999999".into(),
         "/jobs/x".into(),
         "/wiki/octo/app/Home.md".into(),
+        "/wiki/octo/app/".into(),
         "/login".into(),
         "/logout".into(),
     ] {

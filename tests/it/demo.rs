@@ -419,9 +419,50 @@ async fn demo_keeps_serving_the_dashboard_until_ctrl_c() {
         .unwrap();
     assert_eq!(page.status().as_u16(), 200);
     let page = page.text().await.unwrap();
+    // Rendered from its Markdown: headings and lists, teammem's markers
+    // hidden, links between pages to the dashboard's own pages.
+    for expected in [
+        "<article class=wiki>",
+        "<h1>Changelog</h1>",
+        "<li>2026-01-05 — #1 Store to-dos in SQLite",
+        "<a href=\"/wiki/demo/todo/\">wiki of demo/todo</a>",
+    ] {
+        assert!(page.contains(expected), "{expected:?} in {page}");
+    }
+    assert!(!page.contains("teammem:"), "no marker shows: {page}");
+    // A page by its name, as the pages link each other, is the same page.
+    let by_name = reqwest::get(format!("{base}/wiki/demo/todo/Changelog"))
+        .await
+        .unwrap();
+    assert_eq!(by_name.status().as_u16(), 200);
+    assert!(by_name.text().await.unwrap().contains("<h1>Changelog</h1>"));
+    // The wiki's index, with and without the slash, links every page.
+    for index in ["/wiki/demo/todo/", "/wiki/demo/todo"] {
+        let answer = reqwest::get(format!("{base}{index}")).await.unwrap();
+        assert_eq!(answer.status().as_u16(), 200, "{index}");
+        let html = answer.text().await.unwrap();
+        for link in [
+            "<a href=\"/wiki/demo/todo/Home\">Home</a>",
+            "<a href=\"/wiki/demo/todo/Changelog\">Changelog</a>",
+            "<a href=\"/wiki/demo/todo/Area-api\">Area-api</a>",
+        ] {
+            assert!(html.contains(link), "{link:?} in {index}: {html}");
+        }
+    }
+    let no_index = reqwest::get(format!("{base}/wiki/octo/secret/"))
+        .await
+        .unwrap();
+    assert_eq!(no_index.status().as_u16(), 404);
+    // The sources page links the wiki's index.
+    let home = reqwest::get(&dashboard)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(
-        page.contains("<pre class=page>") && page.contains("#1"),
-        "{page}"
+        home.contains("<a class=wiki-link href=\"/wiki/demo/todo/\">wiki</a>"),
+        "{home}"
     );
     let missing = reqwest::get(format!("{base}/wiki/demo/todo/No-such-page.md"))
         .await

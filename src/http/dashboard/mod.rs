@@ -54,6 +54,7 @@ use subtle::ConstantTimeEq;
 mod actions;
 mod chart;
 mod jobs;
+mod markdown;
 mod peer;
 mod sources;
 mod wiki_page;
@@ -73,6 +74,8 @@ pub fn router() -> Router<AppState> {
         .route("/jobs", get(jobs::jobs_page))
         .route("/jobs/{id}", get(jobs::job_page))
         .route("/jobs/{id}/{action}", post(actions::act))
+        .route("/wiki/{owner}/{name}", get(wiki_page::index))
+        .route("/wiki/{owner}/{name}/", get(wiki_page::index))
         .route("/wiki/{owner}/{name}/{*page}", get(wiki_page::page))
         .route("/login", get(login_form).post(login))
         .route("/logout", get(logout_page).post(logout))
@@ -649,6 +652,7 @@ pre{background:#f6f8fa;padding:.75rem;overflow:auto}.filters{margin-bottom:1rem}
 .timeline time{color:#57606a;font-size:.9em}\
 .attention{padding:.05rem .45rem;border-radius:1rem;white-space:nowrap;font-size:.85em}.attention.failing,.attention.stalled{background:#ffebe9}.attention.unknown{background:#fff8c5}.attention.catching-up{background:#ddf4ff}.attention.stale-facts{background:#fff1e5}.attention.up-to-date{background:#dafbe1}.unknown{color:#9a6700}.stale-count{color:#bc4c00}\
 .diff span{display:block;min-height:1.2em}.diff .add{background:#dafbe1}.diff .del{background:#ffebe9}.diff .hunk{color:#8250df}.diff .file{font-weight:600}\
+.wiki{max-width:52rem}.wiki table{width:auto}.wiki code{background:#f6f8fa;padding:.1em .3em}.wiki pre code{padding:0}.wiki blockquote{margin:0;padding:0 1em;color:#57606a;border-left:.25em solid #d0d7de}mark.stale{background:#fff1e5;box-shadow:inset .2em 0 #bc4c00;padding-left:.3em}.stale-note{color:#bc4c00;font-size:.85em;white-space:nowrap}.inert-link{text-decoration:underline dotted}.crumbs{color:#57606a}\
 @media (max-width:40rem){thead{display:none}tr{display:block;border-bottom:1px solid #d0d7de;padding:.4rem 0}td{display:inline-block;border:0;padding:.1rem .4rem}}";
 
 /// A page: `viewer` is named in the header (none on error pages, which

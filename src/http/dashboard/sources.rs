@@ -1,6 +1,7 @@
 //! The sources page (the dashboard's home): one row per configured source
 //! the viewer may see, with the commit its memory is reconciled to, how far
-//! the default branch has moved past it, the stale facts on its wiki, the
+//! the default branch has moved past it, the stale facts on its wiki (and a
+//! link to the wiki's pages on the dashboard), the
 //! jobs in flight for its wiki and its last job and failure; the sources that
 //! need an operator come first; a backfill in progress shows under its
 //! source's status ("backfill: N of M ranges done").
@@ -174,9 +175,10 @@ pub fn render_with_backfills(rows: &[SourceRow], backfills: &[BackfillStatus], n
             .collect();
         let _ = write!(
             body,
-            "<tr data-source=\"{src}\" data-attention=\"{attn}\"{stale_attribute}><td><a href=\"/jobs?repository={src}\">{src}</a><br><small>{dest}</small></td><td><span class=\"attention {attn_class}\">{attn}</span>{backfill}</td><td>{reconciled}</td><td>{behind}</td><td>{stale}</td><td>{running} running, {queued} queued</td><td>{last_job}</td><td>{last_failure}</td></tr>",
+            "<tr data-source=\"{src}\" data-attention=\"{attn}\"{stale_attribute}><td><a href=\"/jobs?repository={src}\">{src}</a><br><small><a class=wiki-link href=\"{wiki}\">wiki</a> · {dest}</small></td><td><span class=\"attention {attn_class}\">{attn}</span>{backfill}</td><td>{reconciled}</td><td>{behind}</td><td>{stale}</td><td>{running} running, {queued} queued</td><td>{last_job}</td><td>{last_failure}</td></tr>",
             src = escape(&row.repository),
             dest = escape(&row.destination),
+            wiki = escape(&super::markdown::wiki_root(&row.repository)),
             attn = row.attention.as_str(),
             attn_class = row.attention.as_str().replace(' ', "-"),
             running = row.running,

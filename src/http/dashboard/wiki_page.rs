@@ -1,17 +1,26 @@
-//! A wiki page as teammem's mirror holds it, for wikis that have no web view
-//! of their own (local wikis): `/wiki/{owner}/{name}/{page}`, the Markdown
-//! shown as text; `{page}` is a file (`Area-src.md`) or a page name as the
-//! pages link it (`Area-src`).
+//! A source's wiki as teammem's mirror holds it, for people: the index of its
+//! pages at `/wiki/{owner}/{name}/` (with or without the slash), and each
+//! page at `/wiki/{owner}/{name}/{page}` rendered from its Markdown
+//! (`markdown.rs`), teammem's markers hidden and the statements whose
+//! evidence marker says stale highlighted; `{page}` is a file
+//! (`Area-src.md`) or a page name as the pages link it (`Area-src`).
 //!
 //! Invariant: only a configured source the viewer may see, only a page path
-//! the wiki engine accepts (checked there), and the content always escaped.
+//! the wiki engine accepts (checked there), and the page's content only
+//! through the renderer, which lets none of its HTML or script-capable URLs
+//! through.
+
+use std::fmt::Write;
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 
-use super::{Peer, escape, layout, page_error, viewer, wiki_of};
+use super::markdown::{self, Links, Stale};
+use super::{Peer, Viewer, escape, layout, page_error, viewer, wiki_of};
+use crate::config::Source;
 use crate::http::AppState;
+use crate::queue::short_sha;
 
 /// A page path as URL segments (each segment percent-encoded, `/` kept).
 pub(super) fn encode_path(page: &str) -> String {
@@ -31,23 +40,84 @@ pub(super) fn encode_path(page: &str) -> String {
         .join("/")
 }
 
+/// The viewer, and the source `{owner}/{name}` if they may see it (a 404
+/// page otherwise, the same for a source that is not configured).
+async fn viewer_and_source<'s>(
+    state: &'s AppState,
+    peer: &Peer,
+    headers: &HeaderMap,
+    owner: &str,
+    name: &str,
+) -> Result<(Viewer, &'s Source), Response> {
+    let viewer = viewer(state, peer, headers).await?;
+    let repository = format!("{owner}/{name}");
+    match state
+        .config
+        .source(&repository)
+        .filter(|s| viewer.may_see(&s.repository))
+    {
+        Some(source) => Ok((viewer, source)),
+        None => Err(page_error(StatusCode::NOT_FOUND, "no such source")),
+    }
+}
+
+/// `/wiki/{owner}/{name}/`: a link to each page of the wiki at its tip.
+pub(super) async fn index(
+    State(state): State<AppState>,
+    peer: Peer,
+    headers: HeaderMap,
+    Path((owner, name)): Path<(String, String)>,
+) -> Response {
+    let (viewer, source) = match viewer_and_source(&state, &peer, &headers, &owner, &name).await {
+        Ok(found) => found,
+        Err(r) => return r,
+    };
+    let read = async {
+        let wiki = wiki_of(&state, source)?;
+        wiki.list_pages("HEAD").await.map_err(|e| e.to_string())
+    };
+    let list = match read.await {
+        Ok(list) => list,
+        Err(why) => return page_error(StatusCode::NOT_FOUND, &why),
+    };
+    let root = markdown::wiki_root(&source.repository);
+    let mut body = format!(
+        "<p>The pages of the wiki of <b>{}</b> at commit <code title=\"{}\">{}</code>: {} page{}{}.</p><ul class=pages>",
+        escape(&source.repository),
+        escape(&list.commit),
+        escape(short_sha(&list.commit)),
+        list.total,
+        if list.total == 1 { "" } else { "s" },
+        if list.truncated {
+            format!(", the first {} listed", list.pages.len())
+        } else {
+            String::new()
+        }
+    );
+    for page in &list.pages {
+        let name = page.path.strip_suffix(".md").unwrap_or(&page.path);
+        let _ = write!(
+            body,
+            "<li><a href=\"{root}{}\">{}</a></li>",
+            escape(&encode_path(name)),
+            escape(name)
+        );
+    }
+    body.push_str("</ul>");
+    let title = format!("Wiki of {}", source.repository);
+    Html(layout(&title, &body, None, Some(&viewer))).into_response()
+}
+
+/// `/wiki/{owner}/{name}/{page}`: the page rendered.
 pub(super) async fn page(
     State(state): State<AppState>,
     peer: Peer,
     headers: HeaderMap,
     Path((owner, name, page)): Path<(String, String, String)>,
 ) -> Response {
-    let viewer = match viewer(&state, &peer, &headers).await {
-        Ok(v) => v,
+    let (viewer, source) = match viewer_and_source(&state, &peer, &headers, &owner, &name).await {
+        Ok(found) => found,
         Err(r) => return r,
-    };
-    let repository = format!("{owner}/{name}");
-    let Some(source) = state
-        .config
-        .source(&repository)
-        .filter(|s| viewer.may_see(&s.repository))
-    else {
-        return page_error(StatusCode::NOT_FOUND, "no such source");
     };
     // A page linked by its name, as teammem's pages link for GitHub's flat
     // wiki (`Area-src`), is its file (`Area-src.md`).
@@ -62,17 +132,44 @@ pub(super) async fn page(
             .await
             .map_err(|e| e.to_string())
     };
-    match read.await {
-        Ok(found) => {
-            let body = format!(
-                "<p><code>{}</code> at <code>{}</code> of {}</p><pre class=page>{}</pre>",
-                escape(&found.path),
-                escape(&found.commit),
-                escape(&source.repository),
-                escape(&found.content)
-            );
-            Html(layout(&found.path, &body, None, Some(&viewer))).into_response()
-        }
-        Err(why) => page_error(StatusCode::NOT_FOUND, &why),
-    }
+    let found = match read.await {
+        Ok(found) => found,
+        Err(why) => return page_error(StatusCode::NOT_FOUND, &why),
+    };
+    // The stale facts as the wiki read knows them (`get_wiki_page`'s
+    // citations): the line each is on, and what changed it.
+    let stale: Vec<Stale> = crate::wiki::fold::fold(&found.content)
+        .citations
+        .into_iter()
+        .filter(|c| c.status == "stale")
+        .map(|c| Stale {
+            line: c.line,
+            changed_in: c.changed_in.unwrap_or_default(),
+            deleted: c.deleted,
+            cited: match (c.path, c.lines, c.pull_request) {
+                (Some(path), Some(lines), _) => format!("{path} {lines}"),
+                (Some(path), None, _) => path,
+                (None, _, Some(pr)) => format!("#{pr}"),
+                _ => String::new(),
+            },
+        })
+        .collect();
+    let links = Links::new(&source.repository, &found.path);
+    let rendered = markdown::render(&found.content, &links, &stale);
+    let stale_summary = match stale.len() {
+        0 => String::new(),
+        n => format!(
+            " · <span class=stale-count>{n} stale fact{} (highlighted)</span>",
+            if n == 1 { "" } else { "s" }
+        ),
+    };
+    let body = format!(
+        "<p class=crumbs><a href=\"{root}\">wiki of {repository}</a> · <code>{path}</code> at <code title=\"{commit}\">{short}</code>{stale_summary}</p><article class=wiki>{rendered}</article>",
+        root = markdown::wiki_root(&source.repository),
+        repository = escape(&source.repository),
+        path = escape(&found.path),
+        commit = escape(&found.commit),
+        short = escape(short_sha(&found.commit)),
+    );
+    Html(layout(&found.path, &body, None, Some(&viewer))).into_response()
 }
