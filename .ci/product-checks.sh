@@ -8,7 +8,10 @@
 #     the DevTools pipe), changing a real job's state;
 #   - DOM checks (--dump-dom): the job's row is in the jobs table, and the
 #     sources page shows the demo's source as up to date, and the job page
-#     shows the wiki diff with PR #1's entry.
+#     shows the wiki diff with PR #1's entry;
+#   - the wiki rendered (.ci/wiki_render.py): headings, no marker shown, links
+#     between pages with and without .md, and a hostile page whose script and
+#     handlers never run.
 # Runs on a clean clone as root; installs what it needs with apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -168,6 +171,8 @@ class Diff(HTMLParser):
             self.depth = 1
         elif self.depth:
             self.depth += 1
+            if tag == "span":
+                self.text += "\n"  # each diff line is a block <span>, with no newline between
     def handle_endtag(self, tag):
         if self.depth:
             self.depth -= 1
@@ -209,4 +214,40 @@ case "$state" in
   succeeded|no_change) echo "job $job, cancelled and retried through the buttons, ended $state" ;;
   *) echo "job $job did not finish after the retry button (state: $state)" >&2; exit 1 ;;
 esac
+
+echo "== the wiki rendered, in the browser"
+# A person adds a hostile page to the demo's wiki (a script, an image with an
+# onerror handler, javascript: and data: links, a tracking image, a stale
+# fact); .ci/wiki_render.py reads the index, the demo's Home page, the hostile
+# page and the pages its links open, as Chromium holds them after loading.
+git clone -q "$wiki" "$work/wiki-edit"
+a=$(printf 'a%.0s' $(seq 40))
+b=$(printf 'b%.0s' $(seq 40))
+cat >"$work/wiki-edit/Hostile.md" <<MD
+# Hostile page
+
+Links: [by name](Home), [with md](Changelog.md), [[Area-api]].
+
+- A fresh fact. <!-- teammem:evidence api/routes.py@$a#L1 -->
+- An old fact. <!-- teammem:evidence api/routes.py@$a#L2 stale=$b -->
+
+<script>document.title='pwned'</script>
+
+<img src=x onerror="document.title='pwned'">
+
+Inline <img src=x onerror="document.body.dataset.pwned='1'"> and <b onmouseover="document.title='pwned'">bold</b>.
+
+[click me](javascript:document.title='pwned') and [data](data:text/html,<script>alert(1)</script>)
+
+![pixel](https://tracker.invalid/p.gif)
+MD
+git -C "$work/wiki-edit" add Hostile.md
+git -C "$work/wiki-edit" -c user.name=Mallory -c user.email=mallory@example.invalid commit -qm "A hostile page"
+git -C "$work/wiki-edit" push -q origin HEAD
+python3 .ci/wiki_render.py "$browser" "$work/wiki-profile" "$url"
+chrome --screenshot="$PWD/$artifacts/wiki-page.png" "$url/wiki/demo/todo/Area-api"
+chrome --screenshot="$PWD/$artifacts/wiki-hostile.png" "$url/wiki/demo/todo/Hostile"
+for png in wiki-page wiki-hostile; do
+  [ -s "$artifacts/$png.png" ] || { echo "no $png screenshot; Chromium said:" >&2; cat "$work/chrome.log" >&2; exit 1; }
+done
 echo "dashboard: ok (screenshots in $artifacts/)"
