@@ -526,6 +526,22 @@ mod tests {
     }
 
     #[test]
+    fn the_markup_check_catches_what_it_must() {
+        for bad in [
+            "<img src=x>",
+            "<p onclick=\"x\">",
+            "<a href=\"javascript:x\">",
+            "<a href=\"//evil.example\">",
+            "<script>",
+            "<span style=\"color:red\">",
+        ] {
+            let caught = std::panic::catch_unwind(|| assert_only_known_markup(bad));
+            assert!(caught.is_err(), "{bad} passed the check");
+        }
+        assert_only_known_markup("<p><a href=\"/wiki/octo/app/Home\" title=\"t\">x</a></p>");
+    }
+
+    #[test]
     fn markdown_renders_as_people_read_it() {
         let out = html(
             "# Title\n\nSome *emphasis*, **strong**, ~~gone~~ and `code`.\n\n- one\n- two\n\n| a | b |\n|---|--:|\n| 1 | 2 |\n\n- [x] done\n\n> quoted\n\n```\nfn main() {}\n```\n",
@@ -800,6 +816,89 @@ mod tests {
         ] {
             let out = html(&deep);
             assert_only_known_markup(&out);
+        }
+    }
+
+    #[test]
+    fn random_pages_of_tricky_pieces_keep_every_invariant() {
+        const PIECES: &[&str] = &[
+            "<",
+            ">",
+            "[",
+            "]",
+            "(",
+            ")",
+            "!",
+            "*",
+            "`",
+            "\n",
+            "\n\n",
+            " ",
+            "javascript:",
+            "https://x.example/",
+            "<!-- teammem:evidence a.rs@",
+            "-->",
+            "<script>",
+            "</script>",
+            "|",
+            "- ",
+            "# ",
+            "> ",
+            "&#106;",
+            "\\",
+            "\"",
+            "'",
+            "[[",
+            "]]",
+            "mailto:",
+            "%2e%2e",
+            "..",
+            "/",
+            "\t",
+            "    ",
+            "1. ",
+            "~~",
+            "_",
+            "data:",
+            "<img src=x onerror=y>",
+            "|---|",
+            "<div>",
+            "![",
+            "](",
+            "text",
+            "&amp;",
+            "\r\n",
+            "<!--",
+            "//",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |bound: usize| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((seed >> 33) as usize) % bound
+        };
+        for _ in 0..2_000 {
+            let page: String = (0..next(60)).map(|_| PIECES[next(PIECES.len())]).collect();
+            let stale: Vec<Stale> = (0..next(4))
+                .map(|_| Stale {
+                    line: next(12),
+                    changed_in: "c".repeat(40),
+                    deleted: next(2) == 0,
+                    cited: "<x.rs>".into(),
+                })
+                .collect();
+            let out = render(&page, &links(), &stale);
+            assert_only_known_markup(&out);
+            assert!(
+                !out.contains("&lt;!-- teammem:"),
+                "{page:?} shows a marker: {out}"
+            );
+            let lower = out.to_ascii_lowercase();
+            assert!(
+                !lower.contains("<a href=\"javascript") && !lower.contains("<a href=\"data"),
+                "{page:?}: {out}"
+            );
         }
     }
 }
