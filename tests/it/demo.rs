@@ -441,6 +441,10 @@ async fn demo_keeps_serving_the_dashboard_until_ctrl_c() {
         let answer = reqwest::get(format!("{base}{index}")).await.unwrap();
         assert_eq!(answer.status().as_u16(), 200, "{index}");
         let html = answer.text().await.unwrap();
+        assert!(
+            html.contains("<ul class=pages><li><a href=\"/wiki/demo/todo/Home\">Home</a></li>"),
+            "Home comes first: {html}"
+        );
         for link in [
             "<a href=\"/wiki/demo/todo/Home\">Home</a>",
             "<a href=\"/wiki/demo/todo/Changelog\">Changelog</a>",

@@ -61,7 +61,8 @@ async fn viewer_and_source<'s>(
     }
 }
 
-/// `/wiki/{owner}/{name}/`: a link to each page of the wiki at its tip.
+/// `/wiki/{owner}/{name}/`: a link to each page of the wiki at its tip,
+/// Home first.
 pub(super) async fn index(
     State(state): State<AppState>,
     peer: Peer,
@@ -94,7 +95,9 @@ pub(super) async fn index(
             String::new()
         }
     );
-    for page in &list.pages {
+    // Home first, as a wiki opens there; the rest by path.
+    let (home, rest): (Vec<_>, Vec<_>) = list.pages.iter().partition(|p| p.path == "Home.md");
+    for page in home.into_iter().chain(rest) {
         let name = page.path.strip_suffix(".md").unwrap_or(&page.path);
         let _ = write!(
             body,
