@@ -1,24 +1,90 @@
 #!/usr/bin/env bash
-# bench/context.sh — the token economy of get_context on the demo's wiki
-# (`teammem demo --once --keep`, the real daemon and builtin agent): for
-# every file of the demo's source, one get_context call through the real
-# `teammem mcp` (stdio) against reading whole the wiki pages its answer
-# draws on; prints both in tokens (JSON bytes / 4), their ratio, and
-# get_context's warm latency.
-# Usage: [TEAMMEM_BIN=path] bench/context.sh
+# bench/context.sh — get_context and org search through the real `teammem mcp`
+# (stdio), and the token economy of get_context on a history the real daemon
+# and builtin agent recorded (issue #37). Three phases:
+#
+# 1. latency: wikis of ~1,000 and ~10,000 pages shaped like the builtin
+#    agent's (bench/wiki/make_wiki.py PAGES agent, via git fast-import):
+#    get_context naming 5 paths spread over the areas; the cold first call
+#    (index build) and warm p50/p99 (targets p50 < 10 ms, p99 < 50 ms).
+# 2. org search: 100 configured sources, each with a ~100-page wiki of the
+#    same shape; search_wiki without repository: cold, warm p50/p99 (target
+#    p99 < 100 ms).
+# 3. economy (bench/context/economy.py): a generated source of PRS squash-
+#    merged pull requests, each range dispatched to `teammem serve` (local
+#    forge, builtin agent) and followed to its end, then 50 "I am about to
+#    change these files" tasks with ground truth from git (the PRs that
+#    touched the files and why, the files' purposes, the stale facts, the test
+#    command): recall of one get_context call at the default budget, and the
+#    tokens of (a) that call, (b) search_wiki per path plus reading whole the
+#    pages it names, (c) reading the files and their `git log -p`
+#    (targets: recall >= 0.9, (a) <= (b) / 5 and <= (c) / 30).
+# Tokens are get_context's documented estimate: JSON bytes / 4, rounded up.
+# Prints the cores, load and CPU stolen over the run.
+# Usage: [TEAMMEM_BIN=path] [ITERATIONS=300] [PRS=300] [PHASES="latency org economy"] bench/context.sh
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ITERATIONS="${ITERATIONS:-300}"
+PRS="${PRS:-300}"
+PHASES="${PHASES:-latency org economy}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 teammem_bin
+export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 TEAMMEM_BENCH_SECRET=unused
+DRIVER="$ROOT/bench/context/driver.py"
 
-"$BIN" demo --once --port 0 --data-dir "$WORK/demo" > "$WORK/demo.log" 2>&1 || { cat "$WORK/demo.log"; exit 1; }
-config="$(find "$WORK/demo" -maxdepth 1 -name '*.toml' | head -n 1)"
-source_repo="$(find "$WORK/demo/repos" -maxdepth 1 -mindepth 1 -name '*.git' ! -name '*.wiki.git' | head -n 1)"
-repository="$(awk -F'"' '/^repository *=/ {print $2; exit}' "$config")"
-[ -n "$config" ] && [ -n "$source_repo" ] && [ -n "$repository" ] || { echo "the demo left no configuration or source" >&2; exit 1; }
-mapfile -t files < <(git --git-dir "$source_repo" ls-tree -r --name-only HEAD)
-python3 "$ROOT/bench/context/driver.py" "$BIN" "$config" "$repository" "${files[@]}"
+steal() { awk '/^cpu / {print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
+STEAL_BEFORE="$(steal)"
+
+# WIKI PAGES: a bare wiki at WIKI of about PAGES agent-shaped pages.
+make_wiki() {
+    git init -q --bare -b master "$1"
+    python3 "$ROOT/bench/wiki/make_wiki.py" "$2" agent | git -C "$1" fast-import --quiet
+}
+# source_entry NAME WIKI: one [[sources]] entry (an empty source repository).
+source_entry() {
+    git init -q -b main "$WORK/src-$1"
+    printf '\n[[sources]]\nrepository = "bench/%s"\nlocal_path = "%s"\nlocal_wiki_path = "%s"\nwebhook_secret_env = "TEAMMEM_BENCH_SECRET"\n' \
+        "$1" "$WORK/src-$1" "$2"
+}
+
+# 1. latency on ~1,000 and ~10,000 pages.
+for pages in 1000 10000; do
+    [[ " $PHASES " == *" latency "* ]] || break
+    make_wiki "$WORK/wiki-$pages.git" "$pages"
+    mkdir -m 700 "$WORK/data-$pages"
+    { printf '[server]\ndata_dir = "%s"\n' "$WORK/data-$pages"; source_entry "app$pages" "$WORK/wiki-$pages.git"; } > "$WORK/$pages.toml"
+    areas=$((pages / 10))
+    paths=()
+    for k in 0 1 2 3 4; do paths+=("$(printf 'svc%04d/mod_%02d.py' $((k * (areas - 1) / 4)) $((k * 2)))"); done
+    python3 "$DRIVER" context "$BIN" "$WORK/$pages.toml" "bench/app$pages" \
+        "a $(git -C "$WORK/wiki-$pages.git" ls-tree -r master | wc -l)-page wiki ($(du -sh "$WORK/wiki-$pages.git" | cut -f1) packed)" \
+        "$ITERATIONS" "${paths[@]}"
+done
+
+# 2. org search over 100 wikis.
+if [[ " $PHASES " == *" org "* ]]; then
+mkdir -m 700 "$WORK/data-org"
+{
+    printf '[server]\ndata_dir = "%s"\n' "$WORK/data-org"
+    for n in $(seq -w 1 100); do
+        make_wiki "$WORK/org-$n.git" 100
+        source_entry "org$n" "$WORK/org-$n.git"
+    done
+} > "$WORK/org.toml"
+python3 "$DRIVER" org "$BIN" "$WORK/org.toml" "$ITERATIONS"
+fi
+
+# 3. the token economy on a recorded history.
+[[ " $PHASES " != *" economy "* ]] || python3 "$ROOT/bench/context/economy.py" "$BIN" "$ROOT" "$WORK/economy" "$PRS"
+
+STEAL_AFTER="$(steal)"
+python3 - "$STEAL_BEFORE" "$STEAL_AFTER" "$BIN" <<'PY'
+import os, sys
+(s0, t0), (s1, t1) = (map(int, a.split()) for a in sys.argv[1:3])
+print(f"conditions: {os.cpu_count()} cores, CPU stolen during the run {100 * (s1 - s0) / max(1, t1 - t0):.1f} %, "
+      f"load average {open('/proc/loadavg').read().split()[0]}, binary {sys.argv[3]}")
+PY

@@ -1,80 +1,66 @@
-"""Drives `teammem mcp` over stdio on the demo's wiki: for each source file,
-one get_context call about it (warm after the first), and what reading the
-wiki pages get_context draws on (whole, as get_wiki_page returns them)
-would cost instead. Tokens are estimated as bytes / 4, the same estimate
-get_context budgets with. Prints one line per file, the totals and their
-ratio, and get_context's warm p50/p99 (client side)."""
+"""The latency phases of bench/context.sh, through the real `teammem mcp`
+(stdio):
 
-import json
-import subprocess
+  driver.py context BIN CONFIG REPOSITORY LABEL ITERATIONS PATH...
+      one get_context call naming the PATHs (the cold call builds the
+      commit's index), then ITERATIONS warm ones; prints cold, warm p50/p99
+      (client side) against the targets, what the answer held and whether
+      the wiki was larger than the index budget (truncated).
+  driver.py org BIN CONFIG ITERATIONS
+      search_wiki without repository (every configured wiki) cycling through
+      a few queries: the cold call (every wiki's index built), warm p50/p99
+      against the target, and how many wikis answered.
+
+Exits non-zero when teammem answers with an error; a missed target is
+printed, not an exit."""
+
 import sys
-import time
 
-binary, config, repository = sys.argv[1], sys.argv[2], sys.argv[3]
-files = sys.argv[4:]
-
-proc = subprocess.Popen(
-    [binary, "mcp", "--config", config],
-    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-)
-next_id = 0
+from mcp_client import Mcp, percentile, tokens
 
 
-def call(method, params):
-    global next_id
-    next_id += 1
-    proc.stdin.write((json.dumps({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params}) + "\n").encode())
-    proc.stdin.flush()
-    while True:
-        line = proc.stdout.readline()
-        if not line:
-            sys.exit("teammem mcp closed its output")
-        message = json.loads(line)
-        if message.get("id") == next_id:
-            return message
-
-
-def tool(name, arguments):
-    envelope = call("tools/call", {"name": name, "arguments": arguments})["result"]["structuredContent"]
-    if not envelope["success"]:
-        sys.exit("%s failed: %s" % (name, json.dumps(envelope["error"])))
-    return envelope["result"]
-
-
-def tokens(value):
-    return (len(json.dumps(value, ensure_ascii=False).encode()) + 3) // 4
-
-
-call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}})
-proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-proc.stdin.flush()
-
-page_tokens = {}
-total_context = total_pages = 0
-times = []
-print("%-28s %8s %8s %6s" % ("file", "context", "pages", "items"))
-for path in files:
-    started = time.perf_counter()
-    answer = tool("get_context", {"repository": repository, "paths": [path]})
-    times.append((time.perf_counter() - started) * 1000)
-    pages = set(answer["left_out"]["read_more"])
+def context(binary, config, repository, label, iterations, paths):
+    mcp = Mcp(binary, config)
+    arguments = {"repository": repository, "paths": paths}
+    answer, cold = mcp.timed("get_context", arguments)
+    times = [mcp.timed("get_context", arguments)[1] for _ in range(iterations)]
+    mcp.close()
+    known = sum(1 for p in answer["paths"] if p["kind"] != "unknown")
+    kinds = {}
     for item in answer["items"]:
-        pages.update(item.get("pages", [item.get("page")]))
-    pages.discard(None)
-    whole = 0
-    for page in sorted(pages):
-        if page not in page_tokens:
-            page_tokens[page] = (len(tool("get_wiki_page", {"repository": repository, "path": page})["content"].encode()) + 3) // 4
-        whole += page_tokens[page]
-    context = tokens(answer)
-    total_context += context
-    total_pages += whole
-    print("%-28s %8d %8d %6d" % (path, context, whole, len(answer["items"])))
+        kinds[item["kind"]] = kinds.get(item["kind"], 0) + 1
+    p50, p99 = percentile(times, 0.5), percentile(times, 0.99)
+    print("get_context on %s, %d paths (%d known to the wiki): cold %.1f ms (index build), warm p50 %.2f ms, p99 %.2f ms over %d calls"
+          % (label, len(paths), known, cold, p50, p99, iterations))
+    print("  answer: %d items %s, %d tokens (estimate: JSON bytes / 4), %d left out, truncated %s"
+          % (len(answer["items"]), dict(sorted(kinds.items())), tokens(answer), answer["left_out"]["items"],
+             str(answer["truncated"]).lower()))
+    print("  targets p50 < 10 ms: %s, p99 < 50 ms: %s" % ("met" if p50 < 10 else "MISSED", "met" if p99 < 50 else "MISSED"))
 
-proc.stdin.close()
-proc.wait()
-warm = sorted(times[1:]) or times
-print("total tokens: get_context %d, the pages it draws on read whole %d: ratio %.2f (1 : %.1f)"
-      % (total_context, total_pages, total_context / max(total_pages, 1), total_pages / max(total_context, 1)))
-print("get_context first call %.1f ms (index built), warm p50 %.1f ms, p99 %.1f ms over %d calls"
-      % (times[0], warm[len(warm) // 2], warm[min(len(warm) - 1, int(len(warm) * 0.99))], len(warm)))
+
+QUERIES = ["retry export queue full", "who knows svc0042", "export batch size", "make test", "svc0007/mod_03.py backoff"]
+
+
+def org(binary, config, iterations):
+    mcp = Mcp(binary, config)
+    first, cold = mcp.timed("search_wiki", {"query": QUERIES[0]})
+    times = []
+    for n in range(iterations):
+        times.append(mcp.timed("search_wiki", {"query": QUERIES[n % len(QUERIES)]})[1])
+    mcp.close()
+    p50, p99 = percentile(times, 0.5), percentile(times, 0.99)
+    repositories = {hit.get("repository") for hit in first["hits"]}
+    print("search_wiki org scope over %d wikis (%d unavailable, %d left out): cold %.0f ms (every index built), warm p50 %.1f ms, p99 %.1f ms over %d calls; first query's %d hits from %d wikis"
+          % (len(first["wikis"]), len(first.get("unavailable", [])), len(first.get("wikis_left_out", [])), cold, p50, p99,
+             iterations, len(first["hits"]), len(repositories)))
+    print("  target p99 < 100 ms: %s" % ("met" if p99 < 100 else "MISSED"))
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    if mode == "context" and len(sys.argv) >= 8:
+        context(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]), sys.argv[7:])
+    elif mode == "org" and len(sys.argv) == 5:
+        org(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
+        sys.exit("usage: driver.py context BIN CONFIG REPOSITORY LABEL ITERATIONS PATH... | driver.py org BIN CONFIG ITERATIONS")
