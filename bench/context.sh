@@ -33,7 +33,7 @@ trap 'rm -rf "$WORK"' EXIT
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 teammem_bin
-export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 TEAMMEM_BENCH_SECRET=unused
+export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 TEAMMEM_BENCH_SECRET=unused PYTHONDONTWRITEBYTECODE=1
 DRIVER="$ROOT/bench/context/driver.py"
 
 steal() { awk '/^cpu / {print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }

@@ -482,11 +482,14 @@ pub fn answer(
             add(60, path, people_item(area));
         }
     }
-    // How to test and build the project applies to every path.
+    // How to test and build the project applies to every path. The test
+    // command ranks just under the five newest changes: one short line every
+    // change needs, it must not be cut for a file's older pull requests
+    // (bench/context.sh: with 58 it was cut from 25 of 50 tasks).
     if !all_paths.is_empty() {
         for fact in index.facts.iter().filter(|f| f.kind == FactKind::HowTo) {
             let base = match fact.group.as_deref() {
-                Some("Test") => 58,
+                Some("Test") => 81,
                 Some("Build") => 52,
                 _ => continue,
             };
@@ -675,5 +678,58 @@ mod tests {
             "{:?}",
             ci.items
         );
+    }
+
+    #[test]
+    fn the_test_command_is_kept_when_a_long_history_fills_the_budget() {
+        let tip = "f".repeat(40);
+        let how_to = format!(
+            "# How to work here\n\nAs the files say. <!-- teammem:how-to-work -->\n### Test <!-- teammem:how-to-topic -->\n- `make test` — Makefile target <!-- teammem:evidence Makefile@{tip}#L1-L2 -->\n<!-- teammem:how-to-work-end -->\n"
+        );
+        let mut changelog = String::from("# Changelog\n\n");
+        for n in 1..=40u64 {
+            let sha = format!("{n:040x}");
+            changelog.push_str(&format!(
+                "- #{n} Tune the batch size, step {n} (by Alice, 2026-01-{:02}) — Under load the batch size of api/routes.py was wrong; the new value keeps exports within budget. — merge commit `{sha}` — api/routes.py <!-- teammem:{sha} -->\n",
+                1 + n % 28
+            ));
+        }
+        let index = ContextIndex::build([
+            ("Area-api.md", changelog.as_str()),
+            ("How-to-work-here.md", how_to.as_str()),
+        ]);
+        let paths = ["api/routes.py".to_owned()];
+        let answer = answer(
+            &index,
+            tip.clone(),
+            &Request {
+                paths: &paths,
+                query: None,
+                max_tokens: 2_000,
+            },
+            Vec::new(),
+            false,
+        );
+        assert!(
+            answer
+                .left_out
+                .by_kind
+                .get("change")
+                .is_some_and(|n| *n > 0),
+            "{answer:?}"
+        );
+        let at = answer
+            .items
+            .iter()
+            .position(|r| matches!(&r.item, Item::HowTo { topic, .. } if topic == "Test"))
+            .expect("the test command is kept");
+        assert!(
+            answer.items[..at]
+                .iter()
+                .all(|r| matches!(r.item, Item::Change { .. })),
+            "only the newest changes rank above it: {:?}",
+            answer.items
+        );
+        assert_eq!(at, 5);
     }
 }
