@@ -21,6 +21,8 @@ use crate::staleness::{CitationState, Cited, Hunk, Mapped, map_lines};
 const CHAIN_LIMIT: usize = 10_000;
 /// Blobs larger than this are not line-diffed.
 const MAX_BLOB: usize = 1 << 20;
+/// The decoded-object cache of one `follow` call.
+const OBJECT_CACHE_BYTES: usize = 32 << 20;
 /// At most this many citations are followed per job.
 pub const MAX_CITATIONS: usize = 512;
 
@@ -34,7 +36,10 @@ pub fn follow(
     cited: &[Cited],
     tip: &Sha,
 ) -> Result<BTreeMap<Cited, CitationState>, SourceError> {
-    let repo = gix::open(path).map_err(|e| unavailable("opening the repository", e))?;
+    let mut repo = gix::open(path).map_err(|e| unavailable("opening the repository", e))?;
+    // Every citation walks the same chain: without a cache each one would
+    // inflate the same trees again, and a job's cost would grow with history.
+    repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
     let tip_id = ObjectId::from_hex(tip.as_str().as_bytes())
         .map_err(|e| SourceError::Invalid(format!("tip {tip}: {e}")))?;
     // The tip's first-parent chain, newest first.
@@ -92,6 +97,15 @@ fn follow_one(
             vec![(commit, tip)]
         }
     };
+    // The common case, and the one that would otherwise cost a walk over all
+    // history since the citation: the file is byte for byte what was cited,
+    // so the cited lines read as they did (an edit and its revert included).
+    if let (Some(&(first, _)), Some(&(_, last))) = (steps.first(), steps.last())
+        && let Some(cited_id) = entry(&tree(repo, first)?, &cited.path)
+        && entry(&tree(repo, last)?, &cited.path) == Some(cited_id)
+    {
+        return Ok(CitationState::Current);
+    }
     let mut path = cited.path.clone();
     let mut lines = cited.lines;
     for (parent, child) in steps {
