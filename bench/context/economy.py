@@ -137,6 +137,9 @@ for n in range(1, prs + 1):
 git("fast-import", "--quiet", repo=source, data=b"".join(stream))
 shas = git("rev-list", "--reverse", "main", repo=source).split()
 first_sha = shas[0]
+touches = sorted(len(git("rev-list", shas[0] + "..main", "--", p, repo=source).split()) for p in FILES)
+print("economy: a source of %d files, %d PRs; PRs per file: median %d, max %d"
+      % (len(FILES), prs, touches[len(touches) // 2], touches[-1]))
 
 # The wiki: Home.md and a person's Design-notes.md citing the first commit.
 wiki = os.path.join(work, "wiki.git")
@@ -209,7 +212,7 @@ try:
             sys.exit("ERROR: job %s (PR %d) ended %s: %s" % (job_id, i, job["state"], job.get("last_error")))
         run_times.append(job["finished_at"] - job["started_at"])
     run_times.sort()
-    print("economy: %d PRs over %d files recorded by teammem serve (builtin agent, local forge) in %.0f s; job run time p50 %.0f ms, max %.0f ms"
+    print("  %d PRs over %d files recorded by teammem serve (builtin agent, local forge) in %.0f s; job run time p50 %.0f ms, max %.0f ms"
           % (prs, len(FILES), time.perf_counter() - started, run_times[len(run_times) // 2], run_times[-1]))
 finally:
     daemon.terminate()
@@ -285,6 +288,7 @@ totals = {"a": 0, "b": 0, "c": 0, "max": 0}
 found = {"pr": [0, 0], "purpose": [0, 0], "stale": [0, 0], "test": [0, 0]}
 found_max = {"pr": [0, 0], "purpose": [0, 0], "stale": [0, 0], "test": [0, 0]}
 over_budget = 0
+change_costs = []
 for files in tasks:
     truth_prs = {}
     for path in files:
@@ -293,6 +297,7 @@ for files in tasks:
     totals["a"] += tokens(answer)
     over_budget += answer["left_out"]["items"] > 0
     score(answer["items"], files, truth_prs, found)
+    change_costs += [tokens(item) for item in answer["items"] if item["kind"] == "change"]
     # The same at the largest budget: what the default budget's cut costs.
     largest = mcp.tool("get_context", {"repository": "bench/app", "paths": files, "max_tokens": 16000})
     totals["max"] += tokens(largest)
@@ -317,8 +322,8 @@ rate, detail = recall(found)
 rate_max, detail_max = recall(found_max)
 print("  50 tasks (%d file paths, %d PRs touched them per task on average): recall of one get_context at the default budget (2,000) %.3f (%s)"
       % (sum(map(len, tasks)), found["pr"][1] / 50, rate, detail))
-print("  answers that left items out for the budget: %d of 50; at max_tokens 16,000 recall %.3f (%s), %d tokens a task"
-      % (over_budget, rate_max, detail_max, totals["max"] / 50))
+print("  answers that left items out for the budget: %d of 50 (a change item costs %.0f tokens on average); at max_tokens 16,000 recall %.3f (%s), %d tokens a task"
+      % (over_budget, sum(change_costs) / max(1, len(change_costs)), rate_max, detail_max, totals["max"] / 50))
 a, b, c = totals["a"], totals["b"], totals["c"]
 print("  tokens (JSON or text bytes / 4, get_context's estimate): (a) get_context %d (%.0f a task), (b) search_wiki + pages it names %d, (c) files + git log -p %d"
       % (a, a / 50, b, c))
