@@ -247,11 +247,13 @@ impl Wiki {
             let stale_facts = match head.tip {
                 Some(tip) => {
                     let state = self.state.clone();
+                    // Counted without building the search index: a snapshot
+                    // is taken by every job, on a tip no index exists for yet.
                     blocking(move || {
                         Ok(state
                             .search
-                            .get_or_build(&state.repo(), &state.cache, tip)?
-                            .stale_facts)
+                            .stale_facts(&state.repo(), &state.cache, tip)?
+                            .0)
                     })
                     .await?
                 }
