@@ -20,6 +20,7 @@ mod forge_local; // the local forge's ancestry and pull-request checks on real g
 mod forge_merged_branches; // PRs that reach the default branch through a merged branch: both forges and the builtin agent, once each
 mod hardening; // issue 34's smaller findings: /readyz bounded while PostgreSQL refuses or is silent, unreadable token scopes, short or shared dispatch secrets
 mod harness; // starts real things: the daemon, git servers, the fake GitHub; the git CLI oracle helper
+mod history; // a generated 400-PR history replayed through the real daemon: recorded once, reachable, bounded, one commit per job
 mod http_limits; // the HTTP server attacked over raw TCP: slow heads, connection limit, body before auth, loopback Host trust
 mod mcp_limits; // /mcp and the authenticated routes attacked by a token holder: streams, initialize floods, connection reserve, 429s, session binding and caps, stream lifetime
 mod jobs_api; // /v1/jobs over HTTP, token scopes, graceful shutdown

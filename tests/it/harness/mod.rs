@@ -3,6 +3,7 @@
 pub mod daemon; // the real `teammem` binary on a temp data dir, its address read from stdout
 pub mod fake_github; // stateful fake of GitHub's REST API + OIDC issuer, backed by real git repos; one file per resource
 pub mod git; // the git CLI as oracle: one helper, no user config, fixed identity
+pub mod history; // a long source history generated with git fast-import: 1,500 PRs, 22 areas, squash and true merges, a maintenance branch, deletions, renames
 pub mod git_http; // smart-HTTP git server (git http-backend) with Basic auth, request log, faults
 pub mod inproc; // the daemon in-process, with a job handler the test gates
 pub mod cut_proxy; // a TCP proxy to a real server whose every connection can be cut and refused for a while (a database outage)
