@@ -342,7 +342,7 @@ pub async fn run_with_ingest(
         });
     }
 
-    let sweep = crate::sweep::Sweep::new(config.clone(), queue.clone(), forges);
+    let sweep = crate::sweep::Sweep::new(config.clone(), queue.clone(), forges.clone());
     if sweep.has_sources() {
         scheduler.after_start_and_every(
             "sweep",
@@ -373,6 +373,7 @@ pub async fn run_with_ingest(
         workers.alive.clone(),
         session_key,
     )
+    .with_forges(forges)
     .with_ingest(Arc::new(ingest))
     .with_shutdown(mcp_sessions.clone());
     let state = AppState {

@@ -54,14 +54,9 @@ fn with_node_label(text: &str, node: &str) -> String {
 /// branch's history) has no sample. The cursor never moves back, so neither
 /// does this after an old job is retried.
 async fn source_lag(state: &AppState, out: &mut String) -> Result<(), ApiError> {
-    let forges = state
-        .ingest
-        .as_ref()
-        .map(|ingest| ingest.forges())
-        .unwrap_or_else(|| crate::forge::Forges::with_github(None));
     let lags = state
         .freshness
-        .lags(&state.config, &state.queue, &forges)
+        .lags(&state.config, &state.queue, &state.forges)
         .await
         .map_err(|e| ApiError::internal("reading the reconciled commits failed", &e))?;
     out.push_str(

@@ -45,6 +45,10 @@ pub struct AppState {
     pub session_key: Arc<[u8; 32]>,
     /// The dispatch front door; `None` answers `POST /v1/dispatch` with 503.
     pub ingest: Option<Arc<crate::ingest::Ingest>>,
+    /// The process's forges, built once by the daemon (the request routes
+    /// verify PRs and maintainers through them; the sources page and
+    /// `/metrics` read lags). Without `[github]` only local sources answer.
+    pub forges: crate::forge::Forges,
     /// Cancelled when shutdown begins: ends open `/mcp` sessions and their
     /// event streams, which would otherwise hold the graceful shutdown open.
     pub shutdown: tokio_util::sync::CancellationToken,
@@ -82,6 +86,7 @@ impl AppState {
             ready: Arc::new(AtomicBool::new(true)),
             session_key: Arc::new(session_key),
             ingest: None,
+            forges: crate::forge::Forges::with_github(None),
             shutdown: tokio_util::sync::CancellationToken::new(),
             job_problems: Arc::new(Vec::new()),
             agent_isolation: Arc::new(None),
@@ -95,6 +100,13 @@ impl AppState {
     /// Ends `/mcp` sessions when `shutdown` is cancelled.
     pub fn with_shutdown(mut self, shutdown: tokio_util::sync::CancellationToken) -> AppState {
         self.shutdown = shutdown;
+        self
+    }
+
+    /// Answers forge questions through `forges` (the daemon's, shared with
+    /// ingest and the runner).
+    pub fn with_forges(mut self, forges: crate::forge::Forges) -> AppState {
+        self.forges = forges;
         self
     }
 

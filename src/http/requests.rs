@@ -17,7 +17,6 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 
 use super::{ApiError, AppState};
-use crate::forge::Forges;
 use crate::requests::{MAX_PULL_NUMBER, Requests, check_pull_number};
 
 /// Largest accepted request body.
@@ -32,11 +31,7 @@ pub fn service(state: &AppState) -> Requests {
     Requests {
         config: state.config.clone(),
         queue: state.queue.clone(),
-        forges: state
-            .ingest
-            .as_ref()
-            .map(|i| i.forges())
-            .unwrap_or_else(|| Forges::with_github(None)),
+        forges: state.forges.clone(),
         wake: Some(state.wake_workers.clone()),
     }
 }

@@ -260,12 +260,6 @@ impl Ingest {
         }
     }
 
-    /// The GitHub client (`None` without `[github]`), shared with the request
-    /// routes (`/v1/requests`, `/mcp`) for PR verification and maintainer checks.
-    pub fn forges(&self) -> Forges {
-        self.forges.clone()
-    }
-
     /// The GitHub client alone (`None` without `[github]`).
     pub fn github_forge(&self) -> Option<Arc<GitHubForge>> {
         self.forges.github().cloned()

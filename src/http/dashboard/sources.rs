@@ -18,7 +18,7 @@ use axum::http::HeaderMap;
 use axum::response::{Html, IntoResponse, Response};
 
 use super::{Peer, age, escape, internal, layout, viewer};
-use crate::forge::{Forges, Lag};
+use crate::forge::Lag;
 use crate::freshness::{FactsAnswer, LagAnswer, SourceRow};
 use crate::http::AppState;
 use crate::queue::backfill::BackfillStatus;
@@ -33,14 +33,9 @@ pub(super) async fn page(
         Ok(v) => v,
         Err(r) => return r,
     };
-    let forges = state
-        .ingest
-        .as_ref()
-        .map(|ingest| ingest.forges())
-        .unwrap_or_else(|| Forges::with_github(None));
     let rows = match state
         .freshness
-        .sources(&state.config, &state.queue, &forges, |r| viewer.may_see(r))
+        .sources(&state.config, &state.queue, &state.forges, |r| viewer.may_see(r))
         .await
     {
         Ok(rows) => rows,
