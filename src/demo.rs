@@ -34,7 +34,7 @@ use crate::daemon;
 use crate::forge::local::sample::{SAMPLE_BRANCH, SampleSource, create_sample_source};
 use crate::queue::{Job, JobState, Queue};
 use crate::runner::builtin;
-use crate::wiki::{Destination, Identity, PageWrite, Remote, WikiStore, create_local_wiki};
+use crate::wiki::{Committer, Destination, PageWrite, Remote, WikiStore, create_local_wiki};
 
 /// The sample source's name (`owner/name`).
 pub const DEMO_REPOSITORY: &str = "demo/todo";
@@ -121,7 +121,7 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
             ),
         }],
         "Initial Home page",
-        &Identity {
+        &Committer {
             name: "teammem demo".into(),
             email: "demo@teammem.invalid".into(),
         },

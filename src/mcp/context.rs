@@ -28,14 +28,14 @@ use std::sync::Arc;
 
 use crate::config::{self, Config, Forge, Source};
 use crate::ids::Scope;
-use crate::wiki::{Destination, Identity as Committer, Remote, Secret, Trailer, Wiki, WikiStore};
+use crate::wiki::{Committer, Destination, Remote, Secret, Trailer, Wiki, WikiStore};
 use crate::writer_contract::broker::{BrokerClient, WriterDestination, WriterGrant, WriterRemote};
 use crate::writer_contract::{
     ENV_WRITER_SOURCE, TRAILER_JOB, TRAILER_ORIGIN, TRAILER_RANGE, TRAILER_SOURCE, WriterEnv,
 };
 
 use super::McpError;
-use super::envelope::{Identity, SecretGuard, ToolError};
+use super::envelope::{ResolvedWiki, SecretGuard, ToolError};
 use super::toolsets::{Profile, ServerKind};
 
 /// The job a writer serves.
@@ -225,7 +225,7 @@ impl Binding {
 #[derive(Debug, Clone)]
 pub struct Resolved {
     pub source: Source,
-    pub identity: Identity,
+    pub identity: ResolvedWiki,
 }
 
 /// A token provider's answer.
@@ -384,7 +384,7 @@ impl Context {
             )));
         };
         Ok(Resolved {
-            identity: Identity {
+            identity: ResolvedWiki {
                 source_repository: source.repository.to_string(),
                 wiki_repository: source.wiki_repository.to_string(),
             },

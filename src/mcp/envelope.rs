@@ -29,7 +29,7 @@ pub const MAX_RESULT_BYTES: usize = 384 * 1024;
 
 /// The source a call was about and the wiki it resolved to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Identity {
+pub struct ResolvedWiki {
     pub source_repository: String,
     pub wiki_repository: String,
 }
@@ -154,7 +154,7 @@ pub type ToolOutcome = Result<Value, ToolError>;
 /// outcome of a replaced result.
 pub fn respond(
     outcome: ToolOutcome,
-    identity: Option<&Identity>,
+    identity: Option<&ResolvedWiki>,
     guard: &SecretGuard,
     may_write: bool,
 ) -> CallToolResult {
@@ -200,7 +200,7 @@ pub fn respond(
 }
 
 /// The envelope object itself (also what the operator CLI prints).
-pub fn build(outcome: ToolOutcome, identity: Option<&Identity>) -> Value {
+pub fn build(outcome: ToolOutcome, identity: Option<&ResolvedWiki>) -> Value {
     let identity_fields = |mut object: Map<String, Value>| {
         if let Some(identity) = identity {
             object.insert(
@@ -264,8 +264,8 @@ fn finish(envelope: Value) -> CallToolResult {
 mod tests {
     use super::*;
 
-    fn identity() -> Identity {
-        Identity {
+    fn identity() -> ResolvedWiki {
+        ResolvedWiki {
             source_repository: "octo/app".into(),
             wiki_repository: "octo/notes".into(),
         }

@@ -174,7 +174,7 @@ impl WikiServer {
                 .binding
                 .config
                 .source(&job.source)
-                .map(|s| envelope::Identity {
+                .map(|s| envelope::ResolvedWiki {
                     source_repository: s.repository.to_string(),
                     wiki_repository: s.wiki_repository.to_string(),
                 });

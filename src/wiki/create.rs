@@ -13,7 +13,7 @@ use gix::objs::tree::EntryKind;
 use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 
 use super::error::{ErrorKind, WikiError};
-use super::types::{Identity, PageWrite};
+use super::types::{Committer, PageWrite};
 use super::validate::check_write_pages;
 
 /// Creates a bare wiki repository at `path` whose `branch` has one commit
@@ -24,7 +24,7 @@ pub fn create_local_wiki(
     branch: &str,
     pages: &[PageWrite],
     message: &str,
-    author: &Identity,
+    author: &Committer,
 ) -> Result<String, WikiError> {
     check_write_pages(pages)?;
     let branch_ref = format!("refs/heads/{branch}");

@@ -9,7 +9,7 @@ use gix::objs::tree::EntryKind;
 
 use super::error::WikiError;
 use super::tree::tree_delta;
-use super::types::Identity;
+use super::types::Committer;
 
 /// A page as it will be in the new tree.
 #[derive(Debug, Clone)]
@@ -55,7 +55,7 @@ pub fn build_commit(
     base_tree: ObjectId,
     pages: &[DesiredPage],
     message: &str,
-    identity: &Identity,
+    identity: &Committer,
 ) -> Result<BuiltCommit, WikiError> {
     let overlay = repo.clone().with_object_memory();
     let internal = |err: gix::Error| WikiError::internal("building the wiki commit", err);

@@ -189,7 +189,7 @@ pub struct PagePatch {
 
 /// Who commits (from trusted config, e.g. `teammem[bot]`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-pub struct Identity {
+pub struct Committer {
     pub name: String,
     pub email: String,
 }
@@ -211,7 +211,7 @@ pub struct CommitSpec {
     pub expected_base: String,
     /// One line, at most 512 bytes.
     pub message: String,
-    pub identity: Identity,
+    pub identity: Committer,
     pub trailers: Vec<Trailer>,
 }
 

@@ -329,14 +329,14 @@ pub fn shorten(text: &str, max: usize) -> &str {
 mod tests {
     use super::*;
     use crate::wiki::error::ErrorKind;
-    use crate::wiki::types::{Identity, Replacement, Trailer};
+    use crate::wiki::types::{Committer, Replacement, Trailer};
 
     fn spec(message: &str) -> CommitSpec {
         CommitSpec {
             expected_destination: Some("Octo/Wiki".into()),
             expected_base: "a".repeat(40),
             message: message.into(),
-            identity: Identity {
+            identity: Committer {
                 name: "teammem[bot]".into(),
                 email: "1+teammem[bot]@users.noreply.github.com".into(),
             },

@@ -497,7 +497,7 @@ async fn demo_keeps_serving_the_dashboard_until_ctrl_c() {
 #[test]
 fn the_sample_is_what_the_local_forge_recognises() {
     use teammem::forge::local::{self, sample};
-    use teammem::wiki::{Identity, PageWrite, create_local_wiki};
+    use teammem::wiki::{Committer, PageWrite, create_local_wiki};
 
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("todo.git");
@@ -537,7 +537,7 @@ fn the_sample_is_what_the_local_forge_recognises() {
         path: "Home.md".into(),
         content: "# Home\n".into(),
     };
-    let who = Identity {
+    let who = Committer {
         name: "t".into(),
         email: "t@example.org".into(),
     };

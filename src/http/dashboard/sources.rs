@@ -35,7 +35,9 @@ pub(super) async fn page(
     };
     let rows = match state
         .freshness
-        .sources(&state.config, &state.queue, &state.forges, |r| viewer.may_see(r))
+        .sources(&state.config, &state.queue, &state.forges, |r| {
+            viewer.may_see(r)
+        })
         .await
     {
         Ok(rows) => rows,

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
 use crate::mcp::context::Context;
-use crate::mcp::envelope::{ErrorKind, Identity, ToolError};
+use crate::mcp::envelope::{ErrorKind, ResolvedWiki, ToolError};
 use crate::mcp::tasks;
 use crate::queue::{Job, JobFilter, JobState};
 use crate::requests::{Kind, RequestError};
@@ -179,12 +179,12 @@ pub fn job_view(job: &Job) -> Value {
     })
 }
 
-fn identity_of(context: &Context, job: &Job) -> Option<Identity> {
+fn identity_of(context: &Context, job: &Job) -> Option<ResolvedWiki> {
     context
         .binding
         .config
         .source(&job.source)
-        .map(|s| Identity {
+        .map(|s| ResolvedWiki {
             source_repository: s.repository.to_string(),
             wiki_repository: s.wiki_repository.to_string(),
         })

@@ -37,7 +37,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::context::Context;
-use super::envelope::{Identity, ToolOutcome};
+use super::envelope::{ResolvedWiki, ToolOutcome};
 
 /// Which server a process is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +78,7 @@ impl Hints {
 /// What a handler hands back: the outcome and the source it resolved (if any).
 #[derive(Debug)]
 pub struct Answer {
-    pub identity: Option<Identity>,
+    pub identity: Option<ResolvedWiki>,
     pub outcome: ToolOutcome,
     /// Answer with this task (`resultType: "task"`) instead of the envelope;
     /// only when the request may receive tasks (see [`super::tasks`]).
@@ -86,7 +86,7 @@ pub struct Answer {
 }
 
 impl Answer {
-    pub fn new(identity: Option<Identity>, outcome: ToolOutcome) -> Self {
+    pub fn new(identity: Option<ResolvedWiki>, outcome: ToolOutcome) -> Self {
         Self {
             identity,
             outcome,
@@ -95,7 +95,7 @@ impl Answer {
     }
 
     /// A task handle; the envelope (`outcome`) stays for logging only.
-    pub fn task(identity: Option<Identity>, task: rmcp::model::Task) -> Self {
+    pub fn task(identity: Option<ResolvedWiki>, task: rmcp::model::Task) -> Self {
         Self {
             identity,
             outcome: Ok(Value::Null),

@@ -15,7 +15,7 @@
 use super::entries::entry_lines;
 use super::inputs::CurrentPage;
 use super::markers::{ARCHIVES_MARKER, BEFORE_ARCHIVES_MARKER, TRIMMED_MARKER};
-use super::plan::{PagePatch, Replacement};
+use super::plan::{PlannedPatch, Replacement};
 
 /// The most bytes a page the planner writes may hold: the writer's page limit.
 pub const PAGE_BUDGET: usize = crate::wiki::validate::MAX_PAGE_BYTES;
@@ -45,7 +45,7 @@ pub fn apply_replacements(text: &str, replacements: &[Replacement]) -> Result<St
 /// [`PAGE_BUDGET`]: lines on their quarter page first, then (with the
 /// trimmed note, once) lines recorded before quarter pages existed. One
 /// replacement per run of adjacent dropped lines.
-pub fn trim_patch(page: &CurrentPage, patch: &mut PagePatch) {
+pub fn trim_patch(page: &CurrentPage, patch: &mut PlannedPatch) {
     let Ok(after) = apply_replacements(&page.content, &patch.replacements) else {
         return;
     };

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use super::inputs::{CurrentPage, DependencyFacts, TipManifests};
 use super::markdown::{code_or_text, escape_markdown, escape_purpose};
 use super::markers::{DEPENDENCIES, DEPENDENCIES_ANCHOR, DEPENDENCIES_END, MANIFEST_MARKER};
-use super::plan::{NewPage, PagePatch, Plan, Replacement};
+use super::plan::{NewPage, Plan, PlannedPatch, Replacement};
 use super::sections::{SECTION_FRAME, Section, span_between};
 use crate::facts::{Lines, Marker};
 use crate::forge::evidence::PullRequest;
@@ -252,7 +252,7 @@ pub fn plan_dependencies(
             if let Some(r) = replacement {
                 out.patches.insert(
                     DEPENDENCIES.into(),
-                    PagePatch {
+                    PlannedPatch {
                         expected_sha: page.sha.clone(),
                         replacements: vec![r],
                     },

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::inputs::{CurrentPage, DependencyFacts, Listings};
 use super::markers::{DEPENDENCIES, HOW_TO_WORK};
-use super::plan::{NewPage, PagePatch, Plan, areas_to_record, plan_all};
+use super::plan::{NewPage, Plan, PlannedPatch, areas_to_record, plan_all};
 use super::read::{HEADS_PER_JOB, View, read_listings, read_view, transient};
 use super::read_how_to::read_how_to;
 use super::read_manifests::read_dependencies;
@@ -93,7 +93,7 @@ fn commit_message(task: &AgentTask<'_>) -> String {
 
 /// One page of a plan: patched in place or written whole.
 enum Step {
-    Patch(String, PagePatch),
+    Patch(String, PlannedPatch),
     Write(NewPage),
 }
 
@@ -185,7 +185,7 @@ async fn apply_plan(
 }
 
 /// A planned patch as the writer takes it.
-fn patch_arg(patch: PagePatch) -> PatchArg {
+fn patch_arg(patch: PlannedPatch) -> PatchArg {
     PatchArg {
         expected_sha: patch.expected_sha,
         replacements: patch
@@ -402,7 +402,7 @@ mod tests {
         for n in 0..5 {
             let path = format!("Areas/a{n}.md");
             pages.insert(path.clone(), page("x".repeat(60 * 1024)));
-            let patch = PagePatch {
+            let patch = PlannedPatch {
                 expected_sha: String::new(),
                 replacements: vec![Replacement {
                     old: "x".repeat(50),

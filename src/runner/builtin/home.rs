@@ -21,7 +21,7 @@ use super::markers::{
     HOW_TO_WORK_BASE, HOW_TO_WORK_LINK_MARKER, REMOVED_AREAS_ANCHOR, TOPICS_ANCHOR,
     area_link_marker, removed_link_marker,
 };
-use super::plan::{NewPage, PagePatch, Plan, Replacement, append_replacement, occurrences};
+use super::plan::{NewPage, Plan, PlannedPatch, Replacement, append_replacement, occurrences};
 
 /// What Home's topics are planned from.
 pub struct Topics {
@@ -265,7 +265,7 @@ pub fn plan_home(out: &mut Plan, pages: &BTreeMap<String, CurrentPage>, topics: 
     if !replacements.is_empty() {
         out.patches.insert(
             HOME.into(),
-            PagePatch {
+            PlannedPatch {
                 expected_sha: page.sha.clone(),
                 replacements,
             },

@@ -20,7 +20,7 @@ use super::how_to_sources::{HowToFact, Kind, Topic, kind_of};
 use super::inputs::CurrentPage;
 use super::markdown::{code_or_text, escape_purpose};
 use super::markers::{HOW_TO_ANCHOR, HOW_TO_END, HOW_TO_TOPIC_MARKER, HOW_TO_WORK};
-use super::plan::{NewPage, PagePatch, Plan, Replacement};
+use super::plan::{NewPage, Plan, PlannedPatch, Replacement};
 use super::sections::{SECTION_FRAME, Section, span_between};
 use crate::facts::Marker;
 use crate::ids::Sha;
@@ -191,7 +191,7 @@ pub fn plan_how_to(
     if let Some(r) = replacement {
         out.patches.insert(
             HOW_TO_WORK.into(),
-            PagePatch {
+            PlannedPatch {
                 expected_sha: page.sha.clone(),
                 replacements: vec![r],
             },

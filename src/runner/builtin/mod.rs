@@ -73,8 +73,8 @@ pub use markers::{
     WHO_KNOWS_END, entry_marker,
 };
 pub use plan::{
-    NewPage, PagePatch, Plan, PullPlan, Replacement, apply, archives_of_interest, areas_to_record,
-    pages_of_interest, plan, plan_full, plan_with, quarters_of_interest,
+    NewPage, Plan, PlannedPatch, PullPlan, Replacement, apply, archives_of_interest,
+    areas_to_record, pages_of_interest, plan, plan_full, plan_with, quarters_of_interest,
 };
 pub use read::HEADS_PER_JOB;
 pub use read_manifests::CHANGE_READS_PER_JOB;

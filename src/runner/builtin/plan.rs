@@ -66,9 +66,10 @@ pub struct Replacement {
     pub new: String,
 }
 
-/// Replacements in one existing page (`patch_wiki_pages`).
+/// Replacements the plan makes in one existing page (sent as `patch_wiki_pages`;
+/// the writer's own is `wiki::PagePatch`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PagePatch {
+pub struct PlannedPatch {
     pub expected_sha: String,
     pub replacements: Vec<Replacement>,
 }
@@ -88,7 +89,7 @@ pub struct PullPlan {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Plan {
     pub writes: Vec<NewPage>,
-    pub patches: BTreeMap<String, PagePatch>,
+    pub patches: BTreeMap<String, PlannedPatch>,
     pub pulls: Vec<PullPlan>,
 }
 
@@ -358,7 +359,7 @@ fn plan_archives(
                 });
                 out.patches.insert(
                     path,
-                    PagePatch {
+                    PlannedPatch {
                         expected_sha: page.sha.clone(),
                         replacements: vec![r],
                     },
@@ -501,7 +502,7 @@ fn plan_changelog(
             if !append.is_empty() {
                 replacements.push(append_replacement(page, &append));
             }
-            let mut patch = PagePatch {
+            let mut patch = PlannedPatch {
                 expected_sha: page.sha.clone(),
                 replacements,
             };
@@ -663,7 +664,7 @@ fn plan_area_pages(
                 path,
             }),
             Some(page) => {
-                let mut patch = PagePatch {
+                let mut patch = PlannedPatch {
                     expected_sha: page.sha.clone(),
                     replacements: area_replacements(
                         page,
@@ -780,7 +781,7 @@ fn plan_archive_index(
             if page.content[range.clone()] != block {
                 out.patches.insert(
                     ARCHIVE_INDEX.into(),
-                    PagePatch {
+                    PlannedPatch {
                         expected_sha: page.sha.clone(),
                         replacements: vec![Replacement {
                             old: page.content[range].to_owned(),
@@ -793,7 +794,7 @@ fn plan_archive_index(
         (Some(page), Section::Absent) => {
             out.patches.insert(
                 ARCHIVE_INDEX.into(),
-                PagePatch {
+                PlannedPatch {
                     expected_sha: page.sha.clone(),
                     replacements: vec![append_replacement(page, &format!("\n{block}"))],
                 },

@@ -7,7 +7,7 @@ mod writes;
 
 use std::path::{Path, PathBuf};
 
-use teammem::wiki::{CommitSpec, Destination, Identity, Remote, Secret, Trailer, Wiki, WikiStore};
+use teammem::wiki::{CommitSpec, Committer, Destination, Remote, Secret, Trailer, Wiki, WikiStore};
 
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -108,7 +108,7 @@ pub fn spec(base: &str) -> CommitSpec {
         expected_destination: Some(DESTINATION.into()),
         expected_base: base.into(),
         message: "Record the deploy steps".into(),
-        identity: Identity {
+        identity: Committer {
             name: "teammem[bot]".into(),
             email: "12345+teammem[bot]@users.noreply.github.com".into(),
         },
