@@ -228,19 +228,27 @@ fn check_batch_paths<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<(),
         .map_err(|clash| WikiError::invalid_input(format!("the pages of this call clash: {clash}")))
 }
 
-/// Per-page and per-batch sizes of resulting contents.
-pub fn check_result_sizes<'a>(
+/// Per-page sizes of resulting contents.
+pub fn check_page_sizes<'a>(
     pages: impl IntoIterator<Item = (&'a str, usize)>,
 ) -> Result<(), WikiError> {
-    let mut total = 0usize;
     for (path, size) in pages {
         if size > MAX_PAGE_BYTES {
             return Err(WikiError::limit_exceeded(format!(
                 "the page {path:?} would be {size} bytes and a page may be at most {MAX_PAGE_BYTES} bytes (64 KiB); split it into several pages"
             )));
         }
-        total += size;
     }
+    Ok(())
+}
+
+/// Per-page and per-batch sizes of resulting contents.
+pub fn check_result_sizes<'a>(
+    pages: impl IntoIterator<Item = (&'a str, usize)>,
+) -> Result<(), WikiError> {
+    let pages: Vec<(&str, usize)> = pages.into_iter().collect();
+    check_page_sizes(pages.iter().copied())?;
+    let total: usize = pages.iter().map(|(_, size)| size).sum();
     if total > MAX_BATCH_BYTES {
         return Err(WikiError::limit_exceeded(format!(
             "the pages of this call total {total} bytes and a call may write at most {MAX_BATCH_BYTES} bytes (256 KiB); split it into several calls"

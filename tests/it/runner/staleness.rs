@@ -203,3 +203,71 @@ async fn a_job_re_anchors_moved_facts_and_marks_changed_ones_stale_in_its_one_co
     git(&wiki, &["fsck", "--strict", "--no-progress"]);
     assert!(daemon.terminate().success());
 }
+
+/// Lines cited from many large pages move: the runner's marker rewrites reach
+/// every one of them (here 330 KB of pages, more than one write call may
+/// carry), and the job still succeeds as one commit with every fact
+/// re-anchored. Before, the job failed on the call's size, and so did every
+/// later job that had to rewrite the same markers.
+#[tokio::test]
+async fn rewrites_on_more_pages_than_one_call_may_carry_land_in_one_commit() {
+    let repos = tempfile::tempdir().unwrap();
+    let dir = repos.path().join("app");
+    std::fs::create_dir_all(&dir).unwrap();
+    git(&dir, &["init", "-q", "-b", "main"]);
+    write(&dir, "src/moved.rs", &numbered(1, 20, "moved"));
+    let base = commit(&dir, "Initial commit");
+    let mut moved = String::from("// one\n// two\n// three\n");
+    moved.push_str(&numbered(1, 20, "moved"));
+    write(&dir, "src/moved.rs", &moved);
+    let head = commit(&dir, "Three lines on top (#1)");
+
+    let wiki = fixture::wiki(repos.path());
+    let filler: String = (0..1_000)
+        .map(|n| format!("- Note {n}: nothing cited here, just words.\n"))
+        .collect();
+    assert!(filler.len() > 40_000 && filler.len() < 60_000);
+    for n in 0..6 {
+        let page = format!(
+            "# Notes {n}\n\n- Moved keeps its lines. {}\n\n{filler}",
+            marker("src/moved.rs", &base, "L10-L12")
+        );
+        super::daemon_client::another_writer(&wiki, &format!("Notes-{n}.md"), &page);
+    }
+    let start = wiki_tip(&wiki);
+
+    let setup = Setup::new(&format!(
+        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
+        dir.display(),
+        wiki.display()
+    ));
+    let token = setup.create_token("staleness", &[]);
+    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
+    let (status, answer) = post_dispatch(
+        &daemon,
+        SECRET,
+        &json!({
+            "source_repository": "demo/app", "kind": "range",
+            "source_run_id": 1, "source_run_attempt": 1,
+            "push_before": base, "push_after": head,
+        }),
+    )
+    .await;
+    assert_eq!(status, 202, "{answer}");
+    let id = answer["job_id"].as_i64().unwrap();
+    let (job, _) = wait_for(&daemon, &token, id, finished).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(jobs_of_commits(&wiki, &start), [Some(id)]);
+    for n in 0..6 {
+        let page = git_trimmed(&wiki, &["show", &format!("master:Notes-{n}.md")]);
+        assert!(
+            page.contains(&format!(
+                "Moved keeps its lines. {}",
+                marker("src/moved.rs", &head, "L13-L15")
+            )),
+            "Notes-{n}.md was not re-anchored"
+        );
+    }
+    git(&wiki, &["fsck", "--strict", "--no-progress"]);
+    assert!(daemon.terminate().success());
+}
