@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use teammem::wiki::{
-    CommitSpec, Destination, Identity, PagePatch, Remote, Replacement, WikiStore, WriteStatus,
+    CommitSpec, Committer, Destination, PagePatch, Remote, Replacement, WikiStore, WriteStatus,
 };
 
 /// The same smart-HTTP server the integration tests use (no auth here).
@@ -168,7 +168,7 @@ fn spec(base: &str) -> CommitSpec {
         expected_destination: Some("bench/wiki".into()),
         expected_base: base.into(),
         message: "bench: append one line".into(),
-        identity: Identity {
+        identity: Committer {
             name: "teammem[bot]".into(),
             email: "bench@example.org".into(),
         },
