@@ -144,6 +144,21 @@ fn now_ms() -> i64 {
     SystemClock.now_ms()
 }
 
+/// A stored session's `created_at`: the time, but never the same value twice
+/// in this process, so "the newest `cap` stay" keeps the sessions opened
+/// last even when several are opened within one millisecond.
+fn created_at() -> i64 {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static LAST: AtomicI64 = AtomicI64::new(i64::MIN);
+    let now = now_ms();
+    let previous = LAST
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| {
+            Some(now.max(last.saturating_add(1)))
+        })
+        .unwrap_or(now);
+    now.max(previous.saturating_add(1))
+}
+
 /// The opening time (unix milliseconds) of the oldest session still kept.
 fn oldest_kept() -> i64 {
     now_ms() - RETENTION.as_millis() as i64
@@ -220,7 +235,7 @@ impl SessionStore for SessionsInDatabase {
             .bind(capped(params.protocol_version.as_str()))
             .bind(capped(&params.client_info.name))
             .bind(capped(&params.client_info.version))
-            .bind(now_ms())
+            .bind(created_at())
             .execute(pool)
             .await?;
             // The principal's newest `cap` sessions stay; older ones go.
