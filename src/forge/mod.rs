@@ -12,6 +12,7 @@ pub mod github;
 pub mod history; // the default branch's first-parent history, for backfills
 pub mod local;
 pub mod merged_in; // the order a range's commits entered the default branch, and through which merge
+pub mod pull_subject; // the pull request a merge or squash commit's subject names, for both forges
 pub mod source; // the façade: one GitHub client per process, one SourceForge per source
 
 pub use source::{Forges, SourceForge};

@@ -353,7 +353,6 @@ const MAX_PRODUCTION_LINES: usize = 700;
 /// Files still over the limit, each with the most it may hold until it is
 /// split; none may grow, and one that got under the limit leaves this list.
 const OVER_THE_LIMIT: &[(&str, usize)] = &[
-    ("forge/github/evidence.rs", 1300),
     ("runner/builtin/plan.rs", 1100),
     ("sandbox/trampoline.rs", 905),
     ("purpose.rs", 880),

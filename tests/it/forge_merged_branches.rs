@@ -17,7 +17,7 @@ use serde_json::json;
 use teammem::config::{Config, Source};
 use teammem::forge::evidence::{EvidenceBundle, JobScope};
 use teammem::forge::github::GitHubForge;
-use teammem::forge::github::evidence::MAX_MERGED_IN_CALLS;
+use teammem::forge::github::merged_pulls::MAX_MERGED_IN_CALLS;
 use teammem::ids::{Scope, Sha};
 use teammem::secrets::read_key_file;
 

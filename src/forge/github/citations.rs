@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Deserialize;
 
-use super::evidence::{encode_path, failure};
+use super::api::{encode_path, failure};
 use super::{GitHubError, GitHubForge, Permissions};
 use crate::config::Source;
 use crate::forge::evidence::SourceError;

@@ -11,13 +11,17 @@
 //!   delay, never a verdict about the dispatch;
 //! - tokens and JWTs never appear in errors or logs.
 
+pub mod api; // every request: the pinned version, answers classified, short pauses waited out, listings paged
 pub mod audience; // the audience rule for every path to a wiki write
 pub mod auth;
 mod blob_cache; // source-file heads already read, by blob sha, bounded (GitHub sources' "What is here")
 pub mod citations; // cited source lines followed to a job's tip: compares, a file's history, its patches
+mod contents; // one file or one directory listing at a commit: policy file, brokered source reads, heads
 mod history; // the first-parent history from the commit listing (backfills)
 mod installations;
-pub mod evidence; // the evidence bundle of a job: compare paging, merged PRs, file manifests, policy file
+pub mod merged_pulls; // which pull requests a range merged: subjects, merged-in commits, the closed listing
+pub mod range_bundle; // the evidence bundle of a job: compare paging, each merged PR's manifest and patches
+mod recheck; // the job-start re-check: the range or merge commit still on the default branch
 mod maintainers; // token owners and their role on a source (requests with GitHub tokens)
 mod sweep; // the sweep's questions: the default branch's tip, a cursor's ancestry
 mod verify;
@@ -29,10 +33,9 @@ pub use installations::{
 pub use maintainers::{Role, TokenOwner};
 
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
-use reqwest::{Method, StatusCode};
-use serde::de::DeserializeOwned;
+use reqwest::Method;
 
 use crate::config::{GitHub, PrivateKey};
 use crate::secrets::{CredentialChain, Secret, SecretError, fetch_key_vault_secret, read_key_file};
@@ -41,9 +44,6 @@ use auth::{CachedToken, TokenAnswer, TokenCache, usable_until};
 /// The REST API version every request is pinned to (pull requests still carry
 /// `merge_commit_sha` in it).
 pub const API_VERSION: &str = "2022-11-28";
-
-/// Default pause suggested to callers when GitHub gave no hint.
-const DEFAULT_RETRY: u64 = 30;
 
 /// Why a GitHub call did not produce an answer to use.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -136,63 +136,6 @@ impl GitHubForge {
 
     pub fn verify_timeout(&self) -> Duration {
         self.verify_timeout
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.api_url)
-    }
-
-    async fn send(
-        &self,
-        method: Method,
-        path: &str,
-        bearer: &Secret,
-        body: Option<serde_json::Value>,
-    ) -> Result<reqwest::Response, GitHubError> {
-        let mut req = self
-            .http
-            .request(method, self.url(path))
-            .header("Accept", "application/vnd.github+json")
-            .header("X-GitHub-Api-Version", API_VERSION)
-            .bearer_auth(bearer.expose_str().unwrap_or_default());
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let started = std::time::Instant::now();
-        let sent = req.send().await;
-        crate::metrics::GITHUB_CALL_DURATION.observe(&[], started.elapsed());
-        crate::metrics::GITHUB_CALLS.inc(&[match &sent {
-            Ok(resp) => status_class(resp.status()),
-            Err(e) if e.is_timeout() => "timeout",
-            Err(_) => "error",
-        }]);
-        let resp = sent.map_err(|e| GitHubError::Unavailable {
-            retry_after: DEFAULT_RETRY,
-            message: if e.is_timeout() {
-                format!("GitHub did not answer {path} in time")
-            } else {
-                format!(
-                    "GitHub could not be reached for {path}: {}",
-                    e.without_url()
-                )
-            },
-        })?;
-        classify(path, resp).await
-    }
-
-    async fn json<T: DeserializeOwned>(
-        path: &str,
-        resp: reqwest::Response,
-    ) -> Result<T, GitHubError> {
-        let bytes = resp.bytes().await.map_err(|e| GitHubError::Unavailable {
-            retry_after: DEFAULT_RETRY,
-            message: format!("GitHub's answer to {path} broke off: {}", e.without_url()),
-        })?;
-        serde_json::from_slice(&bytes).map_err(|e| {
-            GitHubError::Unexpected(format!(
-                "GitHub's answer to {path} has an unexpected shape: {e}"
-            ))
-        })
     }
 
     /// The installation id of the App on `repository` (`owner/name`), cached.
@@ -332,124 +275,5 @@ impl GitHubForge {
             SystemTime::now() + Duration::from_secs(3600) - auth::TOKEN_EARLY_EXPIRY
         });
         Ok((answer.token, until))
-    }
-
-    /// `GET {path}` on `repository` with a token for `perms`.
-    pub(crate) async fn get<T: DeserializeOwned>(
-        &self,
-        repository: &str,
-        perms: &Permissions,
-        path: &str,
-    ) -> Result<T, GitHubError> {
-        let token = self.installation_token(repository, perms).await?;
-        let resp = match self.send(Method::GET, path, &token, None).await {
-            Err(GitHubError::Denied(m)) => {
-                // A revoked token: do not reuse it.
-                self.cache.lock().unwrap().forget(repository, perms);
-                return Err(GitHubError::Denied(m));
-            }
-            other => other?,
-        };
-        Self::json(path, resp).await
-    }
-}
-
-/// The metric label of an answer's status.
-fn status_class(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        200..=299 => "2xx",
-        300..=399 => "3xx",
-        400..=499 => "4xx",
-        _ => "5xx",
-    }
-}
-
-/// Turns a non-success answer into the matching [`GitHubError`].
-async fn classify(path: &str, resp: reqwest::Response) -> Result<reqwest::Response, GitHubError> {
-    let status = resp.status();
-    if status.is_success() {
-        return Ok(resp);
-    }
-    let headers = resp.headers();
-    let header_u64 = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-    };
-    let retry_after = header_u64("retry-after");
-    let exhausted = headers
-        .get("x-ratelimit-remaining")
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.trim() == "0")
-        .unwrap_or(false);
-    let reset = header_u64("x-ratelimit-reset");
-    if status == StatusCode::TOO_MANY_REQUESTS
-        || (status == StatusCode::FORBIDDEN && (retry_after.is_some() || exhausted))
-    {
-        let wait = retry_after
-            .or_else(|| {
-                let now = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap_or_default()
-                    .as_secs();
-                reset.filter(|_| exhausted).map(|r| r.saturating_sub(now))
-            })
-            .unwrap_or(60)
-            .clamp(1, 3600);
-        return Err(GitHubError::Unavailable {
-            retry_after: wait,
-            message: format!("GitHub rate-limited {path}; retry in {wait} s"),
-        });
-    }
-    if status.is_server_error() {
-        return Err(GitHubError::Unavailable {
-            retry_after: retry_after.unwrap_or(DEFAULT_RETRY).clamp(1, 3600),
-            message: format!("GitHub answered {path} with {}", status.as_u16()),
-        });
-    }
-    let said = github_message(resp).await;
-    match status {
-        StatusCode::NOT_FOUND => Err(GitHubError::NotFound(format!(
-            "GitHub answered 404 for {path}"
-        ))),
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(GitHubError::Denied(format!(
-            "GitHub refused {path} with {}{said}; check the App's id, key and permissions",
-            status.as_u16()
-        ))),
-        other => Err(GitHubError::Unexpected(format!(
-            "GitHub answered {path} with {}{said}",
-            other.as_u16()
-        ))),
-    }
-}
-
-/// GitHub's own words from an error answer (`{"message": ...}`), one bounded
-/// line introduced with " (...)", or nothing.
-async fn github_message(resp: reqwest::Response) -> String {
-    #[derive(serde::Deserialize)]
-    struct ErrorBody {
-        message: String,
-    }
-    let Ok(bytes) = resp.bytes().await else {
-        return String::new();
-    };
-    let Ok(body) = serde_json::from_slice::<ErrorBody>(&bytes) else {
-        return String::new();
-    };
-    let line: String = body
-        .message
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(200)
-        .collect();
-    let line = line.trim_end_matches('.');
-    if line.is_empty() {
-        String::new()
-    } else {
-        format!(" ({line})")
     }
 }

@@ -488,7 +488,7 @@ async fn the_listing_pages_until_it_passes_the_range_and_no_further() {
 
 #[tokio::test]
 async fn a_listing_cut_at_its_page_cap_marks_the_bundle_truncated() {
-    use teammem::forge::github::evidence::{MAX_LISTED_PAGES, PER_PAGE};
+    use teammem::forge::github::{api::PER_PAGE, merged_pulls::MAX_LISTED_PAGES};
     let s = Setup::new().await;
     let old = s.commits(&["Long ago".to_string()], |_| "old.txt".into());
     let before = s.git.head();
