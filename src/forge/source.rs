@@ -240,10 +240,10 @@ impl<'a> SourceForge<'a> {
                 let (repo, scope) = (repo.clone(), scope.clone());
                 blocking_source(move || match &scope.scope {
                     Scope::Range { before, after } => {
-                        local::evidence::recheck_range(&repo, before, after)
+                        local::recheck::recheck_range(&repo, before, after)
                     }
                     Scope::PullRequest { merge_sha, .. } => {
-                        local::evidence::recheck_commit(&repo, merge_sha)
+                        local::recheck::recheck_commit(&repo, merge_sha)
                     }
                 })
                 .await
@@ -273,7 +273,7 @@ impl<'a> SourceForge<'a> {
             On::Local(repo) => {
                 let (repo, scope) = (repo.clone(), scope.clone());
                 let name = self.source.repository.clone();
-                blocking_source(move || local::evidence::collect(&repo, &name, &scope))
+                blocking_source(move || local::range_bundle::collect(&repo, &name, &scope))
                     .await
                     .map(|bundle| (bundle, None))
             }
@@ -299,7 +299,7 @@ impl<'a> SourceForge<'a> {
         match self.on {
             On::Local(repo) => {
                 let (repo, sha, path) = (repo.clone(), sha.to_owned(), path.to_owned());
-                blocking_source(move || local::evidence::read_file_at(&repo, &sha, &path, max))
+                blocking_source(move || local::contents::read_file_at(&repo, &sha, &path, max))
                     .await
             }
             On::GitHub(client) => {

@@ -357,7 +357,6 @@ const OVER_THE_LIMIT: &[(&str, usize)] = &[
     ("sandbox/trampoline.rs", 905),
     ("purpose.rs", 880),
     ("manifests.rs", 860),
-    ("forge/local/evidence.rs", 850),
     ("mcp/toolsets/evidence.rs", 720),
 ];
 

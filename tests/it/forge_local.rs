@@ -345,7 +345,7 @@ fn a_missing_local_repository_is_a_permanent_failure_naming_local_path() {
     let gone = dir.path().join("gone");
     let sha = "a".repeat(40);
     let error =
-        teammem::forge::local::evidence::recheck_range(&gone, &sha, &"b".repeat(40)).unwrap_err();
+        teammem::forge::local::recheck::recheck_range(&gone, &sha, &"b".repeat(40)).unwrap_err();
     assert!(
         matches!(&error, teammem::forge::evidence::SourceError::Invalid(reason)
             if reason.contains("does not exist") && reason.contains("local_path")),

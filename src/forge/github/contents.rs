@@ -154,7 +154,7 @@ impl GitHubForge {
     }
 
     /// The files under `directory` (`""`: the root) at commit `sha`, as
-    /// [`crate::forge::local::evidence::list_tree_at`] lists them, through the
+    /// [`crate::forge::local::contents::list_tree_at`] lists them, through the
     /// Git trees API (one call per directory level, `recursive=1` on the
     /// last): `Ok(None)` when `directory` is not a directory there. The
     /// caller decides which commits may be read.

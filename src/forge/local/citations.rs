@@ -13,7 +13,7 @@ use std::path::Path;
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
 
-use super::evidence::SourceError;
+use crate::forge::evidence::SourceError;
 use crate::ids::Sha;
 use crate::staleness::{CitationState, Cited, Hunk, Mapped, map_lines};
 

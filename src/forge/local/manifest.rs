@@ -10,7 +10,7 @@
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
 
-use super::evidence::{tree_of, unavailable};
+use super::source_repo::{tree_of, unavailable};
 use crate::forge::evidence::{ChangedFile, FileStatus, MAX_FILES, SourceError};
 
 /// Blobs larger than this are not line-diffed (their counts are 0).
@@ -109,4 +109,15 @@ pub(super) fn manifest(
     let truncated = files.len() > MAX_FILES;
     files.truncate(MAX_FILES);
     Ok((files, truncated))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_counts_ignore_binary() {
+        assert_eq!(line_counts(b"a\nb\n", b"a\nc\nd\n"), (2, 1));
+        assert_eq!(line_counts(b"a\0", b"b"), (0, 0));
+    }
 }

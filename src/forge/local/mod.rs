@@ -8,11 +8,14 @@
 //! request is recognised only from a commit reachable from the tip whose subject
 //! is `Merge pull request #N from ...` or `Title (#N)`. Walks are bounded.
 
-pub mod evidence; // the runner's reads of a local source: range evidence, re-checks, files
+pub mod contents; // files, heads, listings and a PR's patches at a commit (the writer's source reads)
 mod manifest; // a commit's changed files against its first parent, renames detected
 pub mod history; // the first-parent history from a commit back to a start (backfills)
 pub mod citations; // cited source lines followed to a job tip, commit by commit (stale, moved, current)
+pub mod range_bundle; // a job's evidence bundle: the range's commits and the pull requests their subjects name
+pub mod recheck; // the job-start re-check: the range or merge commit still on the default branch
 pub mod sample; // the demo's sample source repository, built with gix
+mod source_repo; // opening a source for the runner's reads; commit ids checked, trees
 mod tip_reach; // reachability from the default branch's tip, remembered per tip
 
 use std::collections::HashMap;

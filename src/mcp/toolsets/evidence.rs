@@ -38,7 +38,7 @@ use serde_json::{Value, json};
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
 use crate::config::Forge;
 use crate::forge::evidence::{self, EvidenceBundle, FileHead, SourceError, TreeListing};
-use crate::forge::local::evidence as local_source;
+use crate::forge::local::contents as local_source;
 use crate::mcp::context::{Context, Resolved};
 use crate::mcp::envelope::{ToolError, ToolOutcome};
 use crate::wiki::ErrorKind;

@@ -2,7 +2,9 @@
 
 use teammem::forge::evidence::SourceError;
 use teammem::forge::evidence::{FileStatus, JobScope, read_bundle, write_bundle};
-use teammem::forge::local::evidence as local_source;
+use teammem::forge::local::{
+    contents as local_files, range_bundle as local_bundle, recheck as local_recheck,
+};
 use teammem::runner::work_dir;
 
 use super::fixture::{self, Source, TITLE_12, TITLE_13};
@@ -22,7 +24,7 @@ fn range(source: &Source) -> JobScope {
 fn a_range_yields_its_commits_and_both_kinds_of_pull_request() {
     let tmp = tempfile::tempdir().unwrap();
     let source = Source::create(tmp.path());
-    let bundle = local_source::collect(&source.dir, "demo/app", &range(&source)).unwrap();
+    let bundle = local_bundle::collect(&source.dir, "demo/app", &range(&source)).unwrap();
 
     // Commits: exactly what `git rev-list before..after` lists.
     let expected: Vec<String> = git_trimmed(
@@ -101,7 +103,7 @@ fn a_pull_request_job_holds_only_its_merge_commit() {
             merge_sha: teammem::ids::Sha::parse(&source.squash_13.clone()).unwrap(),
         },
     };
-    let bundle = local_source::collect(&source.dir, "demo/app", &scope).unwrap();
+    let bundle = local_bundle::collect(&source.dir, "demo/app", &scope).unwrap();
     assert_eq!(bundle.commits.len(), 1);
     assert_eq!(bundle.pull_requests.len(), 1);
     assert_eq!(bundle.pull_requests[0].number, 13);
@@ -114,7 +116,7 @@ fn a_pull_request_job_holds_only_its_merge_commit() {
         },
     };
     assert!(matches!(
-        local_source::collect(&source.dir, "demo/app", &wrong),
+        local_bundle::collect(&source.dir, "demo/app", &wrong),
         Err(SourceError::Rejected(_))
     ));
 }
@@ -124,7 +126,7 @@ fn a_force_push_is_rejected_by_the_recheck() {
     let tmp = tempfile::tempdir().unwrap();
     let source = Source::create(tmp.path());
     assert_eq!(
-        local_source::recheck_range(&source.dir, &source.base, &source.head).unwrap(),
+        local_recheck::recheck_range(&source.dir, &source.base, &source.head).unwrap(),
         "main"
     );
     // Rewrite history: the old head is no longer on main.
@@ -132,12 +134,12 @@ fn a_force_push_is_rejected_by_the_recheck() {
     fixture::write(&source.dir, "other.txt", "x\n");
     git(&source.dir, &["add", "-A"]);
     git(&source.dir, &["commit", "-q", "-m", "Rewritten"]);
-    let err = local_source::recheck_range(&source.dir, &source.base, &source.head).unwrap_err();
+    let err = local_recheck::recheck_range(&source.dir, &source.base, &source.head).unwrap_err();
     assert!(
         matches!(&err, SourceError::Rejected(m) if m.contains("no longer on main")),
         "{err:?}"
     );
-    assert!(local_source::recheck_commit(&source.dir, &source.merge_12).is_ok());
+    assert!(local_recheck::recheck_commit(&source.dir, &source.merge_12).is_ok());
 }
 
 #[test]
@@ -145,24 +147,24 @@ fn files_are_read_bounded_and_as_utf8_only() {
     let tmp = tempfile::tempdir().unwrap();
     let source = Source::create(tmp.path());
     let text =
-        local_source::read_file_at(&source.dir, &source.squash_13, "docs/guide.md", 1024).unwrap();
+        local_files::read_file_at(&source.dir, &source.squash_13, "docs/guide.md", 1024).unwrap();
     assert_eq!(text.as_deref(), Some("# Guide\n\nStep one.\n"));
     assert_eq!(
-        local_source::read_file_at(&source.dir, &source.base, "docs/guide.md", 1024).unwrap(),
+        local_files::read_file_at(&source.dir, &source.base, "docs/guide.md", 1024).unwrap(),
         None
     );
     assert!(matches!(
-        local_source::read_file_at(&source.dir, &source.squash_13, "docs/guide.md", 4),
+        local_files::read_file_at(&source.dir, &source.squash_13, "docs/guide.md", 4),
         Err(SourceError::Invalid(_))
     ));
-    assert!(local_source::read_file_at(&source.dir, &source.head, "../etc/passwd", 1024).is_err());
+    assert!(local_files::read_file_at(&source.dir, &source.head, "../etc/passwd", 1024).is_err());
     fixture::write(&source.dir, "bin.dat", "");
     std::fs::write(source.dir.join("bin.dat"), [0xff, 0xfe, 0x00]).unwrap();
     git(&source.dir, &["add", "-A"]);
     git(&source.dir, &["commit", "-q", "-m", "binary"]);
     let head = git_trimmed(&source.dir, &["rev-parse", "HEAD"]);
     assert!(
-        matches!(local_source::read_file_at(&source.dir, &head, "bin.dat", 1024), Err(SourceError::Invalid(m)) if m.contains("UTF-8"))
+        matches!(local_files::read_file_at(&source.dir, &head, "bin.dat", 1024), Err(SourceError::Invalid(m)) if m.contains("UTF-8"))
     );
 }
 
@@ -170,7 +172,7 @@ fn files_are_read_bounded_and_as_utf8_only() {
 fn patches_cover_the_manifest() {
     let tmp = tempfile::tempdir().unwrap();
     let source = Source::create(tmp.path());
-    let patches = local_source::file_patches(&source.dir, &source.squash_13).unwrap();
+    let patches = local_files::file_patches(&source.dir, &source.squash_13).unwrap();
     assert_eq!(patches.len(), 2);
     let readme = patches[0].1.as_deref().unwrap();
     assert!(readme.contains("+See the guide."), "{readme}");

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 use teammem::forge::evidence::{JobScope, write_bundle};
-use teammem::forge::local::evidence as local_source;
+use teammem::forge::local::range_bundle as local_bundle;
 use teammem::runner::broker::{Broker, BrokerJob};
 use teammem::runner::work_dir;
 use teammem::runner::writer::{WriterClient, WriterLaunch};
@@ -21,7 +21,7 @@ async fn writer(s: &Setup) -> (Broker, WriterClient) {
             after: teammem::ids::Sha::parse(&s.source.head.clone()).unwrap(),
         },
     };
-    let bundle = local_source::collect(&s.source.dir, "demo/app", &scope).unwrap();
+    let bundle = local_bundle::collect(&s.source.dir, "demo/app", &scope).unwrap();
     let path = write_bundle(&work_dir(&s.tmp.path().join("data"), 5), &bundle).unwrap();
     let source = s.config.source("demo/app").unwrap().clone();
     let (broker, broker_end) = Broker::start(BrokerJob {

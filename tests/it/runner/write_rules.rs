@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use teammem::config::Config;
 use teammem::forge::evidence::{JobScope, write_bundle};
-use teammem::forge::local::evidence as local_source;
+use teammem::forge::local::range_bundle as local_bundle;
 use teammem::queue::Completion;
 use teammem::runner::broker::{Broker, BrokerJob};
 use teammem::runner::writer::{Envelope, WriterClient, WriterLaunch};
@@ -51,7 +51,7 @@ async fn bound(s: &Setup, job: i64, rewrites: BTreeMap<String, Vec<MarkerRewrite
             after: teammem::ids::Sha::parse(&s.source.head).unwrap(),
         },
     };
-    let mut bundle = local_source::collect(&s.source.dir, REPO, &scope).unwrap();
+    let mut bundle = local_bundle::collect(&s.source.dir, REPO, &scope).unwrap();
     bundle.marker_rewrites = rewrites;
     let path = write_bundle(&work_dir(&s.config.server.data_dir, job), &bundle).unwrap();
     let source = s.config.source(REPO).unwrap().clone();
