@@ -48,8 +48,8 @@ use super::{ApiError, AppState};
 use crate::mcp::WikiServer;
 use crate::mcp::app_credentials::AppWikiCredentials;
 use crate::mcp::context::{Binding, Context};
+use crate::mcp::profile::{Profile, ServerKind};
 use crate::mcp::sessions::{self, SessionsInDatabase, as_principal};
-use crate::mcp::toolsets::{Profile, ServerKind};
 use crate::requests::Credential;
 
 /// The `/mcp` route for `state`'s configuration and queue.

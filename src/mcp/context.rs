@@ -36,7 +36,7 @@ use crate::writer_contract::{
 
 use super::McpError;
 use super::envelope::{ResolvedWiki, SecretGuard, ToolError};
-use super::toolsets::{Profile, ServerKind};
+use super::profile::{Profile, ServerKind};
 
 /// The job a writer serves.
 #[derive(Debug, Clone)]

@@ -22,6 +22,7 @@ pub mod app_credentials;
 pub mod context;
 pub mod envelope;
 pub mod operator;
+pub mod profile; // which server a process is and what it may expose (below context and toolsets)
 pub mod resource_updates;
 pub mod resources;
 pub mod server;

@@ -14,8 +14,9 @@ use serde_json::{Map, Value};
 
 use super::context::{Binding, Context, WikiCredentials, WriteOrigin, WriterBinding};
 use super::envelope::{self, Secret, ToolError};
+use super::profile::{Profile, ServerKind};
+use super::toolsets;
 use super::toolsets::wiki_write::{self, Change, WriteRequest};
-use super::toolsets::{self, Profile, ServerKind};
 use crate::config::Config;
 
 /// One `teammem wiki` invocation.

@@ -10,7 +10,7 @@
 //! The tasks extension is advertised only by servers with a job queue; task
 //! state is read from and steered through the queue (see [`tasks`]).
 //! Resources (see [`resources`] and [`resource_updates`]) are served only by
-//! the coding agents' server ([`ServerKind::Agent`](super::toolsets::ServerKind::Agent)), each request in its
+//! the coding agents' server ([`ServerKind::Agent`](super::profile::ServerKind::Agent)), each request in its
 //! caller's scope like a tool call; a writer answers them "method not found".
 
 use std::sync::Arc;
@@ -27,6 +27,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use super::context::{Binding, Context};
 use super::envelope::{self, ErrorKind, ToolError};
+use super::profile::ServerKind;
 use super::resource_updates::{self, Session, Watches};
 use super::resources;
 use super::tasks::{self, CallInfo};
@@ -85,7 +86,7 @@ impl WikiServer {
 
     /// Does this server serve resources?
     fn serves_resources(&self) -> bool {
-        self.context.binding.profile.kind == toolsets::ServerKind::Agent
+        self.context.binding.profile.kind == ServerKind::Agent
     }
 
     /// Runs a resource request in its caller's scope; a server without
@@ -298,7 +299,7 @@ impl ServerHandler for WikiServer {
         let info = self.call_info(&context)?;
         // A job's writer calls are the job's own detail (its page says what
         // it did): debug. Calls from coding agents are the daemon's traffic.
-        let job_detail = self.context.binding.profile.kind == toolsets::ServerKind::WikiWriter;
+        let job_detail = self.context.binding.profile.kind == ServerKind::WikiWriter;
         if job_detail {
             tracing::debug!(target: "teammem::mcp", tool = tool.name, caller = %info.actor, "tool call");
         } else {

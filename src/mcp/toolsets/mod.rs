@@ -38,23 +38,8 @@ use serde_json::Value;
 
 use super::context::Context;
 use super::envelope::{ResolvedWiki, ToolOutcome};
-
-/// Which server a process is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ServerKind {
-    /// `teammem mcp --config FILE`: the coding agents' server.
-    Agent,
-    /// `teammem mcp --wiki-writer`: the job-bound writer child.
-    WikiWriter,
-}
-
-/// What a server is allowed to expose.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Profile {
-    pub kind: ServerKind,
-    /// `--read-only`: no tool that is not read-only, whatever the kind.
-    pub read_only: bool,
-}
+// The toolsets name the server kinds that serve them as `super::ServerKind`.
+use super::profile::{Profile, ServerKind};
 
 /// The MCP tool annotations, all four always stated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
