@@ -236,6 +236,11 @@ pub fn plan_dependencies(
                         old: page.content[old].to_owned(),
                         new: section,
                     }),
+                    Section::Edited => {
+                        out.notes
+                            .push(super::plan::edited_note("Dependencies", DEPENDENCIES));
+                        None
+                    }
                     Section::Absent => {
                         let sep = if page.content.is_empty() || page.content.ends_with('\n') {
                             ""

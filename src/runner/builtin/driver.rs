@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::inputs::{CurrentPage, DependencyFacts, Listings};
 use super::markers::{DEPENDENCIES, HOW_TO_WORK};
 use super::plan::{NewPage, Plan, PlannedPatch, areas_to_record, plan_all};
-use super::read::{HEADS_PER_JOB, View, read_listings, read_view, transient};
+use super::read::{HEADS_PER_JOB, View, page_key, read_listings, read_view, transient};
 use super::read_how_to::read_how_to;
 use super::read_manifests::read_dependencies;
 use super::sections::refresh_order;
@@ -184,6 +184,64 @@ async fn apply_plan(
     Ok((tip, changed))
 }
 
+/// Fits `plan` to the wiki as a person left it: a patch of a page the
+/// person moved into a folder or renamed in case only goes where the person
+/// put it; a new page whose name another page already has (in another folder
+/// or case: two pages of one name, which a GitHub wiki cannot tell apart) is
+/// not written, and that page is left alone. Returns a note for each page
+/// not written.
+fn fit_to_wiki(plan: &mut Plan, view: &View) -> Vec<String> {
+    let patches = std::mem::take(&mut plan.patches);
+    plan.patches = patches
+        .into_iter()
+        .map(|(path, patch)| (view.moved.get(&path).cloned().unwrap_or(path), patch))
+        .collect();
+    let mut notes = Vec::new();
+    plan.writes.retain(|write| {
+        let taken: Vec<&String> = view
+            .by_name
+            .get(&page_key(&write.path))
+            .into_iter()
+            .flatten()
+            .filter(|there| **there != write.path)
+            .collect();
+        if taken.is_empty() {
+            return true;
+        }
+        let there = taken
+            .iter()
+            .map(|p| p.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        tracing::warn!(page = %write.path, there = %there, "a page of this name is already on the wiki elsewhere; it is left alone and this page is not written");
+        notes.push(format!(
+            "{} was not written: the wiki already has a page of that name ({there})",
+            write.path
+        ));
+        false
+    });
+    notes
+}
+
+/// `summary`, then what the run left alone (`notes`), within the receipt's
+/// bound on a summary (the notes that do not fit are counted).
+fn with_notes(summary: String, notes: &BTreeSet<String>) -> String {
+    if notes.is_empty() {
+        return summary;
+    }
+    let mut out = format!("{summary}; left alone because a person changed it:");
+    for (n, note) in notes.iter().enumerate() {
+        // Room for this note and for " and N more".
+        if out.len() + note.len() + 2 + 32 > crate::runner::receipt::MAX_SUMMARY_BYTES {
+            out.push_str(&format!(" and {} more", notes.len() - n));
+            break;
+        }
+        out.push_str(if n == 0 { " " } else { "; " });
+        out.push_str(note);
+    }
+    out
+}
+
 /// A planned patch as the writer takes it.
 fn patch_arg(patch: PlannedPatch) -> PatchArg {
     PatchArg {
@@ -231,6 +289,8 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
     let mut deps: Option<DependencyFacts> = None;
     let mut how_to = None;
     let current_state = matches!(task.bundle.job.scope, crate::ids::Scope::Range { .. });
+    // What the run left alone because a person changed it, for the receipt.
+    let mut notes: BTreeSet<String> = BTreeSet::new();
     for attempt in 0..2 {
         let view = read_view(client, task).await.map_err(|e| AgentError {
             retryable: transient(&e),
@@ -278,13 +338,15 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
                     })?,
             );
         }
-        let plan = plan_all(
+        let mut plan = plan_all(
             task.bundle,
             &view.pages,
             &listings,
             deps.as_ref().unwrap_or(&DependencyFacts::default()),
             how_to.as_ref().and_then(Option::as_ref),
         );
+        notes.extend(fit_to_wiki(&mut plan, &view));
+        notes.extend(plan.notes.iter().cloned());
         if plan.is_empty() {
             let any_written = !written.is_empty();
             return Ok(AgentOutcome {
@@ -298,11 +360,15 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
                     wiki_sha: Some(last_tip.unwrap_or(view.base)),
                     base_sha: first_base,
                     pull_requests: pull_results(&plan, &written, None),
-                    summary: if any_written {
-                        "every pull request of the range is recorded".into()
-                    } else {
-                        "every pull request of the range was already recorded".into()
-                    },
+                    summary: with_notes(
+                        if any_written {
+                            "every pull request of the range is recorded"
+                        } else {
+                            "every pull request of the range was already recorded"
+                        }
+                        .into(),
+                        &notes,
+                    ),
                 },
                 retry_failed: false,
             });
@@ -326,14 +392,17 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
                         wiki_sha: Some(tip),
                         base_sha: first_base,
                         pull_requests: pull_results(&plan, &written, None),
-                        summary: format!(
-                            "recorded {} pull request(s) on Home, the area pages and the Changelog{}",
-                            written.len(),
-                            if attempt > 0 {
-                                " after one rebuild on a fresh snapshot"
-                            } else {
-                                ""
-                            }
+                        summary: with_notes(
+                            format!(
+                                "recorded {} pull request(s) on Home, the area pages and the Changelog{}",
+                                written.len(),
+                                if attempt > 0 {
+                                    " after one rebuild on a fresh snapshot"
+                                } else {
+                                    ""
+                                }
+                            ),
+                            &notes,
                         ),
                     },
                     retry_failed: false,

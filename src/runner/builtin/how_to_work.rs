@@ -175,6 +175,11 @@ pub fn plan_how_to(
             old: page.content[old].to_owned(),
             new: section,
         }),
+        Section::Edited => {
+            out.notes
+                .push(super::plan::edited_note("Commands", HOW_TO_WORK));
+            None
+        }
         Section::Absent => {
             let sep = if page.content.is_empty() || page.content.ends_with('\n') {
                 ""

@@ -91,6 +91,9 @@ pub struct Plan {
     pub writes: Vec<NewPage>,
     pub patches: BTreeMap<String, PlannedPatch>,
     pub pulls: Vec<PullPlan>,
+    /// What the plan leaves alone because a person changed it (a kept
+    /// section whose anchors or lines were edited), for the receipt.
+    pub notes: Vec<String>,
 }
 
 impl Plan {
@@ -631,6 +634,9 @@ fn plan_area_pages(
             }
             _ => None,
         };
+        if span == Section::Edited {
+            out.notes.push(edited_note("What is here", &path));
+        }
         let section = derived.and_then(|text| {
             let cost = crate::wiki::confine::changed_bytes(
                 old_section.map(str::as_bytes),
@@ -644,6 +650,9 @@ fn plan_area_pages(
         // Who knows: the counts the page keeps plus this plan's entries.
         let who_span = current.map_or(Section::Absent, |page| who_knows_span(&page.content));
         let who = who_knows_after(&who_span, current, &entries.authors);
+        if who_span == Section::Edited {
+            out.notes.push(edited_note("Who knows this area", &path));
+        }
         let header = ArchiveHeader {
             title: &format!("Area: {label}"),
             what: &format!("Pull requests that changed {}", area_title(&entries.area)),
@@ -801,7 +810,7 @@ fn plan_archive_index(
             );
         }
         // A person changed the list: it is left as it is.
-        (Some(_), Section::Edited) => {}
+        (Some(_), Section::Edited) => out.notes.push(edited_note("archive index", ARCHIVE_INDEX)),
     }
     true
 }
@@ -878,6 +887,14 @@ fn new_area_page(
     format!(
         "# Area: {label}\n\nPull requests that changed {} (kept by teammem).\n\n{what}{WHO_KNOWS_HEADING}{who}\n## Recent changes\n\n{archives}\n{RECENT_ANCHOR}{entries}",
         area_title(area)
+    )
+}
+
+/// The receipt's note for a kept section a person changed: its anchors or
+/// lines are not teammem's any more, so the section is left as it is.
+pub(super) fn edited_note(section: &str, page: &str) -> String {
+    format!(
+        "the {section} section of {page} (its teammem markers were edited; restore them, or delete the whole section to have it rebuilt)"
     )
 }
 

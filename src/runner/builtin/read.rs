@@ -27,6 +27,7 @@ use crate::purpose::{HEAD_BYTES, Stated, included_purpose, stated};
 use crate::runner::agent::AgentTask;
 use crate::runner::writer::{CallError, ToolFailure, WriterClient};
 use crate::wiki::ErrorKind;
+use crate::wiki::paths::collision_key;
 use crate::writer_contract::tools::{self, FileArgs, HeadOutcome, HeadsArgs, TreeArgs};
 
 /// At most this many file heads are read for the "What is here" sections of
@@ -43,7 +44,42 @@ pub fn transient(e: &CallError) -> bool {
 pub struct View {
     pub base: String,
     pub wiki_repository: String,
+    /// By the path the plan knows a page by (a page a person moved or
+    /// renamed in case only is here under teammem's path: see `moved`).
     pub pages: BTreeMap<String, CurrentPage>,
+    /// teammem's path of a page → where a person put it: in a folder, or
+    /// under its name in another case (a GitHub wiki finds a page by its
+    /// name, whatever its folder, so a link to it still works). The plan's
+    /// patches go there.
+    pub moved: BTreeMap<String, String>,
+    /// Every page the listing showed, by its name folded ([`page_key`]):
+    /// a new page the plan writes whose name is taken is not written.
+    pub by_name: BTreeMap<String, Vec<String>>,
+}
+
+/// What identifies a page on a GitHub wiki: its file name without its
+/// folder, compared as the writer compares paths (case and Unicode
+/// normalization folded).
+pub fn page_key(path: &str) -> String {
+    collision_key(path.rsplit('/').next().unwrap_or(path))
+}
+
+impl View {
+    /// Where the page teammem calls `path` is: `path` itself, or the one
+    /// page of that name in another folder or case.
+    fn locate(
+        existing: &BTreeSet<String>,
+        by_name: &BTreeMap<String, Vec<String>>,
+        path: &str,
+    ) -> Option<String> {
+        if existing.contains(path) {
+            return Some(path.to_owned());
+        }
+        match by_name.get(&page_key(path)).map(Vec::as_slice) {
+            Some([one]) => Some(one.clone()),
+            _ => None,
+        }
+    }
 }
 
 pub async fn read_view(client: &WriterClient, task: &AgentTask<'_>) -> Result<View, CallError> {
@@ -57,9 +93,28 @@ pub async fn read_view(client: &WriterClient, task: &AgentTask<'_>) -> Result<Vi
     let listed = client.list_pages(task.repository, &base).await?;
     let complete = !listed.truncated;
     let mut existing: BTreeSet<String> = listed.pages.into_iter().map(|p| p.path).collect();
+    let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for path in &existing {
+        by_name
+            .entry(page_key(path))
+            .or_default()
+            .push(path.clone());
+    }
     let mut pages = BTreeMap::new();
     let quarters = if complete {
-        archives_of_interest(task.bundle, &existing)
+        // Each part of a quarter of interest, where teammem put it or where
+        // a person moved it.
+        let mut wanted = archives_of_interest(task.bundle, &existing);
+        for (family, period) in quarters_of_interest(task.bundle) {
+            for part in 1.. {
+                let path = archive_page(&family, period, part);
+                if View::locate(&existing, &by_name, &path).is_none() {
+                    break;
+                }
+                wanted.insert(path);
+            }
+        }
+        wanted
     } else {
         // A listing cut short may miss quarter pages, and a part the plan
         // did not see would be written over: ask for each part in turn.
@@ -86,16 +141,25 @@ pub async fn read_view(client: &WriterClient, task: &AgentTask<'_>) -> Result<Vi
         existing.extend(pages_of_interest(task.bundle));
         found
     };
+    let mut moved = BTreeMap::new();
     for path in pages_of_interest(task.bundle).into_iter().chain(quarters) {
-        if !existing.contains(&path) || pages.contains_key(&path) {
+        if pages.contains_key(&path) {
             continue;
         }
-        let page = match client.page(task.repository, &base, &path).await {
+        // A page a person moved into a folder or renamed in case only is
+        // still the page: it is read, and patched, where the person put it.
+        let Some(at) = View::locate(&existing, &by_name, &path) else {
+            continue;
+        };
+        let page = match client.page(task.repository, &base, &at).await {
             Ok(page) => page,
             // Probed past a cut listing: a page of interest that is not there.
             Err(CallError::Tool(f)) if !complete && f.kind == ErrorKind::NotFound => continue,
             Err(e) => return Err(e),
         };
+        if at != path {
+            moved.insert(path.clone(), at);
+        }
         pages.insert(
             path,
             CurrentPage {
@@ -108,6 +172,8 @@ pub async fn read_view(client: &WriterClient, task: &AgentTask<'_>) -> Result<Vi
         base,
         wiki_repository,
         pages,
+        moved,
+        by_name,
     })
 }
 

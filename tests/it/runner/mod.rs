@@ -53,6 +53,8 @@ mod staleness_github;
 mod openai;
 // One job, one wiki commit: staged writes published once, nothing on failure or cancel, a moved wiki rebuilt on.
 mod one_commit;
+// A wiki a person edited heavily: moved and renamed pages, deleted anchors and sections; repaired or left alone with a note.
+mod person_edits;
 // Purposes through the real writer: a crate doc kept in its README, usage boilerplate, a sentence over two lines.
 mod purposes;
 // A renamed file keeps its purpose and its history: both paths on the entry, get_context follows the rename.
