@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/purpose.sh — how many source files get a purpose (src/purpose.rs) on
+# bench/purpose.sh — how many source files get a purpose (src/purpose/) on
 # two generated trees shaped like the projects replayed in issue 36: a Python
 # web framework (modules under license headers and encoding lines, docstrings
 # in old and new styles, tests mostly without docstrings, `.rst` docs) and a
