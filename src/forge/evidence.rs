@@ -300,6 +300,9 @@ pub enum EntryKind {
     /// A blob (a file, executable or not, or a symbolic link).
     File,
     Directory,
+    /// A submodule: a commit of another repository pinned at this path (a
+    /// gitlink, tree mode 160000); its files are not in this repository.
+    Submodule,
 }
 
 /// One listed path, repository-relative.
@@ -308,6 +311,9 @@ pub struct TreeEntry {
     pub path: String,
     #[serde(rename = "type")]
     pub kind: EntryKind,
+    /// The commit a submodule pins (none for a file or a directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 /// The files (and, when not recursive, the subdirectories) of one directory
@@ -582,6 +588,7 @@ mod tests {
                 TreeEntry {
                     path: format!("f{i}"),
                     kind: EntryKind::File,
+                    commit: None,
                 },
                 &mut bytes,
             );

@@ -209,8 +209,10 @@ impl GitHubForge {
                 let kind = match e.kind.as_str() {
                     "blob" => EntryKind::File,
                     "tree" if !recursive => EntryKind::Directory,
+                    "commit" if evidence::is_full_sha(&e.sha) => EntryKind::Submodule,
                     _ => return None,
                 };
+                let commit = (kind == EntryKind::Submodule).then(|| e.sha.clone());
                 let regular = matches!(e.mode.as_str(), "100644" | "100755");
                 let blob = (kind == EntryKind::File && regular && evidence::is_full_sha(&e.sha))
                     .then_some(e.sha);
@@ -219,7 +221,7 @@ impl GitHubForge {
                 } else {
                     format!("{directory}/{}", e.path)
                 };
-                Some((TreeEntry { path, kind }, blob))
+                Some((TreeEntry { path, kind, commit }, blob))
             })
             .collect();
         entries.sort_by(|a, b| a.0.path.cmp(&b.0.path));

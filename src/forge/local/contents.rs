@@ -153,7 +153,7 @@ const MAX_TREE_VISITS: usize = 200_000;
 /// has checked is inside the job's range): with `recursive`, every file below
 /// it; without, its files and subdirectories. Sorted by path and bounded
 /// ([`TreeListing`](crate::forge::evidence::TreeListing)); `Ok(None)` when `directory` is not a directory there.
-/// Submodules are not listed.
+/// A submodule is listed as one, with the commit it pins.
 pub fn list_tree_at(
     path: &Path,
     commit: &str,
@@ -206,20 +206,23 @@ pub fn list_tree_at(
                 format!("{below}/{name}")
             };
             let mode = entry.mode();
-            let kind = if mode.is_tree() {
+            let (kind, commit) = if mode.is_tree() {
                 if recursive {
                     subtrees.push((relative, entry.object_id()));
                     continue;
                 }
-                EntryKind::Directory
+                (EntryKind::Directory, None)
             } else if mode.is_blob_or_symlink() {
-                EntryKind::File
+                (EntryKind::File, None)
+            } else if mode.is_commit() {
+                (EntryKind::Submodule, Some(entry.object_id().to_string()))
             } else {
                 continue;
             };
             let entry = TreeEntry {
                 path: prefix(&relative),
                 kind,
+                commit,
             };
             if !listing.push(entry, &mut bytes) {
                 break 'walk;
