@@ -2,7 +2,7 @@
 //!
 //! The daemon never execs the agent itself: it spawns `teammem sandbox-exec --
 //! ARGV...` (built by [`command`]) with a [`Policy`] in `TEAMMEM_SANDBOX_POLICY`.
-//! That trampoline (see `trampoline.rs`) puts the agent in user, mount and PID
+//! That trampoline (see `trampoline/`) puts the agent in user, mount and PID
 //! namespaces of its own (`namespaces.rs`: it sees only the policy's paths and
 //! its own processes), limits its processes and memory, confines it with
 //! Landlock (filesystem, TCP ports, signal and abstract-socket scoping), no
