@@ -3,7 +3,8 @@
 //! token cache); [`Forges::of`] gives a source's [`SourceForge`], which
 //! answers every question callers ask of a forge — verify a range or a pull
 //! request, the default branch's tip, ancestry, the job-start re-check, the
-//! evidence bundle, one file at a commit — whichever forge the source is on.
+//! evidence bundle, a pull request's patches, files, file heads and directory
+//! listings at a commit — whichever forge the source is on.
 //!
 //! Invariants:
 //! - which forge answers a question of a source's code (verification, the
@@ -11,8 +12,11 @@
 //!   commit) is decided here, once per question: outside `forge/` (and
 //!   `config/`, which defines [`Forge`]) only the files listed in
 //!   `tests/it/architecture.rs` match on [`Forge`], each to decide where a
-//!   wiki lives or what only GitHub has, and that test names the one
-//!   exception (the writer's source-file reader in `mcp/toolsets/evidence.rs`);
+//!   wiki lives or what only GitHub has;
+//! - a process reads a source's files itself only when it can
+//!   ([`SourceForge::reads_here`]: a local repository, or GitHub with the
+//!   App's client); the job's writer, which holds no source credential, asks
+//!   the job's broker for a GitHub source's instead;
 //! - local git work (gix, blocking) never runs on an async worker thread: it
 //!   goes through [`blocking`], and a task that dies is "ask again later",
 //!   never a yes;
@@ -23,7 +27,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::evidence::{EvidenceBundle, JobScope, PatchSet, SourceError};
+use super::evidence::{
+    ChangedFile, EvidenceBundle, FileHead, JobScope, PatchSet, PullRequest, SourceError,
+    TreeListing,
+};
 use super::github::GitHubForge;
 pub use super::github::SetupError;
 use super::{Ancestry, BranchTip, Lag, Refusal, RunRef, VerifiedPull, VerifiedRange, local};
@@ -311,6 +318,113 @@ impl<'a> SourceForge<'a> {
 }
 
 impl SourceForge<'_> {
+    /// Whether this process can read the source's files itself: a local
+    /// repository always, a GitHub source only with the App's client (the
+    /// daemon). The job's writer holds no source credential, so it reads a
+    /// GitHub source through the job's broker, which asks the daemon's.
+    pub fn reads_here(&self) -> bool {
+        match self.on {
+            On::Local(_) => true,
+            On::GitHub(client) => client.is_some(),
+        }
+    }
+
+    /// The changed files of merged pull request `pull`, each with its
+    /// unified-diff patch (`None` for a binary file). The caller decides
+    /// which pull requests may be read (a job's evidence).
+    pub async fn pull_patches(
+        &self,
+        pull: &PullRequest,
+    ) -> Result<Vec<(ChangedFile, Option<String>)>, SourceError> {
+        match self.on {
+            On::Local(repo) => {
+                let (repo, merge_sha) = (repo.clone(), pull.merge_sha.clone());
+                blocking_source(move || local::contents::file_patches(&repo, &merge_sha)).await
+            }
+            On::GitHub(client) => {
+                let client = client.ok_or_else(|| SourceError::Unavailable(NO_GITHUB.into()))?;
+                client
+                    .pull_patches(self.source, pull.number, &pull.merge_sha)
+                    .await
+            }
+        }
+    }
+
+    /// The first `max` bytes of one file at commit `sha` as UTF-8 text:
+    /// `Ok(None)` when `path` is not a file there, [`SourceError::Invalid`]
+    /// when those bytes are not text or the file is too large to read.
+    pub async fn read_head(
+        &self,
+        sha: &str,
+        path: &str,
+        max: usize,
+    ) -> Result<Option<FileHead>, SourceError> {
+        match self.on {
+            On::Local(repo) => {
+                let (repo, sha, path) = (repo.clone(), sha.to_owned(), path.to_owned());
+                blocking_source(move || local::contents::read_head_at(&repo, &sha, &path, max))
+                    .await
+            }
+            On::GitHub(client) => {
+                let client = client.ok_or_else(|| SourceError::Unavailable(NO_GITHUB.into()))?;
+                client.read_head_at(self.source, sha, path, max).await
+            }
+        }
+    }
+
+    /// The heads of `paths` at commit `sha`, one result per path as
+    /// [`SourceForge::read_head`] reads each (a path that is not a file is
+    /// `Ok(None)` and does not stop the others); the outer error is the
+    /// commit's. A local source opens its repository once for all of them.
+    pub async fn read_heads(
+        &self,
+        sha: &str,
+        paths: Vec<String>,
+        max: usize,
+    ) -> Result<Vec<Result<Option<FileHead>, SourceError>>, SourceError> {
+        match self.on {
+            On::Local(repo) => {
+                let (repo, sha) = (repo.clone(), sha.to_owned());
+                blocking_source(move || local::contents::read_heads_at(&repo, &sha, &paths, max))
+                    .await
+            }
+            On::GitHub(_) => {
+                let mut heads = Vec::with_capacity(paths.len());
+                for path in &paths {
+                    heads.push(self.read_head(sha, path, max).await);
+                }
+                Ok(heads)
+            }
+        }
+    }
+
+    /// The files under `directory` (`""`: the root) at commit `sha`: with
+    /// `recursive` every file below it, without its files and
+    /// subdirectories; sorted and bounded. `Ok(None)` when `directory` is not
+    /// a directory there.
+    pub async fn list_tree(
+        &self,
+        sha: &str,
+        directory: &str,
+        recursive: bool,
+    ) -> Result<Option<TreeListing>, SourceError> {
+        match self.on {
+            On::Local(repo) => {
+                let (repo, sha, directory) = (repo.clone(), sha.to_owned(), directory.to_owned());
+                blocking_source(move || {
+                    local::contents::list_tree_at(&repo, &sha, &directory, recursive)
+                })
+                .await
+            }
+            On::GitHub(client) => {
+                let client = client.ok_or_else(|| SourceError::Unavailable(NO_GITHUB.into()))?;
+                client
+                    .list_tree_at(self.source, sha, directory, recursive)
+                    .await
+            }
+        }
+    }
+
     /// Each cited range followed from its commit to `tip`.
     pub async fn follow_citations(
         &self,

@@ -262,6 +262,29 @@ impl GitHubForge {
         Ok(commits)
     }
 
+    /// The files of pull request `number` (merged with `merge_sha`), each with
+    /// its patch as the bundle keeps it, read again from GitHub: a local
+    /// source's patches, for a GitHub source in a process that has the App.
+    pub async fn pull_patches(
+        &self,
+        source: &Source,
+        number: u64,
+        merge_sha: &str,
+    ) -> Result<Vec<(ChangedFile, Option<String>)>, SourceError> {
+        let r = &source.repository;
+        let Some((pull, patches)) = self.merged_pull(r, number, merge_sha).await? else {
+            return Err(SourceError::Rejected(format!(
+                "pull request #{number} of {r} is not merged with merge commit {merge_sha} (any more)"
+            )));
+        };
+        // `merged_pull` lists files and patches in the same order.
+        Ok(pull
+            .files
+            .into_iter()
+            .zip(patches.into_iter().map(|p| p.patch))
+            .collect())
+    }
+
     /// Pull request `number` if GitHub says it was merged with `merge_sha`,
     /// with its manifest and patches; `None` when it was not (a subject that
     /// only names the number).

@@ -23,7 +23,8 @@
 
 pub mod context;
 pub mod coordinator;
-pub mod evidence;
+pub mod job_evidence; // the writer's evidence tools: the job's bundle, a PR's patches, source files at its commits
+mod source_reader; // where those tools read the source: its forge when this process can, else the job's broker
 mod org; // search_wiki and get_context over every wiki the caller may read
 pub mod wiki_read;
 pub mod wiki_write;
@@ -137,7 +138,7 @@ pub const TOOLSETS: &[&Toolset] = &[
     &wiki_read::TOOLSET,
     &context::TOOLSET,
     &wiki_write::TOOLSET,
-    &evidence::TOOLSET,
+    &job_evidence::TOOLSET,
     &coordinator::TOOLSET,
 ];
 
