@@ -87,7 +87,7 @@ pub const TOOLSET: Toolset = Toolset {
         ToolDef {
             name: tools::LIST_SOURCE_FILES,
             title: "Source files",
-            description: "The files of one directory of the source repository (default: the root) at a commit of this job's evidence (default: the newest commit of the range), sorted by path: with recursive, every file below it; without, its files and subdirectories (type file or directory). At most 1,000 entries and 128 KiB of paths; truncated says when the listing was cut. A directory that does not exist there is not_found.",
+            description: "The files of one directory of the source repository (default: the root) at a commit of this job's evidence (default: the newest commit of the range), sorted by path: with recursive, every file below it; without, its files and subdirectories (type file or directory; a submodule is type submodule, with the commit it pins). At most 1,000 entries and 128 KiB of paths; truncated says when the listing was cut. A directory that does not exist there is not_found.",
             hints: Hints::READ,
             input_schema: tree_schema,
             handler: list_source_files,

@@ -15,11 +15,14 @@ use crate::facts::Lines;
 use crate::ids::Sha;
 
 /// One file of an area at the job's tip, with its purpose (the plain text
-/// and the line it came from) if it states one.
+/// and the line it came from) if it states one; or a submodule, with the
+/// commit it pins (and no purpose: its files are another repository's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AreaFile {
     pub path: String,
     pub purpose: Option<(String, Lines)>,
+    /// The commit a submodule pins (full sha); `None` for a file.
+    pub pinned: Option<String>,
 }
 
 /// An area's files at one commit, as the agent read them.

@@ -80,6 +80,8 @@ pub const WHAT_IS_HERE_ANCHOR: &str = "<!-- teammem:what-is-here -->";
 pub const WHAT_IS_HERE_END: &str = "<!-- teammem:what-is-here-end -->";
 /// Ends the line of a file that states no purpose.
 pub const FILE_MARKER: &str = "<!-- teammem:file -->";
+/// Ends the line of a submodule (its pinned commit is on the line).
+pub const SUBMODULE_MARKER: &str = "<!-- teammem:submodule -->";
 
 /// Ends the first line of an area page's "Who knows this area" section.
 pub const WHO_KNOWS_ANCHOR: &str = "<!-- teammem:who-knows -->";
@@ -128,6 +130,7 @@ mod tests {
             WHAT_IS_HERE_ANCHOR,
             WHAT_IS_HERE_END,
             FILE_MARKER,
+            SUBMODULE_MARKER,
             WHO_KNOWS_ANCHOR,
             WHO_KNOWS_END,
             AUTHOR_MARKER,

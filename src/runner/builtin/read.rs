@@ -22,7 +22,7 @@ use super::areas::{area_of_entry, area_slug};
 use super::inputs::{AreaFile, AreaFiles, CurrentPage, Listings};
 use super::plan::{archives_of_interest, pages_of_interest, quarters_of_interest};
 use super::sections::WHAT_IS_HERE_FILES;
-use crate::forge::evidence::EntryKind;
+use crate::forge::evidence::{EntryKind, TreeEntry};
 use crate::purpose::{HEAD_BYTES, Stated, included_purpose, stated};
 use crate::runner::agent::AgentTask;
 use crate::runner::writer::{CallError, ToolFailure, WriterClient};
@@ -177,13 +177,13 @@ pub async fn read_view(client: &WriterClient, task: &AgentTask<'_>) -> Result<Vi
     })
 }
 
-/// A listing call's entries: (path, is a directory), and whether it was cut.
-pub async fn list_files(
+/// A listing call's entries and whether it was cut.
+pub async fn list_entries(
     client: &WriterClient,
     task: &AgentTask<'_>,
     directory: &str,
     recursive: bool,
-) -> Result<(Vec<(String, bool)>, bool), CallError> {
+) -> Result<(Vec<TreeEntry>, bool), CallError> {
     let listed = client
         .source_files(&TreeArgs {
             repository: task.repository.to_owned(),
@@ -192,12 +192,24 @@ pub async fn list_files(
             commit: Some(task.bundle.job.tip().as_str().to_owned()),
         })
         .await?;
-    let entries = listed
-        .entries
+    Ok((listed.entries, listed.truncated))
+}
+
+/// A listing call's files and directories (not its submodules: nothing of
+/// theirs can be read): (path, is a directory), and whether it was cut.
+pub async fn list_files(
+    client: &WriterClient,
+    task: &AgentTask<'_>,
+    directory: &str,
+    recursive: bool,
+) -> Result<(Vec<(String, bool)>, bool), CallError> {
+    let (entries, truncated) = list_entries(client, task, directory, recursive).await?;
+    let entries = entries
         .into_iter()
+        .filter(|e| e.kind != EntryKind::Submodule)
         .map(|e| (e.path, e.kind == EntryKind::Directory))
         .collect();
-    Ok((entries, listed.truncated))
+    Ok((entries, truncated))
 }
 
 /// The first `max_bytes` of `path` at `commit` through `get_source_file`,
@@ -330,6 +342,15 @@ async fn file_purposes(
     Ok(purposes)
 }
 
+/// The commit a listed submodule pins, when it is a full sha (anything else
+/// is listed as a plain path).
+fn pin_of(entry: &TreeEntry) -> Option<String> {
+    (entry.kind == EntryKind::Submodule)
+        .then(|| entry.commit.clone())
+        .flatten()
+        .filter(|commit| crate::ids::Sha::parse(commit).is_ok())
+}
+
 /// Reads the files of the areas `slugs` (not yet in `listings`), in that
 /// order ([`super::sections::refresh_order`]), at the job's tip, each with its
 /// purpose, into `listings`, spending at most `heads` file reads. An area
@@ -343,7 +364,7 @@ pub async fn read_listings(
     listings: &mut Listings,
     heads: &mut usize,
 ) -> Result<(), CallError> {
-    let (root, root_cut) = match list_files(client, task, "", false).await {
+    let (root, root_cut) = match list_entries(client, task, "", false).await {
         Ok(found) => found,
         Err(e) if !transient(&e) => {
             tracing::warn!(reason = %e, "the source tree could not be listed; the area pages keep their \"What is here\" sections");
@@ -352,29 +373,36 @@ pub async fn read_listings(
         Err(e) => return Err(e),
     };
     // The root's entries by area, in the root's order.
-    let mut by_slug: BTreeMap<String, Vec<(&String, bool)>> = BTreeMap::new();
-    for (path, directory) in &root {
+    let mut by_slug: BTreeMap<String, Vec<&TreeEntry>> = BTreeMap::new();
+    for entry in &root {
+        let directory = entry.kind == EntryKind::Directory;
         by_slug
-            .entry(area_slug(&area_of_entry(path, *directory)))
+            .entry(area_slug(&area_of_entry(&entry.path, directory)))
             .or_default()
-            .push((path, *directory));
+            .push(entry);
     }
     for slug in slugs {
         if listings.contains_key(slug) {
             continue;
         }
-        let mut paths: Vec<String> = Vec::new();
+        // The area's files and submodules: (path, the commit a submodule pins).
+        let mut items: Vec<(String, Option<String>)> = Vec::new();
         let mut cut = root_cut;
         let mut readable = true;
-        for &(path, directory) in by_slug.get(slug).into_iter().flatten() {
-            if !directory {
-                paths.push(path.clone());
+        for &entry in by_slug.get(slug).into_iter().flatten() {
+            if entry.kind != EntryKind::Directory {
+                items.push((entry.path.clone(), pin_of(entry)));
                 continue;
             }
-            match list_files(client, task, path, true).await {
-                Ok((files, truncated)) => {
+            match list_entries(client, task, &entry.path, true).await {
+                Ok((found, truncated)) => {
                     cut |= truncated;
-                    paths.extend(files.into_iter().filter(|(_, d)| !d).map(|(p, _)| p));
+                    items.extend(
+                        found
+                            .iter()
+                            .filter(|e| e.kind != EntryKind::Directory)
+                            .map(|e| (e.path.clone(), pin_of(e))),
+                    );
                 }
                 Err(e) if !transient(&e) => {
                     tracing::warn!(reason = %e, area = %slug, "an area's files could not be listed; its page keeps its \"What is here\" section");
@@ -384,20 +412,35 @@ pub async fn read_listings(
                 Err(e) => return Err(e),
             }
         }
-        paths.sort();
-        paths.dedup();
-        let shown = paths.len().min(WHAT_IS_HERE_FILES);
-        if !readable || shown > *heads {
+        items.sort();
+        items.dedup_by(|a, b| a.0 == b.0);
+        let shown = &items[..items.len().min(WHAT_IS_HERE_FILES)];
+        // A submodule's files are another repository's: only the files'
+        // heads are read.
+        let paths: Vec<String> = shown
+            .iter()
+            .filter(|(_, pin)| pin.is_none())
+            .map(|(path, _)| path.clone())
+            .collect();
+        if !readable || paths.len() > *heads {
             continue;
         }
-        *heads -= shown;
-        let mut files = Vec::with_capacity(shown);
-        match file_purposes(client, task, &paths[..shown]).await {
+        *heads -= paths.len();
+        let mut files = Vec::with_capacity(shown.len());
+        match file_purposes(client, task, &paths).await {
             Ok(purposes) => {
-                files.extend(paths.iter().zip(purposes).map(|(path, purpose)| AreaFile {
-                    path: path.clone(),
-                    purpose,
-                }))
+                let mut purposes = purposes.into_iter();
+                for (path, pinned) in shown {
+                    let purpose = match pinned {
+                        Some(_) => None,
+                        None => purposes.next().flatten(),
+                    };
+                    files.push(AreaFile {
+                        path: path.clone(),
+                        purpose,
+                        pinned: pinned.clone(),
+                    });
+                }
             }
             Err(e) if !transient(&e) => {
                 tracing::warn!(reason = %e, area = %slug, "an area's files could not be read; its page keeps its \"What is here\" section");
@@ -411,7 +454,7 @@ pub async fn read_listings(
                 AreaFiles {
                     commit: task.bundle.job.tip().clone(),
                     files,
-                    omitted: paths.len() - shown,
+                    omitted: items.len() - shown.len(),
                     listing_cut: cut,
                 },
             );

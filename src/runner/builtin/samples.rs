@@ -149,6 +149,7 @@ pub fn listing(files: &[(&str, Option<(&str, u32)>)]) -> AreaFiles {
             .map(|(path, purpose)| AreaFile {
                 path: (*path).into(),
                 purpose: purpose.map(|(t, l)| (t.to_owned(), Lines::new(l, l).unwrap())),
+                pinned: None,
             })
             .collect(),
         omitted: 0,

@@ -25,8 +25,8 @@ use super::areas::{area_page, area_title};
 use super::inputs::{AreaFile, AreaFiles, CurrentPage};
 use super::markdown::{escape_markdown, escape_purpose};
 use super::markers::{
-    AUTHOR_MARKER, FILE_MARKER, RECENT_ANCHOR, WHAT_IS_HERE_ANCHOR, WHAT_IS_HERE_END,
-    WHO_KNOWS_ANCHOR, WHO_KNOWS_END,
+    AUTHOR_MARKER, FILE_MARKER, RECENT_ANCHOR, SUBMODULE_MARKER, WHAT_IS_HERE_ANCHOR,
+    WHAT_IS_HERE_END, WHO_KNOWS_ANCHOR, WHO_KNOWS_END,
 };
 use crate::facts::Marker;
 use crate::ids::Sha;
@@ -119,9 +119,15 @@ pub fn who_knows_span(page: &str) -> Section {
 }
 
 /// One file's line: its path, its purpose and the marker citing where the
-/// purpose came from, or its path alone.
+/// purpose came from, or its path alone; a submodule's names the commit it
+/// pins.
 fn file_line(file: &AreaFile, commit: &Sha) -> String {
     let path = escape_markdown(&file.path);
+    if let Some(pinned) = &file.pinned {
+        return format!(
+            "- {path} — a submodule: another repository's commit `{pinned}`, its files not read here {SUBMODULE_MARKER}\n"
+        );
+    }
     match &file.purpose {
         Some((text, lines)) => format!(
             "- {path} — {} {}\n",

@@ -59,6 +59,8 @@ mod person_edits;
 mod purposes;
 // A renamed file keeps its purpose and its history: both paths on the entry, get_context follows the rename.
 mod renames;
+// A source with git submodules: gitlinks added, re-pinned, moved, removed; listed as submodules.
+mod submodules;
 // A range larger than one job: ordered parts through the real daemon; coalescing only within the bound.
 mod split;
 // The sweep for missed pushes: the real daemon on both forges, and its decisions in process.
