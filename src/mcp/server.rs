@@ -10,7 +10,7 @@
 //! The tasks extension is advertised only by servers with a job queue; task
 //! state is read from and steered through the queue (see [`tasks`]).
 //! Resources (see [`resources`] and [`resource_updates`]) are served only by
-//! the coding agents' server ([`ServerKind::Agent`](super::profile::ServerKind::Agent)), each request in its
+//! the coding agents' server ([`ServerKind::Agent`]), each request in its
 //! caller's scope like a tool call; a writer answers them "method not found".
 
 use std::sync::Arc;

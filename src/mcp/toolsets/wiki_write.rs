@@ -19,7 +19,7 @@
 //! write come only from the job's broker (the runner's in-memory bundle),
 //! never from `evidence.json`; the engine checks each one and counts its bytes
 //! against `agent.max_changed_bytes`. The writer's evidence tools are the
-//! sibling toolset `evidence.rs`, served by the same server kind. The tools'
+//! sibling toolset `job_evidence.rs`, served by the same server kind. The tools'
 //! names and arguments are `writer_contract::tools`', shared with the runner.
 
 use std::collections::BTreeMap;
