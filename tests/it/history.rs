@@ -529,6 +529,39 @@ async fn a_long_generated_history_is_recorded_once_reachable_and_bounded() {
     eprintln!("history: {listed} files listed under What is here");
     report.check("What is here lists only files at the tip", absent);
 
+    // Submodules are listed as such, each with a commit the source pinned
+    // at its path (the newest pin where the section is current).
+    let mut submodule_lines = 0;
+    let mut wrong_pins = Vec::new();
+    for (path, text) in &pages {
+        for line in text
+            .lines()
+            .filter(|l| l.ends_with("<!-- teammem:submodule -->"))
+        {
+            submodule_lines += 1;
+            let listed = line
+                .trim_start_matches("- ")
+                .split(" — ")
+                .next()
+                .unwrap_or("");
+            let pin = line.split('`').nth(1).unwrap_or("");
+            if !h
+                .submodules
+                .get(&unescape(listed))
+                .is_some_and(|pins| pins.iter().any(|p| p == pin))
+            {
+                wrong_pins.push(format!("{path}: {line}"));
+            }
+        }
+    }
+    if submodule_lines == 0 {
+        wrong_pins.push("no page lists vendor/zlib as a submodule".to_owned());
+    }
+    report.check(
+        "submodules are listed with a commit they pinned",
+        wrong_pins,
+    );
+
     // Hostile text stays text: rendered as CommonMark (as GitHub and the
     // dashboard render it), no page forms an element or a script link from
     // a title or description; no page holds a marker teammem did not write.
@@ -749,6 +782,16 @@ fn the_generated_history_has_the_shapes_it_promises() {
     assert!(areas_ever.len() >= 20, "{areas_ever:?}");
     let tip = git(&["ls-tree", "-r", "--full-tree", "main"]);
     assert!(tip.lines().any(|l| l.starts_with("120000 ")), "a symlink");
+    let zlib = h.submodules["vendor/zlib"].last().unwrap();
+    assert!(
+        tip.contains(&format!("160000 commit {zlib}\tvendor/zlib")),
+        "a submodule at the tip, re-pinned"
+    );
+    assert!(h.submodules["vendor/zlib"].len() == 2 && h.submodules.contains_key("docs/theme"));
+    assert!(
+        !tip.contains("\tdocs/theme"),
+        "the moved submodule is removed"
+    );
     assert!(!tip.contains("\tlegacy/"), "the removed area is gone");
     assert!(tip.contains("\tweb/assets/logo.png"));
     let raw = history::run_git(

@@ -13,6 +13,8 @@
 //! descriptions written to a PR template (checklists, trailers, code spans)
 //! and hostile ones (HTML, Markdown links and images, fake `<!-- teammem:`
 //! markers); a non-UTF-8 path and subject; a symlink; a binary file;
+//! submodules (gitlinks, tree mode 160000, with `.gitmodules`) added,
+//! re-pinned, moved and one removed, the other kept to the tip;
 //! `Cargo.toml`, `package.json` and `pyproject.toml` changing over time;
 //! commit dates spread over three years.
 //!
@@ -111,6 +113,36 @@ pub struct History {
     pub areas: BTreeSet<String>,
     /// Top-level folders removed whole.
     pub removed_areas: BTreeSet<String>,
+    /// Each path a submodule ever had → every commit it pinned there.
+    pub submodules: BTreeMap<String, Vec<String>>,
+}
+
+/// Tree mode of a submodule (a gitlink): the entry names a commit of
+/// another repository.
+const GITLINK: u32 = 0o160000;
+
+/// The commit of another repository a submodule pins, made up from `seed`
+/// (the superproject never holds it).
+fn foreign_commit(seed: u64) -> String {
+    let mut rng = Rng(seed ^ 0x5B_0D);
+    format!(
+        "{:016x}{:016x}{:08x}",
+        rng.next(),
+        rng.next(),
+        rng.next() as u32
+    )
+}
+
+/// `.gitmodules` naming `paths`.
+fn gitmodules(paths: &[&str]) -> Vec<u8> {
+    paths
+        .iter()
+        .map(|p| {
+            let name = p.rsplit('/').next().unwrap_or(p);
+            format!("[submodule \"{p}\"]\n\tpath = {p}\n\turl = https://example.org/{name}.git\n")
+        })
+        .collect::<String>()
+        .into_bytes()
 }
 
 /// The areas of the initial tree; `legacy` is removed whole later.
@@ -545,6 +577,13 @@ impl Stream {
         }
         for op in ops {
             match op {
+                Op::Modify(path, GITLINK, commit) => {
+                    let _ = write!(o, "M {GITLINK:o} ");
+                    o.extend_from_slice(commit);
+                    o.push(b' ');
+                    o.extend_from_slice(path);
+                    o.push(b'\n');
+                }
                 Op::Modify(path, mode, data) => {
                     let _ = write!(o, "M {mode:o} inline ");
                     o.extend_from_slice(path);
@@ -888,6 +927,10 @@ pub fn generate(dir: &Path, spec: &Spec) -> History {
     let big_at = at(n, 0.50);
     let removal_at = at(n, 0.70);
     let octopus_at = [at(n, 0.25), at(n, 0.55), at(n, 0.85)];
+    // Submodules: added, re-pinned, moved, one removed (shares chosen off
+    // the manifest bumps' multiples for 400 and 1,500 PRs).
+    let submodule_at = [at(n, 0.15), at(n, 0.34), at(n, 0.48), at(n, 0.76)];
+    let mut submodules: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let empty_at = [at(n, 0.35), at(n, 0.65)];
     let manifest_every = (n / 12).max(7);
     // The indexes a one-off event owns: never taken by a stable PR.
@@ -905,6 +948,7 @@ pub fn generate(dir: &Path, spec: &Spec) -> History {
     .into_iter()
     .chain(octopus_at)
     .chain(empty_at)
+    .chain(submodule_at)
     .collect();
 
     let mut landed = 0usize;
@@ -944,7 +988,68 @@ pub fn generate(dir: &Path, spec: &Spec) -> History {
             continue;
         }
         let number = g.next_number();
-        let (title, body, ops, merge, how) = if i == symlink_at {
+        let (title, body, ops, merge, how) = if let Some(step) =
+            submodule_at.iter().position(|at| *at == i)
+        {
+            let pin = foreign_commit(number);
+            let mut note = |path: &str| {
+                submodules
+                    .entry(path.to_owned())
+                    .or_default()
+                    .push(pin.clone());
+            };
+            let link = |path: &str| {
+                Op::Modify(path.as_bytes().to_vec(), GITLINK, pin.clone().into_bytes())
+            };
+            let modules =
+                |paths: &[&str]| Op::Modify(b".gitmodules".to_vec(), 0o100644, gitmodules(paths));
+            let (title, ops) = match step {
+                0 => {
+                    note("vendor/zlib");
+                    note("docs-theme");
+                    (
+                        "Vendor zlib and the docs theme as submodules",
+                        vec![
+                            modules(&["vendor/zlib", "docs-theme"]),
+                            link("vendor/zlib"),
+                            link("docs-theme"),
+                        ],
+                    )
+                }
+                1 => {
+                    note("vendor/zlib");
+                    ("Bump zlib to its latest release", vec![link("vendor/zlib")])
+                }
+                2 => {
+                    let kept = submodules["docs-theme"].last().unwrap().clone();
+                    submodules
+                        .entry("docs/theme".to_owned())
+                        .or_default()
+                        .push(kept);
+                    (
+                        "Move the docs theme under docs/",
+                        vec![
+                            Op::Rename(b"docs-theme".to_vec(), b"docs/theme".to_vec()),
+                            modules(&["vendor/zlib", "docs/theme"]),
+                        ],
+                    )
+                }
+                _ => (
+                    "Drop the docs theme submodule",
+                    vec![
+                        Op::Delete(b"docs/theme".to_vec()),
+                        modules(&["vendor/zlib"]),
+                    ],
+                ),
+            };
+            (
+                title.to_owned(),
+                "Submodules pin another repository's commit.\n".to_owned(),
+                ops,
+                step == 1,
+                How::Squash,
+            )
+        } else if i == symlink_at {
             (
                 "Point docs/latest at the current guide".to_owned(),
                 "A symlink, so old links keep working.\n".to_owned(),
@@ -1221,6 +1326,7 @@ pub fn generate(dir: &Path, spec: &Spec) -> History {
             .chain(["root".to_owned()])
             .collect(),
         removed_areas: g.removed.clone(),
+        submodules,
     }
 }
 
