@@ -346,7 +346,14 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
             how_to.as_ref().and_then(Option::as_ref),
         );
         notes.extend(fit_to_wiki(&mut plan, &view));
-        notes.extend(plan.notes.iter().cloned());
+        for note in &plan.notes {
+            if notes.insert(note.clone()) {
+                tracing::warn!(
+                    job = task.job_id,
+                    "left alone because a person changed it: {note}"
+                );
+            }
+        }
         if plan.is_empty() {
             let any_written = !written.is_empty();
             return Ok(AgentOutcome {

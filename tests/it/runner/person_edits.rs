@@ -171,6 +171,11 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
             "<!-- teammem:what-is-here -->\nA person's note: the client is being rewritten.\n",
         )
     });
+    edit(&clone, "area-ROOT.md", |t| {
+        let start = t.find("## Who knows this area").unwrap();
+        let end = t.find("## Recent changes").unwrap();
+        format!("{}{}", &t[..start], &t[end..])
+    });
     edit(&clone, "Home.md", |t| {
         let t = t.replace("<!-- teammem:topics -->", "<!-- teammem:topicz -->");
         format!("{t}\nOur own notes, kept by hand.\n")
@@ -225,6 +230,17 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
         assert_eq!(text.matches(&entry(&second)).count(), 1, "{text}");
         assert_eq!(text.matches(&entry(&first)).count(), 1, "{text}");
     }
+    // A kept section a person deleted whole comes back at the page's end.
+    let root = page(&wiki, "area-ROOT.md");
+    assert_eq!(
+        root.matches("<!-- teammem:who-knows -->").count(),
+        1,
+        "{root}"
+    );
+    assert!(
+        root.find("<!-- teammem:who-knows-end -->") > root.find(&entry(&second)),
+        "{root}"
+    );
     // A page renamed to another name is the person's: left exactly as it
     // was; the area gets a new page of teammem's name.
     assert_eq!(page(&wiki, "Documentation.md"), person["Documentation.md"]);
