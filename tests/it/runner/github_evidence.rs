@@ -1,7 +1,8 @@
 //! GitHub evidence collection against the fake GitHub (its answers come from a
 //! real git history): compare paging, merged pull requests confirmed by
 //! GitHub, the 1,000-commit and 100-PR bounds, error classification, the
-//! job-start re-check, PR jobs and the policy file.
+//! job-start re-check, PR jobs and the policy file; and a source listing with
+//! submodules, the same on both forges.
 
 use std::io::Write;
 use std::process::Stdio;
@@ -556,4 +557,68 @@ async fn a_failed_listing_is_a_transient_failure_not_an_omission() {
         matches!(&err, SourceError::Invalid(m) if m.contains("pull requests of octo/app")),
         "{err:?}"
     );
+}
+
+/// A submodule (a gitlink: a commit of another repository the source does
+/// not hold) is listed by both forges as type `submodule` with the commit it
+/// pins, at the root and in a recursive listing, as `git ls-tree` shows it.
+#[tokio::test]
+async fn both_forges_list_a_submodule_with_the_commit_it_pins() {
+    let s = Setup::new().await;
+    let pin = "0123456789abcdef0123456789abcdef01234567";
+    s.git.git(&[
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        &format!("160000,{pin},vendor/zlib"),
+    ]);
+    s.git.git(&[
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        &format!("160000,{pin},theme"),
+    ]);
+    s.git.git(&["commit", "-q", "-m", "Add submodules"]);
+    let tip = s.git.head();
+    let shown = s.git.git(&["ls-tree", "-r", &tip]);
+    assert!(
+        shown.contains(&format!("160000 commit {pin}\tvendor/zlib")),
+        "{shown}"
+    );
+    let summary =
+        |listing: teammem::forge::evidence::TreeListing| -> Vec<(String, String, Option<String>)> {
+            listing
+                .entries
+                .into_iter()
+                .map(|e| (e.path, format!("{:?}", e.kind), e.commit))
+                .collect()
+        };
+    let root = [
+        ("README.md".to_owned(), "File".to_owned(), None),
+        (
+            "theme".to_owned(),
+            "Submodule".to_owned(),
+            Some(pin.to_owned()),
+        ),
+        ("vendor".to_owned(), "Directory".to_owned(), None),
+    ];
+    let below = [(
+        "vendor/zlib".to_owned(),
+        "Submodule".to_owned(),
+        Some(pin.to_owned()),
+    )];
+    for (directory, recursive, want) in [("", false, &root[..]), ("vendor", true, &below[..])] {
+        let github = s
+            .forge
+            .list_tree_at(&s.source, &tip, directory, recursive)
+            .await
+            .unwrap()
+            .unwrap();
+        let local =
+            teammem::forge::local::contents::list_tree_at(&s.git.dir, &tip, directory, recursive)
+                .unwrap()
+                .unwrap();
+        assert_eq!(summary(github), want, "the GitHub forge, {directory:?}");
+        assert_eq!(summary(local), want, "the local forge, {directory:?}");
+    }
 }
