@@ -3,7 +3,9 @@
 //! it (newest first), who knows its area and, for a manifest, what it
 //! declares; for a question, the passages search ranks best. Every item is
 //! ranked by relevance to the paths and the question and the answer is cut
-//! to a token budget, saying what it left out and which pages hold more.
+//! to a token budget ([`super::brief`]: the newest few pull requests whole,
+//! the older named one line each), saying what it left out and which pages
+//! hold more.
 //!
 //! Invariants: deterministic (the same index, paths, query and budget give
 //! the same answer, byte for byte: scores are integers, ties broken by a
@@ -15,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use super::brief;
 use super::index::{ContextIndex, FactKind, FactRecord, is_under};
 use super::lines;
 use crate::wiki::query;
@@ -28,7 +31,7 @@ pub fn estimate_tokens(json_bytes: usize) -> usize {
 }
 
 /// Most pages named in `read_more`.
-const MAX_READ_MORE: usize = 10;
+pub(super) const MAX_READ_MORE: usize = 10;
 /// Most passages a question adds.
 const MAX_PASSAGES: usize = 12;
 
@@ -123,6 +126,14 @@ pub enum Item {
         #[serde(flatten)]
         citation: Citation,
     },
+    /// The older pull requests that touched the asked paths, newest first,
+    /// one line each: `#NUMBER TITLE (AUTHOR, DATE)` (see [`super::brief`]);
+    /// their why and files are on `pages`, or in the answer to a larger
+    /// `max_tokens`.
+    EarlierChanges {
+        changes: Vec<String>,
+        pages: Vec<String>,
+    },
     /// A line search ranks high for the question that none of the above is.
     Passage {
         page: String,
@@ -138,7 +149,7 @@ fn is_zero(n: &usize) -> bool {
 }
 
 impl Item {
-    fn kind(&self) -> &'static str {
+    pub(super) fn kind(&self) -> &'static str {
         match self {
             Item::Purpose { .. } => "purpose",
             Item::Fact { .. } => "fact",
@@ -146,12 +157,13 @@ impl Item {
             Item::People { .. } => "people",
             Item::Dependency { .. } => "dependency",
             Item::HowTo { .. } => "how_to",
+            Item::EarlierChanges { .. } => "earlier_changes",
             Item::Passage { .. } => "passage",
         }
     }
 
     /// The page to read for more of this.
-    fn page(&self) -> &str {
+    pub(super) fn page(&self) -> &str {
         match self {
             Item::Purpose { page, .. }
             | Item::Fact { page, .. }
@@ -159,14 +171,17 @@ impl Item {
             | Item::Dependency { page, .. }
             | Item::HowTo { page, .. }
             | Item::Passage { page, .. } => page,
-            Item::Change { pages, .. } => pages.first().map_or("Changelog.md", String::as_str),
+            Item::Change { pages, .. } | Item::EarlierChanges { pages, .. } => {
+                pages.first().map_or("Changelog.md", String::as_str)
+            }
         }
     }
 
     /// Identity, so one item found for two paths is listed once.
-    fn key(&self) -> String {
+    pub(super) fn key(&self) -> String {
         match self {
             Item::Change { merge_commit, .. } => format!("change {merge_commit}"),
+            Item::EarlierChanges { .. } => "earlier changes".to_owned(),
             Item::People { page, .. } => format!("people {page}"),
             Item::Purpose { page, line, .. }
             | Item::Fact { page, line, .. }
@@ -335,6 +350,7 @@ fn item_text(item: &Item) -> String {
             ..
         } => format!("dependency {manifest} {name} {requirement}"),
         Item::HowTo { topic, text, .. } => format!("how to {topic} {text}"),
+        Item::EarlierChanges { changes, .. } => changes.join(" "),
         Item::Passage { text, heading, .. } => {
             format!("{} {text}", heading.as_deref().unwrap_or_default())
         }
@@ -544,30 +560,9 @@ pub fn answer(
     }
 
     let mut ranked: Vec<Ranked> = candidates.into_values().collect();
-    ranked.sort_by(|a, b| {
-        b.relevance
-            .cmp(&a.relevance)
-            .then_with(|| a.item.kind().cmp(b.item.kind()))
-            .then_with(|| a.item.key().cmp(&b.item.key()))
-    });
+    ranked.sort_by(brief::order);
     let frame = serde_json::to_string(&summaries).map_or(0, |s| s.len());
-    let mut used = estimate_tokens(frame);
-    let mut items = Vec::new();
-    let mut left_out = LeftOut::default();
-    for item in ranked {
-        let cost = estimate_tokens(serde_json::to_string(&item).map_or(0, |s| s.len()) + 1);
-        if used + cost <= request.max_tokens {
-            used += cost;
-            items.push(item);
-            continue;
-        }
-        left_out.items += 1;
-        *left_out.by_kind.entry(item.item.kind()).or_default() += 1;
-        let page = item.item.page().to_owned();
-        if left_out.read_more.len() < MAX_READ_MORE && !left_out.read_more.contains(&page) {
-            left_out.read_more.push(page);
-        }
-    }
+    let (items, used, left_out) = brief::pack(ranked, request.max_tokens, estimate_tokens(frame));
     ContextAnswer {
         commit,
         paths: summaries,
@@ -680,56 +675,158 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_test_command_is_kept_when_a_long_history_fills_the_budget() {
+    /// An api/routes.py touched by pull requests #1..=#count (#n merged on
+    /// day n), and a How-to-work-here page with the test command.
+    fn long_history(count: u64) -> ContextIndex {
         let tip = "f".repeat(40);
         let how_to = format!(
             "# How to work here\n\nAs the files say. <!-- teammem:how-to-work -->\n### Test <!-- teammem:how-to-topic -->\n- `make test` — Makefile target <!-- teammem:evidence Makefile@{tip}#L1-L2 -->\n<!-- teammem:how-to-work-end -->\n"
         );
-        let mut changelog = String::from("# Changelog\n\n");
-        for n in 1..=40u64 {
+        let mut area = String::from("# Area: api\n\n");
+        for n in 1..=count {
             let sha = format!("{n:040x}");
-            changelog.push_str(&format!(
-                "- #{n} Tune the batch size, step {n} (by Alice, 2026-01-{:02}) — Under load the batch size of api/routes.py was wrong; the new value keeps exports within budget. — merge commit `{sha}` — api/routes.py <!-- teammem:{sha} -->\n",
-                1 + n % 28
+            area.push_str(&format!(
+                "- #{n} Tune the batch size, step {n} (by Alice, 2026-{:02}-{:02}) — Under load the batch size of api/routes.py was wrong; the new value keeps exports within budget. — merge commit `{sha}` — api/routes.py <!-- teammem:{sha} -->\n",
+                1 + (n - 1) / 28,
+                1 + (n - 1) % 28
             ));
         }
-        let index = ContextIndex::build([
-            ("Area-api.md", changelog.as_str()),
+        ContextIndex::build([
+            ("Area-api.md", area.as_str()),
             ("How-to-work-here.md", how_to.as_str()),
-        ]);
+        ])
+    }
+
+    fn ask_routes(index: &ContextIndex, max_tokens: usize) -> ContextAnswer {
         let paths = ["api/routes.py".to_owned()];
-        let answer = answer(
-            &index,
-            tip.clone(),
+        answer(
+            index,
+            "f".repeat(40),
             &Request {
                 paths: &paths,
                 query: None,
-                max_tokens: 2_000,
+                max_tokens,
             },
             Vec::new(),
             false,
-        );
+        )
+    }
+
+    /// The pull requests an answer names whole and in brief (`#n` of each
+    /// line), in the answer's order.
+    fn named(answer: &ContextAnswer) -> (Vec<u64>, Vec<u64>) {
+        let mut whole = Vec::new();
+        let mut brief = Vec::new();
+        for ranked in &answer.items {
+            match &ranked.item {
+                Item::Change { number, .. } => whole.push(*number),
+                Item::EarlierChanges { changes, .. } => brief.extend(
+                    changes
+                        .iter()
+                        .map(|line| line[1..line.find(' ').unwrap()].parse::<u64>().unwrap()),
+                ),
+                _ => {}
+            }
+        }
+        (whole, brief)
+    }
+
+    #[test]
+    fn every_pull_request_is_named_within_the_budget_the_newest_whole() {
+        let index = long_history(40);
+        let answer = ask_routes(&index, 2_000);
+        assert!(answer.tokens.used <= 2_000, "{:?}", answer.tokens);
+        assert_eq!(answer.left_out.items, 0, "{:?}", answer.left_out);
+        let (whole, brief) = named(&answer);
+        // The newest whole, at least the few kept before any go brief; the
+        // older ones in brief, newest first; all 40 named once.
+        assert!(whole.len() >= brief::WHOLE_CHANGES, "{whole:?}");
         assert!(
-            answer
-                .left_out
-                .by_kind
-                .get("change")
-                .is_some_and(|n| *n > 0),
-            "{answer:?}"
+            !brief.is_empty(),
+            "40 whole entries do not fit in 2,000 tokens"
         );
-        let at = answer
+        let expected: Vec<u64> = (1..=40).rev().collect();
+        assert_eq!([whole.clone(), brief.clone()].concat(), expected);
+        let lines = answer
+            .items
+            .iter()
+            .find_map(|r| match &r.item {
+                Item::EarlierChanges { changes, pages } => Some((changes, pages, &r.about)),
+                _ => None,
+            })
+            .unwrap();
+        let oldest = brief.last().copied().unwrap();
+        assert!(
+            lines.0.last().unwrap().starts_with(&format!(
+                "#{oldest} Tune the batch size, step {oldest} (Alice, 2026-01-01)"
+            )),
+            "{:?}",
+            lines.0
+        );
+        // The budget left adds the why to the newest lines first.
+        let why = " — Under load the batch size of api/routes.py was wrong; the new value keeps exports within budget.";
+        let with_why: Vec<bool> = lines.0.iter().map(|l| l.ends_with(why)).collect();
+        assert!(with_why[0], "{:?}", lines.0);
+        assert!(with_why.windows(2).all(|w| w[0] || !w[1]), "{:?}", lines.0);
+        assert_eq!(lines.1, &["Area-api.md"]);
+        assert_eq!(lines.2, &["api/routes.py"]);
+        // The test command is kept, ranked with the newest changes.
+        let test = answer
             .items
             .iter()
             .position(|r| matches!(&r.item, Item::HowTo { topic, .. } if topic == "Test"))
             .expect("the test command is kept");
         assert!(
-            answer.items[..at]
+            answer.items[..test]
                 .iter()
                 .all(|r| matches!(r.item, Item::Change { .. })),
             "only the newest changes rank above it: {:?}",
             answer.items
         );
-        assert_eq!(at, 5);
+        // The brief list ranks last here: after every whole change.
+        assert!(matches!(
+            answer.items.last().unwrap().item,
+            Item::EarlierChanges { .. }
+        ));
+    }
+
+    #[test]
+    fn a_history_too_long_for_the_budget_names_the_newest_and_counts_the_rest() {
+        let index = long_history(200);
+        for max_tokens in (100..=2_000).step_by(50).chain([16_000]) {
+            let answer = ask_routes(&index, max_tokens);
+            assert!(answer.tokens.used <= max_tokens, "{:?}", answer.tokens);
+            // The same total as the items' own costs (and the frame).
+            let frame = estimate_tokens(serde_json::to_string(&answer.paths).unwrap().len());
+            let items: usize = answer
+                .items
+                .iter()
+                .map(|r| estimate_tokens(serde_json::to_string(r).unwrap().len() + 1))
+                .sum();
+            assert_eq!(answer.tokens.used, frame + items, "at {max_tokens}");
+            let (whole, brief) = named(&answer);
+            let left = answer.left_out.by_kind.get("change").copied().unwrap_or(0);
+            assert_eq!(whole.len() + brief.len() + left, 200, "at {max_tokens}");
+            // Newest first and contiguous: whatever is named is the newest.
+            let expected: Vec<u64> = (1..=200).rev().take(whole.len() + brief.len()).collect();
+            assert_eq!([whole, brief.clone()].concat(), expected, "at {max_tokens}");
+            if left > 0 {
+                assert!(
+                    answer
+                        .left_out
+                        .read_more
+                        .contains(&"Area-api.md".to_owned()),
+                    "{:?}",
+                    answer.left_out
+                );
+            }
+            if max_tokens == 2_000 {
+                // About 15 tokens a line: most of the 200 are named.
+                assert!(brief.len() > 80, "{} in brief", brief.len());
+                assert!(left > 0);
+            }
+        }
+        // The largest budget holds them all.
+        assert_eq!(ask_routes(&index, 16_000).left_out.items, 0);
     }
 }

@@ -16,6 +16,7 @@
 //!   wrong.
 
 mod answer;
+pub mod brief;
 pub mod index;
 pub mod lines;
 

@@ -4,8 +4,9 @@
 //! a hostile wiki. For a file several pull requests touched the answer holds
 //! its purpose, its current and stale facts (from a page a person wrote)
 //! with their commits, every pull request newest first, who knows its area
-//! and `as_of`; a smaller budget keeps the most relevant items and says what
-//! it left out; bad input is refused naming the problem, a repository a
+//! and `as_of`; a smaller budget keeps the most relevant items, names the
+//! older pull requests in brief before it leaves any out, and says what it
+//! left out; bad input is refused naming the problem, a repository a
 //! token may not read is answered exactly like one that does not exist, and
 //! a hostile wiki gets a bounded answer.
 
@@ -118,43 +119,110 @@ async fn a_file_several_pull_requests_touched() {
     .await;
     assert_eq!(again["result"], *full);
 
-    // A smaller budget keeps the most relevant items and says what it left out.
-    let small = call(
+    // A smaller budget keeps the most relevant items and says what it left
+    // out; a pull request whose whole entry does not fit is named in brief
+    // (`#NUMBER TITLE (AUTHOR, DATE)`, and ` — WHY` when that fits too)
+    // before it is left out. At every budget each item of the full answer
+    // is kept, named in brief or counted. The folder billing/ was touched by
+    // four: past the three kept whole first, #5 goes brief unless the
+    // budget has room to make it whole again.
+    let folder = call(
         &client,
         "get_context",
-        json!({"repository": REPOSITORY, "paths": ["billing/invoice.py"], "max_tokens": 300}),
+        json!({"repository": REPOSITORY, "paths": ["billing/"]}),
     )
-    .await;
-    let small = &small["result"];
-    let kept = small["items"].as_array().unwrap();
-    let all = full["items"].as_array().unwrap();
-    assert!(!kept.is_empty() && kept.len() < all.len(), "{small}");
-    assert_eq!(kept[0], all[0]);
-    assert!(small["tokens"]["used"].as_u64().unwrap() <= 300);
-    assert_eq!(
-        small["left_out"]["items"].as_u64().unwrap() as usize,
-        all.len() - kept.len()
-    );
-    let by_kind: u64 = small["left_out"]["by_kind"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|n| n.as_u64().unwrap())
-        .sum();
-    assert_eq!(by_kind as usize, all.len() - kept.len());
-    let read_more = small["left_out"]["read_more"].as_array().unwrap();
-    assert!(!read_more.is_empty(), "{small}");
-    for page in read_more {
-        assert!(
-            all.iter()
-                .filter(|i| !kept.contains(i))
-                .any(|i| i["page"] == *page
-                    || i["pages"]
-                        .as_array()
-                        .is_some_and(|p| p.first() == Some(page))),
-            "{page} holds something left out"
+    .await["result"]
+        .clone();
+    let brief_line = |change: &Value| {
+        format!(
+            "#{} {} ({}, {})",
+            change["number"],
+            change["title"].as_str().unwrap(),
+            change["author"].as_str().unwrap(),
+            change["date"].as_str().unwrap()
+        )
+    };
+    let mut briefed = Vec::new();
+    for (path, full, max_tokens) in (300..=1_000)
+        .step_by(25)
+        .flat_map(|n| [("billing/invoice.py", full, n), ("billing/", &folder, n)])
+    {
+        let all = full["items"].as_array().unwrap();
+        let small = call(
+            &client,
+            "get_context",
+            json!({"repository": REPOSITORY, "paths": [path], "max_tokens": max_tokens}),
+        )
+        .await;
+        let small = &small["result"];
+        let kept = small["items"].as_array().unwrap();
+        assert!(!kept.is_empty(), "{small}");
+        assert_eq!(kept[0], all[0], "the most relevant first at {max_tokens}");
+        assert!(small["tokens"]["used"].as_u64().unwrap() <= max_tokens);
+        let lines: Vec<&str> = items(small, "earlier_changes")
+            .iter()
+            .flat_map(|list| list["changes"].as_array().unwrap())
+            .map(|line| line.as_str().unwrap())
+            .collect();
+        let in_brief = |item: &Value| {
+            if item["kind"] != "change" {
+                return false;
+            }
+            let named = brief_line(item);
+            lines
+                .iter()
+                .any(|line| *line == named || line.starts_with(&format!("{named} — ")))
+        };
+        let mut counted = 0;
+        for item in all {
+            if kept.contains(item) {
+                continue;
+            }
+            if in_brief(item) {
+                briefed.push(item["number"].as_u64().unwrap());
+                continue;
+            }
+            counted += 1;
+        }
+        assert_eq!(
+            small["left_out"]["items"].as_u64().unwrap() as usize,
+            counted,
+            "{small}"
         );
+        let by_kind: u64 = small["left_out"]["by_kind"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|n| n.as_u64().unwrap())
+            .sum();
+        assert_eq!(by_kind as usize, counted);
+        let read_more = small["left_out"]["read_more"].as_array().unwrap();
+        assert_eq!(read_more.is_empty(), counted == 0, "{small}");
+        for page in read_more {
+            assert!(
+                all.iter()
+                    .filter(|i| !kept.contains(i))
+                    .any(|i| i["page"] == *page
+                        || i["pages"]
+                            .as_array()
+                            .is_some_and(|p| p.first() == Some(page))),
+                "{page} holds something left out"
+            );
+        }
+        // Older changes go brief first: a whole change is never older than
+        // one named in brief.
+        let whole: Vec<u64> = items(small, "change")
+            .iter()
+            .map(|c| c["number"].as_u64().unwrap())
+            .collect();
+        for line in &lines {
+            let number: u64 = line[1..line.find(' ').unwrap()].parse().unwrap();
+            assert!(whole.iter().all(|w| *w > number), "{small}");
+        }
     }
+    // Some budget between named the oldest in brief and not whole.
+    assert!(briefed.contains(&5), "{briefed:?}");
+    assert_eq!(folder["left_out"]["items"], 0, "{folder}");
     client.cancel().await.unwrap();
 }
 

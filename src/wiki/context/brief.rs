@@ -1,0 +1,313 @@
+//! How `get_context`'s ranked items are cut to the token budget, with the
+//! older pull requests in brief. A whole change item costs about 120 tokens
+//! (title, why, merge commit, files, pages), and a file people change often
+//! was touched by dozens of pull requests: whole, only a dozen fit in the
+//! default 2,000 tokens. So the newest [`WHOLE_CHANGES`] changes that touched
+//! the asked paths stay whole, and the rest are named one line each,
+//! `#NUMBER TITLE (AUTHOR, DATE)` (about 15 tokens), in one
+//! `earlier_changes` item packed at [`BRIEF_RELEVANCE`] (and listed just
+//! after the whole changes), which names the pages holding their whole
+//! entries. Budget left once everything is packed adds each line's why
+//! (` — WHY`, newest first), then, once every line has it, turns lines back
+//! into whole items, newest first: the entry is number, title, why,
+//! author and date, so the why comes before the merge commit and files.
+//!
+//! Invariants: the items returned cost at most the budget by
+//! [`estimate_tokens`] (the brief list is packed by a bound, the paths and
+//! pages of every candidate, and checked at its exact cost at the end);
+//! every change that touched an asked path is a whole item, a line of
+//! `earlier_changes`, or counted in `left_out` with its page in `read_more`;
+//! brief lines are newest first (date, then number); deterministic; the
+//! items come best first ([`order`]).
+
+use std::cmp::Ordering;
+
+use super::answer::{Item, LeftOut, MAX_READ_MORE, Ranked, estimate_tokens};
+use super::lines;
+
+/// Changes that touched the asked paths kept whole, newest first, before
+/// the rest go brief.
+pub const WHOLE_CHANGES: usize = 3;
+/// Where the brief list ranks: under every fact, purpose, the newest
+/// changes, who knows the area and the build command (52), over a
+/// manifest's dependencies (45) and the weakest passages.
+pub const BRIEF_RELEVANCE: u32 = 50;
+/// Most pages the brief list names.
+const MAX_BRIEF_PAGES: usize = 4;
+/// Most bytes of the why a brief line carries.
+pub const BRIEF_WHY_BYTES: usize = 240;
+
+/// Best first: relevance, then kind, then changes newest first, then
+/// identity (a total order).
+pub fn order(a: &Ranked, b: &Ranked) -> Ordering {
+    b.relevance
+        .cmp(&a.relevance)
+        .then_with(|| a.item.kind().cmp(b.item.kind()))
+        .then_with(|| newest_first(a, b))
+        .then_with(|| a.item.key().cmp(&b.item.key()))
+}
+
+/// JSON bytes an item adds to the answer (its separator included).
+fn bytes(item: &Ranked) -> usize {
+    serde_json::to_string(item).map_or(0, |s| s.len()) + 1
+}
+
+/// Tokens an item costs.
+fn cost(item: &Ranked) -> usize {
+    estimate_tokens(bytes(item))
+}
+
+/// A change that an asked path led to (not only the question).
+fn touched_a_path(item: &Ranked) -> bool {
+    matches!(item.item, Item::Change { .. }) && !item.about.is_empty()
+}
+
+/// A change in brief: `#NUMBER TITLE (AUTHOR, DATE)`, and ` — WHY` (at
+/// most [`BRIEF_WHY_BYTES`]) when `with_why` and it has one.
+pub fn line(item: &Item, with_why: bool) -> String {
+    let Item::Change {
+        number,
+        title,
+        author,
+        date,
+        why,
+        ..
+    } = item
+    else {
+        return item.key();
+    };
+    let mut line = if date.is_empty() {
+        format!("#{number} {title} ({author})")
+    } else {
+        format!("#{number} {title} ({author}, {date})")
+    };
+    if with_why && !why.is_empty() {
+        line.push_str(" — ");
+        line.push_str(&lines::bounded(why, BRIEF_WHY_BYTES));
+    }
+    line
+}
+
+/// JSON bytes a brief line adds to the list (its separator included).
+fn row_bytes(change: &Ranked, with_why: bool) -> usize {
+    serde_json::to_string(&line(&change.item, with_why)).map_or(0, |s| s.len()) + 1
+}
+
+/// Newest first: date, then number.
+fn newest_first(a: &Ranked, b: &Ranked) -> Ordering {
+    let when = |r: &Ranked| match &r.item {
+        Item::Change { date, number, .. } => (date.clone(), *number),
+        _ => (String::new(), 0),
+    };
+    when(b).cmp(&when(a))
+}
+
+/// The `earlier_changes` item naming `changes` (newest first), the first
+/// `with_why` of them with their why.
+fn brief_item(changes: &[Ranked], with_why: usize) -> Ranked {
+    let mut about: Vec<String> = Vec::new();
+    let mut pages: Vec<String> = Vec::new();
+    for change in changes {
+        for path in &change.about {
+            if !about.contains(path) {
+                about.push(path.clone());
+            }
+        }
+        if let Item::Change { pages: on, .. } = &change.item {
+            for page in on {
+                if pages.len() < MAX_BRIEF_PAGES && !pages.contains(page) {
+                    pages.push(page.clone());
+                }
+            }
+        }
+    }
+    Ranked {
+        relevance: BRIEF_RELEVANCE,
+        about,
+        item: Item::EarlierChanges {
+            changes: changes
+                .iter()
+                .enumerate()
+                .map(|(at, c)| line(&c.item, at < with_why))
+                .collect(),
+            pages,
+        },
+    }
+}
+
+/// The answer being filled.
+struct Packer {
+    max: usize,
+    used: usize,
+    items: Vec<Ranked>,
+    left_out: LeftOut,
+}
+
+impl Packer {
+    /// Keeps `item` if it fits; says whether it did.
+    fn keep(&mut self, item: &mut Option<Ranked>) -> bool {
+        let Some(cost) = item.as_ref().map(cost) else {
+            return false;
+        };
+        if self.used + cost > self.max {
+            return false;
+        }
+        self.used += cost;
+        self.items.extend(item.take());
+        true
+    }
+
+    fn leave_out(&mut self, item: &Ranked) {
+        self.left_out.items += 1;
+        *self.left_out.by_kind.entry(item.item.kind()).or_default() += 1;
+        let page = item.item.page().to_owned();
+        if self.left_out.read_more.len() < MAX_READ_MORE && !self.left_out.read_more.contains(&page)
+        {
+            self.left_out.read_more.push(page);
+        }
+    }
+
+    /// Names as many of `brief` as fit, newest first, and spends their
+    /// bound; returns them (the rest are left out) and the bytes the list is
+    /// bounded by (0 when none fit).
+    fn brief(&mut self, mut brief: Vec<Ranked>) -> (Vec<Ranked>, usize) {
+        brief.sort_by(newest_first);
+        // The list without lines, naming the paths and pages of every
+        // candidate: a prefix of them names no more.
+        let mut empty = brief_item(&brief, 0);
+        if let Item::EarlierChanges { changes, .. } = &mut empty.item {
+            changes.clear();
+        }
+        let mut list = bytes(&empty);
+        let mut named = Vec::new();
+        let mut rest = brief.into_iter();
+        for change in rest.by_ref() {
+            let row = row_bytes(&change, false);
+            if self.used + estimate_tokens(list + row) > self.max {
+                self.leave_out(&change);
+                break;
+            }
+            list += row;
+            named.push(change);
+        }
+        for change in rest {
+            self.leave_out(&change);
+        }
+        if named.is_empty() {
+            return (named, 0);
+        }
+        self.used += estimate_tokens(list);
+        (named, list)
+    }
+}
+
+/// Cuts `ranked` (best first, see [`order`]) to `max_tokens`, `frame` tokens
+/// being spent already: returns the items best first, the tokens they and
+/// the frame cost, and what was left out.
+pub fn pack(ranked: Vec<Ranked>, max_tokens: usize, frame: usize) -> (Vec<Ranked>, usize, LeftOut) {
+    let mut packer = Packer {
+        max: max_tokens,
+        used: frame,
+        items: Vec::new(),
+        left_out: LeftOut::default(),
+    };
+    // The newest few changes a path led to stay whole; the rest go brief.
+    let (mut whole, mut brief, mut rest) = (0, Vec::new(), Vec::new());
+    for item in ranked {
+        if touched_a_path(&item) {
+            if whole == WHOLE_CHANGES {
+                brief.push(item);
+                continue;
+            }
+            whole += 1;
+        }
+        rest.push(item);
+    }
+    let mut listed: Option<(Vec<Ranked>, usize)> = None;
+    // Once one of them does not fit whole, the older ones go brief too.
+    let mut spilled = false;
+    for item in rest {
+        if listed.is_none() && item.relevance < BRIEF_RELEVANCE {
+            listed = Some(packer.brief(std::mem::take(&mut brief)));
+        }
+        let path_change = touched_a_path(&item);
+        if path_change && spilled && listed.is_none() {
+            brief.push(item);
+            continue;
+        }
+        let mut item = Some(item);
+        if packer.keep(&mut item) {
+            continue;
+        }
+        match item {
+            Some(item) if path_change && listed.is_none() => {
+                spilled = true;
+                brief.push(item);
+            }
+            Some(item) => packer.leave_out(&item),
+            None => {}
+        }
+    }
+    let (mut named, mut list) = listed.unwrap_or_else(|| packer.brief(brief));
+    // What is left of the budget adds the why to brief lines, newest first,
+    // then, once every line has it, turns them whole, newest first.
+    let mut why = 0;
+    while let Some(change) = named.get(why) {
+        let grown = list + row_bytes(change, true) - row_bytes(change, false);
+        let used = packer.used - estimate_tokens(list) + estimate_tokens(grown);
+        if used > packer.max {
+            break;
+        }
+        packer.used = used;
+        list = grown;
+        why += 1;
+    }
+    let mut promoted = 0;
+    while why == named.len()
+        && let Some(change) = named.get(promoted)
+    {
+        // The list without this line, or no list when it was the last.
+        let rest = if promoted + 1 == named.len() {
+            0
+        } else {
+            list - row_bytes(change, true)
+        };
+        let used = packer.used - estimate_tokens(list) + estimate_tokens(rest) + cost(change);
+        if used > packer.max {
+            break;
+        }
+        packer.used = used;
+        list = rest;
+        promoted += 1;
+    }
+    let mut brief_list: Vec<Ranked> = named.split_off(promoted);
+    let mut why = why - promoted;
+    packer.items.extend(named);
+    // The list's exact cost in place of its bound: the lines left after
+    // promotion may name other pages, so the oldest go if it is over.
+    packer.used -= estimate_tokens(list);
+    // Listed after the whole changes the paths led to, as its lines are older.
+    let after = packer
+        .items
+        .iter()
+        .filter(|item| touched_a_path(item))
+        .map(|item| item.relevance)
+        .min()
+        .unwrap_or(BRIEF_RELEVANCE)
+        .min(BRIEF_RELEVANCE);
+    while !brief_list.is_empty() {
+        let mut item = brief_item(&brief_list, why);
+        item.relevance = after;
+        if packer.used + cost(&item) <= packer.max {
+            packer.used += cost(&item);
+            packer.items.push(item);
+            break;
+        }
+        if let Some(oldest) = brief_list.pop() {
+            packer.leave_out(&oldest);
+        }
+        why = why.min(brief_list.len());
+    }
+    packer.items.sort_by(order);
+    (packer.items, packer.used, packer.left_out)
+}
