@@ -3,7 +3,9 @@
 //! with the git CLI in a clone of the wiki: pages teammem keeps moved into a
 //! folder, renamed, renamed in case only; the Changelog's anchor deleted; a
 //! section's end marker removed and a person's paragraph put inside
-//! another; Home's topics anchor mangled; a quarter page deleted.
+//! another; Home's topics anchor mangled; a quarter page deleted and
+//! another moved into a folder; an area page copied into two folders and
+//! deleted at the root (two pages of one name).
 //!
 //! Invariants checked: the next job succeeds and records its pull request
 //! once on each page family it belongs to; every line the person wrote is
@@ -93,6 +95,7 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
     fixture::write(&dir, "src/lib.rs", "//! The library.\n\npub fn a() {}\n");
     fixture::write(&dir, "docs/guide.md", "# Guide\n\nHow to use it.\n");
     fixture::write(&dir, "web/app.js", "// The web client.\n");
+    fixture::write(&dir, "lib/x.rs", "//! The x library.\n");
     git(&dir, &["add", "-A"]);
     git(&dir, &["commit", "-q", "-m", "Initial commit"]);
     let base = git_trimmed(&dir, &["rev-parse", "HEAD"]);
@@ -105,6 +108,7 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
         fixture::write(&dir, "docs/guide.md", &format!("# Guide\n\nStep {n}.\n"));
         fixture::write(&dir, "README.md", &format!("# app\n\nThe app, {n}.\n"));
         fixture::write(&dir, "web/app.js", &format!("// The web client.\n// {n}\n"));
+        fixture::write(&dir, "lib/x.rs", &format!("//! The x library.\n// {n}\n"));
     };
     touch(1);
     let first = squash(&dir, 1, "First change");
@@ -133,11 +137,15 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
     ] {
         assert!(before.iter().any(|x| x == p), "{p} in {before:?}");
     }
-    let quarter = before
-        .iter()
-        .find(|p| p.starts_with("Changelog-") && p.ends_with(".md"))
-        .expect("a Changelog quarter page")
-        .clone();
+    let quarter_of = |family: &str| {
+        before
+            .iter()
+            .find(|p| p.starts_with(&format!("{family}-")) && p.ends_with(".md"))
+            .unwrap_or_else(|| panic!("a {family} quarter page in {before:?}"))
+            .clone()
+    };
+    let quarter = quarter_of("Changelog");
+    let web_quarter = quarter_of("Area-web");
 
     // A person edits the wiki heavily, in one commit.
     let work = tempfile::tempdir().unwrap();
@@ -156,6 +164,17 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
     git(&clone, &["mv", "Area-docs.md", "Documentation.md"]);
     git(&clone, &["mv", "Area-root.md", "area-ROOT.md"]);
     git(&clone, &["rm", "-q", &quarter]);
+    std::fs::create_dir_all(clone.join("Old")).unwrap();
+    git(&clone, &["mv", &web_quarter, &format!("Old/{web_quarter}")]);
+    for folder in ["A", "B"] {
+        std::fs::create_dir_all(clone.join(folder)).unwrap();
+        std::fs::copy(
+            clone.join("Area-lib.md"),
+            clone.join(folder).join("Area-lib.md"),
+        )
+        .unwrap();
+    }
+    git(&clone, &["rm", "-q", "Area-lib.md"]);
     edit(&clone, "Changelog.md", |t| {
         let t = t.replace("<!-- teammem:changelog -->\n", "");
         t.replacen(
@@ -241,6 +260,25 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
         root.find("<!-- teammem:who-knows-end -->") > root.find(&entry(&second)),
         "{root}"
     );
+    // A quarter page moved into a folder gets its new entry there.
+    assert!(!after.contains(&web_quarter), "{web_quarter} written again");
+    let moved_quarter = page(&wiki, &format!("Old/{web_quarter}"));
+    assert_eq!(
+        moved_quarter.matches(&entry(&second)).count(),
+        1,
+        "{moved_quarter}"
+    );
+    // Two pages of one name: neither is touched, no third is written, and
+    // the receipt says so; the entry is on the area's quarter page.
+    assert!(!after.iter().any(|p| p == "Area-lib.md"), "{after:?}");
+    for copy in ["A/Area-lib.md", "B/Area-lib.md"] {
+        assert_eq!(page(&wiki, copy), person[copy]);
+    }
+    assert!(
+        summary.contains("Area-lib.md was not written: the wiki already has a page of that name (A/Area-lib.md, B/Area-lib.md)"),
+        "{summary}"
+    );
+    assert_eq!(count(&wiki, &second, |p| p.starts_with("Area-lib-")), 1);
     // A page renamed to another name is the person's: left exactly as it
     // was; the area gets a new page of teammem's name.
     assert_eq!(page(&wiki, "Documentation.md"), person["Documentation.md"]);
