@@ -2,9 +2,10 @@
 //! bundle (`range_bundle.rs`), in the order their merge commits entered the
 //! default branch.
 //!
-//! They are found two ways. The fast path costs no extra call:
-//! merge and squash subjects (`Merge pull request #12 from ...`, `Title (#12)`)
-//! on the range's first-parent chain name candidates, and `GET /pulls/N`
+//! They are found two ways. The fast path costs no extra call: merge and
+//! squash subjects (`Merge pull request #12 from ...`, `Title (#12)`, read by
+//! `forge/pull_subject.rs`) on the range's first-parent chain name
+//! candidates, and `GET /pulls/N`
 //! confirms each. A pull request merged with "Rebase and merge" leaves no such
 //! subject (its `merge_commit_sha` is the last rebased commit), so when some
 //! first-parent commit of the range is not a confirmed merge or squash commit
@@ -27,6 +28,7 @@
 //! it merged with a merge commit in the range. These calls are bounded per
 //! job ([`MAX_MERGED_IN_CALLS`]; past it the bundle is marked
 //! `pull_requests_truncated`), and each such pull request names the
+//! first-parent merge it arrived through (`forge/merged_in.rs`).
 //!
 //! Invariants:
 //! - a pull request is kept only when GitHub says it merged with a merge
