@@ -1,8 +1,9 @@
 //! GitHub evidence collection against the fake GitHub (its answers come from a
 //! real git history): compare paging, merged pull requests confirmed by
 //! GitHub, the 1,000-commit and 100-PR bounds, error classification, the
-//! job-start re-check, PR jobs and the policy file; and a source listing with
-//! submodules, the same on both forges.
+//! job-start re-check, PR jobs and the policy file; and, the same on both
+//! forges, a source listing with submodules and the writer's source reads
+//! through `SourceForge`.
 
 use std::io::Write;
 use std::process::Stdio;
@@ -620,5 +621,104 @@ async fn both_forges_list_a_submodule_with_the_commit_it_pins() {
                 .unwrap();
         assert_eq!(summary(github), want, "the GitHub forge, {directory:?}");
         assert_eq!(summary(local), want, "the local forge, {directory:?}");
+    }
+}
+
+/// The reads the writer's evidence tools make (a pull request's patches, a
+/// file head, many heads, a directory listing) answer alike through
+/// `SourceForge` on both forges; a GitHub source is read here only with the
+/// App's client, so the writer, which has none, asks its broker instead.
+#[tokio::test]
+async fn both_forges_answer_the_writers_source_reads_alike() {
+    use std::sync::Arc;
+    use teammem::config::Forge;
+    use teammem::forge::Forges;
+
+    let s = Setup::new().await;
+    let shas = s.commits(&["Docs (#4)".to_string()], |_| "docs/guide.md".into());
+    s.merged(4, &shas[0]);
+    let tip = shas[0].clone();
+    let Setup {
+        _dir: dir,
+        git,
+        forge,
+        source,
+        fake: _fake,
+    } = s;
+    let (bundle, _) = forge
+        .collect_evidence(
+            &source,
+            &teammem::forge::evidence::JobScope {
+                job_id: 1,
+                scope: teammem::ids::Scope::PullRequest {
+                    number: teammem::ids::PullNumber::new(4).unwrap(),
+                    merge_sha: teammem::ids::Sha::parse(&tip).unwrap(),
+                },
+            },
+            "main",
+        )
+        .await
+        .unwrap();
+    let pull = &bundle.pull_requests[0];
+
+    let with_app = Forges::with_github(Some(Arc::new(forge)));
+    let without_app = Forges::default();
+    let local_source = Source {
+        forge: Forge::Local {
+            repo: git.dir.clone(),
+            wiki: dir.path().join("wiki"),
+        },
+        ..source.clone()
+    };
+    assert!(
+        !without_app.of(&source).reads_here(),
+        "the writer's view of a GitHub source"
+    );
+    let forges = [
+        ("github", with_app.of(&source)),
+        ("local", without_app.of(&local_source)),
+    ];
+    for (name, forge) in forges {
+        assert!(forge.reads_here(), "{name}");
+        let patches = forge.pull_patches(pull).await.unwrap();
+        assert_eq!(patches.len(), 1, "{name}");
+        assert_eq!(patches[0].0.path, "docs/guide.md", "{name}");
+        assert_eq!(patches[0].0.status, FileStatus::Added, "{name}");
+        let patch = patches[0].1.as_deref().unwrap_or_default();
+        assert!(patch.contains("+line 0"), "{name}: {patch}");
+
+        let head = forge
+            .read_head(&tip, "docs/guide.md", 4)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (head.content.as_str(), head.truncated),
+            ("line", true),
+            "{name}"
+        );
+
+        let paths = vec!["docs/guide.md".to_owned(), "docs/missing.md".to_owned()];
+        let heads = forge.read_heads(&tip, paths, 100).await.unwrap();
+        assert_eq!(heads.len(), 2, "{name}");
+        let first = heads[0].as_ref().unwrap().as_ref().unwrap();
+        assert_eq!(
+            (first.content.as_str(), first.truncated),
+            ("line 0\n", false),
+            "{name}"
+        );
+        assert!(matches!(heads[1], Ok(None)), "{name}: {:?}", heads[1]);
+
+        let listing = forge.list_tree(&tip, "docs", false).await.unwrap().unwrap();
+        let listed: Vec<&str> = listing.entries.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(listed, ["docs/guide.md"], "{name}");
+        assert!(
+            forge
+                .list_tree(&tip, "nowhere", false)
+                .await
+                .unwrap()
+                .is_none(),
+            "{name}"
+        );
     }
 }
