@@ -11,17 +11,23 @@
 #    same shape; search_wiki without repository: cold, warm p50/p99 (target
 #    p99 < 100 ms).
 # 3. economy (bench/context/economy.py): a generated source of PRS squash-
-#    merged pull requests, each range dispatched to `teammem serve` (local
-#    forge, builtin agent) and followed to its end, then 50 "I am about to
-#    change these files" tasks with ground truth from git (the PRs that
-#    touched the files and why, the files' purposes, the stale facts, the test
-#    command): recall of one get_context call at the default budget, and the
+#    merged pull requests (SHAPE=real: files and diffs sized after a real
+#    package; SHAPE=small: ~210-line files, few-line PRs), each range
+#    dispatched to `teammem serve` (local forge, builtin agent) and followed
+#    to its end, then 50 "I am about to change these files" tasks with ground
+#    truth from git (the PRs that touched the files, their titles and why,
+#    the files' purposes, the stale facts, the test command): recall of one
+#    get_context call at the default budget (a PR counts when named by
+#    number and title; those with their why are counted apart), and the
 #    tokens of (a) that call, (b) search_wiki per path plus reading whole the
-#    pages it names, (c) reading the files and their `git log -p`
+#    pages it names, (c) reading the files and their `git log -p`, in both
+#    shapes, and with REAL_REPO (a git directory; REAL_FOLDER, REAL_NAME)
+#    on a real repository's files too
 #    (targets: recall >= 0.9, (a) <= (b) / 5 and <= (c) / 30).
 # Tokens are get_context's documented estimate: JSON bytes / 4, rounded up.
 # Prints the cores, load and CPU stolen over the run.
-# Usage: [TEAMMEM_BIN=path] [ITERATIONS=300] [PRS=300] [PHASES="latency org economy"] bench/context.sh
+# Usage: [TEAMMEM_BIN=path] [ITERATIONS=300] [PRS=300] [PHASES="latency org economy"]
+#        [SHAPE=real|small] [REAL_REPO=git-dir REAL_FOLDER=prefix REAL_NAME=name] bench/context.sh
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ITERATIONS="${ITERATIONS:-300}"
