@@ -432,7 +432,14 @@ fn entry_replacements(
             }
         }
         None if anchored => {
-            let before = if entry_lines(content).is_empty() {
+            // Entries already on quarter pages (the page links one of them:
+            // a person mangled its archives line) are not "before" them.
+            let linked = archives
+                .split("](")
+                .skip(1)
+                .filter_map(|piece| piece.split(')').next())
+                .any(|target| content.contains(&format!("]({target})")));
+            let before = if entry_lines(content).is_empty() || linked {
                 String::new()
             } else {
                 before_archives_line()

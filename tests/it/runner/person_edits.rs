@@ -190,6 +190,9 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
             "<!-- teammem:what-is-here -->\nA person's note: the client is being rewritten.\n",
         )
     });
+    edit(&clone, "Guides/Area-src.md", |t| {
+        t.replace("<!-- teammem:archives -->", "<!-- teammem:archivez -->")
+    });
     edit(&clone, "area-ROOT.md", |t| {
         let start = t.find("## Who knows this area").unwrap();
         let end = t.find("## Recent changes").unwrap();
@@ -249,6 +252,11 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
         assert_eq!(text.matches(&entry(&second)).count(), 1, "{text}");
         assert_eq!(text.matches(&entry(&first)).count(), 1, "{text}");
     }
+    // A mangled archives line: a new one comes back above the entries, and
+    // the entries already on quarter pages are not said to predate them.
+    let src = page(&wiki, "Guides/Area-src.md");
+    assert_eq!(src.matches("<!-- teammem:archives -->").count(), 1, "{src}");
+    assert!(!src.contains("<!-- teammem:before-archives -->"), "{src}");
     // A kept section a person deleted whole comes back at the page's end.
     let root = page(&wiki, "area-ROOT.md");
     assert_eq!(
