@@ -22,6 +22,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::budget::{PAGE_BUDGET, apply_replacements};
 use super::inputs::{CurrentPage, DependencyFacts, Listings};
 use super::markers::{DEPENDENCIES, HOW_TO_WORK};
 use super::plan::{NewPage, Plan, PlannedPatch, areas_to_record, plan_all};
@@ -188,15 +189,32 @@ async fn apply_plan(
 /// person moved into a folder or renamed in case only goes where the person
 /// put it; a new page whose name another page already has (in another folder
 /// or case: two pages of one name, which a GitHub wiki cannot tell apart) is
-/// not written, and that page is left alone. Returns a note for each page
-/// not written.
+/// not written, and that page is left alone; so is a page a patch would
+/// take past [`PAGE_BUDGET`] (a person's text filled it: its oldest
+/// entries dropped are not enough). Returns a note for each page not
+/// written or not changed.
 fn fit_to_wiki(plan: &mut Plan, view: &View) -> Vec<String> {
+    let mut notes = Vec::new();
     let patches = std::mem::take(&mut plan.patches);
     plan.patches = patches
         .into_iter()
+        .filter(|(path, patch)| {
+            let Some(page) = view.pages.get(path) else {
+                return true;
+            };
+            let too_big = apply_replacements(&page.content, &patch.replacements)
+                .is_ok_and(|after| after.len() > PAGE_BUDGET);
+            if too_big {
+                tracing::warn!(page = %path, "a page a person filled is left alone: patched, it would pass the page limit");
+                notes.push(format!(
+                    "{path} was not changed: with the text on it, it would pass {} KiB (the writer's page limit) even without its older entries; its new entries are on its quarter pages",
+                    PAGE_BUDGET / 1024
+                ));
+            }
+            !too_big
+        })
         .map(|(path, patch)| (view.moved.get(&path).cloned().unwrap_or(path), patch))
         .collect();
-    let mut notes = Vec::new();
     plan.writes.retain(|write| {
         let taken: Vec<&String> = view
             .by_name

@@ -13,7 +13,9 @@
 //! as the person left them; what teammem owns and can find is repaired
 //! (a missing anchor or section comes back at the end of its page) and
 //! what a person changed inside teammem's sections is left alone, with a
-//! note in the job's receipt; `git fsck --strict` is clean.
+//! note in the job's receipt; `git fsck --strict` is clean. And a page a
+//! person filled past the 64 KiB page limit is left alone, the job
+//! succeeding, instead of the write being refused.
 
 use std::path::Path;
 
@@ -359,6 +361,66 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
         }
         assert_eq!(count(&wiki, sha, |p| p == "Changelog.md"), 1, "{sha}");
     }
+    git(&wiki, &["fsck", "--strict", "--no-progress"]);
+    assert!(daemon.terminate().success());
+}
+
+/// A person fills an area page past what a page may hold (64 KiB) with
+/// text of their own: the next job leaves that page alone, says so in its
+/// receipt, and records its pull request everywhere else (the area's
+/// quarter page included), instead of failing.
+#[tokio::test]
+async fn a_page_a_person_filled_past_the_page_limit_is_left_alone_and_the_job_succeeds() {
+    let repos = tempfile::tempdir().unwrap();
+    let dir = repos.path().join("app");
+    std::fs::create_dir_all(&dir).unwrap();
+    git(&dir, &["init", "-q", "-b", "main"]);
+    fixture::write(&dir, "src/lib.rs", "//! The library.\n");
+    git(&dir, &["add", "-A"]);
+    git(&dir, &["commit", "-q", "-m", "Initial commit"]);
+    let base = git_trimmed(&dir, &["rev-parse", "HEAD"]);
+    fixture::write(&dir, "src/lib.rs", "//! The library.\n// 1\n");
+    let first = squash(&dir, 1, "First change");
+    fixture::write(&dir, "src/lib.rs", "//! The library.\n// 2\n");
+    let second = squash(&dir, 2, "Second change");
+
+    let wiki = fixture::wiki(repos.path());
+    let setup = Setup::new(&format!(
+        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
+        dir.display(),
+        wiki.display()
+    ));
+    let token = setup.create_token("person-edits", &[]);
+    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
+    run(&daemon, &token, 1, &base, &first).await;
+
+    let work = tempfile::tempdir().unwrap();
+    let clone = work.path().join("wiki");
+    git(
+        work.path(),
+        &[
+            "clone",
+            "-q",
+            wiki.to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ],
+    );
+    let notes: String = (0..1200)
+        .map(|i| format!("Design note {i}: keep the library small and its errors plain.\n"))
+        .collect();
+    assert!(notes.len() > 64 * 1024);
+    edit(&clone, "Area-src.md", |t| format!("{t}\n{notes}"));
+    git(&clone, &["commit", "-q", "-am", "A person's design notes"]);
+    git(&clone, &["push", "-q", "origin", "HEAD:master"]);
+    let person = page(&wiki, "Area-src.md");
+
+    let job = run(&daemon, &token, 2, &first, &second).await;
+    let summary = job["receipt"]["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("Area-src.md"), "{summary}");
+    assert_eq!(page(&wiki, "Area-src.md"), person);
+    let entry = format!("<!-- teammem:{second} -->");
+    assert_eq!(page(&wiki, "Changelog.md").matches(&entry).count(), 1);
+    assert_eq!(count(&wiki, &second, |p| p.starts_with("Area-src-")), 1);
     git(&wiki, &["fsck", "--strict", "--no-progress"]);
     assert!(daemon.terminate().success());
 }
