@@ -103,8 +103,9 @@ fn newest_first(a: &Ranked, b: &Ranked) -> Ordering {
 }
 
 /// The `earlier_changes` item naming `changes` (newest first), the first
-/// `with_why` of them with their why.
-fn brief_item(changes: &[Ranked], with_why: usize) -> Ranked {
+/// `with_why` of them with their why; without lines when not `lined` (its
+/// frame, to bound its cost).
+fn brief_item(changes: &[Ranked], with_why: usize, lined: bool) -> Ranked {
     let mut about: Vec<String> = Vec::new();
     let mut pages: Vec<String> = Vec::new();
     for change in changes {
@@ -127,6 +128,7 @@ fn brief_item(changes: &[Ranked], with_why: usize) -> Ranked {
         item: Item::EarlierChanges {
             changes: changes
                 .iter()
+                .take(if lined { changes.len() } else { 0 })
                 .enumerate()
                 .map(|(at, c)| line(&c.item, at < with_why))
                 .collect(),
@@ -174,11 +176,7 @@ impl Packer {
         brief.sort_by(newest_first);
         // The list without lines, naming the paths and pages of every
         // candidate: a prefix of them names no more.
-        let mut empty = brief_item(&brief, 0);
-        if let Item::EarlierChanges { changes, .. } = &mut empty.item {
-            changes.clear();
-        }
-        let mut list = bytes(&empty);
+        let mut list = bytes(&brief_item(&brief, 0, false));
         let mut named = Vec::new();
         let mut rest = brief.into_iter();
         for change in rest.by_ref() {
@@ -296,7 +294,7 @@ pub fn pack(ranked: Vec<Ranked>, max_tokens: usize, frame: usize) -> (Vec<Ranked
         .unwrap_or(BRIEF_RELEVANCE)
         .min(BRIEF_RELEVANCE);
     while !brief_list.is_empty() {
-        let mut item = brief_item(&brief_list, why);
+        let mut item = brief_item(&brief_list, why, true);
         item.relevance = after;
         if packer.used + cost(&item) <= packer.max {
             packer.used += cost(&item);
