@@ -266,6 +266,8 @@ import re
 recorded = len(set(re.findall(r"<!-- teammem:([0-9a-f]{40}) -->", text)))
 print(f"backfill of {merges} first-parent merges: {sum(states.values())} jobs {states}; "
       f"{recorded} PR entries on the Changelog pages; drained in {wall:.1f} s")
+for job_id, error in con.execute("select id, last_error from jobs where state = 'failed' limit 5"):
+    print(f"  failed backfill job {job_id}: {(error or '')[:600]}")
 ok = wall < 300 and states.get("failed", 0) == 0 and left == 0
 print(f"  backfill under 5 minutes, no job failed: {'pass' if ok else 'FAIL'}")
 PY

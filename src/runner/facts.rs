@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::config::{Config, Forge, Source};
-use crate::facts::PREFIX;
 use crate::forge::SourceForge;
 use crate::ids::Sha;
 use crate::staleness::{self, FactUpdates};
@@ -130,7 +129,7 @@ async fn read_marked_pages(wiki: &Wiki) -> Result<Vec<(String, String)>, String>
         return Ok(Vec::new());
     };
     let (pages, cut) = wiki
-        .pages_containing(&sha, PREFIX)
+        .evidence_pages(&sha)
         .await
         .map_err(|e| e.to_string())?;
     if cut {

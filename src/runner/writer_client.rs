@@ -67,6 +67,9 @@ impl WriterClient {
             path: path.to_owned(),
             git_ref: git_ref.to_owned(),
             format: Some(tools::PageFormat::Raw),
+            // The runner's agents edit pages; who changed them last is a
+            // walk of the wiki's history they do not need.
+            last_change: false,
         };
         self.typed(tools::GET_WIKI_PAGE, &args).await
     }

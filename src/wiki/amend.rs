@@ -1,6 +1,8 @@
 //! The runner's evidence-marker verdicts folded into a job's write: each
 //! rewrite checked against the page it names, applied, and `Stale.md`
-//! re-rendered from every page's final text.
+//! re-rendered from every page's final text (pages the job did not change
+//! are read only when their blob's remembered facts say Stale.md lists
+//! something from them).
 //!
 //! Invariant: a rewrite lands only where the runner could have made it (its
 //! `old` is a marker on that page at the base, or its `new` already is), it
@@ -10,6 +12,7 @@ use gix::objs::tree::EntryKind;
 
 use super::confine::Amend;
 use super::error::{ErrorKind, WikiError};
+use super::page_facts::PageFactsMemo;
 use super::publish::DesiredPage;
 use super::tree::{TreeIndex, read_blob};
 
@@ -23,6 +26,7 @@ pub(super) fn amend_pages(
     base_index: &TreeIndex,
     desired: &mut Vec<DesiredPage>,
     amend: &Amend,
+    memo: &PageFactsMemo,
 ) -> Result<u64, WikiError> {
     use crate::staleness::{STALE_PAGE, apply_rewrites, check_rewrite, stale_page};
     let text_of = |desired: &[DesiredPage], path: &str| -> Result<Option<String>, WikiError> {
@@ -96,26 +100,41 @@ pub(super) fn amend_pages(
         let extra: Vec<String> = desired.iter().map(|page| page.path.clone()).collect();
         paths.extend(extra.iter().map(String::as_str));
         let mut texts = Vec::new();
-        let mut scanned = 0usize;
+        let mut scanned = 0u64;
         for path in paths {
-            if path == STALE_PAGE || scanned > super::validate::MAX_SEARCH_SCAN_BYTES as usize {
+            if path == STALE_PAGE || scanned > super::validate::MAX_SEARCH_SCAN_BYTES {
                 continue;
             }
-            // A page larger than any page teammem writes is not read: one
-            // planted huge page must not use up the scan of the others.
-            if !desired.iter().any(|page| page.path == path)
-                && base_index.pages.get(path).is_some_and(|page| {
-                    repo.find_header(page.blob)
-                        .map_or(true, |h| h.size() > super::validate::MAX_READ_PAGE_BYTES)
-                })
-            {
-                continue;
-            }
-            if let Some(text) = text_of(desired, path)? {
-                scanned += text.len();
-                if text.contains(crate::facts::PREFIX) {
-                    texts.push((path.to_owned(), text));
+            if let Some(page) = desired.iter().find(|page| page.path == path) {
+                scanned += page.content.len() as u64;
+                if let Ok(text) = std::str::from_utf8(&page.content)
+                    && text.contains(crate::facts::PREFIX)
+                {
+                    texts.push((path.to_owned(), text.to_owned()));
                 }
+                continue;
+            }
+            let Some(page) = base_index.pages.get(path) else {
+                continue;
+            };
+            // A page larger than any page teammem writes is not read: one
+            // planted huge page must not use up the scan of the others. A
+            // page Stale.md lists nothing from is not read either: its blob's
+            // facts are remembered from an earlier scan.
+            let (found, text) = memo.facts(repo, page.blob)?;
+            if found.size > super::validate::MAX_READ_PAGE_BYTES {
+                continue;
+            }
+            scanned += found.size;
+            if !found.on_stale_page {
+                continue;
+            }
+            let text = match text {
+                Some(text) => Some(text),
+                None => base_text(repo, base_index, path)?,
+            };
+            if let Some(text) = text {
+                texts.push((path.to_owned(), text));
             }
         }
         let page = stale_page(texts.iter().map(|(p, t)| (p.as_str(), t.as_str())));

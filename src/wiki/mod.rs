@@ -23,6 +23,7 @@ pub mod fold; // a page with its teammem comments folded out and its citations a
 pub mod patch;
 pub mod paths;
 mod publish;
+mod page_facts; // what a page blob says (size, evidence, stale), remembered per blob for whole-wiki scans
 mod read;
 pub mod search; // ranked search, one cached index per commit (public for bench/rank)
 pub mod query; // how text becomes search terms: stop words, stems, paths
@@ -367,21 +368,27 @@ impl Wiki {
         .await
     }
 
-    /// Every page at a full commit sha whose text contains `needle`, with its
-    /// contents (bounded like search; `true` when the scan stopped early).
-    pub async fn pages_containing(
+    /// Every page at a full commit sha that holds an evidence marker, with
+    /// its contents (bounded like search; `true` when the scan stopped
+    /// early). Pages unchanged since the last scan are not read again.
+    pub async fn evidence_pages(
         &self,
         git_ref: &str,
-        needle: &str,
     ) -> Result<(Vec<(String, String)>, bool), WikiError> {
         let spec = validate::parse_ref(git_ref, "ref")?;
         let deadline = Instant::now() + self.deadline;
-        let needle = needle.to_owned();
         self.with_deadline(async {
             let commit = self.resolve_initialized(spec, deadline).await?;
             let state = self.state.clone();
-            blocking(move || read::pages_containing(&state.repo(), &state.cache, commit, &needle))
-                .await
+            blocking(move || {
+                read::evidence_pages(
+                    &state.repo(),
+                    &state.cache,
+                    state.search.page_facts(),
+                    commit,
+                )
+            })
+            .await
         })
         .await
     }

@@ -8,9 +8,12 @@
 //! read returns, so planted huge pages cannot crowd the others out; a page's
 //! last change is looked for in at most [`MAX_LAST_CHANGE_WALK`] commits.
 
+use std::collections::HashMap;
+
 use gix::ObjectId;
 
 use super::error::{ErrorKind, WikiError};
+use super::page_facts::PageFactsMemo;
 use super::tree::{IndexCache, commit_tree, read_blob, tree_delta};
 use super::types::{
     Diff, History, HistoryEntry, LastChange, NotDiffed, Page, PageInfo, PageList, StaleMarker,
@@ -83,15 +86,17 @@ pub fn get_page(
     })
 }
 
-/// The pages at `commit` whose text contains `needle` (exact bytes), with
-/// their contents, sorted by path; reads pages smallest first, none larger
-/// than [`MAX_READ_PAGE_BYTES`], at most [`super::validate::MAX_SEARCH_SCAN_BYTES`]
-/// in all, and says whether it left any page out.
-pub fn pages_containing(
+/// The pages at `commit` that hold an evidence marker, with their contents,
+/// sorted by path; considers pages smallest first, none larger than
+/// [`MAX_READ_PAGE_BYTES`], at most [`super::validate::MAX_SEARCH_SCAN_BYTES`]
+/// in all, and says whether it left any page out. Each blob's facts are
+/// remembered in `memo`, so only pages new since the last scan, and those
+/// with markers, are read.
+pub fn evidence_pages(
     repo: &gix::Repository,
     cache: &IndexCache,
+    memo: &PageFactsMemo,
     commit: ObjectId,
-    needle: &str,
 ) -> Result<(Vec<(String, String)>, bool), WikiError> {
     let index = cache.get_or_build(repo, commit_tree(repo, commit)?)?;
     // Smallest first, and none larger than a read returns: a few planted
@@ -99,28 +104,27 @@ pub fn pages_containing(
     // scan before the other pages are read.
     let mut sized = Vec::with_capacity(index.pages.len());
     for (path, page) in &index.pages {
-        let size = repo
-            .find_header(page.blob)
-            .map_err(|err| WikiError::internal("reading a page header", err))?
-            .size();
-        sized.push((size, path, page.blob));
+        let (found, text) = memo.facts(repo, page.blob)?;
+        sized.push((found.size, path, page.blob, found, text));
     }
-    sized.sort();
+    sized.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
     let mut found = Vec::new();
     let mut scanned = 0u64;
     let mut cut = false;
-    for (size, path, blob) in sized {
+    for (size, path, blob, facts, text) in sized {
         if size > MAX_READ_PAGE_BYTES || scanned + size > super::validate::MAX_SEARCH_SCAN_BYTES {
             cut = true;
             continue;
         }
         scanned += size;
-        let data = read_blob(repo, blob)?;
-        if let Ok(text) = String::from_utf8(data)
-            && text.contains(needle)
-        {
-            found.push((path.clone(), text));
+        if !facts.evidence {
+            continue;
         }
+        let text = match text {
+            Some(text) => text,
+            None => String::from_utf8_lossy(&read_blob(repo, blob)?).into_owned(),
+        };
+        found.push((path.clone(), text));
     }
     found.sort();
     Ok((found, cut))
@@ -177,6 +181,10 @@ fn walk_history(
         .all()
         .map_err(|err| WikiError::internal("walking the wiki history", err))?;
     let mut commits = Vec::new();
+    // A commit's entry for `path`, looked up once per walk: in a line of
+    // history each commit is looked at as a child and again as a parent.
+    let mut entries: HashMap<ObjectId, Option<(ObjectId, gix::objs::tree::EntryKind)>> =
+        HashMap::new();
     for info in walk.take(max_walk) {
         if commits.len() >= limit {
             break;
@@ -186,17 +194,22 @@ fn walk_history(
             .object()
             .map_err(|err| WikiError::internal("reading a commit", err))?;
         if let Some(path) = path {
-            let entry_at = |commit_id: ObjectId| -> Result<
+            let mut entry_at = |commit_id: ObjectId| -> Result<
                 Option<(ObjectId, gix::objs::tree::EntryKind)>,
                 WikiError,
             > {
+                if let Some(known) = entries.get(&commit_id) {
+                    return Ok(*known);
+                }
                 let tree = repo
                     .find_tree(commit_tree(repo, commit_id)?)
                     .map_err(|err| WikiError::internal("reading a tree", err))?;
                 let entry = tree
                     .lookup_entry_by_path(path)
-                    .map_err(|err| WikiError::internal("looking up a path", err))?;
-                Ok(entry.map(|entry| (entry.object_id(), entry.mode().kind())))
+                    .map_err(|err| WikiError::internal("looking up a path", err))?
+                    .map(|entry| (entry.object_id(), entry.mode().kind()));
+                entries.insert(commit_id, entry);
+                Ok(entry)
             };
             let here = entry_at(commit.id)?;
             let parents: Vec<ObjectId> = commit.parent_ids().map(|id| id.detach()).collect();
@@ -212,6 +225,8 @@ fn walk_history(
                 }
                 differs_from_all
             };
+            // Only the commits still ahead in the walk are looked up again.
+            entries.remove(&commit.id);
             if !touched {
                 continue;
             }

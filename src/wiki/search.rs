@@ -19,8 +19,9 @@
 //!   in a result;
 //! - the commit's stale-fact count is computed with the index, from the same
 //!   page texts (unreadable markers are not counted and break nothing); a
-//!   count asked for alone (the dashboard's) reads the same pages within the
-//!   same budget and builds no index;
+//!   count asked for alone (every snapshot's) covers the same pages within
+//!   the same budget, builds no index, and reads only the page blobs it has
+//!   not seen before (`page_facts.rs`);
 //! - `get_context`'s index (`context/`) of a commit is built from the same
 //!   page texts on first use and kept with this one.
 
@@ -32,6 +33,7 @@ use gix::ObjectId;
 use super::context::ContextIndex;
 use super::context::lines::entry_sha;
 use super::error::WikiError;
+use super::page_facts::PageFactsMemo;
 use super::query::{self, PATH_PREFIX};
 use super::tree::{IndexCache, commit_tree, read_blob};
 use super::types::{SearchHit, SearchResult};
@@ -568,6 +570,8 @@ fn plain(line: &str) -> String {
 #[derive(Default)]
 pub struct SearchCache {
     entries: Mutex<Vec<(ObjectId, Arc<SearchIndex>)>>,
+    /// What each page blob says, for the scans that need only that.
+    page_facts: PageFactsMemo,
 }
 
 impl SearchCache {
@@ -610,11 +614,25 @@ impl SearchCache {
                 return Ok((index.stale_facts, index.truncated));
             }
         }
-        let mut stale = 0;
-        let (_, truncated) = each_page(repo, trees, commit, |_, _, text| {
-            stale += stale_markers(&text);
-        })?;
-        Ok((stale, truncated))
+        // Within the same budget as the index (pages in path order until
+        // the scan would pass it), from each blob's remembered facts: only
+        // the pages that changed since the last count are read.
+        let index = trees.get_or_build(repo, commit_tree(repo, commit)?)?;
+        let (mut stale, mut scanned_bytes) = (0usize, 0u64);
+        for page in index.pages.values() {
+            let (found, _) = self.page_facts.facts(repo, page.blob)?;
+            if scanned_bytes + found.size > MAX_SEARCH_SCAN_BYTES {
+                return Ok((stale, true));
+            }
+            scanned_bytes += found.size;
+            stale += found.stale as usize;
+        }
+        Ok((stale, false))
+    }
+
+    /// What each page blob of this wiki says, remembered across commits.
+    pub fn page_facts(&self) -> &PageFactsMemo {
+        &self.page_facts
     }
 }
 

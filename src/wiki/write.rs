@@ -166,7 +166,13 @@ impl WikiState {
 
         let mut changed_bytes = confine_changes(&repo, base, &base_index, &desired, change, rules)?;
         if let Some(amend) = &rules.amend {
-            let rewritten = super::amend::amend_pages(&repo, &base_index, &mut desired, amend)?;
+            let rewritten = super::amend::amend_pages(
+                &repo,
+                &base_index,
+                &mut desired,
+                amend,
+                self.search.page_facts(),
+            )?;
             // The runner's rewrites spend the same budget as the caller's text.
             if let Some(max) = rules.max_changed_bytes
                 && rules

@@ -88,6 +88,19 @@ pub struct PageArgs {
     /// server).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<PageFormat>,
+    /// `false`: a raw read does not look for the page's last change (a walk
+    /// of up to 1,000 commits for a page that rarely changes); the folded
+    /// format always does, its citations' status needs it.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub last_change: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(value: &bool) -> bool {
+    *value
 }
 
 /// How `get_wiki_page` returns a page.

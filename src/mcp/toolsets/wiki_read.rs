@@ -105,6 +105,7 @@ fn page_schema() -> Value {
             "path": {"type": "string", "description": "Page path, e.g. Home.md or area/Topic.md"},
             "ref": super::ref_schema("The commit to read at (default HEAD)"),
             "format": {"type": "string", "enum": ["folded", "raw"], "description": "folded: markers folded out of content, citations as data (default on coding agents' servers); raw: the Markdown byte for byte, for editing (default on a job's writer)"},
+            "last_change": {"type": "boolean", "description": "false: a raw read leaves out last_change (finding it may walk up to 1,000 commits for a page that rarely changes); default true; folded reads always include it"},
         }),
         &["repository", "path"],
     )
@@ -273,6 +274,13 @@ fn get_wiki_page(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
         });
         read_tool!(context, args.repository, |wiki| async {
             let page = wiki.get_page(&args.git_ref, &args.path).await?;
+            if format == PageFormat::Raw && !args.last_change {
+                return Ok::<_, WikiError>(PageAnswer::Raw(PageRead {
+                    page,
+                    format: "raw",
+                    last_change: None,
+                }));
+            }
             // At the page's own commit, so both answers describe one version.
             let last = wiki
                 .last_change(
@@ -285,7 +293,7 @@ fn get_wiki_page(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
                 return Ok::<_, WikiError>(PageAnswer::Raw(PageRead {
                     page,
                     format: "raw",
-                    last_change: last,
+                    last_change: Some(last),
                 }));
             }
             let mut folded = fold::fold(&page.content);
@@ -327,7 +335,10 @@ struct PageRead {
     #[serde(flatten)]
     page: crate::wiki::Page,
     format: &'static str,
-    last_change: Option<crate::wiki::LastChange>,
+    /// `None` when the caller asked to leave it out; `Some(None)`
+    /// (`null`) when not found in the newest 1,000 commits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_change: Option<Option<crate::wiki::LastChange>>,
 }
 
 /// The page folded, its citations, and who changed it last.

@@ -390,7 +390,7 @@ mod tests {
             '\u{202E}'
         );
         let files = listing(&[("src/evil.py", Some((hostile.as_str(), 1)))]);
-        let text = what_is_here("src", &files, WHAT_IS_HERE_BYTES);
+        let text = what_is_here("src", &files, WHAT_IS_HERE_BYTES, None);
         let line = text
             .lines()
             .find(|l| l.starts_with("- src/evil.py"))
@@ -416,7 +416,7 @@ mod tests {
         assert!(shown.contains("--> --!> _u_ `c`"), "{shown}");
         // A hostile path is escaped too and its marker still parses.
         let files = listing(&[("src/<b> -->\n.rs", Some(("ok", 1)))]);
-        let text = what_is_here("src", &files, WHAT_IS_HERE_BYTES);
+        let text = what_is_here("src", &files, WHAT_IS_HERE_BYTES, None);
         assert_eq!(source_facts(&text).len(), 1);
         assert_eq!(text.lines().count(), 3, "{text}");
     }

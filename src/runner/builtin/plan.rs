@@ -634,7 +634,7 @@ fn plan_area_pages(
                 let by = removed_by(bundle, slug).map(|p| (p.number, p.merge_sha.as_str()));
                 removed_section(&entries.area, &files.commit, by)
             } else {
-                what_is_here(&entries.area, files, WHAT_IS_HERE_BYTES)
+                what_is_here(&entries.area, files, WHAT_IS_HERE_BYTES, old_section)
             }),
             (None, Section::At(_)) => {
                 old_section.and_then(|old| without_removed_files(old, removed))

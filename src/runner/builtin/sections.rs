@@ -138,17 +138,55 @@ fn file_line(file: &AreaFile, commit: &Sha) -> String {
     }
 }
 
+/// `file`'s line on `section` when it says what a fresh line would and its
+/// one marker cites the same file and lines and is not stale.
+fn unchanged_line<'a>(section: &'a str, file: &AreaFile) -> Option<&'a str> {
+    let (text, lines) = file.purpose.as_ref()?;
+    if file.pinned.is_some() {
+        return None;
+    }
+    let start = format!(
+        "- {} — {} <!--",
+        escape_markdown(&file.path),
+        escape_purpose(text)
+    );
+    let line = section
+        .split_inclusive('\n')
+        .find(|line| line.starts_with(&start))?;
+    let found = crate::facts::facts(line);
+    match found.as_slice() {
+        [crate::facts::Found::Fact(fact)]
+            if fact.marker.stale.is_none()
+                && matches!(&fact.marker.citation, crate::facts::Citation::Source { path, lines: cited, .. }
+                    if *path == file.path && cited == lines)
+                && line.ends_with(" -->\n") =>
+        {
+            Some(line)
+        }
+        _ => None,
+    }
+}
+
 /// The room the first and last lines of a section take at most.
 pub const SECTION_FRAME: usize = 512;
 
 /// An area's "What is here" section (without its heading): a summary line
 /// ending with [`WHAT_IS_HERE_ANCHOR`], one line per file while they fit in
 /// `cap` bytes, and [`WHAT_IS_HERE_END`].
-pub fn what_is_here(area: &str, files: &AreaFiles, cap: usize) -> String {
+///
+/// A file whose line on `previous` (the section as the page holds it) says
+/// the same and cites the same lines with a marker that is not stale keeps
+/// that line, citing the commit it was read at: the fact still holds (the
+/// job's marker check says otherwise if those lines changed), and a job
+/// rewrites only the lines of files whose purpose changed, not every line
+/// of every area it touches.
+pub fn what_is_here(area: &str, files: &AreaFiles, cap: usize, previous: Option<&str>) -> String {
     let mut lines = String::new();
     let mut listed = 0;
     for file in files.files.iter().take(WHAT_IS_HERE_FILES) {
-        let line = file_line(file, &files.commit);
+        let line = previous
+            .and_then(|section| unchanged_line(section, file))
+            .map_or_else(|| file_line(file, &files.commit), str::to_owned);
         if SECTION_FRAME + lines.len() + line.len() > cap {
             break;
         }
@@ -637,6 +675,67 @@ mod tests {
     }
 
     #[test]
+    fn a_file_whose_line_still_holds_keeps_it_and_its_citation() {
+        let earlier = Sha::parse(&"e".repeat(40)).unwrap();
+        let mut before = listing(&[
+            ("src/kept.rs", Some(("Kept as it was.", 1))),
+            ("src/moved.rs", Some(("Its purpose moved down.", 1))),
+            ("src/reworded.rs", Some(("Said one thing.", 1))),
+            ("src/stale.rs", Some(("Cited lines changed.", 1))),
+            ("src/bare.rs", None),
+        ]);
+        before.commit = earlier.clone();
+        let section = what_is_here("src", &before, WHAT_IS_HERE_BYTES, None)
+            // The job's marker check found the cited lines changed.
+            .replace(
+                &format!("src/stale.rs@{earlier}#L1 -->"),
+                &format!("src/stale.rs@{earlier}#L1 stale={} -->", "f".repeat(40)),
+            );
+        let after = listing(&[
+            ("src/kept.rs", Some(("Kept as it was.", 1))),
+            ("src/moved.rs", Some(("Its purpose moved down.", 3))),
+            ("src/new.rs", Some(("A new file.", 1))),
+            ("src/reworded.rs", Some(("Says another.", 1))),
+            ("src/stale.rs", Some(("Cited lines changed.", 1))),
+            ("src/bare.rs", None),
+        ]);
+        let text = what_is_here("src", &after, WHAT_IS_HERE_BYTES, Some(&section));
+        let cites = |path: &str| -> String {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&format!("- {path} ")))
+                .unwrap_or_else(|| panic!("{path} not listed: {text}"));
+            let facts = source_facts(line);
+            assert_eq!(facts.len(), 1, "{line}");
+            assert!(facts[0].marker.stale.is_none(), "{line}");
+            match &facts[0].marker.citation {
+                crate::facts::Citation::Source { commit, .. } => commit.to_string(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(cites("src/kept.rs"), earlier.to_string());
+        for path in [
+            "src/moved.rs",
+            "src/new.rs",
+            "src/reworded.rs",
+            "src/stale.rs",
+        ] {
+            assert_eq!(cites(path), tip().to_string(), "{path}");
+        }
+        assert!(
+            text.contains("- src/bare.rs <!-- teammem:file -->"),
+            "{text}"
+        );
+        assert!(text.starts_with(&format!("The files under `src/` at commit `{}`", tip())));
+        // Only what changed is paid for.
+        let fresh = what_is_here("src", &after, WHAT_IS_HERE_BYTES, None);
+        assert!(
+            crate::wiki::confine::changed_bytes(Some(section.as_bytes()), text.as_bytes())
+                < crate::wiki::confine::changed_bytes(Some(section.as_bytes()), fresh.as_bytes())
+        );
+    }
+
+    #[test]
     fn a_section_is_bounded_and_says_what_it_left_out() {
         let files: Vec<(String, Option<(&str, u32)>)> = (0..250)
             .map(|i| {
@@ -650,7 +749,7 @@ mod tests {
             files.iter().map(|(p, x)| (p.as_str(), *x)).collect();
         let mut many = listing(&refs);
         many.omitted = 7;
-        let text = what_is_here("src", &many, WHAT_IS_HERE_BYTES);
+        let text = what_is_here("src", &many, WHAT_IS_HERE_BYTES, None);
         assert!(text.len() <= WHAT_IS_HERE_BYTES, "{}", text.len());
         let listed = text.lines().filter(|l| l.starts_with("- ")).count();
         assert!(listed > 10 && listed < WHAT_IS_HERE_FILES, "{listed}");
@@ -663,7 +762,7 @@ mod tests {
             text.lines().next().unwrap()
         );
         // Without the byte cap the file cap holds.
-        let text = what_is_here("src", &many, usize::MAX / 2);
+        let text = what_is_here("src", &many, usize::MAX / 2, None);
         assert_eq!(
             text.lines().filter(|l| l.starts_with("- ")).count(),
             WHAT_IS_HERE_FILES
@@ -674,10 +773,12 @@ mod tests {
             text.lines().next().unwrap()
         );
         many.listing_cut = true;
-        assert!(what_is_here("src", &many, usize::MAX / 2).contains("At least 57 more files"));
+        assert!(
+            what_is_here("src", &many, usize::MAX / 2, None).contains("At least 57 more files")
+        );
         let none = listing(&[]);
         assert!(
-            what_is_here(ROOT_AREA, &none, WHAT_IS_HERE_BYTES)
+            what_is_here(ROOT_AREA, &none, WHAT_IS_HERE_BYTES, None)
                 .starts_with("No files at the repository root at commit")
         );
 

@@ -68,6 +68,18 @@ async fn folded_citations_raw_bytes_and_org_scope() {
     );
     assert_eq!(raw["stale_facts"][0]["line"], 7);
     assert_eq!(page["sha"], raw["sha"]);
+    assert_eq!(raw["last_change"], page["last_change"], "{raw}");
+    // A job's agent that only edits asks for the page without the walk.
+    let bare = call(
+        &client,
+        "get_wiki_page",
+        json!({"repository": REPOSITORY, "path": "Billing-notes.md", "format": "raw", "last_change": false}),
+    )
+    .await;
+    let bare = &bare["result"];
+    assert!(bare.get("last_change").is_none(), "{bare}");
+    assert_eq!(bare["content"], raw["content"]);
+    assert_eq!(bare["sha"], raw["sha"]);
     client.cancel().await.unwrap();
 
     // A page on the other source's wiki, so both wikis answer a word.

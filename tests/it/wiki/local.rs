@@ -178,3 +178,72 @@ async fn local_empty_repository_is_uninitialized() {
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::NotFound);
 }
+
+/// The whole-wiki scans (the snapshot's stale count, the runner's pages with
+/// evidence markers) remember each page blob's facts so that a job reads only
+/// the pages that changed: a warm handle must answer exactly as a cold one at
+/// every commit, as pages gain, change and lose stale markers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remembered_page_facts_answer_as_a_fresh_read_at_every_commit() {
+    let fixture = LocalFixture::new();
+    let warm = fixture.store("warm").wiki(&fixture.destination()).unwrap();
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    let current = |path: &str| format!("- a fact <!-- teammem:evidence {path}@{sha}#L1-L2 -->\n");
+    let stale =
+        |path: &str| format!("- a fact <!-- teammem:evidence {path}@{sha}#L1-L2 stale={sha} -->\n");
+    let steps: Vec<Vec<(&str, String)>> = vec![
+        vec![("A.md", current("a.rs")), ("B.md", "no markers\n".into())],
+        vec![("A.md", stale("a.rs"))],
+        vec![("B.md", format!("{}{}", stale("b.rs"), stale("c.rs")))],
+        vec![("A.md", current("a.rs"))],
+        vec![("B.md", "no markers again\n".into())],
+    ];
+    let expected_stale = [0usize, 1, 3, 2, 0];
+    let expected_evidence: [&[&str]; 5] = [
+        &["A.md"],
+        &["A.md"],
+        &["A.md", "B.md"],
+        &["A.md", "B.md"],
+        &["A.md"],
+    ];
+    for (at, pages) in steps.into_iter().enumerate() {
+        let base = warm.snapshot().await.unwrap().sha.unwrap();
+        let result = warm
+            .write(
+                &spec(&base),
+                pages
+                    .into_iter()
+                    .map(|(path, content)| page(path, &content))
+                    .collect(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(result.status, WriteStatus::Updated, "step {at}");
+        // A handle from a fresh store has nothing remembered.
+        let cold = fixture
+            .store(&format!("cold-{at}"))
+            .wiki(&fixture.destination())
+            .unwrap();
+        let (warm_snapshot, cold_snapshot) = (
+            warm.snapshot().await.unwrap(),
+            cold.snapshot().await.unwrap(),
+        );
+        assert_eq!(warm_snapshot.sha.as_deref(), Some(result.sha.as_str()));
+        assert_eq!(warm_snapshot.stale_facts, expected_stale[at], "step {at}");
+        assert_eq!(cold_snapshot.stale_facts, expected_stale[at], "step {at}");
+        let (warm_pages, warm_cut) = warm.evidence_pages(&result.sha).await.unwrap();
+        let (cold_pages, _) = cold.evidence_pages(&result.sha).await.unwrap();
+        assert!(!warm_cut);
+        assert_eq!(warm_pages, cold_pages, "step {at}");
+        let names: Vec<&str> = warm_pages.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(names, expected_evidence[at], "step {at}");
+        // Each page's text is the one at this commit, not a remembered one.
+        for (path, text) in &warm_pages {
+            assert_eq!(
+                text,
+                &git(&fixture.bare, &["show", &format!("master:{path}")]),
+                "step {at}"
+            );
+        }
+    }
+}
