@@ -515,6 +515,30 @@ mod tests {
     }
 
     #[test]
+    fn notes_follow_the_summary_within_a_receipts_bound() {
+        let none = BTreeSet::new();
+        assert_eq!(with_notes("done".into(), &none), "done");
+        let notes: BTreeSet<String> = (0..100)
+            .map(|i| {
+                format!("the What is here section of Area-{i:03}.md (its markers were edited)")
+            })
+            .collect();
+        let summary = with_notes("recorded 1 pull request(s)".into(), &notes);
+        assert!(
+            summary.len() <= crate::runner::receipt::MAX_SUMMARY_BYTES,
+            "{}",
+            summary.len()
+        );
+        assert!(summary.starts_with("recorded 1 pull request(s); left alone because a person changed it: the What is here section of Area-000.md"));
+        let shown = summary.matches("Area-").count();
+        assert!(shown > 10 && shown < 100, "{shown}");
+        assert!(
+            summary.ends_with(&format!(" and {} more", 100 - shown)),
+            "{summary}"
+        );
+    }
+
+    #[test]
     fn batches_respect_count_size_and_replacements() {
         let items: Vec<usize> = vec![1; 45];
         let b = batches(items, |n| (*n, 0));
