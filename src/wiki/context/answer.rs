@@ -382,13 +382,17 @@ fn relates(indexed: &str, asked: &str) -> Option<bool> {
 }
 
 /// Builds the answer; `passages` are the search hits for the query, best first.
-pub fn answer(
+/// A path `index` does not know is answered from `beyond` (the area pages
+/// past the scan budget, [`super::lookup`]) when given.
+pub fn answer_with(
     index: &ContextIndex,
+    beyond: Option<&ContextIndex>,
     commit: String,
     request: &Request<'_>,
     passages: Vec<Passage>,
     truncated: bool,
 ) -> ContextAnswer {
+    let primary = index;
     let asked: Vec<String> = request.paths.iter().map(|p| normalize(p)).collect();
     let terms: BTreeSet<String> = request
         .query
@@ -436,6 +440,10 @@ pub fn answer(
 
     let mut summaries = Vec::new();
     for path in &all_paths {
+        let index = match beyond {
+            Some(beyond) if !primary.knows(path) => beyond,
+            _ => primary,
+        };
         let file = index.by_path.contains_key(path)
             || index.entry_paths.contains_key(path)
             || index.areas.iter().any(|a| a.files.contains(path));
@@ -614,6 +622,16 @@ fn change_item(record: &super::index::EntryRecord) -> Item {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn answer(
+        index: &ContextIndex,
+        commit: String,
+        request: &Request<'_>,
+        passages: Vec<Passage>,
+        truncated: bool,
+    ) -> ContextAnswer {
+        answer_with(index, None, commit, request, passages, truncated)
+    }
 
     #[test]
     fn how_to_test_and_build_apply_to_every_path_and_the_rest_to_what_they_cite() {

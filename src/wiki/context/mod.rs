@@ -10,6 +10,8 @@
 //! - read-only and deterministic: one commit, one answer; the index is built
 //!   once per commit beside the search index of the same pages (and cached
 //!   with it), so people's edits count exactly as teammem's do;
+//! - a path the scanned pages do not know, on a wiki larger than the scan
+//!   budget, is looked up by its area pages' names ([`lookup`]);
 //! - bad input (a path with `..`, absolute, with NUL, empty, more than
 //!   [`MAX_PATHS`]; a budget out of range; a query over 512 bytes; neither
 //!   paths nor query) is refused before anything is read, naming what was
@@ -19,6 +21,7 @@ mod answer;
 pub mod brief;
 pub mod index;
 pub mod lines;
+pub mod lookup;
 
 pub use answer::{ContextAnswer, Item, Passage, Ranked, estimate_tokens};
 pub use index::ContextIndex;
@@ -134,12 +137,32 @@ impl Wiki {
                     .search
                     .get_or_build(&state.repo(), &state.cache, commit)?;
                 let index = search.context();
+                // Paths the scanned pages do not know: their area pages by
+                // name, past the scan budget.
+                let beyond = if search.truncated() {
+                    let missing: Vec<String> = request
+                        .paths
+                        .iter()
+                        .map(|p| answer::normalize(p))
+                        .filter(|p| !index.knows(p))
+                        .collect();
+                    lookup::beyond_scan(
+                        &state.repo(),
+                        &state.cache,
+                        commit,
+                        &index.pages,
+                        &missing,
+                    )?
+                } else {
+                    None
+                };
                 let passages = match &request.query {
                     Some(query) => search.passages(query, QUERY_PASSAGES),
                     None => Vec::new(),
                 };
-                Ok(answer::answer(
+                Ok(answer::answer_with(
                     &index,
+                    beyond.as_ref(),
                     commit.to_string(),
                     &answer::Request {
                         paths: &request.paths,

@@ -7,8 +7,9 @@
 //! and `as_of`; a smaller budget keeps the most relevant items, names the
 //! older pull requests in brief before it leaves any out, and says what it
 //! left out; bad input is refused naming the problem, a repository a
-//! token may not read is answered exactly like one that does not exist, and
-//! a hostile wiki gets a bounded answer.
+//! token may not read is answered exactly like one that does not exist, a
+//! path whose area pages lie past the index's scan budget is found by their
+//! names, and a hostile wiki gets a bounded answer.
 
 use serde_json::{Value, json};
 
@@ -448,5 +449,59 @@ async fn a_hostile_wiki_gets_a_bounded_answer() {
         assert!(result["left_out"]["items"].as_u64().unwrap() > 0);
         assert!(!text.contains("<!--"), "no marker reaches the answer");
     }
+    agent.close().await;
+}
+
+#[tokio::test]
+async fn a_path_whose_area_pages_are_past_the_scan_budget_is_found_by_their_names() {
+    let fixture = Fixture::new();
+    // Pages a person wrote, 9 MB in all, sorting before the area pages: the
+    // index's 8 MiB scan ends before it reaches them.
+    let filler = "A line of a page a person wrote, long enough to fill it.\n".repeat(16_000);
+    let entry = |n: u64, date: &str| {
+        let sha = format!("{n:040x}");
+        format!(
+            "- #{n} Round taxes, step {n} (by Erin, {date}) — Invoices disagreed with receipts. — merge commit `{sha}` — billing/invoice.py <!-- teammem:{sha} -->\n"
+        )
+    };
+    let mut pages: Vec<(String, String)> = (0..10)
+        .map(|i| (format!("A-filler-{i}.md"), filler.clone()))
+        .collect();
+    pages.push((
+        "Area-billing.md".into(),
+        format!(
+            "# Area: billing\n\n## Changes\n\n{}",
+            entry(7, "2026-05-05")
+        ),
+    ));
+    pages.push((
+        "Area-billing-2026-Q1.md".into(),
+        format!("# Area: billing, 2026 Q1\n\n{}", entry(3, "2026-02-02")),
+    ));
+    let pages: Vec<(&str, &str)> = pages
+        .iter()
+        .map(|(path, text)| (path.as_str(), text.as_str()))
+        .collect();
+    fixture.commit(&pages, "A wiki larger than the scan budget");
+    let agent = fixture.agent(true).await;
+    let answer = agent
+        .envelope(
+            "get_context",
+            json!({"repository": SOURCE, "paths": ["billing/invoice.py", "nowhere/x.py"]}),
+        )
+        .await;
+    assert_eq!(answer["success"], true, "{answer}");
+    let result = &answer["result"];
+    assert_eq!(result["truncated"], true, "{result}");
+    assert_eq!(result["paths"][0]["kind"], "file", "{result}");
+    assert_eq!(result["paths"][1]["kind"], "unknown", "{result}");
+    let changes = items(result, "change");
+    let numbers: Vec<u64> = changes
+        .iter()
+        .map(|c| c["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [7, 3], "{result}");
+    assert_eq!(changes[0]["pages"], json!(["Area-billing.md"]));
+    assert_eq!(changes[1]["pages"], json!(["Area-billing-2026-Q1.md"]));
     agent.close().await;
 }
