@@ -21,7 +21,7 @@ use crate::config::{Config, Forge, Source};
 use crate::forge::{Forges, Lag, Refusal};
 use crate::ids::Sha;
 use crate::queue::{Job, JobState, Queue, QueueError, SourceCursor};
-use crate::runner::facts::{mirror_exists, mirror_in, mirrors};
+use crate::runner::fact_check::{mirror_exists, mirror_in, mirrors};
 use crate::wiki::WikiStore;
 
 /// How long a lag answer is reused (while the cursor has not moved).

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use super::receipt::{self, WikiFacts};
 use super::writer::{self, WriterClient, WriterLaunch};
-use super::{Runner, agent, broker, check, command, facts, random_hex};
+use super::{Runner, agent, broker, check, command, fact_check, random_hex};
 use crate::config::{Agent, Source};
 use crate::forge::SourceForge;
 use crate::forge::evidence::{self, EvidenceBundle, JobScope};
@@ -78,13 +78,13 @@ impl Runner {
         // 4b. Every evidence marker on the wiki, judged against the source at
         // the job's tip: stale facts go to the agent, marker rewrites to the
         // writer, which folds them into the job's one commit.
-        if let Ok(mirror) = facts::mirror_of(
+        if let Ok(mirror) = fact_check::mirror_of(
             &self.config,
             source,
             inputs.wiki_token.clone(),
             FACT_CHECK_DEADLINE,
         ) {
-            let updates = facts::check(&mirror, forge, scope.tip(), job.id).await;
+            let updates = fact_check::check(&mirror, forge, scope.tip(), job.id).await;
             if !updates.stale.is_empty() || !updates.rewrites.is_empty() {
                 bundle.stale_facts = updates.stale;
                 bundle.marker_rewrites = updates.rewrites;

@@ -16,7 +16,7 @@ pub mod builtin; // the builtin agent: its pure planner (Home, Areas, Changelog,
 pub mod command; // the external agent CLI backend
 mod cursor; // whether a finished range is newer than the source's cursor, asked of the forge
 mod job_token; // the job's wiki token: minted for one job, revoked when it ends
-pub mod facts; // every evidence marker of the wiki judged against the source, once per job
+pub mod fact_check; // every evidence marker of the wiki judged against the source, once per job
 pub mod openai; // the OpenAI-compatible chat-completions backend
 pub mod receipt; // receipts and their checks against evidence and wiki
 #[cfg(feature = "test-hooks")]

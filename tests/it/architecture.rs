@@ -403,7 +403,7 @@ const FORGE_MATCHES: &[(&str, &str)] = &[
         "maintainer requests are GitHub's (PR verification, users)",
     ),
     (
-        "runner/facts.rs",
+        "runner/fact_check.rs",
         "where the wiki lives and whether it is mirrored",
     ),
     (

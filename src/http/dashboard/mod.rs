@@ -413,7 +413,7 @@ async fn login_form() -> Html<String> {
 /// A handle on `source`'s wiki through this node's mirror (no credential:
 /// a private GitHub wiki the mirror does not hold yet cannot be read here).
 fn wiki_of(state: &AppState, source: &crate::config::Source) -> Result<crate::wiki::Wiki, String> {
-    crate::runner::facts::mirror_of(
+    crate::runner::fact_check::mirror_of(
         &state.config,
         source,
         None,

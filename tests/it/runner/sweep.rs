@@ -633,7 +633,7 @@ async fn github_stale_facts_are_counted_on_the_mirror_without_fetching() {
         .await
         .unwrap();
 
-    let fetched = teammem::runner::facts::mirror_of(&config, source, Some(token), DEADLINE)
+    let fetched = teammem::runner::fact_check::mirror_of(&config, source, Some(token), DEADLINE)
         .unwrap()
         .snapshot()
         .await
@@ -672,7 +672,7 @@ async fn github_stale_facts_are_counted_on_the_mirror_without_fetching() {
         .await
         .unwrap();
 
-    teammem::runner::facts::mirror_of(&config, source, Some(token), DEADLINE)
+    teammem::runner::fact_check::mirror_of(&config, source, Some(token), DEADLINE)
         .unwrap()
         .snapshot()
         .await
