@@ -1,7 +1,10 @@
 //! Cited source lines followed from their commit to a job's tip in a local
 //! source: commit by commit along the tip's first-parent chain, through each
 //! commit's diff of the file (renames followed when git's rename detection
-//! reports one), so a stale fact names the commit that changed it.
+//! reports one), so a stale fact names the commit that changed it. A file
+//! byte for byte as cited, or whose cited lines are byte for byte what they
+//! were and where they were, is current without a walk: a job's cost does
+//! not grow with the age of its citations.
 //!
 //! Invariants: only history reachable from the tip is read; a citation whose
 //! commit is not in it, or whose file is binary or over the diff bound, is
@@ -13,6 +16,7 @@ use std::path::Path;
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
 
+use crate::facts::Lines;
 use crate::forge::evidence::SourceError;
 use crate::ids::Sha;
 use crate::staleness::{CitationState, Cited, Hunk, Mapped, map_lines};
@@ -106,6 +110,23 @@ fn follow_one(
     {
         return Ok(CitationState::Current);
     }
+    // The next most common: the file changed elsewhere, and the cited lines
+    // are byte for byte what they were, where they were. Also without a
+    // walk: a citation kept for months (a purpose line under "What is here")
+    // would otherwise cost a walk over every commit since it was made, every
+    // job.
+    if let (Some(&(first, _)), Some(&(_, last))) = (steps.first(), steps.last())
+        && let Some(cited_id) = entry(&tree(repo, first)?, &cited.path)
+        && let Some(tip_id) = entry(&tree(repo, last)?, &cited.path)
+        && let (Ok(old), Ok(new)) = (
+            blob(repo, cited_id, &cited.path),
+            blob(repo, tip_id, &cited.path),
+        )
+        && let Some(before) = line_span(&old, cited.lines)
+        && line_span(&new, cited.lines) == Some(before)
+    {
+        return Ok(CitationState::Current);
+    }
     let mut path = cited.path.clone();
     let mut lines = cited.lines;
     for (parent, child) in steps {
@@ -148,6 +169,27 @@ fn follow_one(
     } else {
         Ok(CitationState::Moved { path, lines })
     }
+}
+
+/// Lines `lines` of `text` (counted from 1, each with its newline), or
+/// `None` when the text has fewer lines.
+fn line_span(text: &[u8], lines: Lines) -> Option<&[u8]> {
+    let (start, end) = (lines.start() as usize, lines.end() as usize);
+    let mut at = 0;
+    let mut from = None;
+    for number in 1..=end {
+        if number == start {
+            from = Some(at);
+        }
+        if at >= text.len() {
+            return None;
+        }
+        at = match text[at..].iter().position(|&b| b == b'\n') {
+            Some(newline) => at + newline + 1,
+            None => text.len(),
+        };
+    }
+    from.map(|from| &text[from..at])
 }
 
 fn sha(id: ObjectId) -> Result<Sha, String> {
@@ -230,4 +272,91 @@ fn reaches(repo: &gix::Repository, tip: ObjectId, ancestor: ObjectId) -> Result<
         }
     }
     Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "a")
+            .env("GIT_AUTHOR_EMAIL", "a@example.com")
+            .env("GIT_COMMITTER_NAME", "a")
+            .env("GIT_COMMITTER_EMAIL", "a@example.com")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    fn commit(dir: &Path, text: &str) -> Sha {
+        std::fs::write(dir.join("f.rs"), text).unwrap();
+        git(dir, &["add", "f.rs"]);
+        git(dir, &["commit", "-q", "-m", "c"]);
+        Sha::parse(&git(dir, &["rev-parse", "HEAD"])).unwrap()
+    }
+
+    #[test]
+    fn line_span_counts_from_one_and_needs_every_line() {
+        let lines = |a, b| Lines::new(a, b).unwrap();
+        assert_eq!(line_span(b"a\nb\nc", lines(1, 1)), Some(&b"a\n"[..]));
+        assert_eq!(line_span(b"a\nb\nc", lines(2, 3)), Some(&b"b\nc"[..]));
+        assert_eq!(line_span(b"a\nb\n", lines(3, 3)), None);
+        assert_eq!(line_span(b"", lines(1, 1)), None);
+    }
+
+    #[test]
+    fn cited_lines_as_they_were_where_they_were_are_current_without_a_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        git(dir.path(), &["init", "-q", "-b", "main"]);
+        let body = "//! The purpose.\n//! More.\nfn a() {}\nfn b() {}\nfn c() {}\n";
+        let cited_at = commit(dir.path(), body);
+        let citation = Cited {
+            path: "f.rs".into(),
+            commit: cited_at.clone(),
+            lines: Lines::new(1, 2).unwrap(),
+        };
+        let state = |tip: &Sha| {
+            follow(dir.path(), std::slice::from_ref(&citation), tip).unwrap()[&citation].clone()
+        };
+        // Changed below the cited lines, many times.
+        let mut tip = cited_at.clone();
+        for n in 0..30 {
+            tip = commit(dir.path(), &format!("{body}fn d{n}() {{}}\n"));
+        }
+        assert_eq!(state(&tip), CitationState::Current);
+        // The cited lines changed: stale at that commit.
+        let changed = commit(dir.path(), &body.replace("More.", "Other."));
+        assert_eq!(
+            state(&changed),
+            CitationState::Stale {
+                changed_in: changed.clone(),
+                deleted: false
+            }
+        );
+        // Restored byte for byte: the text cited is the text at the tip.
+        let restored = commit(dir.path(), &format!("{body}fn e() {{}}\n"));
+        assert_eq!(state(&restored), CitationState::Current);
+        // A line inserted above: the walk re-anchors them (cited after the
+        // edit and its revert, which the walk would meet first).
+        let citation = Cited {
+            commit: restored,
+            ..citation.clone()
+        };
+        let moved = commit(dir.path(), &format!("//! Header.\n{body}"));
+        assert_eq!(
+            follow(dir.path(), std::slice::from_ref(&citation), &moved).unwrap()[&citation],
+            CitationState::Moved {
+                path: "f.rs".into(),
+                lines: Lines::new(2, 3).unwrap()
+            }
+        );
+    }
 }

@@ -143,10 +143,11 @@ async fn a_renamed_file_keeps_its_purpose_and_its_history() {
     let src = page(&wiki, "Area-src.md");
     assert!(src.contains(&named), "{src}");
     // "What is here": the file under its new path, with its purpose cited
-    // there; gone from the old area's list.
+    // there (at the rename's commit: the next job's change left the cited
+    // line as it was, so its line was kept); gone from the old area's list.
     assert!(
         lib.contains(&format!(
-            "- lib/kv.rs — The key-value store: one file per key, written atomically. <!-- teammem:evidence lib/kv.rs@{after}#L1 -->"
+            "- lib/kv.rs — The key-value store: one file per key, written atomically. <!-- teammem:evidence lib/kv.rs@{moved}#L1 -->"
         )),
         "{lib}"
     );
