@@ -151,9 +151,10 @@ pub fn trim_new_page(content: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runner::builtin::changelog::new_changelog;
     use crate::runner::builtin::entries::changelog_entry;
     use crate::runner::builtin::markers::*;
-    use crate::runner::builtin::plan::{apply, new_changelog, plan};
+    use crate::runner::builtin::plan::{apply, plan};
     use crate::runner::builtin::samples::*;
     use std::collections::BTreeMap;
 

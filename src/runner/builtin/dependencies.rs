@@ -238,7 +238,7 @@ pub fn plan_dependencies(
                     }),
                     Section::Edited => {
                         out.notes
-                            .push(super::plan::edited_note("Dependencies", DEPENDENCIES));
+                            .push(super::sections::edited_note("Dependencies", DEPENDENCIES));
                         None
                     }
                     Section::Absent => {

@@ -15,13 +15,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::areas::area_base;
+use super::edits::{append_replacement, occurrences};
 use super::inputs::CurrentPage;
 use super::markers::{
     AGENTS_ANCHOR, ARCHIVE_LINK_MARKER, CHANGELOG_LINK_MARKER, DEPENDENCIES_LINK_MARKER, HOME,
     HOW_TO_WORK_BASE, HOW_TO_WORK_LINK_MARKER, REMOVED_AREAS_ANCHOR, TOPICS_ANCHOR,
     area_link_marker, removed_link_marker,
 };
-use super::plan::{NewPage, Plan, PlannedPatch, Replacement, append_replacement, occurrences};
+use super::plan::{NewPage, Plan, PlannedPatch, Replacement};
 
 /// What Home's topics are planned from.
 pub struct Topics {
@@ -270,5 +271,82 @@ pub fn plan_home(out: &mut Plan, pages: &BTreeMap<String, CurrentPage>, topics: 
                 replacements,
             },
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::forge::evidence::FileStatus;
+    use crate::runner::builtin::inputs::Listings;
+    use crate::runner::builtin::markers::HOME;
+    use crate::runner::builtin::plan::{apply, plan_with};
+    use crate::runner::builtin::samples::*;
+
+    #[test]
+    fn home_lists_topics_in_one_order_and_moves_a_removed_area() {
+        let mut pages = home();
+        // A Home from before: links in the order they came, to Areas/ pages.
+        pages.get_mut(HOME).unwrap().content = "# Welcome\n\n## Topics\n\n<!-- teammem:topics -->\n- [web](Areas/web) <!-- teammem:area:web -->\n- [Changelog](Changelog) <!-- teammem:changelog-link -->\n- [Team](Team) <!-- teammem:team -->\n\nA person's words.\n".into();
+        let b = bundle(vec![pull(
+            1,
+            "CI",
+            'a',
+            &[".github/workflows/ci.yml", "old/x.py"],
+        )]);
+        let mut listings = Listings::new();
+        listings.insert(
+            "github".into(),
+            listing(&[(".github/workflows/ci.yml", None)]),
+        );
+        listings.insert("old".into(), listing(&[]));
+        let mut b = b;
+        b.pull_requests[0].files[1].status = FileStatus::Removed;
+        let p = plan_with(&b, &pages, &listings);
+        let after = apply(&pages, &p);
+        let home = &after[HOME];
+        assert!(
+            home.contains("<!-- teammem:topics -->\n- [Changelog](Changelog) <!-- teammem:changelog-link -->\n- [Archive](Archive) <!-- teammem:archive-link -->\n- [.github](Area-github) <!-- teammem:area:github -->\n- [web](Area-web) <!-- teammem:area:web -->\n- [Team](Team) <!-- teammem:team -->\n\nA person's words.\n"),
+            "{home}"
+        );
+        assert!(
+            home.ends_with("## Removed areas\n\n<!-- teammem:removed-areas -->\n- [old](Area-old) <!-- teammem:removed:old -->\n"),
+            "{home}"
+        );
+        // Home is protected: every line the patch adds is teammem's own.
+        let engine: Vec<crate::wiki::patch::Replacement> = p.patches[HOME]
+            .replacements
+            .iter()
+            .map(|r| crate::wiki::patch::Replacement {
+                old: r.old.clone(),
+                new: r.new.clone(),
+            })
+            .collect();
+        let original = &pages[HOME].content;
+        assert_eq!(
+            crate::wiki::confine::first_unmarked_replacement(original, &engine),
+            None
+        );
+        assert_eq!(
+            crate::wiki::confine::first_unowned_line(original, &engine, true),
+            None
+        );
+        // The removed area's page says when and by which pull request.
+        let old = &after["Area-old.md"];
+        assert!(
+            old.contains(&format!("Removed: no files under `old/` at commit `{}`. It was removed by #1 (merge commit `{}`).", tip(), "a".repeat(40))),
+            "{old}"
+        );
+        assert!(after["Area-github.md"].starts_with("# Area: .github\n"));
+        // The folder comes back: the area returns to the topics.
+        let current = as_current(after);
+        let mut back = bundle(vec![pull(2, "Back", 'b', &["old/y.py"])]);
+        back.pull_requests[0].files[0].status = FileStatus::Added;
+        let listings: Listings = [("old".to_owned(), listing(&[("old/y.py", None)]))].into();
+        let home = apply(&current, &plan_with(&back, &current, &listings))[HOME].clone();
+        assert!(
+            home.contains("- [old](Area-old) <!-- teammem:area:old -->"),
+            "{home}"
+        );
+        assert!(home.ends_with("<!-- teammem:removed-areas -->\n"), "{home}");
     }
 }

@@ -177,7 +177,7 @@ pub fn plan_how_to(
         }),
         Section::Edited => {
             out.notes
-                .push(super::plan::edited_note("Commands", HOW_TO_WORK));
+                .push(super::sections::edited_note("Commands", HOW_TO_WORK));
             None
         }
         Section::Absent => {

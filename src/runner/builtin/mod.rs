@@ -17,12 +17,23 @@
 //!   area") and the one section finder;
 //! - `budget.rs`: the 64 KiB page budget: current pages drop their oldest
 //!   entries, which their quarter pages hold;
+//! - `archive.rs`: quarter pages (`Changelog-2026-Q3.md`, …), where every
+//!   entry stays;
 //! - `dependencies.rs`: `Dependencies.md` and dependency notes;
 //! - `how_to_sources.rs`, `how_to_work.rs`: what the repository's own files
 //!   say about building, testing, linting and running it, and
 //!   `How-to-work-here.md`;
 //! - `home.rs`: `Home.md` (topics, "For coding agents", removed areas);
-//! - `plan.rs`: the plan types and planning, one function per page;
+//! - `plan.rs`: the plan types and its entry points, which call one
+//!   function per page family: `changelog.rs` (`Changelog.md`),
+//!   `area_pages.rs` (`Area-<slug>.md`), `archive_index.rs` (`Archive.md`),
+//!   and the dependencies, how-to and home files above;
+//! - `recorded.rs`: which entries each page family already carries;
+//! - `page_family.rs`: new entries placed on a current page and its quarter
+//!   pages;
+//! - `edits.rs`: the edits a plan makes to an existing page (at an anchor
+//!   found once, or appended);
+//! - `interest.rs`: the pages and areas a plan reads before it plans;
 //! - `read.rs`, `read_manifests.rs`, `read_how_to.rs`: what the driver reads
 //!   through the writer;
 //! - `driver.rs`: the run (read, plan, write, rebuild once on conflict,
@@ -34,10 +45,14 @@
 //! of its own part.
 
 mod archive;
+mod archive_index;
+mod area_pages;
 mod areas;
 mod budget;
+mod changelog;
 mod dependencies;
 mod driver;
+mod edits;
 mod entries;
 mod home;
 mod how_to_ci;
@@ -45,12 +60,15 @@ mod how_to_files;
 mod how_to_sources;
 mod how_to_work;
 mod inputs;
+mod interest;
 mod markdown;
 mod markers;
+mod page_family;
 mod plan;
 mod read;
 mod read_how_to;
 mod read_manifests;
+mod recorded;
 #[cfg(test)]
 mod samples;
 mod sections;
@@ -65,6 +83,9 @@ pub use driver::run;
 pub use entries::{area_entry, area_entry_with, changelog_entry, changelog_entry_with};
 pub use how_to_work::HOW_TO_BYTES;
 pub use inputs::{AreaFile, AreaFiles, CurrentPage, DependencyFacts, Listings, TipManifests};
+pub use interest::{
+    archives_of_interest, areas_to_record, pages_of_interest, quarters_of_interest,
+};
 pub use markdown::{escape_markdown, escape_purpose};
 pub use markers::{
     ARCHIVE_INDEX, AREA_PREFIX, CHANGELOG, CHANGELOG_ANCHOR, DEPENDENCIES, DEPENDENCIES_ANCHOR,
@@ -73,8 +94,7 @@ pub use markers::{
     WHO_KNOWS_END, entry_marker,
 };
 pub use plan::{
-    NewPage, Plan, PlannedPatch, PullPlan, Replacement, apply, archives_of_interest,
-    areas_to_record, pages_of_interest, plan, plan_full, plan_with, quarters_of_interest,
+    NewPage, Plan, PlannedPatch, PullPlan, Replacement, apply, plan, plan_full, plan_with,
 };
 pub use read::HEADS_PER_JOB;
 pub use read_manifests::CHANGE_READS_PER_JOB;

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::archive::archive_page;
 use super::areas::{area_of_entry, area_slug};
 use super::inputs::{AreaFile, AreaFiles, CurrentPage, Listings};
-use super::plan::{archives_of_interest, pages_of_interest, quarters_of_interest};
+use super::interest::{archives_of_interest, pages_of_interest, quarters_of_interest};
 use super::sections::WHAT_IS_HERE_FILES;
 use crate::forge::evidence::{EntryKind, TreeEntry};
 use crate::purpose::{HEAD_BYTES, Stated, included_purpose, stated};

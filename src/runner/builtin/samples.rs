@@ -54,6 +54,20 @@ pub fn pull(number: u64, title: &str, sha_char: char, paths: &[&str]) -> PullReq
     }
 }
 
+/// A pull request `n` merged on `date` touching `paths`, with a long
+/// title (entries of a few hundred bytes, as on real pages).
+pub fn dated(n: u64, date: &str, paths: &[&str]) -> PullRequest {
+    let mut p = pull(
+        n,
+        &format!("Change number {n} of a long history, with a title as long as real ones are"),
+        'a',
+        paths,
+    );
+    p.merge_sha = format!("{n:040x}");
+    p.merged_at = format!("{date}T10:00:00Z");
+    p
+}
+
 /// `pull` by `author`.
 pub fn by(author: &str, pull: PullRequest) -> PullRequest {
     PullRequest {

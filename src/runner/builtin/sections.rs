@@ -1,8 +1,9 @@
 //! The sections teammem keeps whole on an area page, between two anchors:
 //! "What is here" (the area's files at the job's tip, each with the purpose
 //! its first lines state) and "Who knows this area" (the authors of the pull
-//! requests recorded there, most first); and the one finder of a section
-//! kept between two marker lines (the Dependencies page's too).
+//! requests recorded there, most first); the one finder of a section kept
+//! between two marker lines (the Dependencies, How-to and Archive pages'
+//! too), and the receipt's note when a person changed one.
 //!
 //! Invariants:
 //! - a section is re-derived whole between its two anchors, and only while
@@ -106,6 +107,14 @@ fn area_section(page: &str, anchor: &str, end: &str) -> Section {
         }
         found => found,
     }
+}
+
+/// The receipt's note for a kept section a person changed: its anchors or
+/// lines are not teammem's any more, so the section is left as it is.
+pub fn edited_note(section: &str, page: &str) -> String {
+    format!(
+        "the {section} section of {page} (its teammem markers were edited; restore them, or delete the whole section to have it rebuilt)"
+    )
 }
 
 /// Finds the "What is here" section of `page`.
