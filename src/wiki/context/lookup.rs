@@ -8,9 +8,12 @@
 //!
 //! Invariants: only when a path is unknown to the scanned pages; reads at
 //! most [`MAX_PAGES`] pages and [`MAX_BYTES`] bytes, only pages the scan did
-//! not read; pure over the commit (deterministic).
+//! not read; pure over the commit (deterministic), so the index built is
+//! kept by commit and slugs ([`CACHE_SIZE`] of them, process-wide: a
+//! commit id names its pages' content in any wiki).
 
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 use gix::ObjectId;
 
@@ -23,6 +26,11 @@ pub const MAX_PAGES: usize = 24;
 /// Most bytes one lookup reads.
 pub const MAX_BYTES: u64 = 2 * 1024 * 1024;
 const AREA_PREFIX: &str = "Area-";
+/// Lookups kept, most recent first.
+pub const CACHE_SIZE: usize = 8;
+
+type Found = Option<Arc<ContextIndex>>;
+static CACHE: Mutex<Vec<((ObjectId, BTreeSet<String>), Found)>> = Mutex::new(Vec::new());
 
 /// The slug of a folder's area page: lower case, every run of characters
 /// other than letters, digits, `-` and `_` one `-`, trimmed of `-`.
@@ -83,18 +91,45 @@ pub fn is_area_page_of(page: &str, slug: &str) -> bool {
 }
 
 /// The context index of the area pages of `missing` paths that the scan
-/// (`scanned`) did not read, or `None` when there are none.
+/// (`scanned`, of `commit`) did not read, or `None` when there are none;
+/// built once per commit and slugs.
 pub fn beyond_scan(
     repo: &gix::Repository,
     cache: &IndexCache,
     commit: ObjectId,
     scanned: &BTreeSet<String>,
     missing: &[String],
-) -> Result<Option<ContextIndex>, WikiError> {
+) -> Result<Found, WikiError> {
     let slugs: BTreeSet<String> = missing.iter().flat_map(|p| slugs(p)).collect();
     if slugs.is_empty() {
         return Ok(None);
     }
+    let key = (commit, slugs);
+    {
+        let mut kept = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = kept.iter().position(|(k, _)| *k == key) {
+            let entry = kept.remove(at);
+            let found = entry.1.clone();
+            kept.insert(0, entry);
+            return Ok(found);
+        }
+    }
+    let found = build(repo, cache, commit, scanned, &key.1)?.map(Arc::new);
+    let mut kept = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    kept.retain(|(k, _)| *k != key);
+    kept.insert(0, (key, found.clone()));
+    kept.truncate(CACHE_SIZE);
+    Ok(found)
+}
+
+/// Reads the pages named after `slugs` that the scan did not read.
+fn build(
+    repo: &gix::Repository,
+    cache: &IndexCache,
+    commit: ObjectId,
+    scanned: &BTreeSet<String>,
+    slugs: &BTreeSet<String>,
+) -> Result<Option<ContextIndex>, WikiError> {
     let tree = cache.get_or_build(repo, tree::commit_tree(repo, commit)?)?;
     let (mut pages, mut bytes) = (Vec::new(), 0u64);
     let area_pages = tree

@@ -162,7 +162,7 @@ impl Wiki {
                 };
                 Ok(answer::answer_with(
                     &index,
-                    beyond.as_ref(),
+                    beyond.as_deref(),
                     commit.to_string(),
                     &answer::Request {
                         paths: &request.paths,
