@@ -16,7 +16,7 @@ use rmcp::model::JsonObject;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::wiki_read::{as_of, to_outcome, with_as_of};
+use super::wiki_answer::{as_of, to_outcome, with_as_of};
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
 use crate::mcp::context::Context;
 use crate::wiki::WikiError;

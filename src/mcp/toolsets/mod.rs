@@ -25,6 +25,7 @@ pub mod context;
 pub mod coordinator;
 pub mod job_evidence; // the writer's evidence tools: the job's bundle, a PR's patches, source files at its commits
 mod source_reader; // where those tools read the source: its forge when this process can, else the job's broker
+mod wiki_answer; // a wiki read as a tool's answer: the engine's result enveloped, and as_of
 mod org; // search_wiki and get_context over every wiki the caller may read
 pub mod wiki_read;
 pub mod wiki_write;

@@ -17,7 +17,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::wiki_read::{as_of, to_outcome, with_as_of};
+use super::wiki_answer::{as_of, to_outcome, with_as_of};
 use crate::mcp::context::{Context, Resolved};
 use crate::mcp::envelope::{ToolError, ToolOutcome};
 use crate::wiki::context::{ContextRequest, estimate_tokens};

@@ -17,9 +17,9 @@ use rmcp::model::JsonObject;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::wiki_answer::{as_of, to_outcome, with_as_of};
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
-use crate::mcp::context::{Context, Resolved};
-use crate::mcp::envelope::{ToolError, ToolOutcome};
+use crate::mcp::context::Context;
 use crate::wiki::WikiError;
 use crate::wiki::fold::{self, PageCitation};
 use crate::writer_contract::tools::{
@@ -162,13 +162,6 @@ struct DiffArgs {
     to: String,
 }
 
-/// A serializable engine result as the envelope's `result`.
-pub(crate) fn to_outcome<T: Serialize>(result: Result<T, WikiError>) -> ToolOutcome {
-    let value = result?;
-    serde_json::to_value(value)
-        .map_err(|error| ToolError::internal("encoding a tool result", error))
-}
-
 /// Resolves the source, opens its wiki and runs `read` on it.
 macro_rules! read_tool {
     ($context:expr, $repository:expr, |$wiki:ident| $body:expr) => {{
@@ -204,40 +197,6 @@ macro_rules! read_tool_as_of {
         };
         Ok(Answer::new(identity, outcome))
     }};
-}
-
-/// The source commit the memory is reconciled to: the source's cursor in the
-/// job queue, or `None` with the reason it is unknown (never a guess).
-pub(super) async fn as_of(context: &Context, resolved: &Resolved) -> Result<String, &'static str> {
-    let Some(requests) = &context.coordinator else {
-        return Err(
-            "this server has no job queue (the operator's `teammem wiki` or a job's writer); read through the daemon's /mcp or `teammem mcp` to learn it",
-        );
-    };
-    match requests
-        .queue
-        .cursor(resolved.source.repository.as_str())
-        .await
-    {
-        Ok(Some(cursor)) => Ok(cursor.sha.to_string()),
-        Ok(None) => Err("no job has reconciled this source yet"),
-        Err(error) => {
-            tracing::warn!(%error, "reading a source cursor for as_of");
-            Err("the job queue could not be read")
-        }
-    }
-}
-
-pub(super) fn with_as_of(mut value: Value, as_of: Result<String, &'static str>) -> Value {
-    if let Some(object) = value.as_object_mut() {
-        let (sha, reason) = match as_of {
-            Ok(sha) => (Value::String(sha), Value::Null),
-            Err(reason) => (Value::Null, Value::String(reason.into())),
-        };
-        object.insert("as_of".into(), sha);
-        object.insert("as_of_reason".into(), reason);
-    }
-    value
 }
 
 fn get_wiki_snapshot(context: &Context, arguments: JsonObject) -> CallFuture<'_> {

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
-use super::wiki_read::to_outcome;
+use super::wiki_answer::to_outcome;
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
 use crate::mcp::context::{self, Context, Staged, WriteOrigin};
 use crate::mcp::envelope::ToolError;
