@@ -30,7 +30,9 @@ const AREA_PREFIX: &str = "Area-";
 pub const CACHE_SIZE: usize = 8;
 
 type Found = Option<Arc<ContextIndex>>;
-static CACHE: Mutex<Vec<((ObjectId, BTreeSet<String>), Found)>> = Mutex::new(Vec::new());
+/// A commit and the slugs looked up at it.
+type Key = (ObjectId, BTreeSet<String>);
+static CACHE: Mutex<Vec<(Key, Found)>> = Mutex::new(Vec::new());
 
 /// The slug of a folder's area page: lower case, every run of characters
 /// other than letters, digits, `-` and `_` one `-`, trimmed of `-`.
