@@ -151,10 +151,24 @@ fn assert_area_pages_say_what_is_here(source: &Path, wiki: &Path) {
             let cited = marker.strip_suffix(" -->").unwrap();
             let (located, lines) = cited.rsplit_once('#').unwrap();
             let (path, at) = located.rsplit_once('@').unwrap();
-            assert_eq!(at, commit, "{line}");
+            // Cited where it was read: at the section's commit, or at an
+            // earlier one whose cited line the section's commit still holds
+            // as it was (a line that still holds is kept).
+            assert!(
+                Command::new("git")
+                    .arg("-C")
+                    .arg(source)
+                    .args(["merge-base", "--is-ancestor", at, commit])
+                    .status()
+                    .unwrap()
+                    .success(),
+                "{line} cites {at}, not in the history of {commit}"
+            );
             let n: usize = lines.trim_start_matches('L').parse().unwrap();
             let file = git(source, &["show", &format!("{at}:{path}")]);
             let cited_line = file.lines().nth(n - 1).unwrap();
+            let now = git(source, &["show", &format!("{commit}:{path}")]);
+            assert_eq!(now.lines().nth(n - 1), Some(cited_line), "{line}");
             let purpose = rendered(statement.split_once(" — ").unwrap().1);
             assert!(
                 !purpose.is_empty() && cited_line.contains(&purpose),
