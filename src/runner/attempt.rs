@@ -21,7 +21,7 @@ use crate::queue::{Completion, Job};
 use crate::worker::JobFailure;
 
 /// How long the marker check may wait on the wiki remote.
-const FACT_CHECK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+pub(super) const FACT_CHECK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How many times a job starts its agent on a wiki that moved under it
 /// before it gives up for this attempt (the queue retries it later).
@@ -78,11 +78,11 @@ impl Runner {
         // 4b. Every evidence marker on the wiki, judged against the source at
         // the job's tip: stale facts go to the agent, marker rewrites to the
         // writer, which folds them into the job's one commit.
-        if let Ok(mirror) = fact_check::mirror_of(
+        if let Ok(mirror) = fact_check::mirror_in(
+            &self.fact_check_wikis,
             &self.config,
             source,
             inputs.wiki_token.clone(),
-            FACT_CHECK_DEADLINE,
         ) {
             let updates = fact_check::check(&mirror, forge, scope.tip(), job.id).await;
             if !updates.stale.is_empty() || !updates.rewrites.is_empty() {

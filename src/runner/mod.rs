@@ -82,6 +82,10 @@ pub struct Runner {
     /// once by the daemon.
     forges: Forges,
     revocations: Revocations,
+    /// The wiki handles the jobs' fact checks read through, kept for the
+    /// process's life: what each page blob says is remembered across jobs,
+    /// so a check reads only the pages that changed since the last one.
+    fact_check_wikis: Arc<crate::wiki::WikiStore>,
 }
 
 impl Runner {
@@ -95,7 +99,10 @@ impl Runner {
         forges: Forges,
     ) -> Self {
         let config_path = std::fs::canonicalize(&config_path).unwrap_or(config_path);
+        let fact_check_wikis =
+            Arc::new(fact_check::mirrors(&config).with_deadline(attempt::FACT_CHECK_DEADLINE));
         Self {
+            fact_check_wikis,
             config,
             config_path,
             program,

@@ -10,7 +10,7 @@
 //! commit is not in it, or whose file is binary or over the diff bound, is
 //! `Unchecked` with the reason, never guessed stale or current.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use gix::ObjectId;
@@ -60,6 +60,7 @@ pub fn follow(
         at = commit.parent_ids().next().map(|p| p.detach());
     }
     let mut states = BTreeMap::new();
+    let mut lookups = Lookups::default();
     for (n, citation) in cited.iter().enumerate() {
         let state = if n >= MAX_CITATIONS {
             CitationState::Unchecked {
@@ -68,7 +69,7 @@ pub fn follow(
                 ),
             }
         } else {
-            follow_one(&repo, &chain, citation)
+            follow_one(&repo, &chain, &mut lookups, citation)
                 .unwrap_or_else(|reason| CitationState::Unchecked { reason })
         };
         states.insert(citation.clone(), state);
@@ -79,6 +80,7 @@ pub fn follow(
 fn follow_one(
     repo: &gix::Repository,
     chain: &[ObjectId],
+    lookups: &mut Lookups,
     cited: &Cited,
 ) -> Result<CitationState, String> {
     let commit = ObjectId::from_hex(cited.commit.as_str().as_bytes()).map_err(|e| e.to_string())?;
@@ -101,31 +103,30 @@ fn follow_one(
             vec![(commit, tip)]
         }
     };
-    // The common case, and the one that would otherwise cost a walk over all
-    // history since the citation: the file is byte for byte what was cited,
-    // so the cited lines read as they did (an edit and its revert included).
     if let (Some(&(first, _)), Some(&(_, last))) = (steps.first(), steps.last())
-        && let Some(cited_id) = entry(&tree(repo, first)?, &cited.path)
-        && entry(&tree(repo, last)?, &cited.path) == Some(cited_id)
+        && let Some(cited_id) = lookups.entry(repo, first, &cited.path)?
+        && let Some(tip_id) = lookups.entry(repo, last, &cited.path)?
     {
-        return Ok(CitationState::Current);
-    }
-    // The next most common: the file changed elsewhere, and the cited lines
-    // are byte for byte what they were, where they were. Also without a
-    // walk: a citation kept for months (a purpose line under "What is here")
-    // would otherwise cost a walk over every commit since it was made, every
-    // job.
-    if let (Some(&(first, _)), Some(&(_, last))) = (steps.first(), steps.last())
-        && let Some(cited_id) = entry(&tree(repo, first)?, &cited.path)
-        && let Some(tip_id) = entry(&tree(repo, last)?, &cited.path)
-        && let (Ok(old), Ok(new)) = (
+        // The common case, and the one that would otherwise cost a walk over
+        // all history since the citation: the file is byte for byte what was
+        // cited, so the cited lines read as they did (an edit and its revert
+        // included).
+        if cited_id == tip_id {
+            return Ok(CitationState::Current);
+        }
+        // The next most common: the file changed elsewhere, and the cited
+        // lines are byte for byte what they were, where they were. Also
+        // without a walk: a citation kept for months (a purpose line under
+        // "What is here") would otherwise cost a walk over every commit
+        // since it was made, every job.
+        if let (Ok(old), Ok(new)) = (
             blob(repo, cited_id, &cited.path),
             blob(repo, tip_id, &cited.path),
-        )
-        && let Some(before) = line_span(&old, cited.lines)
-        && line_span(&new, cited.lines) == Some(before)
-    {
-        return Ok(CitationState::Current);
+        ) && let Some(before) = line_span(&old, cited.lines)
+            && line_span(&new, cited.lines) == Some(before)
+        {
+            return Ok(CitationState::Current);
+        }
     }
     let mut path = cited.path.clone();
     let mut lines = cited.lines;
@@ -190,6 +191,42 @@ fn line_span(text: &[u8], lines: Lines) -> Option<&[u8]> {
         };
     }
     from.map(|from| &text[from..at])
+}
+
+/// The file entries one `follow` call looked up, by commit and path: every
+/// citation asks for the tip's entry of its file, and citations made at one
+/// job share their commit.
+#[derive(Default)]
+struct Lookups {
+    trees: HashMap<ObjectId, ObjectId>,
+    entries: HashMap<(ObjectId, String), Option<ObjectId>>,
+}
+
+impl Lookups {
+    fn entry(
+        &mut self,
+        repo: &gix::Repository,
+        commit: ObjectId,
+        path: &str,
+    ) -> Result<Option<ObjectId>, String> {
+        if let Some(known) = self.entries.get(&(commit, path.to_owned())) {
+            return Ok(*known);
+        }
+        let tree_id = match self.trees.get(&commit) {
+            Some(id) => *id,
+            None => {
+                let id = tree(repo, commit)?.id;
+                self.trees.insert(commit, id);
+                id
+            }
+        };
+        let tree = repo
+            .find_tree(tree_id)
+            .map_err(|e| format!("reading the tree {tree_id}: {e}"))?;
+        let found = entry(&tree, path);
+        self.entries.insert((commit, path.to_owned()), found);
+        Ok(found)
+    }
 }
 
 fn sha(id: ObjectId) -> Result<Sha, String> {
