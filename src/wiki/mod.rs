@@ -137,7 +137,14 @@ impl WikiStore {
                         repo,
                         lock: Arc::new(tokio::sync::Mutex::new(())),
                         cache: Arc::new(tree::IndexCache::default()),
-                        search: Arc::default(),
+                        // Shared by the daemon and each job's writer child
+                        // (a new process per job) through the mirrors dir.
+                        search: Arc::new(search::SearchCache::with_page_facts_file(
+                            self.mirrors_dir.join(format!(
+                                "{}.page-facts",
+                                mirror::mirror_dir_name(&destination.id)
+                            )),
+                        )),
                     });
                     all.insert(destination.id.clone(), shared.clone());
                     shared

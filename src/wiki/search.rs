@@ -630,6 +630,15 @@ impl SearchCache {
         Ok((stale, false))
     }
 
+    /// A cache whose page facts are shared with this node's other
+    /// processes through `file`.
+    pub fn with_page_facts_file(file: std::path::PathBuf) -> Self {
+        SearchCache {
+            entries: Mutex::default(),
+            page_facts: PageFactsMemo::persisted(file),
+        }
+    }
+
     /// What each page blob of this wiki says, remembered across commits.
     pub fn page_facts(&self) -> &PageFactsMemo {
         &self.page_facts
