@@ -128,10 +128,7 @@ async fn read_marked_pages(wiki: &Wiki) -> Result<Vec<(String, String)>, String>
     let Some(sha) = snapshot.sha else {
         return Ok(Vec::new());
     };
-    let (pages, cut) = wiki
-        .evidence_pages(&sha)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (pages, cut) = wiki.evidence_pages(&sha).await.map_err(|e| e.to_string())?;
     if cut {
         tracing::warn!(
             "the wiki is larger than one marker scan reads; later pages were not checked"
