@@ -310,6 +310,10 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
     let current_state = matches!(task.bundle.job.scope, crate::ids::Scope::Range { .. });
     // What the run left alone because a person changed it, for the receipt.
     let mut notes: BTreeSet<String> = BTreeSet::new();
+    // The pull requests already on the wiki when the run first planned: one
+    // recorded later, by the run's own staged writes before a conflict, is
+    // this job's (a rebuild reads the staged state, where it is recorded).
+    let mut recorded_at_start: Option<BTreeSet<u64>> = None;
     for attempt in 0..2 {
         let view = read_view(client, task).await.map_err(|e| AgentError {
             retryable: transient(&e),
@@ -364,6 +368,19 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
             deps.as_ref().unwrap_or(&DependencyFacts::default()),
             how_to.as_ref().and_then(Option::as_ref),
         );
+        let recorded_now: BTreeSet<u64> = plan
+            .pulls
+            .iter()
+            .filter(|p| p.already_recorded)
+            .map(|p| p.number)
+            .collect();
+        match &recorded_at_start {
+            None => recorded_at_start = Some(recorded_now),
+            Some(before) if last_tip.is_some() => {
+                written.extend(recorded_now.difference(before).copied());
+            }
+            Some(_) => {}
+        }
         notes.extend(fit_to_wiki(&mut plan, &view));
         for note in &plan.notes {
             if notes.insert(note.clone()) {
