@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
-use serde_json::Value;
+use serde_json::{Value, json};
 use sha2::Sha256;
 use teammem::runner::test_hooks::HOLD_DIR;
 
@@ -114,6 +114,33 @@ pub async fn wait_for(
 }
 
 /// The job left `queued` and `running` for good.
+/// Sends a signed range dispatch for `demo/app` (`before..after`, run
+/// `run`), waits for its job and asserts it succeeded; the job.
+pub async fn range_job_succeeds(
+    daemon: &Daemon,
+    token: &str,
+    secret: &str,
+    run: u64,
+    before: &str,
+    after: &str,
+) -> Value {
+    let (status, answer) = post_dispatch(
+        daemon,
+        secret,
+        &json!({
+            "source_repository": "demo/app", "kind": "range",
+            "source_run_id": run, "source_run_attempt": 1,
+            "push_before": before, "push_after": after,
+        }),
+    )
+    .await;
+    assert_eq!(status, 202, "{answer}");
+    let id = answer["job_id"].as_i64().unwrap();
+    let (job, events) = wait_for(daemon, token, id, finished).await;
+    assert_eq!(job["state"], "succeeded", "{job} {events}");
+    job
+}
+
 pub fn finished(job: &Value) -> bool {
     !matches!(job["state"].as_str(), Some("queued" | "running"))
 }

@@ -6,6 +6,22 @@ use std::path::{Path, PathBuf};
 
 use crate::harness::git::{git, git_as, git_trimmed};
 
+/// Commits everything in `dir` as pull request `number`, squash-merged
+/// (`TITLE (#N)`); its sha.
+pub fn squash(dir: &Path, number: u64, title: &str) -> String {
+    git(dir, &["add", "-A"]);
+    git(
+        dir,
+        &["commit", "-q", "-m", &format!("{title} (#{number})")],
+    );
+    git_trimmed(dir, &["rev-parse", "HEAD"])
+}
+
+/// The text of `path` at the wiki's `master`.
+pub fn page(wiki: &Path, path: &str) -> String {
+    git(wiki, &["show", &format!("master:{path}")])
+}
+
 pub fn write(dir: &Path, file: &str, content: &str) {
     let path = dir.join(file);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -98,12 +114,7 @@ impl Source {
     /// Adds one squash-merged PR `#number` touching `path`; returns its sha.
     pub fn squash_pr(&self, number: u64, title: &str, path: &str) -> String {
         write(&self.dir, path, &format!("{title}\n"));
-        git(&self.dir, &["add", "-A"]);
-        git(
-            &self.dir,
-            &["commit", "-q", "-m", &format!("{title} (#{number})")],
-        );
-        git_trimmed(&self.dir, &["rev-parse", "HEAD"])
+        squash(&self.dir, number, title)
     }
 }
 

@@ -19,27 +19,12 @@
 
 use std::path::Path;
 
-use serde_json::{Value, json};
-
-use super::daemon_client::{finished, post_dispatch, wait_for};
-use super::fixture;
-use crate::harness::daemon::{Daemon, Setup};
+use super::daemon_client::range_job_succeeds;
+use super::fixture::{self, page, squash};
+use crate::harness::daemon::Setup;
 use crate::harness::git::{git, git_trimmed};
 
 const SECRET: &str = "person edits dispatch secret, at least 32 bytes";
-
-fn squash(dir: &Path, number: u64, title: &str) -> String {
-    git(dir, &["add", "-A"]);
-    git(
-        dir,
-        &["commit", "-q", "-m", &format!("{title} (#{number})")],
-    );
-    git_trimmed(dir, &["rev-parse", "HEAD"])
-}
-
-fn page(wiki: &Path, path: &str) -> String {
-    git(wiki, &["show", &format!("master:{path}")])
-}
 
 fn pages(wiki: &Path) -> Vec<String> {
     git(wiki, &["ls-tree", "-r", "--name-only", "master"])
@@ -67,24 +52,6 @@ fn edit(clone: &Path, file: &str, edit: impl FnOnce(String) -> String) {
     let path = clone.join(file);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
     std::fs::write(&path, edit(text)).unwrap();
-}
-
-async fn run(daemon: &Daemon, token: &str, run: u64, before: &str, after: &str) -> Value {
-    let (status, answer) = post_dispatch(
-        daemon,
-        SECRET,
-        &json!({
-            "source_repository": "demo/app", "kind": "range",
-            "source_run_id": run, "source_run_attempt": 1,
-            "push_before": before, "push_after": after,
-        }),
-    )
-    .await;
-    assert_eq!(status, 202, "{answer}");
-    let id = answer["job_id"].as_i64().unwrap();
-    let (job, events) = wait_for(daemon, token, id, finished).await;
-    assert_eq!(job["state"], "succeeded", "{job} {events}");
-    job
 }
 
 #[tokio::test]
@@ -127,7 +94,7 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
     ));
     let token = setup.create_token("person-edits", &[]);
     let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
-    run(&daemon, &token, 1, &base, &first).await;
+    range_job_succeeds(&daemon, &token, SECRET, 1, &base, &first).await;
     let before = pages(&wiki);
     for p in [
         "Area-src.md",
@@ -221,7 +188,7 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
         })
         .collect();
 
-    let job = run(&daemon, &token, 2, &first, &second).await;
+    let job = range_job_succeeds(&daemon, &token, SECRET, 2, &first, &second).await;
     let summary = job["receipt"]["summary"]
         .as_str()
         .unwrap_or_default()
@@ -338,7 +305,7 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
     );
 
     // The next job builds on the repaired pages: every entry once per page.
-    let job = run(&daemon, &token, 3, &second, &third).await;
+    let job = range_job_succeeds(&daemon, &token, SECRET, 3, &second, &third).await;
     assert!(
         job["receipt"]["summary"]
             .as_str()
@@ -392,7 +359,7 @@ async fn a_page_a_person_filled_past_the_page_limit_is_left_alone_and_the_job_su
     ));
     let token = setup.create_token("person-edits", &[]);
     let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
-    run(&daemon, &token, 1, &base, &first).await;
+    range_job_succeeds(&daemon, &token, SECRET, 1, &base, &first).await;
 
     let work = tempfile::tempdir().unwrap();
     let clone = work.path().join("wiki");
@@ -414,7 +381,7 @@ async fn a_page_a_person_filled_past_the_page_limit_is_left_alone_and_the_job_su
     git(&clone, &["push", "-q", "origin", "HEAD:master"]);
     let person = page(&wiki, "Area-src.md");
 
-    let job = run(&daemon, &token, 2, &first, &second).await;
+    let job = range_job_succeeds(&daemon, &token, SECRET, 2, &first, &second).await;
     let summary = job["receipt"]["summary"].as_str().unwrap_or_default();
     assert!(summary.contains("Area-src.md"), "{summary}");
     assert_eq!(page(&wiki, "Area-src.md"), person);

@@ -15,26 +15,12 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-use super::daemon_client::{finished, post_dispatch, wait_for};
-use super::fixture;
-use crate::harness::daemon::{Daemon, Setup};
+use super::daemon_client::range_job_succeeds;
+use super::fixture::{self, page, squash};
+use crate::harness::daemon::Setup;
 use crate::harness::git::{git, git_trimmed};
 
 const SECRET: &str = "renames dispatch secret, at least 32 bytes long";
-
-/// Commits everything in `dir` as pull request `number`; its sha.
-fn squash(dir: &Path, number: u64, title: &str) -> String {
-    git(dir, &["add", "-A"]);
-    git(
-        dir,
-        &["commit", "-q", "-m", &format!("{title} (#{number})")],
-    );
-    git_trimmed(dir, &["rev-parse", "HEAD"])
-}
-
-fn page(wiki: &Path, path: &str) -> String {
-    git(wiki, &["show", &format!("master:{path}")])
-}
 
 /// `get_context` for `paths` through the real `teammem mcp` (stdio).
 async fn get_context(config: &Path, paths: &[&str]) -> Value {
@@ -111,28 +97,12 @@ async fn a_renamed_file_keeps_its_purpose_and_its_history() {
     ));
     let token = setup.create_token("renames", &[]);
     let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
-    let dispatch = async |daemon: &Daemon, run: u64, before: &str, after: &str| {
-        let (status, answer) = post_dispatch(
-            daemon,
-            SECRET,
-            &json!({
-                "source_repository": "demo/app", "kind": "range",
-                "source_run_id": run, "source_run_attempt": 1,
-                "push_before": before, "push_after": after,
-            }),
-        )
-        .await;
-        assert_eq!(status, 202, "{answer}");
-        let id = answer["job_id"].as_i64().unwrap();
-        let (job, _) = wait_for(daemon, &token, id, finished).await;
-        assert_eq!(job["state"], "succeeded", "{job}");
-    };
     // One push a job, so the rename's job is its own.
     for (run, (before, after)) in [(&base, &first), (&first, &moved), (&moved, &after)]
         .into_iter()
         .enumerate()
     {
-        dispatch(&daemon, run as u64 + 1, before, after).await;
+        range_job_succeeds(&daemon, &token, SECRET, run as u64 + 1, before, after).await;
     }
 
     // The rename's entry names both paths, on the new area's page and on the
@@ -159,7 +129,7 @@ async fn a_renamed_file_keeps_its_purpose_and_its_history() {
     assert_eq!(change_numbers(&answer), [3, 2, 1], "{answer}");
 
     // A new file at the old path later is not the renamed file's history.
-    dispatch(&daemon, 4, &after, &reused).await;
+    range_job_succeeds(&daemon, &token, SECRET, 4, &after, &reused).await;
     let answer = get_context(&setup.config, &["lib/kv.rs"]).await;
     assert_eq!(change_numbers(&answer), [3, 2, 1], "{answer}");
     let answer = get_context(&setup.config, &["src/store.rs"]).await;

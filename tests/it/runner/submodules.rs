@@ -10,11 +10,9 @@
 
 use std::path::Path;
 
-use serde_json::json;
-
-use super::daemon_client::{assert_each_entry_once, finished, post_dispatch, wait_for};
-use super::fixture;
-use crate::harness::daemon::{Daemon, Setup};
+use super::daemon_client::{assert_each_entry_once, range_job_succeeds};
+use super::fixture::{self, page};
+use crate::harness::daemon::Setup;
 use crate::harness::git::{git, git_trimmed};
 
 const SECRET: &str = "submodules dispatch secret, at least 32 bytes long";
@@ -60,10 +58,6 @@ fn squash(dir: &Path, number: u64, title: &str) -> String {
         &["commit", "-q", "-m", &format!("{title} (#{number})")],
     );
     git_trimmed(dir, &["rev-parse", "HEAD"])
-}
-
-fn page(wiki: &Path, path: &str) -> String {
-    git(wiki, &["show", &format!("master:{path}")])
 }
 
 #[tokio::test]
@@ -123,22 +117,6 @@ async fn submodules_added_moved_and_removed_are_recorded_and_listed_as_submodule
     ));
     let token = setup.create_token("submodules", &[]);
     let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
-    let dispatch = async |daemon: &Daemon, run: u64, before: &str, after: &str| {
-        let (status, answer) = post_dispatch(
-            daemon,
-            SECRET,
-            &json!({
-                "source_repository": "demo/app", "kind": "range",
-                "source_run_id": run, "source_run_attempt": 1,
-                "push_before": before, "push_after": after,
-            }),
-        )
-        .await;
-        assert_eq!(status, 202, "{answer}");
-        let id = answer["job_id"].as_i64().unwrap();
-        let (job, events) = wait_for(daemon, &token, id, finished).await;
-        assert_eq!(job["state"], "succeeded", "{job} {events}");
-    };
 
     let line = |path: &str, pin: &str| {
         format!(
@@ -157,7 +135,7 @@ async fn submodules_added_moved_and_removed_are_recorded_and_listed_as_submodule
 
     // Added: listed as submodules with their pins; an area holding only a
     // submodule is there, not removed.
-    dispatch(&daemon, 1, &base, &added).await;
+    range_job_succeeds(&daemon, &token, SECRET, 1, &base, &added).await;
     let vendor = page(&wiki, "Area-vendor.md");
     assert!(vendor.contains(&line("vendor/zlib", &v1)), "{vendor}");
     assert_eq!(listed(&vendor).len(), 1, "{vendor}");
@@ -176,13 +154,13 @@ async fn submodules_added_moved_and_removed_are_recorded_and_listed_as_submodule
     assert!(!home.contains("Removed areas"), "{home}");
 
     // The pin moves: the list follows it.
-    dispatch(&daemon, 2, &added, &bumped).await;
+    range_job_succeeds(&daemon, &token, SECRET, 2, &added, &bumped).await;
     let vendor = page(&wiki, "Area-vendor.md");
     assert!(vendor.contains(&line("vendor/zlib", &v2)), "{vendor}");
     assert!(!vendor.contains(&v1), "{vendor}");
 
     // Moved to another folder: listed there; its old folder is gone.
-    dispatch(&daemon, 3, &bumped, &moved).await;
+    range_job_succeeds(&daemon, &token, SECRET, 3, &bumped, &moved).await;
     let third = page(&wiki, "Area-third_party.md");
     assert!(third.contains(&line("third_party/zlib", &v2)), "{third}");
     assert!(third.contains("vendor/zlib → third_party/zlib"), "{third}");
@@ -190,7 +168,7 @@ async fn submodules_added_moved_and_removed_are_recorded_and_listed_as_submodule
     assert!(vendor.contains("It was removed by #3"), "{vendor}");
 
     // Removed: its folder is gone, and the root lists it no more.
-    dispatch(&daemon, 4, &moved, &removed).await;
+    range_job_succeeds(&daemon, &token, SECRET, 4, &moved, &removed).await;
     let third = page(&wiki, "Area-third_party.md");
     assert!(third.contains("It was removed by #4"), "{third}");
     let root = page(&wiki, "Area-root.md");
