@@ -329,6 +329,13 @@ impl SourceForge<'_> {
         }
     }
 
+    /// Whether reading the source's files needs a credential (a GitHub
+    /// source: the App's installation token). The job's writer holds none,
+    /// so the job's broker reads these sources for it, and only these.
+    pub fn reads_need_a_credential(&self) -> bool {
+        matches!(self.on, On::GitHub(_))
+    }
+
     /// The changed files of merged pull request `pull`, each with its
     /// unified-diff patch (`None` for a binary file). The caller decides
     /// which pull requests may be read (a job's evidence).

@@ -101,7 +101,7 @@ impl Runner {
             destination,
             bundle: bundle.clone(),
             patches: inputs.patches.clone(),
-            forge: forge.github().cloned(),
+            forges: self.forges.clone(),
             wiki_token: inputs.wiki_token.clone(),
         })
         .map_err(|e| JobFailure::new(e.reason, e.retryable))?;

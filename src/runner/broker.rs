@@ -7,8 +7,10 @@
 //! daemon and is served here; the other becomes the writer child's descriptor
 //! [`BROKER_FD`](crate::writer_contract::BROKER_FD) at spawn, and exists nowhere else: it has no path, so no
 //! other process (an agent, another writer an agent started, another job)
-//! can connect to it. Source files are read by the daemon through
-//! `forge/github/` with a `contents: read` token that stays in the daemon.
+//! can connect to it. Source files are read by the daemon through the
+//! source's [`SourceForge`] (for a GitHub source, the App's client with a
+//! `contents: read` token that stays in the daemon); nothing here names a
+//! particular forge.
 //!
 //! Invariants:
 //! - the broker is reachable only through the descriptor handed to the child
@@ -18,8 +20,10 @@
 //!   cancelled, timed out) ends the serving task and closes the daemon's end;
 //! - the daemon never hands out a source-read credential: file contents and
 //!   directory listings, not tokens, cross the socket for `source_file` and
-//!   `source_tree`, and only for commits of the job's evidence bundle (the
-//!   daemon's own copy, not the file on disk), bounded in size;
+//!   `source_tree`, only for a source whose reads need a credential the
+//!   writer lacks ([`SourceForge::reads_need_a_credential`]), and only for
+//!   commits of the job's evidence bundle (the daemon's own copy, not the
+//!   file on disk), bounded in size;
 //! - the writer's evidence is this copy: `evidence` answers the bundle the
 //!   runner collected and judged (with its marker rewrites) and
 //!   `pull_patches` the patches it collected, both from memory, so nothing
@@ -36,7 +40,7 @@ use tokio::net::unix::OwnedWriteHalf;
 
 use crate::config::Source;
 use crate::forge::evidence::{self, EvidenceBundle, PatchSet, SourceError};
-use crate::forge::github::GitHubForge;
+use crate::forge::{Forges, SourceForge};
 use crate::wiki::Secret;
 use crate::writer_contract::MAX_SOURCE_FILE;
 use crate::writer_contract::broker::{
@@ -54,8 +58,10 @@ pub struct BrokerJob {
     /// GitHub sources: each pull request's patches, served by `pull_patches`
     /// (empty for local sources, whose writer reads the repository itself).
     pub patches: PatchSet,
-    /// GitHub sources: the daemon's client, for `source_file`.
-    pub forge: Option<Arc<GitHubForge>>,
+    /// The daemon's forges, which read `source_file` and `source_tree` for a
+    /// source whose reads need a credential (a GitHub source; forges without
+    /// its client read nothing).
+    pub forges: Forges,
     /// The wiki write token, for the writer child alone (GitHub wikis).
     pub wiki_token: Option<Secret>,
 }
@@ -225,14 +231,22 @@ async fn decide(job: &BrokerJob, request: Request) -> Answer {
     }
 }
 
-/// The GitHub client, and `commit` checked to be one of the job's evidence.
-fn readable<'a>(job: &'a BrokerJob, commit: &str) -> Result<&'a GitHubForge, BrokerError> {
-    let Some(forge) = &job.forge else {
+/// The source's forge, when the broker reads for this job, and `commit`
+/// checked to be one of the job's evidence.
+fn readable<'a>(job: &'a BrokerJob, commit: &str) -> Result<SourceForge<'a>, BrokerError> {
+    let forge = job.forges.of(&job.source);
+    if !forge.reads_need_a_credential() {
         return Err(BrokerError::new(
             "invalid_input",
-            "this job's source is not on GitHub; the writer reads its files itself",
+            "this job's source is read without a credential; the writer reads its files itself",
         ));
-    };
+    }
+    if !forge.reads_here() {
+        return Err(BrokerError::new(
+            "invalid_input",
+            "this daemon holds no client for this job's source (no [github] section), so its broker reads no files",
+        ));
+    }
     if !evidence::is_full_sha(commit) || !job.bundle.readable_commit(commit) {
         return Err(BrokerError::new(
             "permission_denied",
@@ -275,13 +289,13 @@ async fn source_file(
     let not_a_file = || BrokerError::new("not_found", format!("{clean} is not a file at {commit}"));
     let (content, truncated) = match max_bytes {
         None => forge
-            .read_file_at(&job.source, &commit, &clean, MAX_SOURCE_FILE)
+            .read_file(&commit, &clean, MAX_SOURCE_FILE)
             .await
             .map_err(source_failure)?
             .map(|content| (content, false))
             .ok_or_else(not_a_file)?,
         Some(max) => forge
-            .read_head_at(&job.source, &commit, &clean, max)
+            .read_head(&commit, &clean, max)
             .await
             .map_err(source_failure)?
             .map(|head| (head.content, head.truncated))
@@ -308,7 +322,7 @@ async fn source_tree(
         .map_err(|message| BrokerError::new("invalid_input", message))?;
     let commit = commit.to_ascii_lowercase();
     let listing = forge
-        .list_tree_at(&job.source, &commit, &clean, recursive)
+        .list_tree(&commit, &clean, recursive)
         .await
         .map_err(source_failure)?
         .ok_or_else(|| {

@@ -2,8 +2,10 @@
 //! `mcp`, `runner`, `forge`, `queue`, `wiki`, …) never import each other in a
 //! cycle and never import a module of a higher layer (every `crate::…` path,
 //! imports and inline paths, comments skipped; failures name the loop or the
-//! upward import); only `src/forge/github/` speaks GitHub's REST wire format;
-//! no file grows past 700 production lines.
+//! upward import); only `src/forge/github/` speaks GitHub's REST wire format,
+//! and outside `src/forge/` only the files listed here, each for a question
+//! only GitHub has, hold its client (source questions go through
+//! `SourceForge`); no file grows past 700 production lines.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
@@ -414,6 +416,51 @@ const FORGE_MATCHES: &[(&str, &str)] = &[
 /// module, each with why.
 const LOCAL_FORGE_USES: &[(&str, &str)] = &[("demo.rs", "the demo's sample source repository")];
 
+/// The files outside `src/forge/` that hold the GitHub client itself
+/// (`GitHubForge`, `forge::github`, or `.github()` from `Forges` or a
+/// `SourceForge`), each with the question only GitHub has that they ask of
+/// it. A source question (files, listings, evidence, verification, history)
+/// is never among them: that goes through `SourceForge`, so the runner's
+/// broker, for one, reads through the forge layer and is not listed.
+const GITHUB_CLIENT_USES: &[(&str, &str)] = &[
+    (
+        "cli/serve.rs",
+        "start-up checks of the App's key, and `check-installations`",
+    ),
+    (
+        "http/mcp.rs",
+        "private GitHub wikis read with the App's read-only installation token",
+    ),
+    (
+        "ingest/mod.rs",
+        "forges built around a given client (tests, the demo)",
+    ),
+    (
+        "mcp/app_credentials.rs",
+        "the App's read-only installation token for private wikis",
+    ),
+    (
+        "mcp/mod.rs",
+        "private GitHub wikis read with the App's read-only installation token",
+    ),
+    (
+        "requests/mod.rs",
+        "maintainer requests are GitHub's (PR verification, token owners)",
+    ),
+    (
+        "runner/job_token.rs",
+        "the job's wiki token: an installation token minted and revoked",
+    ),
+    (
+        "runner/mod.rs",
+        "the audience gate and the job's wiki token, right before it is minted",
+    ),
+    (
+        "sweep.rs",
+        "the audience check before a swept range is queued",
+    ),
+];
+
 /// The files of `sources` (outside `skip`) whose code (comments skipped)
 /// holds any of `needles`.
 fn files_holding(sources: &[(String, String)], skip: &[&str], needles: &[&str]) -> Vec<String> {
@@ -447,6 +494,15 @@ fn only_forge_decides_which_forge_answers_a_source_question() {
             files_holding(&all, &["forge/"], &["forge::local"]),
             LOCAL_FORGE_USES,
             "use forge::local",
+        ),
+        (
+            files_holding(
+                &all,
+                &["forge/"],
+                &["GitHubForge", "forge::github", ".github()"],
+            ),
+            GITHUB_CLIENT_USES,
+            "hold the GitHub client",
         ),
     ] {
         let listed: Vec<String> = listed.iter().map(|(p, _)| p.to_string()).collect();

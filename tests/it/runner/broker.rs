@@ -110,7 +110,7 @@ impl Setup {
             source,
             bundle,
             patches: Default::default(),
-            forge: Some(forge),
+            forges: teammem::forge::Forges::with_github(Some(forge)),
             wiki_token: Some(Secret::new(WIKI_TOKEN)),
         })
         .unwrap();

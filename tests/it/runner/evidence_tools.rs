@@ -29,7 +29,7 @@ async fn writer(s: &Setup) -> (Broker, WriterClient) {
         source,
         bundle,
         patches: Default::default(),
-        forge: None,
+        forges: Default::default(),
         wiki_token: None,
     })
     .unwrap();
@@ -457,7 +457,7 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
         source,
         bundle: bundle.clone(),
         patches,
-        forge: None,
+        forges: Default::default(),
         wiki_token: None,
     })
     .unwrap();
@@ -545,7 +545,7 @@ fn github_job(
         source,
         bundle,
         patches: Default::default(),
-        forge: Some(forge.clone()),
+        forges: teammem::forge::Forges::with_github(Some(forge.clone())),
         wiki_token: None,
     })
     .unwrap();

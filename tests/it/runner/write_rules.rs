@@ -60,7 +60,7 @@ async fn bound(s: &Setup, job: i64, rewrites: BTreeMap<String, Vec<MarkerRewrite
         source,
         bundle,
         patches: Default::default(),
-        forge: None,
+        forges: Default::default(),
         wiki_token: None,
     })
     .unwrap();
