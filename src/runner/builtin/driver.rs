@@ -1,6 +1,6 @@
 //! The builtin agent's driver: it reads the wiki and the source through the
 //! writer child (`read.rs`, `read_manifests.rs`), plans with
-//! [`super::plan::plan_full`], and writes through the child's
+//! [`super::planner::plan_full`], and writes through the child's
 //! `patch_wiki_pages` / `write_wiki_pages`, never through the engine; then
 //! says what it did in a receipt.
 //!
@@ -26,7 +26,7 @@ use super::budget::{PAGE_BUDGET, apply_replacements};
 use super::inputs::{CurrentPage, DependencyFacts, Listings};
 use super::interest::areas_to_record;
 use super::markers::{DEPENDENCIES, HOW_TO_WORK};
-use super::plan::{NewPage, Plan, PlannedPatch, plan_all};
+use super::{plan::{NewPage, Plan, PlannedPatch}, planner::plan_all};
 use super::read::{HEADS_PER_JOB, View, page_key, read_listings, read_view, transient};
 use super::read_how_to::read_how_to;
 use super::read_manifests::read_dependencies;
@@ -298,6 +298,15 @@ fn pull_results(
         .collect()
 }
 
+/// What a summary says of the attempt it was written on.
+fn rebuilt(attempt: u32) -> &'static str {
+    if attempt > 0 {
+        " after one rebuild on a fresh snapshot"
+    } else {
+        ""
+    }
+}
+
 /// Runs the builtin agent against the writer child.
 pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOutcome, AgentError> {
     let mut written: BTreeSet<u64> = BTreeSet::new();
@@ -405,11 +414,14 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
                     pull_requests: pull_results(&plan, &written, None),
                     summary: with_notes(
                         if any_written {
-                            "every pull request of the range is recorded"
+                            format!(
+                                "recorded {} pull request(s) on Home, the area pages and the Changelog{}",
+                                written.len(),
+                                rebuilt(attempt)
+                            )
                         } else {
-                            "every pull request of the range was already recorded"
-                        }
-                        .into(),
+                            "every pull request of the range was already recorded".into()
+                        },
                         &notes,
                     ),
                 },
@@ -439,11 +451,7 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
                             format!(
                                 "recorded {} pull request(s) on Home, the area pages and the Changelog{}",
                                 written.len(),
-                                if attempt > 0 {
-                                    " after one rebuild on a fresh snapshot"
-                                } else {
-                                    ""
-                                }
+                                rebuilt(attempt)
                             ),
                             &notes,
                         ),

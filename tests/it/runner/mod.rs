@@ -57,6 +57,8 @@ mod one_commit;
 mod person_edits;
 // Purposes through the real writer: a crate doc kept in its README, usage boilerplate, a sentence over two lines.
 mod purposes;
+// The builtin's rebuild after its own second writer call conflicted: one commit, a receipt that says updated.
+mod rebuild;
 // A renamed file keeps its purpose and its history: both paths on the entry, get_context follows the rename.
 mod renames;
 // A source with git submodules: gitlinks added, re-pinned, moved, removed; listed as submodules.
