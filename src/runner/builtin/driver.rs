@@ -26,7 +26,7 @@ use super::budget::{PAGE_BUDGET, apply_replacements};
 use super::inputs::{CurrentPage, DependencyFacts, Listings};
 use super::interest::areas_to_record;
 use super::markers::{DEPENDENCIES, HOW_TO_WORK};
-use super::{plan::{NewPage, Plan, PlannedPatch}, planner::plan_all};
+use super::plan::{NewPage, Plan, PlannedPatch, plan_all};
 use super::read::{HEADS_PER_JOB, View, page_key, read_listings, read_view, transient};
 use super::read_how_to::read_how_to;
 use super::read_manifests::read_dependencies;
