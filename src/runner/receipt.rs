@@ -12,6 +12,9 @@
 //!   carry this job's `Teammem-Job` trailer; a `no_change` receipt is refused
 //!   when the job staged writes; all of this is checked before anything is
 //!   published, so a receipt that does not hold publishes nothing;
+//! - the status says what the job's one commit holds: `updated` may list
+//!   every PR `no_change` (a commit of current-state sections only), and a
+//!   `no_change` receipt never lists a PR `updated`;
 //! - only a checked receipt becomes a [`Completion`].
 
 use std::collections::BTreeMap;
@@ -145,10 +148,11 @@ impl Receipt {
             .pull_requests
             .iter()
             .any(|p| p.status == PullStatus::Updated);
+        // An `updated` receipt whose pull requests were all on the wiki
+        // before is a commit of current-state sections only ("What is here",
+        // Dependencies, Home); that it holds this job's commit is checked
+        // against the wiki (`check_against_wiki`).
         match self.status {
-            ReceiptStatus::Updated if !updated => {
-                Err("receipt.status: updated, but no pull request has status updated".into())
-            }
             ReceiptStatus::NoChange if updated => {
                 Err("receipt.status: no_change, but a pull request has status updated".into())
             }
@@ -424,12 +428,14 @@ mod tests {
                 .contains("unknown field")
         );
         assert!(Receipt::parse("I updated the wiki!").is_err());
-        let lying = receipt("updated", &both("no_change"));
+        let lying = receipt("no_change", &both("updated"));
         assert!(
             Receipt::parse(&lying)
                 .unwrap_err()
                 .contains("receipt.status")
         );
+        // Sections only: updated, every pull request already recorded.
+        assert!(Receipt::parse(&receipt("updated", &both("no_change"))).is_ok());
         let long = receipt("updated", &both("updated")).replace("ok.", &"x".repeat(3000));
         assert!(
             Receipt::parse(&long)

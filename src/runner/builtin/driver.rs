@@ -298,6 +298,47 @@ fn pull_results(
         .collect()
 }
 
+/// How a run whose writes are all done reports them: `updated` when this
+/// job staged anything, for the one commit holds it, whether or not a pull
+/// request was newly recorded (a commit may change only current-state
+/// sections: "What is here", `Dependencies.md`, `How-to-work-here.md`,
+/// Home), `no_change` when it staged nothing; each pull request `updated`
+/// when this job recorded it (`written`), `no_change` when it was on the wiki
+/// before (or nothing was staged: the pages already said it). Returns the
+/// status, the per-PR results and the summary.
+fn finished(
+    plan: &Plan,
+    written: &BTreeSet<u64>,
+    staged: bool,
+    attempt: u32,
+) -> (ReceiptStatus, Vec<PullResult>, String) {
+    let status = if staged {
+        ReceiptStatus::Updated
+    } else {
+        ReceiptStatus::NoChange
+    };
+    let summary = match (staged, written.is_empty()) {
+        (true, false) => format!(
+            "recorded {} pull request(s) on Home, the area pages and the Changelog{}",
+            written.len(),
+            rebuilt(attempt)
+        ),
+        (true, true) => format!(
+            "every pull request of the range was already recorded; brought the pages' current-state sections up to date{}",
+            rebuilt(attempt)
+        ),
+        (false, _) => "every pull request of the range was already recorded".to_owned(),
+    };
+    let mut pulls = pull_results(plan, written, None);
+    if !staged {
+        // Nothing staged: the writer found every planned page as planned.
+        for pull in &mut pulls {
+            pull.status = PullStatus::NoChange;
+        }
+    }
+    (status, pulls, summary)
+}
+
 /// What a summary says of the attempt it was written on.
 fn rebuilt(attempt: u32) -> &'static str {
     if attempt > 0 {
@@ -400,30 +441,18 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
             }
         }
         if plan.is_empty() {
-            let any_written = !written.is_empty();
+            // Whatever this run staged before a conflict is the job's one
+            // commit, pull requests recorded or only sections.
+            let (status, pull_requests, summary) =
+                finished(&plan, &written, last_tip.is_some(), attempt);
             return Ok(AgentOutcome {
                 receipt: Receipt {
-                    status: if any_written {
-                        ReceiptStatus::Updated
-                    } else {
-                        ReceiptStatus::NoChange
-                    },
+                    status,
                     wiki_repository,
                     wiki_sha: Some(last_tip.unwrap_or(view.base)),
                     base_sha: first_base,
-                    pull_requests: pull_results(&plan, &written, None),
-                    summary: with_notes(
-                        if any_written {
-                            format!(
-                                "recorded {} pull request(s) on Home, the area pages and the Changelog{}",
-                                written.len(),
-                                rebuilt(attempt)
-                            )
-                        } else {
-                            "every pull request of the range was already recorded".into()
-                        },
-                        &notes,
-                    ),
+                    pull_requests,
+                    summary: with_notes(summary, &notes),
                 },
                 retry_failed: false,
             });
@@ -438,23 +467,24 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
             .map(|p| p.number)
             .collect();
         match apply_plan(client, task, &view, plan.clone()).await {
-            Ok((tip, _changed)) => {
-                written.extend(to_write);
+            Ok((tip, changed)) => {
+                let staged = changed || last_tip.is_some();
+                if staged {
+                    written.extend(to_write);
+                }
+                let (status, pull_requests, summary) = finished(&plan, &written, staged, attempt);
                 return Ok(AgentOutcome {
                     receipt: Receipt {
-                        status: ReceiptStatus::Updated,
+                        status,
                         wiki_repository,
-                        wiki_sha: Some(tip),
+                        wiki_sha: Some(if changed {
+                            tip
+                        } else {
+                            last_tip.unwrap_or(tip)
+                        }),
                         base_sha: first_base,
-                        pull_requests: pull_results(&plan, &written, None),
-                        summary: with_notes(
-                            format!(
-                                "recorded {} pull request(s) on Home, the area pages and the Changelog{}",
-                                written.len(),
-                                rebuilt(attempt)
-                            ),
-                            &notes,
-                        ),
+                        pull_requests,
+                        summary: with_notes(summary, &notes),
                     },
                     retry_failed: false,
                 });
@@ -476,7 +506,7 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
                     );
                     continue;
                 }
-                let status = if changed || !written.is_empty() {
+                let status = if last_tip.is_some() || !written.is_empty() {
                     ReceiptStatus::Partial
                 } else {
                     ReceiptStatus::Failed
@@ -562,6 +592,67 @@ mod tests {
             summary.ends_with(&format!(" and {} more", 100 - shown)),
             "{summary}"
         );
+    }
+
+    #[test]
+    fn a_run_that_staged_anything_says_updated_whatever_its_pull_requests_say() {
+        let pull = |number: u64, already_recorded: bool| super::super::plan::PullPlan {
+            number,
+            merge_sha: format!("{number:040x}"),
+            pages: vec!["Changelog.md".into()],
+            already_recorded,
+        };
+        // Recorded before the run: #1. By this run's staged writes: #2.
+        let plan = Plan {
+            pulls: vec![pull(1, true), pull(2, true)],
+            ..Plan::default()
+        };
+        let statuses = |pulls: &[PullResult]| pulls.iter().map(|p| p.status).collect::<Vec<_>>();
+        let recorded: BTreeSet<u64> = [2].into();
+        let (status, pulls, summary) = finished(&plan, &recorded, true, 1);
+        assert_eq!(status, ReceiptStatus::Updated);
+        assert_eq!(
+            statuses(&pulls),
+            [PullStatus::NoChange, PullStatus::Updated]
+        );
+        assert!(
+            summary.contains("recorded 1 pull request(s)") && summary.contains("rebuild"),
+            "{summary}"
+        );
+        // Staged, but only sections (a rebuild whose first call recorded no
+        // pull request, or a replay that brings Home up to date): updated.
+        let (status, pulls, summary) = finished(&plan, &BTreeSet::new(), true, 1);
+        assert_eq!(status, ReceiptStatus::Updated);
+        assert_eq!(statuses(&pulls), [PullStatus::NoChange; 2]);
+        assert!(
+            summary.contains("already recorded") && summary.contains("current-state"),
+            "{summary}"
+        );
+        // Nothing staged: no_change, and no pull request updated.
+        let fresh = Plan {
+            pulls: vec![pull(1, true), pull(3, false)],
+            ..Plan::default()
+        };
+        let (status, pulls, _) = finished(&fresh, &BTreeSet::new(), false, 0);
+        assert_eq!(status, ReceiptStatus::NoChange);
+        assert_eq!(statuses(&pulls), [PullStatus::NoChange; 2]);
+        // Each of these passes the receipt's own shape rules.
+        for (status, pulls) in [
+            finished(&plan, &BTreeSet::new(), true, 1),
+            finished(&fresh, &BTreeSet::new(), false, 0),
+        ]
+        .map(|(status, pulls, _)| (status, pulls))
+        {
+            let receipt = Receipt {
+                status,
+                wiki_repository: "demo/app".into(),
+                wiki_sha: Some("e".repeat(40)),
+                base_sha: Some("d".repeat(40)),
+                pull_requests: pulls,
+                summary: "ok".into(),
+            };
+            receipt.validate_shape().unwrap();
+        }
     }
 
     #[test]

@@ -57,7 +57,7 @@ mod one_commit;
 mod person_edits;
 // Purposes through the real writer: a crate doc kept in its README, usage boilerplate, a sentence over two lines.
 mod purposes;
-// The builtin's rebuild after its own second writer call conflicted: one commit, a receipt that says updated.
+// The builtin's rebuild after its own second writer call conflicted, and a sections-only commit: one commit, a receipt that says updated.
 mod rebuild;
 // A renamed file keeps its purpose and its history: both paths on the entry, get_context follows the rename.
 mod renames;

@@ -14,6 +14,11 @@
 //! second call builds on the job's own staged tip; the move is a conflict at
 //! the publish, and the runner starts the agent again on the new tip, which
 //! `one_commit.rs` covers.)
+//!
+//! And a job whose one commit holds only current-state sections (every pull
+//! request already recorded, Home's topics brought back) says `updated`,
+//! each pull request `no_change`: the receipt's status is what the commit
+//! holds.
 
 use teammem::queue::Completion;
 use teammem::worker::JobHandler;
@@ -135,5 +140,46 @@ async fn a_rebuild_after_the_jobs_own_first_call_reports_what_the_one_commit_rec
     assert_eq!(
         git_trimmed(&s.wiki, &["rev-parse", &format!("{sha}^")]),
         start
+    );
+}
+
+#[tokio::test]
+async fn a_job_whose_one_commit_holds_only_sections_says_updated() {
+    let s = Setup::new();
+    let done = s.runner().run(&s.full_range(1)).await.unwrap();
+    receipt(&done);
+    // A person makes Home their own, without teammem's topics.
+    s.human_edit("Home.md", "# Welcome\n\nOur own page.\n");
+    let start = s.tip();
+
+    // The range again (a retry): every pull request is recorded, and the
+    // job's one commit brings Home's topics back.
+    let done = s.runner().run(&s.full_range(2)).await.unwrap();
+    let receipt = receipt(&done);
+    assert_eq!(receipt["status"], "updated", "{receipt}");
+    let pulls = receipt["pull_requests"].as_array().unwrap();
+    assert_eq!(pulls.len(), 2, "{receipt}");
+    assert!(
+        pulls.iter().all(|p| p["status"] == "no_change"),
+        "{receipt}"
+    );
+    assert!(
+        receipt["summary"]
+            .as_str()
+            .unwrap()
+            .contains("already recorded"),
+        "{receipt}"
+    );
+    let commits = commits_after(&s, &start);
+    assert_eq!(commits.len(), 1, "{commits:?}");
+    let (sha, message) = &commits[0];
+    assert!(message.contains("Teammem-Job: 2"), "{message}");
+    assert_eq!(receipt["wiki_sha"], sha.as_str(), "{receipt}");
+    let changed = git_trimmed(&s.wiki, &["show", "--format=", "--name-only", sha.as_str()]);
+    assert_eq!(changed, "Home.md", "{changed}");
+    let home = s.page("Home.md");
+    assert!(
+        home.starts_with("# Welcome\n\nOur own page.\n") && home.contains("(Changelog)"),
+        "{home}"
     );
 }
