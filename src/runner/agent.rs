@@ -1,7 +1,8 @@
-//! The contract every agent kind shares (what it is given, how its run
-//! ends) and [`run`], which hands a job to the configured kind: the builtin
-//! agent ([`super::builtin`]), an OpenAI-compatible model
-//! ([`super::openai`]) or an external command ([`super::command`]).
+//! The contract every agent kind shares: what it is given and how its run
+//! ends. Each kind (the builtin agent, [`super::builtin`]; an
+//! OpenAI-compatible model, [`super::openai`]; an external command,
+//! [`super::command`]) builds on this file and none of them on another;
+//! [`super::agent_kinds::run`] hands a job to the configured kind.
 //!
 //! Invariants: an agent gets the job's data only as [`AgentTask`] (to an
 //! external agent, one JSON value labelled as untrusted data, never spliced
@@ -9,12 +10,7 @@
 //! child; a run ends with a receipt ([`AgentOutcome`]) or an
 //! [`AgentError`] that says whether retrying may help.
 
-use std::path::Path;
-
-use super::command::{CommandSettings, Endpoint};
 use super::receipt::Receipt;
-use super::writer::WriterClient;
-use crate::config::Agent;
 use crate::forge::evidence::EvidenceBundle;
 
 /// What an agent backend is given.
@@ -58,68 +54,4 @@ pub struct AgentOutcome {
 pub struct AgentError {
     pub reason: String,
     pub retryable: bool,
-}
-
-/// Runs the configured `agent` against the job's writer (`client`). The
-/// command agent runs in its sandbox in the job's work directory `dir`,
-/// reaching the writer through `endpoint`, with `command`'s settings.
-pub async fn run(
-    agent: &Agent,
-    client: &WriterClient,
-    task: &AgentTask<'_>,
-    dir: &Path,
-    endpoint: Option<&Endpoint>,
-    command: Option<&CommandSettings>,
-) -> Result<AgentOutcome, AgentError> {
-    client.count_steps_as(Some(match agent {
-        Agent::Builtin => "builtin",
-        Agent::OpenAi { .. } => "openai",
-        Agent::Command { .. } => "command",
-    }));
-    let permanent = |reason: String| AgentError {
-        reason,
-        retryable: false,
-    };
-    match agent {
-        Agent::Builtin => super::builtin::run(client, task).await,
-        Agent::OpenAi {
-            base_url,
-            model,
-            api_key_env,
-            max_steps,
-            max_output_tokens,
-            timeout,
-        } => {
-            let api_key = match api_key_env {
-                None => None,
-                Some(name) => Some(
-                    crate::secrets::env_secret(name)
-                        .and_then(|s| s.expose_str().map(str::to_owned))
-                        .ok_or_else(|| {
-                            permanent(format!(
-                                "agent.api_key_env names {name}, which was not set (as UTF-8) in the daemon's environment at start; set it, restart the daemon and retry the job"
-                            ))
-                        })?,
-                ),
-            };
-            let settings = super::openai::OpenAiSettings {
-                base_url: base_url.clone(),
-                model: model.clone(),
-                api_key,
-                max_steps: *max_steps,
-                max_output_tokens: *max_output_tokens,
-                timeout: *timeout,
-            };
-            super::openai::run(client, task, &settings).await
-        }
-        Agent::Command { .. } => {
-            let Some(settings) = command else {
-                return Err(permanent("the command agent is not configured".into()));
-            };
-            match endpoint {
-                Some(endpoint) => super::command::run(endpoint, dir, task, settings).await,
-                None => Err(permanent("the command agent has no endpoint".into())),
-            }
-        }
-    }
 }

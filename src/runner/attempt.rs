@@ -13,7 +13,7 @@ use std::path::Path;
 
 use super::receipt::{self, WikiFacts};
 use super::writer::{self, WriterClient, WriterLaunch};
-use super::{Runner, agent, broker, check, command, fact_check, random_hex};
+use super::{Runner, agent, agent_kinds, broker, check, command, fact_check, random_hex};
 use crate::config::{Agent, Source};
 use crate::forge::SourceForge;
 use crate::forge::evidence::{self, EvidenceBundle, JobScope};
@@ -146,7 +146,7 @@ impl Runner {
             before_write: self.before_write.as_ref(),
         };
         let command = self.command_settings();
-        let outcome = agent::run(
+        let outcome = agent_kinds::run(
             &self.config.agent,
             &client,
             &task,

@@ -9,7 +9,8 @@
 //! the job's broker (`broker.rs`), which lives exactly as long as the job's
 //! future.
 
-pub mod agent; // what every agent kind gets and gives back, and the dispatch to the configured kind
+pub mod agent; // what every agent kind gets and gives back
+mod agent_kinds; // the job handed to the configured agent kind
 mod attempt; // one attempt at a job's wiki change: writer, agent, receipt, the one publish
 pub mod broker; // the per-job broker: wiki token and source files for the writer child (GitHub)
 pub mod builtin; // the builtin agent: its pure planner (Home, Areas, Changelog, Dependencies) and its driver

@@ -10,7 +10,27 @@
 //! stop words still searches by them (it is what was asked), never for
 //! nothing.
 
-use super::search::tokens;
+/// Lowercased tokens of `text`: runs of alphanumerics and `_`; an identifier
+/// with `_` also yields its parts, so `source_cursors` finds `cursors`.
+pub fn tokens(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in text
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+    {
+        let lower = word.to_lowercase();
+        if lower.contains('_') {
+            let parts: Vec<&str> = lower.split('_').filter(|p| !p.is_empty()).collect();
+            out.extend(parts.iter().map(|p| (*p).to_owned()));
+            if parts.len() > 1 {
+                out.push(lower.trim_matches('_').to_owned());
+            }
+        } else {
+            out.push(lower);
+        }
+    }
+    out
+}
 
 /// What path terms start with, so a path never meets a word.
 pub const PATH_PREFIX: &str = "@path:";
@@ -294,6 +314,22 @@ pub fn analyze(query: &str) -> Query {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_split_paths_and_identifiers() {
+        assert_eq!(
+            tokens("src/queue/Source_Cursors.rs L10"),
+            [
+                "src",
+                "queue",
+                "source",
+                "cursors",
+                "source_cursors",
+                "rs",
+                "l10"
+            ]
+        );
+    }
 
     #[test]
     fn stop_words_are_sorted_for_binary_search() {

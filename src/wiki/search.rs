@@ -65,28 +65,6 @@ const CHANGE_BOOST: f32 = 1.4;
 const K1: f32 = 1.2;
 const B: f32 = 0.75;
 
-/// Lowercased tokens of `text`: runs of alphanumerics and `_`; an identifier
-/// with `_` also yields its parts, so `source_cursors` finds `cursors`.
-pub fn tokens(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for word in text
-        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .filter(|w| !w.is_empty())
-    {
-        let lower = word.to_lowercase();
-        if lower.contains('_') {
-            let parts: Vec<&str> = lower.split('_').filter(|p| !p.is_empty()).collect();
-            out.extend(parts.iter().map(|p| (*p).to_owned()));
-            if parts.len() > 1 {
-                out.push(lower.trim_matches('_').to_owned());
-            }
-        } else {
-            out.push(lower);
-        }
-    }
-    out
-}
-
 struct Doc {
     path: String,
     sha: String,
@@ -696,22 +674,6 @@ mod tests {
             0,
             false,
         )
-    }
-
-    #[test]
-    fn tokens_split_paths_and_identifiers() {
-        assert_eq!(
-            tokens("src/queue/Source_Cursors.rs L10"),
-            [
-                "src",
-                "queue",
-                "source",
-                "cursors",
-                "source_cursors",
-                "rs",
-                "l10"
-            ]
-        );
     }
 
     #[test]

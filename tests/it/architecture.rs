@@ -2,10 +2,12 @@
 //! `mcp`, `runner`, `forge`, `queue`, `wiki`, …) never import each other in a
 //! cycle and never import a module of a higher layer (every `crate::…` path,
 //! imports and inline paths, comments skipped; failures name the loop or the
-//! upward import); only `src/forge/github/` speaks GitHub's REST wire format,
-//! and outside `src/forge/` only the files listed here, each for a question
-//! only GitHub has, hold its client (source questions go through
-//! `SourceForge`); no file grows past 700 production lines.
+//! upward import); within each directory of `src/`, files never import each
+//! other in a circle either (the shortest is named); only `src/forge/github/`
+//! speaks GitHub's REST wire format, and outside `src/forge/` only the files
+//! listed here, each for a question only GitHub has, hold its client (source
+//! questions go through `SourceForge`); no file grows past 700 production
+//! lines.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
@@ -517,4 +519,350 @@ fn only_forge_decides_which_forge_answers_a_source_question() {
             "{stale:?} no longer {what}: remove them from the list in tests/it/architecture.rs"
         );
     }
+}
+
+/// `source` with comments, string literals and character literals blanked
+/// out (a lifetime stays), so no path is read from text that is not code.
+fn code_only(source: &str) -> String {
+    let chars: Vec<char> = source.chars().collect();
+    let mut out = String::with_capacity(source.len());
+    let mut i = 0;
+    let at = |i: usize, text: &str| {
+        text.chars()
+            .enumerate()
+            .all(|(k, c)| chars.get(i + k) == Some(&c))
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        let after_ident = i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
+        if at(i, "//") {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if at(i, "/*") {
+            let mut depth = 0;
+            while i < chars.len() {
+                if at(i, "/*") {
+                    depth += 1;
+                    i += 2;
+                } else if at(i, "*/") {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            out.push(' ');
+        } else if !after_ident && (at(i, "r#") || at(i, "r\"") || at(i, "br#") || at(i, "br\"")) {
+            // A raw string: `r"…"`, `r#"…"#`, `br##"…"##`.
+            i += if c == 'b' { 2 } else { 1 };
+            let hashes = chars[i..].iter().take_while(|&&h| h == '#').count();
+            i += hashes + 1;
+            let close: String = std::iter::once('"')
+                .chain(std::iter::repeat_n('#', hashes))
+                .collect();
+            while i < chars.len() && !at(i, &close) {
+                i += 1;
+            }
+            i += close.len();
+            out.push_str("\"\"");
+        } else if c == '"' {
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                i += if chars[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c == '\'' && chars.get(i + 1) == Some(&'\\') {
+            // An escaped character literal: `'\n'`, `'\''`, `'\u{1F600}'`.
+            i += 3;
+            while i < chars.len() && chars[i] != '\'' {
+                i += 1;
+            }
+            i += 1;
+            out.push_str("' '");
+        } else if c == '\'' && chars.get(i + 2) == Some(&'\'') {
+            i += 3;
+            out.push_str("' '");
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// `code` (from [`code_only`]) without its `#[cfg(test)]` items: a test
+/// module's imports are not the file's.
+fn without_test_items(code: &str) -> String {
+    const MARK: &str = "#[cfg(test)]";
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find(MARK) {
+        out.push_str(&rest[..at]);
+        let item = &rest[at + MARK.len()..];
+        // The item ends at its first `;` outside braces, or at the brace
+        // that closes its first block.
+        let mut depth = 0usize;
+        let mut end = item.len();
+        for (k, c) in item.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        end = k + 1;
+                        break;
+                    }
+                }
+                ';' if depth == 0 => {
+                    end = k + 1;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        rest = &item[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every path in `code` that starts at `crate::`, `super::` or `self::`, as
+/// its segments, with `{…}` groups (nested too) expanded into one path
+/// each: `use super::{a::B, c}` gives `super::a::B` and `super::c`.
+fn module_paths(code: &str) -> Vec<Vec<String>> {
+    fn ident(rest: &str) -> Option<(&str, &str)> {
+        let end = rest
+            .char_indices()
+            .find(|(_, c)| !(c.is_alphanumeric() || *c == '_'))
+            .map_or(rest.len(), |(k, _)| k);
+        (end > 0 && !rest.starts_with(|c: char| c.is_ascii_digit()))
+            .then(|| (&rest[..end], &rest[end..]))
+    }
+    /// Reads one path (and its groups) from `rest` after `prefix`; returns
+    /// what follows it.
+    fn tree<'a>(mut rest: &'a str, prefix: &[String], out: &mut Vec<Vec<String>>) -> &'a str {
+        let mut segments = prefix.to_vec();
+        loop {
+            rest = rest.trim_start();
+            if let Some(group) = rest.strip_prefix('{') {
+                rest = group;
+                loop {
+                    rest = rest.trim_start_matches(|c: char| c.is_whitespace() || c == ',');
+                    if rest.is_empty() {
+                        return rest;
+                    }
+                    if let Some(after) = rest.strip_prefix('}') {
+                        return after;
+                    }
+                    let before = rest.len();
+                    rest = tree(rest, &segments, out);
+                    if rest.len() == before {
+                        // Not a path (`*`, `as`, …): step over one character.
+                        rest = &rest[rest.chars().next().map_or(0, char::len_utf8)..];
+                    }
+                }
+            }
+            let Some((name, after)) = ident(rest) else {
+                if !segments.len().eq(&prefix.len()) {
+                    out.push(segments);
+                }
+                return rest;
+            };
+            segments.push(name.to_owned());
+            let trimmed = after.trim_start();
+            match trimmed.strip_prefix("::") {
+                Some(next) => rest = next,
+                None => {
+                    out.push(segments);
+                    return after;
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for start in ["crate", "super", "self"] {
+        let mut from = 0;
+        while let Some(found) = code[from..].find(start) {
+            let at = from + found;
+            from = at + start.len();
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            if !code[from..].trim_start().starts_with("::") {
+                continue;
+            }
+            tree(&code[at..], &[], &mut out);
+        }
+    }
+    out
+}
+
+/// The module path of a file under `src/` (`runner/builtin/plan.rs` is
+/// `runner::builtin::plan`, `runner/builtin/mod.rs` is `runner::builtin`,
+/// `lib.rs` is the crate root).
+fn module_of(relative: &str) -> Vec<String> {
+    let stem = relative.strip_suffix(".rs").unwrap_or(relative);
+    let mut segments: Vec<String> = stem.split('/').map(str::to_owned).collect();
+    if matches!(
+        segments.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        segments.pop();
+    }
+    segments
+}
+
+/// For each directory of `src/` (`"runner/builtin"`), which of its files and
+/// subdirectories (`plan`, `context`, …) refer to which siblings: a
+/// `crate::`, `super::` or `self::` path in the production code (comments,
+/// strings and `#[cfg(test)]` items skipped) that lands in a sibling, or
+/// anywhere below it. A subdirectory counts as one node; paths through a
+/// parent's re-export land on the parent and count for no sibling. The crate
+/// root's own directory is left to the top-level test above.
+fn sibling_graphs(files: &[(String, String)]) -> BTreeMap<String, Graph> {
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|(path, _)| module_of(path)).collect();
+    let mut graphs: BTreeMap<String, Graph> = BTreeMap::new();
+    for (path, text) in files {
+        let own = module_of(path);
+        for found in module_paths(&without_test_items(&code_only(text))) {
+            let mut base = own.clone();
+            let mut rest = found.as_slice();
+            if rest.first().is_some_and(|s| s == "crate") {
+                base.clear();
+                rest = &rest[1..];
+            } else {
+                while let Some(first) = rest.first() {
+                    match first.as_str() {
+                        "super" => {
+                            base.pop();
+                        }
+                        "self" => {}
+                        _ => break,
+                    }
+                    rest = &rest[1..];
+                }
+            }
+            base.extend(rest.iter().cloned());
+            let Some(target) = (0..=base.len())
+                .rev()
+                .map(|n| base[..n].to_vec())
+                .find(|prefix| modules.contains(prefix))
+            else {
+                continue;
+            };
+            let shared = own.iter().zip(&target).take_while(|(a, b)| a == b).count();
+            if shared == 0 || own.len() == shared || target.len() == shared {
+                continue;
+            }
+            graphs
+                .entry(own[..shared].join("/"))
+                .or_default()
+                .entry(own[shared].clone())
+                .or_default()
+                .insert(target[shared].clone());
+        }
+    }
+    graphs
+}
+
+/// Sibling imports left out of the circle search, each with why. A circle
+/// they close is another change's to break; once it is, its entry goes.
+const KNOWN_FILE_CIRCLES: &[(&str, &str, &str, &str)] = &[(
+    "wiki/context",
+    "brief",
+    "answer",
+    "answer.rs <-> brief.rs: the shared item types move below both in the get_context work under way (#35); remove this entry when it lands",
+)];
+
+#[test]
+fn files_within_a_directory_import_each_other_in_no_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut graphs = sibling_graphs(&sources(&src));
+    for expected in ["runner", "runner/builtin", "http/dashboard", "wiki", "mcp"] {
+        assert!(
+            graphs.contains_key(expected),
+            "src/{expected} has no sibling imports; the test reads the wrong tree: {:?}",
+            graphs.keys()
+        );
+    }
+    for (dir, from, to, _) in KNOWN_FILE_CIRCLES {
+        if let Some(edges) = graphs.get_mut(*dir).and_then(|g| g.get_mut(*from)) {
+            edges.remove(*to);
+        }
+    }
+    let circles: Vec<String> = graphs
+        .iter()
+        .filter_map(|(dir, graph)| {
+            shortest_cycle(graph).map(|cycle| format!("src/{dir}: {}", cycle.join(" → ")))
+        })
+        .collect();
+    assert!(
+        circles.is_empty(),
+        "files import each other in a circle: {circles:#?}; move what they share below both (a small file of its own, or the lower file)"
+    );
+}
+
+#[test]
+fn a_deliberate_file_circle_is_found_and_named() {
+    let files = [
+        ("runner/mod.rs", "pub mod agent;\npub mod builtin;\n"),
+        (
+            "runner/agent.rs",
+            "use super::builtin::plan::Plan; // super::openai is only a comment\n",
+        ),
+        (
+            "runner/openai.rs",
+            "fn f() { let s = \"super::agent::X\"; let c = '{'; }\n#[cfg(test)]\nmod tests {\n    use super::super::agent::Task;\n}\n",
+        ),
+        (
+            "runner/builtin/mod.rs",
+            "mod plan;\nmod changelog;\npub use plan::Plan;\n",
+        ),
+        (
+            "runner/builtin/plan.rs",
+            "use super::{\n    changelog::{plan_changelog, Links},\n    markers::*,\n};\n",
+        ),
+        (
+            "runner/builtin/changelog.rs",
+            "fn f<'a>(p: &'a str) { crate::runner::builtin::plan::check(p); }\n",
+        ),
+        (
+            "runner/builtin/markers.rs",
+            "pub const HOME: &str = r#\"self::x\"#;\n",
+        ),
+    ];
+    let files: Vec<(String, String)> = files
+        .iter()
+        .map(|(p, t)| (p.to_string(), t.to_string()))
+        .collect();
+    let mut graphs = sibling_graphs(&files);
+    let builtin = &graphs["runner/builtin"];
+    assert_eq!(
+        builtin["plan"],
+        BTreeSet::from(["changelog".into(), "markers".into()])
+    );
+    assert_eq!(builtin["changelog"], BTreeSet::from(["plan".into()]));
+    assert!(!builtin.contains_key("markers"), "{builtin:?}");
+    // A comment, a string and a test module are not imports.
+    assert_eq!(
+        graphs["runner"],
+        Graph::from([("agent".into(), BTreeSet::from(["builtin".into()]))])
+    );
+    assert_eq!(
+        shortest_cycle(&graphs["runner/builtin"]).unwrap(),
+        ["changelog", "plan", "changelog"].map(String::from)
+    );
+
+    // Without the changelog's call back into the plan there is no circle.
+    graphs
+        .get_mut("runner/builtin")
+        .unwrap()
+        .remove("changelog");
+    assert_eq!(shortest_cycle(&graphs["runner/builtin"]), None);
 }

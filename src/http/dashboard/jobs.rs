@@ -519,7 +519,7 @@ impl Links {
             None => format!(
                 "<a href=\"/wiki/{}/{}\"><code>{}</code></a>",
                 escape(&self.source),
-                escape(&super::wiki_page::encode_path(page)),
+                escape(&super::markdown::encode_path(page)),
                 escape(page)
             ),
         }
@@ -551,7 +551,7 @@ fn wiki_sha(job: &Job) -> Option<String> {
 fn github_page_name(page: &str) -> String {
     let name = page.rsplit('/').next().unwrap_or(page);
     let name = name.strip_suffix(".md").unwrap_or(name).replace(' ', "-");
-    super::wiki_page::encode_path(&name)
+    super::markdown::encode_path(&name)
 }
 
 #[cfg(test)]

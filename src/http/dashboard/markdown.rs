@@ -28,7 +28,6 @@ use std::ops::Range;
 use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
 
 use super::escape;
-use super::wiki_page::encode_path;
 
 /// A stale fact of the page: its (1-based) line, and what changed it.
 pub(super) struct Stale {
@@ -405,6 +404,24 @@ fn page_href(links: &Links, dest: &str, wiki_link: bool) -> String {
         out.push_str(&encode_path(&percent_decode(fragment)));
     }
     out
+}
+
+/// A page path as URL segments (each segment percent-encoded, `/` kept).
+pub(super) fn encode_path(page: &str) -> String {
+    page.split('/')
+        .map(|segment| {
+            segment
+                .bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
+                        (b as char).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// `%XX` escapes decoded (bytes that do not make UTF-8 are replaced).

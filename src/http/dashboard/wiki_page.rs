@@ -16,29 +16,11 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 
-use super::markdown::{self, Links, Stale};
+use super::markdown::{self, Links, Stale, encode_path};
 use super::{Peer, Viewer, escape, layout, page_error, viewer, wiki_of};
 use crate::config::Source;
 use crate::http::AppState;
 use crate::queue::short_sha;
-
-/// A page path as URL segments (each segment percent-encoded, `/` kept).
-pub(super) fn encode_path(page: &str) -> String {
-    page.split('/')
-        .map(|segment| {
-            segment
-                .bytes()
-                .map(|b| match b {
-                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
-                        (b as char).to_string()
-                    }
-                    _ => format!("%{b:02X}"),
-                })
-                .collect::<String>()
-        })
-        .collect::<Vec<_>>()
-        .join("/")
-}
 
 /// The viewer, and the source `{owner}/{name}` if they may see it (a 404
 /// page otherwise, the same for a source that is not configured).

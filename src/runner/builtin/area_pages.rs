@@ -278,7 +278,7 @@ fn new_area_page(
 mod tests {
     use crate::forge::evidence::FileStatus;
     use crate::runner::builtin::inputs::Listings;
-    use crate::runner::builtin::plan::{apply, plan, plan_with};
+    use crate::runner::builtin::planner::{apply, plan, plan_with};
     use crate::runner::builtin::samples::*;
 
     #[test]

@@ -144,7 +144,7 @@ pub fn by_area(pull: &PullRequest) -> ByArea<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runner::builtin::plan::plan;
+    use crate::runner::builtin::planner::plan;
     use crate::runner::builtin::samples::*;
 
     #[test]

@@ -154,7 +154,7 @@ mod tests {
     use crate::runner::builtin::changelog::new_changelog;
     use crate::runner::builtin::entries::changelog_entry;
     use crate::runner::builtin::markers::*;
-    use crate::runner::builtin::plan::{apply, plan};
+    use crate::runner::builtin::planner::{apply, plan};
     use crate::runner::builtin::samples::*;
     use std::collections::BTreeMap;
 

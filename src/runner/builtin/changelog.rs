@@ -86,7 +86,7 @@ pub fn new_changelog(archives: &str, entries: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runner::builtin::plan::{apply, plan};
+    use crate::runner::builtin::planner::{apply, plan};
     use crate::runner::builtin::samples::*;
 
     #[test]

@@ -274,7 +274,7 @@ mod tests {
     use crate::ids::Sha;
     use crate::runner::builtin::inputs::Listings;
     use crate::runner::builtin::markers::*;
-    use crate::runner::builtin::plan::{apply, plan_full};
+    use crate::runner::builtin::planner::{apply, plan_full};
     use crate::runner::builtin::samples::*;
 
     fn tip_manifests(text: &str) -> TipManifests {

@@ -18,7 +18,9 @@
 //!   rebuilds its edit exactly once; entries keyed by merge sha make the
 //!   rebuild skip what already landed; a second conflict ends the run with a
 //!   receipt that says so;
-//! - the receipt lists every PR of the evidence.
+//! - the receipt lists every PR of the evidence, and says `updated` exactly
+//!   when the run staged something (pull requests recorded or only
+//!   sections), for that is what the job's one commit holds.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,7 +28,8 @@ use super::budget::{PAGE_BUDGET, apply_replacements};
 use super::inputs::{CurrentPage, DependencyFacts, Listings};
 use super::interest::areas_to_record;
 use super::markers::{DEPENDENCIES, HOW_TO_WORK};
-use super::plan::{NewPage, Plan, PlannedPatch, plan_all};
+use super::plan::{NewPage, Plan, PlannedPatch};
+use super::planner::plan_all;
 use super::read::{HEADS_PER_JOB, View, page_key, read_listings, read_view, transient};
 use super::read_how_to::read_how_to;
 use super::read_manifests::read_dependencies;

@@ -279,7 +279,7 @@ mod tests {
     use crate::forge::evidence::FileStatus;
     use crate::runner::builtin::inputs::Listings;
     use crate::runner::builtin::markers::HOME;
-    use crate::runner::builtin::plan::{apply, plan_with};
+    use crate::runner::builtin::planner::{apply, plan_with};
     use crate::runner::builtin::samples::*;
 
     #[test]

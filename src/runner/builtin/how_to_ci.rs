@@ -7,7 +7,7 @@
 //! key's line through its block's last line, so any change to the command
 //! makes it stale; a shape this reader does not follow yields no fact.
 
-use super::how_to_sources::{HowToFact, cite, command_fact, shell_lines, topic_of};
+use super::how_to_facts::{HowToFact, cite, command_fact, shell_lines, topic_of};
 
 /// Indentation in spaces.
 fn indent(line: &str) -> usize {

@@ -9,7 +9,7 @@
 //! that are special, patterns, files or private are not commands to offer;
 //! a shape these readers do not follow yields no fact.
 
-use super::how_to_sources::{HowToFact, Topic, cite, command_fact, shell_lines, topic_of};
+use super::how_to_facts::{HowToFact, Topic, cite, command_fact, shell_lines, topic_of};
 
 /// `package.json`'s scripts, each as `npm run <name>` citing its line.
 pub(super) fn package_json(path: &str, text: &str, lines: &[&str]) -> Vec<HowToFact> {

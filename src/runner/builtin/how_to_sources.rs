@@ -1,6 +1,7 @@
 //! Where a repository says how to work on it, read line by line (the
-//! readers are in `how_to_ci.rs` and `how_to_files.rs`; this file holds what
-//! they share: the facts, the file kinds and the topics commands belong to): CI workflow
+//! readers are in `how_to_ci.rs` and `how_to_files.rs`, the facts they
+//! make and the topics commands belong to in `how_to_facts.rs`; this file
+//! says which files are read and hands each to its reader): CI workflow
 //! `run:` steps (`.github/workflows/*.yml`), `package.json` scripts,
 //! `Makefile` and `justfile` targets, a Cargo workspace's members, `tox.ini`
 //! environments, `noxfile.py` sessions, `pyproject.toml` tool sections and
@@ -15,61 +16,13 @@
 //! recognize yields no fact, never a wrong one. The text comes back plain,
 //! for the caller to escape.
 
-use crate::facts::Lines;
+use super::how_to_facts::HowToFact;
 
 /// At most this many facts come from one file.
 pub const FACTS_PER_FILE: usize = 40;
-/// A command shows at most this many of the lines it runs.
-const RUN_LINES: usize = 4;
-
-/// What a fact helps with; the page's sections, in this order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Topic {
-    Setup,
-    Build,
-    Test,
-    Lint,
-    Run,
-    Other,
-    Layout,
-    Guide,
-}
-
-impl Topic {
-    /// The section's heading (plain words: it is also read back by
-    /// `get_context`).
-    pub fn heading(self) -> &'static str {
-        match self {
-            Topic::Setup => "Set up",
-            Topic::Build => "Build",
-            Topic::Test => "Test",
-            Topic::Lint => "Lint and format",
-            Topic::Run => "Run",
-            Topic::Other => "Other commands",
-            Topic::Layout => "Project layout",
-            Topic::Guide => "Contributing guide",
-        }
-    }
-}
-
-/// One thing the repository says about how to work on it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HowToFact {
-    pub topic: Topic,
-    /// The file it was read from.
-    pub path: String,
-    /// The lines of that file that say it.
-    pub lines: Lines,
-    /// The command to type, when the fact is one.
-    pub command: Option<String>,
-    /// Where it comes from, or what it is (plain text).
-    pub what: String,
-    /// What the command runs, line by line (at most [`RUN_LINES`]).
-    pub runs: Vec<String>,
-    /// Lines it runs that are not in `runs`.
-    pub more: usize,
-}
-
+/// At most this many files are read for `How-to-work-here.md` per job
+/// (`read_how_to.rs` reads them; the page says how many were left out).
+pub const MAX_HOW_TO_FILES: usize = 16;
 /// The kinds of files read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
@@ -136,170 +89,10 @@ pub fn read(path: &str, text: &str) -> Vec<HowToFact> {
     facts
 }
 
-/// The lines `from..=to` (0-based), as cited lines.
-pub(super) fn cite(from: usize, to: usize) -> Option<Lines> {
-    Lines::new(from as u32 + 1, to.max(from) as u32 + 1).ok()
-}
-
-/// Words of a text, lowercase, split at anything but letters and digits.
-pub(super) fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
-}
-
-/// The topic `hint` (a target's, script's or step's name) or, failing
-/// that, `command` points at: lint before test before build, set-up and run,
-/// so `cargo fmt --check` is lint and `npm run test` is test.
-pub fn topic_of(hint: &str, command: &str) -> Option<Topic> {
-    classify(&words(hint)).or_else(|| classify(&words(command)))
-}
-
-fn classify(w: &[String]) -> Option<Topic> {
-    let has = |list: &[&str]| w.iter().any(|x| list.contains(&x.as_str()));
-    let pair = |a: &str, b: &[&str]| {
-        w.windows(2)
-            .any(|p| p[0] == a && b.contains(&p[1].as_str()))
-    };
-    if has(&[
-        "lint",
-        "linter",
-        "linting",
-        "clippy",
-        "fmt",
-        "format",
-        "formatting",
-        "rustfmt",
-        "ruff",
-        "flake8",
-        "eslint",
-        "prettier",
-        "mypy",
-        "black",
-        "isort",
-        "pylint",
-        "stylelint",
-        "typecheck",
-        "shellcheck",
-        "golangci",
-        "pyright",
-        "biome",
-        "style",
-        "vet",
-    ]) {
-        return Some(Topic::Lint);
-    }
-    if has(&[
-        "test",
-        "tests",
-        "testing",
-        "pytest",
-        "jest",
-        "vitest",
-        "mocha",
-        "spec",
-        "coverage",
-        "nextest",
-        "unittest",
-        "ctest",
-        "e2e",
-        "tox",
-        "nox",
-        "playwright",
-        "cypress",
-        "bench",
-    ]) {
-        return Some(Topic::Test);
-    }
-    if has(&[
-        "build", "compile", "webpack", "rollup", "esbuild", "dist", "bundle", "wheel", "sdist",
-        "tsc", "package", "release",
-    ]) {
-        return Some(Topic::Build);
-    }
-    if has(&[
-        "install",
-        "postinstall",
-        "preinstall",
-        "prepare",
-        "setup",
-        "bootstrap",
-        "deps",
-        "dependencies",
-        "sync",
-        "ci",
-        "rustup",
-        "venv",
-        "virtualenv",
-        "init",
-    ]) {
-        return Some(Topic::Setup);
-    }
-    if has(&[
-        "start", "serve", "server", "dev", "watch", "uvicorn", "gunicorn", "up",
-    ]) || pair("cargo", &["run"])
-        || pair("go", &["run"])
-        || pair("flask", &["run"])
-        || pair("docker", &["run"])
-    {
-        return Some(Topic::Run);
-    }
-    None
-}
-
-/// Shell lines as shown: comments and blanks dropped, `\` continuations
-/// joined, a prompt (`$ `) taken off.
-pub(super) fn shell_lines<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let mut open = false;
-    for line in lines {
-        let t = line.trim();
-        let t = t.strip_prefix("$ ").unwrap_or(t);
-        if t.is_empty() || t.starts_with('#') {
-            open = false;
-            continue;
-        }
-        let (body, continues) = match t.strip_suffix('\\') {
-            Some(body) => (body.trim_end(), true),
-            None => (t, false),
-        };
-        match out.last_mut() {
-            Some(last) if open => {
-                last.push(' ');
-                last.push_str(body);
-            }
-            _ => out.push(body.to_owned()),
-        }
-        open = continues;
-    }
-    out
-}
-
-/// A fact for a command whose lines run `runs`.
-pub(super) fn command_fact(
-    path: &str,
-    (topic, lines): (Topic, Lines),
-    command: Option<String>,
-    what: String,
-    mut runs: Vec<String>,
-) -> HowToFact {
-    let more = runs.len().saturating_sub(RUN_LINES);
-    runs.truncate(RUN_LINES);
-    HowToFact {
-        topic,
-        path: path.to_owned(),
-        lines,
-        command,
-        what,
-        runs,
-        more,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runner::builtin::how_to_facts::*;
 
     /// (topic, command, first line, last line, what, runs) of each fact.
     type Shown = (Topic, Option<String>, u32, u32, String, Vec<String>);

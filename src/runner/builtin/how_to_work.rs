@@ -16,7 +16,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::how_to_sources::{HowToFact, Kind, Topic, kind_of};
+use super::how_to_facts::{HowToFact, Topic};
+use super::how_to_sources::{Kind, kind_of};
 use super::inputs::CurrentPage;
 use super::markdown::{code_or_text, escape_purpose};
 use super::markers::{HOW_TO_ANCHOR, HOW_TO_END, HOW_TO_TOPIC_MARKER, HOW_TO_WORK};
@@ -138,7 +139,7 @@ pub fn how_to_section(how: &HowTo, cap: usize) -> String {
         summary.push_str(&format!(
             " {} more files are not read (at most {} are).",
             how.omitted,
-            super::read_how_to::MAX_HOW_TO_FILES
+            super::how_to_sources::MAX_HOW_TO_FILES
         ));
     }
     if left_out > 0 {
@@ -211,7 +212,7 @@ mod tests {
     use crate::runner::builtin::how_to_sources::read;
     use crate::runner::builtin::inputs::{DependencyFacts, Listings};
     use crate::runner::builtin::markers::HOME;
-    use crate::runner::builtin::plan::{apply, plan_all};
+    use crate::runner::builtin::planner::{apply, plan_all};
     use crate::runner::builtin::samples::*;
 
     fn how(files: &[(&str, &str)]) -> HowTo {

@@ -92,7 +92,7 @@ pub fn archives_of_interest(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runner::builtin::plan::{apply, plan};
+    use crate::runner::builtin::planner::{apply, plan};
     use crate::runner::builtin::samples::*;
 
     #[test]
@@ -123,7 +123,7 @@ mod tests {
             pull(13, "Two", 'b', &["docs/x.md", "Docs/y.md"]),
         ]);
         let planned = plan(&first, &home());
-        assert_eq!(areas_to_record(&first, &home()), planned.area_slugs());
+        assert_eq!(areas_to_record(&first, &home()), area_slugs(&planned));
         assert_eq!(
             areas_to_record(&first, &home()),
             slugs(&["docs", "root", "src"])
@@ -137,7 +137,7 @@ mod tests {
         assert_eq!(areas_to_record(&second, &pages), slugs(&["src"]));
         assert_eq!(
             areas_to_record(&second, &pages),
-            plan(&second, &pages).area_slugs()
+            area_slugs(&plan(&second, &pages))
         );
     }
 }

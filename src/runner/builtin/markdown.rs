@@ -166,7 +166,7 @@ mod tests {
     use crate::forge::evidence::PullRequest;
     use crate::runner::builtin::entries::changelog_entry;
     use crate::runner::builtin::markers::*;
-    use crate::runner::builtin::plan::{apply, plan};
+    use crate::runner::builtin::planner::{apply, plan};
     use crate::runner::builtin::samples::*;
     use crate::runner::builtin::sections::WHAT_IS_HERE_BYTES;
     use crate::runner::builtin::sections::what_is_here;

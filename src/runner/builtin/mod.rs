@@ -20,14 +20,17 @@
 //! - `archive.rs`: quarter pages (`Changelog-2026-Q3.md`, …), where every
 //!   entry stays;
 //! - `dependencies.rs`: `Dependencies.md` and dependency notes;
-//! - `how_to_sources.rs`, `how_to_work.rs`: what the repository's own files
-//!   say about building, testing, linting and running it, and
-//!   `How-to-work-here.md`;
+//! - `how_to_facts.rs`, `how_to_sources.rs`, `how_to_ci.rs`,
+//!   `how_to_files.rs`, `how_to_work.rs`: what the repository's own files
+//!   say about building, testing, linting and running it (the facts and
+//!   topics, which files are read, the readers), and `How-to-work-here.md`;
 //! - `home.rs`: `Home.md` (topics, "For coding agents", removed areas);
-//! - `plan.rs`: the plan types and its entry points, which call one
-//!   function per page family: `changelog.rs` (`Changelog.md`),
-//!   `area_pages.rs` (`Area-<slug>.md`), `archive_index.rs` (`Archive.md`),
-//!   and the dependencies, how-to and home files above;
+//! - `plan.rs`: what a plan is (new pages, patches, what each pull request
+//!   gets), below every page family;
+//! - `planner.rs`: the plan's entry points, which call one function per
+//!   page family: `changelog.rs` (`Changelog.md`), `area_pages.rs`
+//!   (`Area-<slug>.md`), `archive_index.rs` (`Archive.md`), and the
+//!   dependencies, how-to and home files above;
 //! - `recorded.rs`: which entries each page family already carries;
 //! - `page_family.rs`: new entries placed on a current page and its quarter
 //!   pages;
@@ -56,6 +59,7 @@ mod edits;
 mod entries;
 mod home;
 mod how_to_ci;
+mod how_to_facts;
 mod how_to_files;
 mod how_to_sources;
 mod how_to_work;
@@ -65,6 +69,7 @@ mod markdown;
 mod markers;
 mod page_family;
 mod plan;
+mod planner;
 mod read;
 mod read_how_to;
 mod read_manifests;
@@ -93,9 +98,8 @@ pub use markers::{
     RECENT_ANCHOR, TOPICS_ANCHOR, WHAT_IS_HERE_ANCHOR, WHAT_IS_HERE_END, WHO_KNOWS_ANCHOR,
     WHO_KNOWS_END, entry_marker,
 };
-pub use plan::{
-    NewPage, Plan, PlannedPatch, PullPlan, Replacement, apply, plan, plan_full, plan_with,
-};
+pub use plan::{NewPage, Plan, PlannedPatch, PullPlan, Replacement};
+pub use planner::{apply, plan, plan_full, plan_with};
 pub use read::HEADS_PER_JOB;
 pub use read_manifests::CHANGE_READS_PER_JOB;
 pub use sections::{

@@ -200,7 +200,8 @@ mod tests {
     use crate::runner::builtin::markers::{
         ARCHIVE_INDEX, CHANGELOG, CHANGELOG_ANCHOR, HOME, entry_marker,
     };
-    use crate::runner::builtin::plan::{Plan, apply, plan};
+    use crate::runner::builtin::plan::Plan;
+    use crate::runner::builtin::planner::{apply, plan};
     use crate::runner::builtin::samples::*;
 
     #[test]

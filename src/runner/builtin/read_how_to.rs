@@ -12,15 +12,12 @@
 //! last whole line); a read that fails for a lasting cause leaves its file
 //! out, a transient one ends the run.
 
-use super::how_to_sources::{Kind, kind_of, read};
+use super::how_to_sources::{Kind, MAX_HOW_TO_FILES, kind_of, read};
 use super::how_to_work::HowTo;
 use super::read::{list_files, read_head, transient};
 use crate::runner::agent::AgentTask;
 use crate::runner::writer::{CallError, WriterClient};
 use crate::writer_contract::MAX_SOURCE_FILE;
-
-/// At most this many files are read for the page per job.
-pub const MAX_HOW_TO_FILES: usize = 16;
 
 /// Whether a pull request of the job touched a file the page is read from.
 pub fn touches_how_to(task: &AgentTask<'_>) -> bool {

@@ -6,10 +6,12 @@
 //! shas, a range scope, merge commits on the first-parent path), so what a
 //! test proves of the planner holds for a real job.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use super::areas::slug_of_page;
 use super::inputs::{AreaFile, AreaFiles, CurrentPage};
 use super::markers::HOME;
+use super::plan::Plan;
 use crate::facts::Lines;
 use crate::forge::evidence::{
     BUNDLE_VERSION, ChangedFile, CommitInfo, EvidenceBundle, FileStatus, JobScope, PullRequest,
@@ -216,4 +218,16 @@ pub fn rendered_items(page: &str) -> (Vec<String>, Vec<String>) {
         }
     }
     (items, html)
+}
+
+/// The slugs of the area pages (not their quarter pages) `plan` writes or
+/// patches.
+pub fn area_slugs(plan: &Plan) -> BTreeSet<String> {
+    plan.writes
+        .iter()
+        .map(|w| w.path.as_str())
+        .chain(plan.patches.keys().map(String::as_str))
+        .filter_map(slug_of_page)
+        .map(str::to_owned)
+        .collect()
 }

@@ -383,7 +383,7 @@ mod tests {
     use crate::forge::evidence::PullRequest;
     use crate::runner::builtin::areas::ROOT_AREA;
     use crate::runner::builtin::inputs::Listings;
-    use crate::runner::builtin::plan::{apply, plan, plan_with};
+    use crate::runner::builtin::planner::{apply, plan, plan_with};
     use crate::runner::builtin::samples::*;
 
     #[test]
@@ -433,7 +433,7 @@ mod tests {
         )]
         .into();
         let p = plan_with(&b, &home(), &listings);
-        assert_eq!(p.area_slugs(), BTreeSet::from(["src".to_owned()]));
+        assert_eq!(area_slugs(&p), BTreeSet::from(["src".to_owned()]));
         let pages = apply(&home(), &p);
         let page = &pages["Area-src.md"];
         let what = page
