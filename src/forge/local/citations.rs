@@ -3,8 +3,11 @@
 //! commit's diff of the file (renames followed when git's rename detection
 //! reports one), so a stale fact names the commit that changed it. A file
 //! byte for byte as cited, or whose cited lines are byte for byte what they
-//! were and where they were, is current without a walk: a job's cost does
-//! not grow with the age of its citations.
+//! were and where they were, is current without a walk; a citation this
+//! process followed before goes on from the tip it was followed to
+//! (`followed.rs`), and the chain is read only as deep as a question needs:
+//! a job's cost does not grow with the age of its citations or the length
+//! of the history.
 //!
 //! Invariants: only history reachable from the tip is read; a citation whose
 //! commit is not in it, or whose file is binary or over the diff bound, is
@@ -20,6 +23,8 @@ use crate::facts::Lines;
 use crate::forge::evidence::SourceError;
 use crate::ids::Sha;
 use crate::staleness::{CitationState, Cited, Hunk, Mapped, map_lines};
+
+use super::followed;
 
 /// How many first-parent commits back from the tip a citation is followed.
 const CHAIN_LIMIT: usize = 10_000;
@@ -46,20 +51,10 @@ pub fn follow(
     repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
     let tip_id = ObjectId::from_hex(tip.as_str().as_bytes())
         .map_err(|e| SourceError::Invalid(format!("tip {tip}: {e}")))?;
-    // The tip's first-parent chain, newest first.
-    let mut chain = Vec::new();
-    let mut at = Some(tip_id);
-    while let Some(id) = at {
-        if chain.len() >= CHAIN_LIMIT {
-            break;
-        }
-        chain.push(id);
-        let commit = repo
-            .find_commit(id)
-            .map_err(|e| unavailable("reading a commit", e))?;
-        at = commit.parent_ids().next().map(|p| p.detach());
-    }
+    let mut chain = Chain::new(&repo, tip_id).map_err(|e| unavailable("reading a commit", e))?;
+    let known = followed::recall(path, &cited[..cited.len().min(MAX_CITATIONS)]);
     let mut states = BTreeMap::new();
+    let mut found = Vec::new();
     let mut lookups = Lookups::default();
     for (n, citation) in cited.iter().enumerate() {
         let state = if n >= MAX_CITATIONS {
@@ -69,31 +64,173 @@ pub fn follow(
                 ),
             }
         } else {
-            follow_one(&repo, &chain, &mut lookups, citation)
-                .unwrap_or_else(|reason| CitationState::Unchecked { reason })
+            let from_known = match known.get(citation) {
+                Some(known) => from_known(&repo, &mut chain, &mut lookups, known),
+                None => None,
+            };
+            let walked = match from_known {
+                Some(walked) => Ok(walked),
+                None => follow_one(&repo, &mut chain, &mut lookups, citation),
+            };
+            match walked {
+                Ok(Walked::At { path, lines, blob }) => {
+                    if let Some(blob) = blob {
+                        found.push((
+                            citation.clone(),
+                            followed::Known {
+                                tip: tip_id,
+                                path: path.clone(),
+                                lines,
+                                blob,
+                            },
+                        ));
+                    }
+                    if path == citation.path && lines == citation.lines {
+                        CitationState::Current
+                    } else {
+                        CitationState::Moved { path, lines }
+                    }
+                }
+                Ok(Walked::Stale(stale)) => stale,
+                Err(reason) => CitationState::Unchecked { reason },
+            }
         };
         states.insert(citation.clone(), state);
     }
+    followed::remember(path, found);
     Ok(states)
+}
+
+/// Where following a citation to the tip took it.
+enum Walked {
+    /// Its lines, intact, at `path`/`lines`, in the file's blob `blob`
+    /// (`None` when nothing was read: no step from the cited commit).
+    At {
+        path: String,
+        lines: Lines,
+        blob: Option<ObjectId>,
+    },
+    /// [`CitationState::Stale`].
+    Stale(CitationState),
+}
+
+/// The tip's first-parent chain, newest first, read only as deep as a
+/// question needs: most citations were followed to a recent tip, and the
+/// chain back to the first commit grows with history.
+struct Chain {
+    ids: Vec<ObjectId>,
+    at: HashMap<ObjectId, usize>,
+    /// The next commit down the chain, `None` at its root or past
+    /// [`CHAIN_LIMIT`].
+    next: Option<ObjectId>,
+}
+
+impl Chain {
+    fn new(repo: &gix::Repository, tip: ObjectId) -> Result<Chain, String> {
+        let mut chain = Chain {
+            ids: Vec::new(),
+            at: HashMap::new(),
+            next: Some(tip),
+        };
+        chain.extend(repo)?;
+        Ok(chain)
+    }
+
+    fn tip(&self) -> ObjectId {
+        self.ids[0]
+    }
+
+    /// Reads one more commit of the chain; false at its end.
+    fn extend(&mut self, repo: &gix::Repository) -> Result<bool, String> {
+        let Some(id) = self.next.take() else {
+            return Ok(false);
+        };
+        let commit = repo
+            .find_commit(id)
+            .map_err(|e| format!("reading the commit {id}: {e}"))?;
+        self.at.insert(id, self.ids.len());
+        self.ids.push(id);
+        if self.ids.len() < CHAIN_LIMIT {
+            self.next = commit.parent_ids().next().map(|p| p.detach());
+        }
+        Ok(true)
+    }
+
+    /// `commit`'s place on the chain (0 is the tip), if it is on it.
+    fn position(&mut self, repo: &gix::Repository, commit: ObjectId) -> Result<Option<usize>, String> {
+        while !self.at.contains_key(&commit) {
+            if !self.extend(repo)? {
+                break;
+            }
+        }
+        Ok(self.at.get(&commit).copied())
+    }
+
+    /// The (parent, child) steps from the commit at `at` to the tip, oldest
+    /// first.
+    fn steps_from(&self, at: usize) -> Vec<(ObjectId, ObjectId)> {
+        self.ids[..=at]
+            .windows(2)
+            .rev()
+            .map(|w| (w[1], w[0]))
+            .collect()
+    }
+}
+
+/// A citation followed on from the tip an earlier job followed it to, when
+/// that tip is on this tip's chain; `None` to follow it from its commit.
+fn from_known(
+    repo: &gix::Repository,
+    chain: &mut Chain,
+    lookups: &mut Lookups,
+    known: &followed::Known,
+) -> Option<Walked> {
+    let tip = chain.tip();
+    let at_known = |known: &followed::Known| Walked::At {
+        path: known.path.clone(),
+        lines: known.lines,
+        blob: Some(known.blob),
+    };
+    if known.tip == tip {
+        return Some(at_known(known));
+    }
+    let at = chain.position(repo, known.tip).ok()??;
+    let now = lookups.entry(repo, tip, &known.path).ok()?;
+    // The file is what it was at that tip, or its lines are byte for byte
+    // what and where they were: the same answer, without a walk.
+    if now == Some(known.blob) {
+        return Some(at_known(known));
+    }
+    if let Some(now) = now
+        && let (Ok(old), Ok(new)) = (
+            blob(repo, known.blob, &known.path),
+            blob(repo, now, &known.path),
+        )
+        && let Some(before) = line_span(&old, known.lines)
+        && line_span(&new, known.lines) == Some(before)
+    {
+        return Some(Walked::At {
+            path: known.path.clone(),
+            lines: known.lines,
+            blob: Some(now),
+        });
+    }
+    walk(repo, &chain.steps_from(at), known.path.clone(), known.lines).ok()
 }
 
 fn follow_one(
     repo: &gix::Repository,
-    chain: &[ObjectId],
+    chain: &mut Chain,
     lookups: &mut Lookups,
     cited: &Cited,
-) -> Result<CitationState, String> {
+) -> Result<Walked, String> {
     let commit = ObjectId::from_hex(cited.commit.as_str().as_bytes()).map_err(|e| e.to_string())?;
+    let tip = chain.tip();
     // Steps oldest first: (parent, child) pairs from the cited commit to the tip.
-    let steps: Vec<(ObjectId, ObjectId)> = match chain.iter().position(|id| *id == commit) {
-        Some(at) => chain[..=at]
-            .windows(2)
-            .rev()
-            .map(|w| (w[1], w[0]))
-            .collect(),
+    let steps: Vec<(ObjectId, ObjectId)> = match chain.position(repo, commit)? {
+        Some(at) => chain.steps_from(at),
         None => {
             // Cited on a side branch that was merged since: one step to the tip.
-            let tip = chain[0];
             if !reaches(repo, tip, commit)? {
                 return Err(format!(
                     "commit {} is not in the history of the default branch's tip",
@@ -103,16 +240,20 @@ fn follow_one(
             vec![(commit, tip)]
         }
     };
-    if let (Some(&(first, _)), Some(&(_, last))) = (steps.first(), steps.last())
-        && let Some(cited_id) = lookups.entry(repo, first, &cited.path)?
-        && let Some(tip_id) = lookups.entry(repo, last, &cited.path)?
+    if let Some(cited_id) = lookups.entry(repo, commit, &cited.path)?
+        && let Some(tip_id) = lookups.entry(repo, tip, &cited.path)?
     {
+        let at_tip = || Walked::At {
+            path: cited.path.clone(),
+            lines: cited.lines,
+            blob: Some(tip_id),
+        };
         // The common case, and the one that would otherwise cost a walk over
         // all history since the citation: the file is byte for byte what was
         // cited, so the cited lines read as they did (an edit and its revert
         // included).
         if cited_id == tip_id {
-            return Ok(CitationState::Current);
+            return Ok(at_tip());
         }
         // The next most common: the file changed elsewhere, and the cited
         // lines are byte for byte what they were, where they were. Also
@@ -125,12 +266,21 @@ fn follow_one(
         ) && let Some(before) = line_span(&old, cited.lines)
             && line_span(&new, cited.lines) == Some(before)
         {
-            return Ok(CitationState::Current);
+            return Ok(at_tip());
         }
     }
-    let mut path = cited.path.clone();
-    let mut lines = cited.lines;
-    for (parent, child) in steps {
+    walk(repo, &steps, cited.path.clone(), cited.lines)
+}
+
+/// Follows `lines` of `path` through `steps`, commit by commit.
+fn walk(
+    repo: &gix::Repository,
+    steps: &[(ObjectId, ObjectId)],
+    mut path: String,
+    mut lines: Lines,
+) -> Result<Walked, String> {
+    let mut blob_id = None;
+    for &(parent, child) in steps {
         let old_tree = tree(repo, parent)?;
         let new_tree = tree(repo, child)?;
         let Some(old_id) = entry(&old_tree, &path) else {
@@ -144,13 +294,14 @@ fn follow_one(
                     id
                 }
                 None => {
-                    return Ok(CitationState::Stale {
+                    return Ok(Walked::Stale(CitationState::Stale {
                         changed_in: sha(child)?,
                         deleted: true,
-                    });
+                    }));
                 }
             },
         };
+        blob_id = Some(new_id);
         if old_id == new_id {
             continue;
         }
@@ -158,18 +309,18 @@ fn follow_one(
         match map_lines(lines, &hunks(&old, &new)) {
             Mapped::At(moved) => lines = moved,
             Mapped::Changed => {
-                return Ok(CitationState::Stale {
+                return Ok(Walked::Stale(CitationState::Stale {
                     changed_in: sha(child)?,
                     deleted: false,
-                });
+                }));
             }
         }
     }
-    if path == cited.path && lines == cited.lines {
-        Ok(CitationState::Current)
-    } else {
-        Ok(CitationState::Moved { path, lines })
-    }
+    Ok(Walked::At {
+        path,
+        lines,
+        blob: blob_id,
+    })
 }
 
 /// Lines `lines` of `text` (counted from 1, each with its newline), or
@@ -393,6 +544,48 @@ mod tests {
             CitationState::Moved {
                 path: "f.rs".into(),
                 lines: Lines::new(2, 3).unwrap()
+            }
+        );
+    }
+
+    #[test]
+    fn a_citation_followed_before_goes_on_from_where_it_was_and_an_older_tip_starts_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        git(dir.path(), &["init", "-q", "-b", "main"]);
+        let body = "//! The purpose.\n//! More.\nfn a() {}\n";
+        let citation = Cited {
+            path: "f.rs".into(),
+            commit: commit(dir.path(), body),
+            lines: Lines::new(1, 2).unwrap(),
+        };
+        let state = |tip: &Sha| {
+            follow(dir.path(), std::slice::from_ref(&citation), tip).unwrap()[&citation].clone()
+        };
+        let moved = |start, end| CitationState::Moved {
+            path: "f.rs".into(),
+            lines: Lines::new(start, end).unwrap(),
+        };
+        let one_down = commit(dir.path(), &format!("//! Header.\n{body}"));
+        assert_eq!(state(&one_down), moved(2, 3));
+        let remembered = followed::recall(dir.path(), std::slice::from_ref(&citation));
+        assert_eq!(
+            remembered[&citation].tip.to_string(),
+            one_down.as_str(),
+            "the follow is remembered at its tip"
+        );
+        let two_down = commit(dir.path(), &format!("//! Header.\n//! Two.\n{body}"));
+        assert_eq!(state(&two_down), moved(3, 4));
+        // Asked again at the older tip (a retry): not from the newer one.
+        assert_eq!(state(&one_down), moved(2, 3));
+        let changed = commit(
+            dir.path(),
+            &format!("//! Header.\n//! Two.\n{}", body.replace("More.", "Other.")),
+        );
+        assert_eq!(
+            state(&changed),
+            CitationState::Stale {
+                changed_in: changed.clone(),
+                deleted: false
             }
         );
     }

@@ -12,6 +12,7 @@ pub mod contents; // files, heads, listings and a PR's patches at a commit (the 
 mod manifest; // a commit's changed files against its first parent, renames detected
 pub mod history; // the first-parent history from a commit back to a start (backfills)
 pub mod citations; // cited source lines followed to a job tip, commit by commit (stale, moved, current)
+mod followed; // what earlier follows found: each citation at the tip it was last followed to
 pub mod range_bundle; // a job's evidence bundle: the range's commits and the pull requests their subjects name
 pub mod recheck; // the job-start re-check: the range or merge commit still on the default branch
 pub mod sample; // the demo's sample source repository, built with gix
