@@ -10,7 +10,8 @@
 //!   malformed date) is refused before anything is written;
 //! - the history ends at the source's cursor (the newest reconciled commit;
 //!   what comes after it is the ordinary dispatches' and the sweep's), or at
-//!   the default branch's tip when there is none yet;
+//!   the default branch's tip when there is none yet; `--last N` starts it at
+//!   the N-th newest merge (`forge::history::is_merge`, on either forge);
 //! - a first-parent commit already inside a range job of the source (any
 //!   origin, any state but cancelled or rejected) is not planned again, so
 //!   running the same backfill twice enqueues nothing the second time;
@@ -39,7 +40,10 @@ pub(super) struct BackfillArgs {
     /// The source repository (owner/name)
     #[arg(long)]
     repository: Option<String>,
-    /// The last N first-parent commits (merges) before the reconciled commit
+    /// The last N merges before the reconciled commit: first-parent commits
+    /// with two or more parents, or whose subject names a pull request
+    /// ("Merge pull request #N from …", "Title (#N)"); direct commits among
+    /// them come along uncounted
     #[arg(long, value_name = "N")]
     last: Option<usize>,
     /// Everything after COMMIT (40 hex digits, on the default branch), or
@@ -221,7 +225,7 @@ pub(super) async fn run_backfill(args: BackfillArgs) -> Result<(), Failure> {
 fn parse_start(last: Option<usize>, since: Option<&str>) -> Result<HistoryStart, Failure> {
     match (last, since) {
         (Some(n), _) if n == 0 || n > MAX_HISTORY => Err(Failure::usage(format!(
-            "--last: expected 1 to {MAX_HISTORY} first-parent commits, got {n}"
+            "--last: expected 1 to {MAX_HISTORY} merges, got {n}"
         ))),
         (Some(n), _) => Ok(HistoryStart::Last(n)),
         (None, Some(text)) => {

@@ -6,7 +6,8 @@
 //!   `teammem_source_lag` on `/metrics` at the newest reconciled commit;
 //! - `teammem backfill`: cancellable before it ran, idempotent, its ranges run
 //!   oldest first, and with an overlapping ordinary dispatch beside it every
-//!   pull request is recorded exactly once.
+//!   pull request is recorded exactly once; `--last N` counts merges, so it
+//!   starts at the N-th last merge whatever direct commits lie between.
 //!
 //! Synchronisation is by polling the daemon's HTTP API under a deadline.
 
@@ -349,4 +350,49 @@ async fn a_backfill_is_cancellable_idempotent_ordered_and_records_each_pr_once()
     );
     assert_reconciled_to(&f, &daemon, &prs[31]).await;
     daemon.terminate();
+}
+
+/// Commits everything in the source directly on `main` (no pull request).
+fn direct(f: &Fixture, file: &str, subject: &str) -> String {
+    fixture::write(&f.source.dir, file, &format!("{subject}\n"));
+    crate::harness::git::git(&f.source.dir, &["add", "-A"]);
+    crate::harness::git::git(&f.source.dir, &["commit", "-q", "-m", subject]);
+    git_trimmed(&f.source.dir, &["rev-parse", "HEAD"])
+}
+
+#[tokio::test]
+async fn last_n_starts_at_the_nth_last_merge_with_direct_commits_between() {
+    let f = Fixture::new();
+    // After the fixture (#12 merged, #13 squashed, a direct commit):
+    let before_100 = f.source.head.clone();
+    f.source.squash_pr(100, "Change 100", "src/a.rs");
+    direct(&f, "typo.md", "Fix a typo");
+    direct(&f, "tidy.md", "Tidy");
+    f.source.squash_pr(101, "Change 101", "src/b.rs");
+    let tip = direct(&f, "notes.md", "Notes after the last merge");
+
+    // The last two merges are #100 and #101: the backfill starts right
+    // before #100 (four first-parent commits back would start after it).
+    let (ok, out) = f.cli(&["backfill", "--repository", "demo/app", "--last", "2"]);
+    assert!(ok && out.contains("1 range(s) queued"), "{out}");
+    let (ok, status) = f.cli(&["backfill", "--status", "--json", "--repository", "demo/app"]);
+    assert!(ok, "{status}");
+    let rows: Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(rows[0]["first_sha"], before_100.as_str(), "{rows}");
+    assert_eq!(rows[0]["last_sha"], tip.as_str(), "{rows}");
+    assert_eq!(rows[0]["spec"], "--last 2", "{rows}");
+    // Three: from #13 on (its parent #12's merge), the direct commit after
+    // #13 riding along; the part already queued is not planned again.
+    let (ok, out) = f.cli(&["backfill", "--repository", "demo/app", "--last", "3"]);
+    assert!(ok && out.contains("1 range(s) queued"), "{out}");
+    let (_, status) = f.cli(&["backfill", "--status", "--json", "--repository", "demo/app"]);
+    let rows: Value = serde_json::from_str(&status).unwrap();
+    let newest = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["spec"] == "--last 3")
+        .unwrap_or_else(|| panic!("{rows}"));
+    assert_eq!(newest["first_sha"], f.source.merge_12.as_str(), "{rows}");
+    assert_eq!(newest["last_sha"], before_100.as_str(), "{rows}");
 }

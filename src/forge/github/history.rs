@@ -4,7 +4,9 @@
 //!
 //! Invariant: the walk reads at most [`MAX_PAGES`] pages and refuses beyond;
 //! a first parent GitHub does not list is a refusal, never a shortened
-//! history. What a merge brought in is not counted here (`entered: None`).
+//! history. What a merge brought in is not counted here (`entered: None`);
+//! the merges `--last N` counts are, from each listed commit's parents and
+//! message (`is_merge`, as the local forge counts them).
 
 use std::collections::HashMap;
 
@@ -13,7 +15,7 @@ use serde::Deserialize;
 use super::verify::refusal;
 use super::{GitHubForge, Permissions};
 use crate::forge::Refusal;
-use crate::forge::history::{FirstParent, HistoryStart};
+use crate::forge::history::{FirstParent, HistoryStart, is_merge};
 use crate::ids::Sha;
 
 /// The most listing pages one history reads (100 commits each).
@@ -30,6 +32,8 @@ struct Listed {
 #[derive(Debug, Deserialize)]
 struct ListedCommit {
     committer: Option<ListedPerson>,
+    #[serde(default)]
+    message: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -56,6 +60,7 @@ impl GitHubForge {
         let mut exhausted = false;
         let mut next = Some(end.to_string());
         let mut out = Vec::new();
+        let mut merges = 0;
         while let Some(sha) = next.take() {
             if let HistoryStart::After(after) = start
                 && after.as_str() == sha
@@ -129,13 +134,17 @@ impl GitHubForge {
                 })
             };
             let parent = commit.parents.first().map(|p| parse(&p.sha)).transpose()?;
+            let subject = commit.commit.message.lines().next().unwrap_or_default();
+            if is_merge(commit.parents.len(), subject) {
+                merges += 1;
+            }
             out.push(FirstParent {
                 sha: parse(&commit.sha)?,
                 parent: parent.clone(),
                 time,
                 entered: None,
             });
-            if matches!(start, HistoryStart::Last(n) if out.len() >= *n) {
+            if matches!(start, HistoryStart::Last(n) if merges >= *n) {
                 break;
             }
             next = parent.map(|p| p.to_string());

@@ -1,6 +1,6 @@
 //! The local forge's first-parent history (see `forge/history.rs`): a walk of
 //! first parents with gix from the named end, counting what each merge
-//! brought in (bounded).
+//! brought in (bounded), and the merges `--last N` counts (`is_merge`).
 //!
 //! Invariant: the walk stops at the start it was given, at a root, or
 //! refuses once it would pass `limit` commits; it never guesses a start.
@@ -8,10 +8,11 @@
 use std::path::Path;
 
 use gix::ObjectId;
+use gix::bstr::ByteSlice;
 
 use super::{commit_id, open, sha_of, walk_error};
 use crate::forge::Refusal;
-use crate::forge::history::{FirstParent, HistoryStart};
+use crate::forge::history::{FirstParent, HistoryStart, is_merge};
 
 /// The most commits counted for one merge's `entered` (beyond: unknown).
 const MAX_ENTERED_COUNTED: u64 = 10_000;
@@ -31,6 +32,7 @@ pub fn first_parent_history(
         _ => None,
     };
     let mut out = Vec::new();
+    let mut merges = 0;
     loop {
         if Some(id) == after {
             break;
@@ -51,6 +53,11 @@ pub fn first_parent_history(
                 ),
             ));
         }
+        let message = commit.message_raw_sloppy();
+        let subject = message.lines().next().unwrap_or_default().to_str_lossy();
+        if is_merge(parents.len(), &subject) {
+            merges += 1;
+        }
         let entered = match parents.as_slice() {
             [first, merged @ ..] if !merged.is_empty() => count_entered(&repo, *first, merged)?,
             _ => Some(1),
@@ -61,7 +68,7 @@ pub fn first_parent_history(
             time,
             entered,
         });
-        if matches!(start, HistoryStart::Last(n) if out.len() >= *n) {
+        if matches!(start, HistoryStart::Last(n) if merges >= *n) {
             break;
         }
         match parents.first() {
