@@ -1,7 +1,9 @@
 //! What an area is: a changed path's first folder (`root` for top-level
 //! files), its page-safe slug and its page `Area-<slug>.md` (at the top of
 //! the wiki: GitHub wikis are flat), how Home names it, and the one place a
-//! pull request's paths are grouped by area.
+//! job's pull requests have their paths grouped by area ([`group_by_area`]),
+//! which the planner plans from and the reads before planning derive their
+//! pages and areas from.
 //!
 //! Invariant: a slug is a safe page name whatever the path: lowercase letters
 //! and digits (any script), `-` and `_`, never empty, never a device or
@@ -13,7 +15,7 @@ use std::collections::BTreeMap;
 
 use super::markdown::escape_markdown;
 use super::markers::AREA_PREFIX;
-use crate::forge::evidence::PullRequest;
+use crate::forge::evidence::{EvidenceBundle, PullRequest};
 
 /// The area of files at the repository root.
 pub const ROOT_AREA: &str = "root";
@@ -119,9 +121,23 @@ pub fn area_of_entry(path: &str, directory: bool) -> String {
 /// seen, its paths in the pull request's order).
 pub type ByArea<'a> = BTreeMap<String, (String, Vec<&'a str>)>;
 
+/// Each pull request of a bundle, in merge order, with its changed paths
+/// grouped by area.
+pub type Grouped<'a> = Vec<(&'a PullRequest, ByArea<'a>)>;
+
+/// The one grouping by area of `bundle`'s pull requests: each one's changed
+/// paths by area, in merge order.
+pub fn group_by_area(bundle: &EvidenceBundle) -> Grouped<'_> {
+    bundle
+        .pull_requests
+        .iter()
+        .map(|pull| (pull, by_area(pull)))
+        .collect()
+}
+
 /// Groups `pull`'s changed paths by area; a file renamed from another area
 /// is in both (its old path in the old one).
-pub fn by_area(pull: &PullRequest) -> ByArea<'_> {
+fn by_area(pull: &PullRequest) -> ByArea<'_> {
     let mut grouped = ByArea::new();
     for file in &pull.files {
         let new_area = area_of(&file.path);

@@ -4,13 +4,14 @@
 //!
 //! Invariant: these name every page a plan for the same bundle may read or
 //! write, derived from the bundle alone (and, for the areas to record, the
-//! pages read), so the driver reads each once, before planning, and the
-//! plan never needs a page it was not given.
+//! pages read) through the one grouping by area the planner plans from
+//! (`areas::group_by_area`), so the driver reads each once, before planning,
+//! and the plan never needs a page it was not given.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::archive::{Period, archive_base, page_name, parse_archive};
-use super::areas::{area_base, area_page, by_area};
+use super::areas::{area_base, area_page, group_by_area};
 use super::inputs::CurrentPage;
 use super::markers::{ARCHIVE_INDEX, CHANGELOG, DEPENDENCIES, HOME, HOW_TO_WORK};
 use super::recorded::Recorded;
@@ -25,11 +26,10 @@ pub fn areas_to_record(
     pages: &BTreeMap<String, CurrentPage>,
 ) -> BTreeSet<String> {
     let recorded = Recorded::new(pages);
-    bundle
-        .pull_requests
-        .iter()
-        .flat_map(|pull| {
-            by_area(pull)
+    group_by_area(bundle)
+        .into_iter()
+        .flat_map(|(pull, areas)| {
+            areas
                 .into_keys()
                 .filter(|slug| !recorded.has(&area_base(slug), &pull.merge_sha))
                 .collect::<Vec<_>>()
@@ -48,8 +48,8 @@ pub fn pages_of_interest(bundle: &EvidenceBundle) -> BTreeSet<String> {
         ARCHIVE_INDEX.to_owned(),
     ]
     .into();
-    for pull in &bundle.pull_requests {
-        out.extend(by_area(pull).keys().map(|slug| area_page(slug)));
+    for (_, areas) in group_by_area(bundle) {
+        out.extend(areas.keys().map(|slug| area_page(slug)));
     }
     out
 }
@@ -60,10 +60,10 @@ pub fn pages_of_interest(bundle: &EvidenceBundle) -> BTreeSet<String> {
 /// it went, and new ones go after the newest part).
 pub fn quarters_of_interest(bundle: &EvidenceBundle) -> BTreeSet<(String, Period)> {
     let mut wanted = BTreeSet::new();
-    for pull in &bundle.pull_requests {
+    for (pull, areas) in group_by_area(bundle) {
         let period = Period::of(&pull.merged_at);
         wanted.insert((page_name(CHANGELOG).to_owned(), period));
-        for slug in by_area(pull).keys() {
+        for slug in areas.keys() {
             wanted.insert((area_base(slug), period));
         }
     }

@@ -36,7 +36,7 @@ use std::collections::BTreeMap;
 use super::archive::page_name;
 use super::archive_index::plan_archive_index;
 use super::area_pages::{area_entries, is_gone, plan_area_pages, removed_paths};
-use super::areas::{ByArea, area_base, area_label, area_page, by_area};
+use super::areas::{ByArea, area_base, area_label, area_page, group_by_area};
 use super::budget::apply_replacements;
 use super::changelog::plan_changelog;
 use super::dependencies::plan_dependencies;
@@ -85,11 +85,7 @@ pub fn plan_all(
     deps: &DependencyFacts,
     how: Option<&HowTo>,
 ) -> Plan {
-    let grouped: Vec<(&PullRequest, ByArea<'_>)> = bundle
-        .pull_requests
-        .iter()
-        .map(|pull| (pull, by_area(pull)))
-        .collect();
+    let grouped = group_by_area(bundle);
     let recorded = Recorded::new(pages);
     let mut out = Plan {
         pulls: pull_plans(&grouped, &recorded),
