@@ -15,7 +15,7 @@
 use super::entries::entry_lines;
 use super::inputs::CurrentPage;
 use super::markers::{ARCHIVES_MARKER, BEFORE_ARCHIVES_MARKER, TRIMMED_MARKER};
-use super::plan::{PlannedPatch, Replacement};
+use super::plan::{PlannedPatch, Replacement, engine_replacements};
 
 /// The most bytes a page the planner writes may hold: the writer's page limit.
 pub const PAGE_BUDGET: usize = crate::wiki::validate::MAX_PAGE_BYTES;
@@ -30,14 +30,8 @@ fn trimmed_note() -> String {
 /// on the original text, each `old` once); `Err` says why the writer would
 /// refuse them.
 pub fn apply_replacements(text: &str, replacements: &[Replacement]) -> Result<String, String> {
-    let engine: Vec<crate::wiki::patch::Replacement> = replacements
-        .iter()
-        .map(|r| crate::wiki::patch::Replacement {
-            old: r.old.clone(),
-            new: r.new.clone(),
-        })
-        .collect();
-    crate::wiki::patch::apply_replacements(text, &engine).map_err(|v| v.to_string())
+    crate::wiki::patch::apply_replacements(text, &engine_replacements(replacements))
+        .map_err(|v| v.to_string())
 }
 
 /// Adds replacements to `patch` that drop the oldest entry lines of `page`

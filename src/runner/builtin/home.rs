@@ -279,6 +279,7 @@ mod tests {
     use crate::forge::evidence::FileStatus;
     use crate::runner::builtin::inputs::Listings;
     use crate::runner::builtin::markers::HOME;
+    use crate::runner::builtin::plan::engine_replacements;
     use crate::runner::builtin::planner::{apply, plan_with};
     use crate::runner::builtin::samples::*;
 
@@ -313,14 +314,7 @@ mod tests {
             "{home}"
         );
         // Home is protected: every line the patch adds is teammem's own.
-        let engine: Vec<crate::wiki::patch::Replacement> = p.patches[HOME]
-            .replacements
-            .iter()
-            .map(|r| crate::wiki::patch::Replacement {
-                old: r.old.clone(),
-                new: r.new.clone(),
-            })
-            .collect();
+        let engine = engine_replacements(&p.patches[HOME].replacements);
         let original = &pages[HOME].content;
         assert_eq!(
             crate::wiki::confine::first_unmarked_replacement(original, &engine),

@@ -212,6 +212,7 @@ mod tests {
     use crate::runner::builtin::how_to_sources::read;
     use crate::runner::builtin::inputs::{DependencyFacts, Listings};
     use crate::runner::builtin::markers::HOME;
+    use crate::runner::builtin::plan::engine_replacements;
     use crate::runner::builtin::planner::{apply, plan_all};
     use crate::runner::builtin::samples::*;
 
@@ -274,14 +275,7 @@ mod tests {
             "{home_page}"
         );
         // Home is protected: every line the patch adds is teammem's own.
-        let engine: Vec<crate::wiki::patch::Replacement> = p.patches[HOME]
-            .replacements
-            .iter()
-            .map(|r| crate::wiki::patch::Replacement {
-                old: r.old.clone(),
-                new: r.new.clone(),
-            })
-            .collect();
+        let engine = engine_replacements(&p.patches[HOME].replacements);
         assert_eq!(
             crate::wiki::confine::first_unowned_line(&home()[HOME].content, &engine, true),
             None

@@ -7,7 +7,8 @@
 //!
 //! Invariant: a plan is data, no I/O: the driver sends its writes and patches
 //! through the writer as they are, and `planner::apply` applies them in
-//! memory as the writer would.
+//! memory as the writer would (replacements handed to the writer's own
+//! patch engine through the one conversion here, [`engine_replacements`]).
 
 use std::collections::BTreeMap;
 
@@ -23,6 +24,18 @@ pub struct NewPage {
 pub struct Replacement {
     pub old: String,
     pub new: String,
+}
+
+/// `replacements` as the writer's patch engine takes them
+/// (`wiki::patch::Replacement`), to check a plan as the writer would.
+pub fn engine_replacements(replacements: &[Replacement]) -> Vec<crate::wiki::patch::Replacement> {
+    replacements
+        .iter()
+        .map(|r| crate::wiki::patch::Replacement {
+            old: r.old.clone(),
+            new: r.new.clone(),
+        })
+        .collect()
 }
 
 /// Replacements the plan makes in one existing page (sent as `patch_wiki_pages`;
