@@ -21,13 +21,18 @@
 #    number and title; those with their why are counted apart), and the
 #    tokens of (a) that call, (b) search_wiki per path plus reading whole the
 #    pages it names, (c) reading the files and their `git log -p`, in both
-#    shapes, and with REAL_REPO (a git directory; REAL_FOLDER, REAL_NAME)
-#    on a real repository's files too
-#    (targets: recall >= 0.9, (a) <= (b) / 5 and <= (c) / 30).
+#    shapes (targets: recall >= 0.9, (a) <= (b) / 5 and <= (c) / 30).
+#    With REAL_REPO (a git directory, read in place, never changed) and
+#    REPLAY=N, the economy is measured on that repository instead
+#    (bench/context/real.py): its last N first-parent merges replayed
+#    through `teammem serve` as bench/history.sh replays them (bench/lib.sh),
+#    50 tasks of its files under REAL_FOLDER, ground truth from git within
+#    the replayed window, and (c) over the window (the ratio's) and over the
+#    whole history.
 # Tokens are get_context's documented estimate: JSON bytes / 4, rounded up.
 # Prints the cores, load and CPU stolen over the run.
 # Usage: [TEAMMEM_BIN=path] [ITERATIONS=300] [PRS=300] [PHASES="latency org economy"]
-#        [SHAPE=real|small] [REAL_REPO=git-dir REAL_FOLDER=prefix REAL_NAME=name] bench/context.sh
+#        [SHAPE=real|small] [REAL_REPO=git-dir REPLAY=N [REAL_FOLDER=prefix] [REAL_NAME=owner/name]] bench/context.sh
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ITERATIONS="${ITERATIONS:-300}"
@@ -85,7 +90,17 @@ python3 "$DRIVER" org "$BIN" "$WORK/org.toml" "$ITERATIONS"
 fi
 
 # 3. the token economy on a recorded history.
-[[ " $PHASES " != *" economy "* ]] || python3 "$ROOT/bench/context/economy.py" "$BIN" "$ROOT" "$WORK/economy" "$PRS"
+if [[ " $PHASES " == *" economy "* ]]; then
+    if [ -n "${REAL_REPO:-}" ]; then
+        [ "${REPLAY:-0}" -gt 0 ] || { echo "REAL_REPO needs REPLAY=N (the last N first-parent merges to replay)" >&2; exit 2; }
+        git -C "$REAL_REPO" rev-parse --verify -q HEAD >/dev/null || { echo "REAL_REPO=$REAL_REPO is not a git repository with a HEAD" >&2; exit 2; }
+        first_parent_pushes "$REAL_REPO" "$WORK/pushes.txt"
+        keep_last_merges "$WORK/pushes.txt" "$REPLAY"
+        python3 "$ROOT/bench/context/real.py" "$BIN" "$WORK/economy" "$(cd "$REAL_REPO" && pwd)" "$WORK/pushes.txt"
+    else
+        python3 "$ROOT/bench/context/economy.py" "$BIN" "$ROOT" "$WORK/economy" "$PRS"
+    fi
+fi
 
 STEAL_AFTER="$(steal)"
 python3 - "$STEAL_BEFORE" "$STEAL_AFTER" "$BIN" <<'PY'

@@ -51,39 +51,9 @@ if [ "$REPO" = "-" ]; then
 else
     SRC="$(cd "$REPO" && pwd)"
     git -C "$SRC" rev-parse --verify -q HEAD >/dev/null || { echo "$REPO is not a git repository with a HEAD" >&2; exit 2; }
-    # One push per first-parent merge: "BEFORE AFTER 1".
-    git -C "$SRC" log --first-parent --reverse --format='%H%x09%P%x09%s' HEAD | python3 -c '
-import re, sys
-pr = re.compile(r"^Merge pull request #\d+ from |\(#\d+\)\s*$")
-prev = None
-for line in sys.stdin:
-    sha, parents, subject = line.rstrip("\n").split("\t", 2)
-    parents = parents.split()
-    if prev is not None and (len(parents) > 1 or pr.search(subject)):
-        print(prev, sha, 1)
-        prev = sha
-    elif prev is None:
-        prev = sha
-    else:
-        # A direct commit: it rides in the next merge'"'"'s range.
-        pass
-' > "$PUSHES"
+    first_parent_pushes "$SRC" "$PUSHES"
 fi
-if [ "$N" -gt 0 ]; then
-    # The pushes that hold the last N merges.
-    python3 - "$PUSHES" "$N" <<'PY'
-import sys
-path, n = sys.argv[1], int(sys.argv[2])
-pushes = [l.split() for l in open(path) if l.strip()]
-kept, merges = [], 0
-for p in reversed(pushes):
-    if merges >= n:
-        break
-    kept.append(p)
-    merges += int(p[2])
-open(path, "w").write("".join(" ".join(p) + "\n" for p in reversed(kept)))
-PY
-fi
+[ "$N" -le 0 ] || keep_last_merges "$PUSHES" "$N"
 [ -s "$PUSHES" ] || { echo "no merges to replay in $SRC" >&2; exit 2; }
 
 SECRET="bench-secret-$(od -An -tx8 -N16 /dev/urandom | tr -d ' \n')"

@@ -39,3 +39,44 @@ relax_limits() {
         mv "$config.strict" "$config"
     fi
 }
+
+
+# first_parent_pushes SRC OUT: writes to OUT one line "BEFORE AFTER 1" per
+# first-parent merge of SRC's HEAD (a commit with two or more parents, or
+# whose subject names a PR: `Merge pull request #N from …`, `Title (#N)`),
+# oldest first; a direct commit rides in the next merge's range. SRC is read
+# in place, never changed. Used by bench/history.sh and bench/context.sh
+# (REPLAY).
+first_parent_pushes() {
+    local src="$1" out="$2"
+    git -C "$src" log --first-parent --reverse --format='%H%x09%P%x09%s' HEAD | python3 -c '
+import re, sys
+pr = re.compile(r"^Merge pull request #\d+ from |\(#\d+\)\s*$")
+prev = None
+for line in sys.stdin:
+    sha, parents, subject = line.rstrip("\n").split("\t", 2)
+    parents = parents.split()
+    if prev is not None and (len(parents) > 1 or pr.search(subject)):
+        print(prev, sha, 1)
+        prev = sha
+    elif prev is None:
+        prev = sha
+' > "$out"
+}
+
+# keep_last_merges PUSHES N: keeps in the file PUSHES ("BEFORE AFTER MERGES"
+# lines, oldest first) only the pushes that hold the last N merges.
+keep_last_merges() {
+    python3 - "$1" "$2" <<'PY'
+import sys
+path, n = sys.argv[1], int(sys.argv[2])
+pushes = [l.split() for l in open(path) if l.strip()]
+kept, merges = [], 0
+for p in reversed(pushes):
+    if merges >= n:
+        break
+    kept.append(p)
+    merges += int(p[2])
+open(path, "w").write("".join(" ".join(p) + "\n" for p in reversed(kept)))
+PY
+}

@@ -1,7 +1,7 @@
 """The token economy of get_context on a history the real daemon recorded
 (bench/context.sh, phase 3). Python 3 stdlib only.
 
-  [SHAPE=real|small] [REAL_REPO=git-dir REAL_FOLDER=prefix REAL_NAME=name] economy.py BIN ROOT WORK PRS
+  [SHAPE=real|small] economy.py BIN ROOT WORK PRS
 
 1. A generated source (git fast-import): 12 areas of 10 Python modules
    (a docstring stating the file's purpose, ten settings lines, functions), a
@@ -16,7 +16,8 @@
    one fact per module citing one of its settings lines at the first commit
    (`<!-- teammem:evidence path@sha#Lk -->`).
 2. `teammem serve` (local forge, builtin agent) gets each PR's range by a
-   signed dispatch; every job is followed to its end and must succeed.
+   signed dispatch; every job is followed to its end and must succeed
+   (record.py).
 3. 50 tasks, "I am about to change these files" (1-3 files of one area,
    picked with the same popularity), each with ground truth from git: every
    PR that touched the files (its number, title and why, `git log`), each
@@ -29,26 +30,20 @@
    tokens of (a) that call, (b) search_wiki for each path plus reading
    whole (folded content) each page its hits name, (c) reading each file
    and its `git log -p`, in both shapes; tokens as get_context estimates
-   them (JSON or text bytes / 4, rounded up). With REAL_REPO, also (c) for
-   50 tasks of the same kind on that repository's files under REAL_FOLDER.
+   them (JSON or text bytes / 4, rounded up); the rules are scoring.py's.
+   A real repository's history is measured by real.py (REPLAY).
 
 Exits non-zero when a job fails or teammem answers with an error; missed
 targets are printed, not exits."""
 
-import hashlib
-import hmac
-import json
 import os
 import random
 import re
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
-import uuid
 
-from mcp_client import Mcp, tokens, tokens_of_text
+from mcp_client import Mcp, tokens_of_text
+from record import git, record, seed_wiki
+from scoring import measure
 
 binary, root, work, prs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 os.makedirs(work)
@@ -65,14 +60,6 @@ FILES = ["%s/%s.py" % (a, n) for a in AREAS for n in NAMES]
 WEIGHTS = [1 / (rank + 1) ** 0.9 for rank in range(len(FILES))]
 rng.shuffle(WEIGHTS)
 FUNCTIONS = 25
-
-
-def git(*args, repo=None, data=None):
-    command = ["git"] + (["-C", repo] if repo else []) + list(args)
-    done = subprocess.run(command, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if done.returncode != 0:
-        sys.exit("git %s failed: %s" % (" ".join(args[:3]), done.stderr.decode().strip()))
-    return done.stdout.decode()
 
 
 def purpose(path, version):
@@ -208,9 +195,6 @@ for shape in (SHAPE, other_shape):
 
 # The wiki: Home.md and a person's Design-notes.md citing the first commit.
 wiki = os.path.join(work, "wiki.git")
-git("init", "-q", "--bare", "-b", "master", wiki)
-seed = os.path.join(work, "seed")
-git("clone", "-q", wiki, seed)
 notes = ["# Design notes", "", "What the team decided about each module's settings (written by people)."]
 facts = []
 for i, path in enumerate(FILES):
@@ -220,69 +204,13 @@ for i, path in enumerate(FILES):
     text = "In `%s`, %s was chosen after the incident review of that module." % (path, value)
     facts.append((path, line, text))
     notes.append("- %s <!-- teammem:evidence %s@%s#L%d -->" % (text, path, first_sha, line))
-with open(os.path.join(seed, "Home.md"), "w") as f:
-    f.write("# Welcome\n\nThe team memory of the benchmark's service.\n")
-with open(os.path.join(seed, "Design-notes.md"), "w") as f:
-    f.write("\n".join(notes) + "\n")
-git("checkout", "-q", "-b", "master", repo=seed)
-git("add", "-A", repo=seed)
-git("-c", "user.name=b", "-c", "user.email=b@example.org", "commit", "-q", "-m", "Home and design notes", repo=seed)
-git("push", "-q", "origin", "master", repo=seed)
+seed_wiki(work, wiki, {"Home.md": "# Welcome\n\nThe team memory of the benchmark's service.\n",
+                       "Design-notes.md": "\n".join(notes) + "\n"})
 
 # 2. The daemon records every PR.
-with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-secret = "bench-%s" % uuid.uuid4().hex
-config = os.path.join(work, "teammem.toml")
-os.makedirs(os.path.join(work, "data"), mode=0o700)
-with open(config, "w") as f:
-    f.write('[server]\nlisten = "127.0.0.1:%d"\ndata_dir = "%s"\n\n[[sources]]\nrepository = "bench/app"\n'
-            'local_path = "%s"\nlocal_wiki_path = "%s"\nwebhook_secret_env = "TEAMMEM_BENCH_SECRET"\n\n'
-            '[limits]\nrequests_per_second = 100000\nrequest_burst = 100000\n' % (port, os.path.join(work, "data"), source, wiki))
-env = dict(os.environ, TEAMMEM_BENCH_SECRET=secret, TEAMMEM_LOG=os.environ.get("TEAMMEM_LOG", "warn"))
-token = subprocess.run([binary, "tokens", "create", "--name", "bench", "--config", config], env=env, check=True,
-                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout.decode().split()[-1]
-log = open(os.path.join(work, "serve.log"), "w")
-daemon = subprocess.Popen([binary, "serve", "--config", config], env=env, stdout=log, stderr=log)
-
-
-def http(method, path, body=None, headers=None):
-    request = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), data=body, method=method, headers=headers or {})
-    with urllib.request.urlopen(request, timeout=120) as answer:
-        return json.loads(answer.read())
-
-
-try:
-    for _ in range(200):
-        try:
-            urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port, timeout=1)
-            break
-        except OSError:
-            time.sleep(0.05)
-    started = time.perf_counter()
-    run_times = []
-    for i in range(1, len(shas)):
-        body = json.dumps({"source_repository": "bench/app", "kind": "range",
-                           "push_before": shas[i - 1], "push_after": shas[i]}).encode()
-        signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-        job_id = http("POST", "/v1/dispatch", body, {"Content-Type": "application/json", "X-Hub-Signature-256": signature,
-                                                     "X-TeamMem-Delivery": str(uuid.uuid4())})["job_id"]
-        while True:
-            job = http("GET", "/v1/jobs/%s" % job_id, headers={"Authorization": "Bearer " + token})["job"]
-            if job["state"] not in ("queued", "running"):
-                break
-            time.sleep(0.005)
-        if job["state"] != "succeeded":
-            sys.exit("ERROR: job %s (PR %d) ended %s: %s" % (job_id, i, job["state"], job.get("last_error")))
-        run_times.append(job["finished_at"] - job["started_at"])
-    run_times.sort()
-    print("  %d PRs over %d files recorded by teammem serve (builtin agent, local forge) in %.0f s; job run time p50 %.0f ms, max %.0f ms"
-          % (prs, len(FILES), time.perf_counter() - started, run_times[len(run_times) // 2], run_times[-1]))
-finally:
-    daemon.terminate()
-    daemon.wait(timeout=30)
-    log.close()
+config, env, run_times, _, elapsed = record(binary, work, "bench/app", source, wiki, list(zip(shas, shas[1:])))
+print("  %d PRs over %d files recorded by teammem serve (builtin agent, local forge) in %.0f s; job run time p50 %.0f ms, max %.0f ms"
+      % (prs, len(FILES), elapsed, run_times[len(run_times) // 2], run_times[-1]))
 pages = git("ls-tree", "-r", "--name-only", "master", repo=wiki).split()
 stale_total = len(re.findall(r"stale=[0-9a-f]{40}", git("show", "master:Design-notes.md", repo=wiki)))
 print("  the wiki: %d pages, %d of %d design-notes facts marked stale" % (len(pages), stale_total, len(facts)))
@@ -311,7 +239,7 @@ def stale_lines(path):
 
 
 test_command = "make " + re.search(r"^(test):", git("show", "main:Makefile", repo=source), re.M).group(1)
-tasks = []
+tasks, truths = [], []
 for _ in range(50):
     area = rng.choices(AREAS, [sum(w for p, w in zip(FILES, WEIGHTS) if p.startswith(a + "/")) for a in AREAS])[0]
     in_area = [p for p in FILES if p.startswith(area + "/")]
@@ -320,139 +248,24 @@ for _ in range(50):
         path = rng.choices(in_area, [WEIGHTS[FILES.index(p)] for p in in_area])[0]
         if path not in chosen:
             chosen.append(path)
-    tasks.append(sorted(chosen))
-
-def score(items, files, truth_prs, found):
-    """Adds to found[kind] = [found, total] what items hold of the task's ground truth.
-
-    A PR counts as recalled when the answer names it by number and title,
-    whole (a change item) or in brief (a line `#NUMBER TITLE (AUTHOR, DATE)`
-    of earlier_changes): an agent then knows it exists and what it was.
-    found["why"] counts apart the PRs whose why the answer carries too, whole
-    (a change item whose why holds the commit body) or in brief (a line
-    ending ` — WHY`, the body whole)."""
-    whole = {item["number"]: item for item in items if item["kind"] == "change"}
-    brief = set()
-    for item in items:
-        if item["kind"] == "earlier_changes":
-            brief.update(item["changes"])
-    for number, (title, why) in truth_prs.items():
-        found["pr"][1] += 1
-        found["why"][1] += 1
-        named = number in whole and whole[number]["title"] == title
-        named = named or any(line.startswith("#%d %s (" % (number, title)) for line in brief)
-        found["pr"][0] += named
-        in_brief = any(line.startswith("#%d %s (" % (number, title)) and line.endswith(" — " + why) for line in brief)
-        found["why"][0] += why != "" and (in_brief or (number in whole and why in " ".join(whole[number].get("why", "").split())))
-    for path in files:
-        docstring = git("show", "main:" + path, repo=source).splitlines()[0].strip('"').rstrip(".")
-        found["purpose"][1] += 1
-        found["purpose"][0] += any(item["kind"] == "purpose" and item["path"] == path and item["text"].rstrip(".") == docstring
-                                   for item in items)
+    chosen.sort()
+    truth = {"prs": {}, "purposes": {}, "stale": [], "test": test_command}
+    for path in chosen:
+        truth["prs"].update(prs_of(path))
+        truth["purposes"][path] = git("show", "main:" + path, repo=source).splitlines()[0].strip('"')
         changed = stale_lines(path)
-        for fact_path, line, text in facts:
-            if fact_path == path and line in changed:
-                found["stale"][1] += 1
-                found["stale"][0] += any(item["kind"] == "fact" and item["path"] == path and item["status"] == "stale"
-                                         and item["text"].lstrip("- ") == text.replace("`", "") for item in items)
-    found["test"][1] += 1
-    found["test"][0] += any(item["kind"] == "how_to" and item["topic"] == "Test" and test_command in item["text"] for item in items)
-
-
-def recall(found, pr="pr"):
-    """Recall over PRs (named, or with their why when pr="why"), purposes, stale facts and the test command."""
-    counted = {k: v for k, v in found.items() if k not in ("pr", "why") or k == pr}
-    hit, total = sum(f for f, _ in counted.values()), sum(t for _, t in counted.values())
-    names = {"pr": "PRs named", "why": "PRs with their why"}
-    return hit / max(1, total), "%d/%d: %s" % (hit, total, ", ".join("%s %d/%d" % (names.get(k, k), f, t) for k, (f, t) in counted.items()))
-
+        truth["stale"] += [(path, text) for fact_path, line, text in facts if fact_path == path and line in changed]
+    tasks.append(chosen)
+    truths.append(truth)
 
 mcp = Mcp(binary, config, env)
-totals = {"a": 0, "b": 0, "c": 0, "c_other": 0, "max": 0}
-found = {"pr": [0, 0], "why": [0, 0], "purpose": [0, 0], "stale": [0, 0], "test": [0, 0]}
-found_max = {"pr": [0, 0], "why": [0, 0], "purpose": [0, 0], "stale": [0, 0], "test": [0, 0]}
-over_budget = 0
-change_costs, line_costs, why_line_costs, answer_costs = [], [], [], []
-for files in tasks:
-    truth_prs = {}
-    for path in files:
-        truth_prs.update(prs_of(path))
-    answer = mcp.tool("get_context", {"repository": "bench/app", "paths": files})
-    totals["a"] += tokens(answer)
-    answer_costs.append(tokens(answer))
-    over_budget += answer["left_out"]["items"] > 0
-    score(answer["items"], files, truth_prs, found)
-    change_costs += [tokens(item) for item in answer["items"] if item["kind"] == "change"]
-    for item in answer["items"]:
-        for line in item["changes"] if item["kind"] == "earlier_changes" else []:
-            (why_line_costs if " — " in line else line_costs).append(tokens(line))
-    # The same at the largest budget: what the default budget's cut costs.
-    largest = mcp.tool("get_context", {"repository": "bench/app", "paths": files, "max_tokens": 16000})
-    totals["max"] += tokens(largest)
-    score(largest["items"], files, truth_prs, found_max)
-    # (b) search the wiki for each path, then read each page its hits name.
-    read = set()
-    for path in files:
-        result = mcp.tool("search_wiki", {"repository": "bench/app", "query": path})
-        totals["b"] += tokens(result)
-        for hit in result["hits"]:
-            for page in hit.get("pages") or [hit["path"]]:
-                if page not in read:
-                    read.add(page)
-                    totals["b"] += tokens_of_text(mcp.tool("get_wiki_page", {"repository": "bench/app", "path": page})["content"])
-    # (c) read each file and its history, in the measured shape and the other.
-    for path in files:
-        for key, repo in (("c", source), ("c_other", sources[other_shape])):
-            totals[key] += tokens_of_text(git("show", "main:" + path, repo=repo))
-            totals[key] += tokens_of_text(git("log", "-p", "main", "--", path, repo=repo))
+a, b, rate, _ = measure(mcp, "bench/app", tasks, truths)
 mcp.close()
-
-rate, detail = recall(found)
-rate_why, detail_why = recall(found, "why")
-rate_max, detail_max = recall(found_max)
-print("  recall rule: a PR counts when the answer names it by number and title, whole or as a line of earlier_changes;"
-      " PRs with their why (whole, or a line ending ' — WHY') are counted apart")
-print("  50 tasks (%d file paths, %d PRs touched them per task on average, at most %d): recall of one get_context at the default budget (2,000) %.3f (%s)"
-      % (sum(map(len, tasks)), found["pr"][1] / 50, max(len(set().union(*(prs_of(p) for p in t))) for t in tasks), rate, detail))
-print("  counting a PR only with its why: recall %.3f (%s)" % (rate_why, detail_why))
-print("  answers that left items out for the budget: %d of 50 (a whole change item costs %.0f tokens on average, a line in brief %.1f, %.1f with its why);"
-      " at max_tokens 16,000 recall %.3f (%s), %d tokens a task"
-      % (over_budget, sum(change_costs) / max(1, len(change_costs)), sum(line_costs) / max(1, len(line_costs)),
-         sum(why_line_costs) / max(1, len(why_line_costs)),
-         rate_max, detail_max, totals["max"] / 50))
-a, b, c, c_other = totals["a"], totals["b"], totals["c"], totals["c_other"]
-print("  tokens (JSON or text bytes / 4, get_context's estimate): (a) get_context %d (%.0f a task, at most %d), (b) search_wiki + pages it names %d (%.0f a task),"
-      " (c) files + git log -p %d (%.0f a task; %.0f a task in the %s shape)"
-      % (a, a / 50, max(answer_costs), b, b / 50, c, c / 50, c_other / 50, other_shape))
+# (c) read each file and its history, in the measured shape and the other.
+c = {shape: sum(tokens_of_text(git("show", "main:" + path, repo=repo)) + tokens_of_text(git("log", "-p", "main", "--", path, repo=repo))
+                for files in tasks for path in files)
+     for shape, repo in sources.items()}
+print("  (c) files + git log -p %d (%.0f a task; %.0f a task in the %s shape)" % (c[SHAPE], c[SHAPE] / 50, c[other_shape] / 50, other_shape))
 print("  ratios: (a)/(b) = 1/%.1f (target <= 1/5: %s), (a)/(c) = 1/%.1f (target <= 1/30: %s; 1/%.1f in the %s shape); recall target >= 0.9: %s"
-      % (b / max(1, a), "met" if 5 * a <= b else "MISSED", c / max(1, a), "met" if 30 * a <= c else "MISSED",
-         c_other / max(1, a), other_shape, "met" if rate >= 0.9 else "MISSED"))
-
-# (c) on a real repository's history, when REAL_REPO names a clone (and
-# REAL_FOLDER its package folder): 50 tasks of 1-3 of its files picked by how
-# often they changed, as above. get_context is not run on it (teammem has not
-# recorded that history), so the ratio uses the most one answer cost here:
-# its cap is the budget, whatever the history.
-real = os.environ.get("REAL_REPO")
-if real:
-    folder = os.environ.get("REAL_FOLDER", "")
-    head = git("rev-parse", "HEAD", repo=real).strip()
-    candidates = [p for p in git("ls-tree", "-r", "--name-only", "HEAD", repo=real).split()
-                  if p.startswith(folder) and p.endswith((".py", ".rs", ".go", ".js", ".ts", ".java", ".rb", ".c"))]
-    changes = {p: len(git("log", "--format=%H", "HEAD", "--", p, repo=real).split()) for p in candidates}
-    cost = {}
-    pick = random.Random(37)
-    real_c, real_prs = [], []
-    for _ in range(50):
-        chosen = sorted({pick.choices(candidates, [changes[p] for p in candidates])[0] for _ in range(pick.choice([1, 2, 2, 3]))})
-        for p in chosen:
-            if p not in cost:
-                cost[p] = (tokens_of_text(git("show", "HEAD:" + p, repo=real))
-                           + tokens_of_text(git("log", "-p", "HEAD", "--", p, repo=real)))
-        real_c.append(sum(cost[p] for p in chosen))
-        real_prs.append(len(git("log", "--format=%H", "HEAD", "--", *chosen, repo=real).split()))
-    real_c.sort()
-    print("  (c) on %s at %s (%d files under %r): %.0f tokens a task (median %d), %.0f commits touched a task's files on average;"
-          " (a)/(c) = 1/%.1f with the costliest answer here (%d tokens)"
-          % (os.environ.get("REAL_NAME", os.path.basename(os.path.abspath(real))), head[:7], len(candidates), folder, sum(real_c) / 50,
-             real_c[25], sum(real_prs) / 50, sum(real_c) / 50 / max(answer_costs), max(answer_costs)))
+      % (b / max(1, a), "met" if 5 * a <= b else "MISSED", c[SHAPE] / max(1, a), "met" if 30 * a <= c[SHAPE] else "MISSED",
+         c[other_shape] / max(1, a), other_shape, "met" if rate >= 0.9 else "MISSED"))

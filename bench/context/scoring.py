@@ -1,0 +1,144 @@
+"""What the economy phase of bench/context.sh measures on each task, for
+the generated source (economy.py) and a real one (real.py) alike: recall of
+one get_context call at the default budget and at 16,000 tokens against a
+task's ground truth, and the tokens of (a) that call and (b) search_wiki for
+each path plus reading whole each page its hits name. Python 3 stdlib only.
+
+A task's ground truth is {"prs": {number: (title, why)}, "purposes": {path:
+text}, "stale": [(path, fact text)], "test": command or None}. The rules
+(printed by report()):
+- a PR counts when the answer names it by number and title, whole (a change
+  item) or in brief (a line `#NUMBER TITLE` of earlier_changes, alone or
+  followed by ` (AUTHOR, DATE)`): an agent then knows it exists and what it
+  was; a title the answer cut (ending `…`) counts when the truth starts
+  with it;
+- its why counts apart, over the PRs with a description: the answer
+  carries one (whole, or after ` — ` in a brief line) whose first 40
+  characters are in the description (both with Markdown punctuation taken
+  out, whitespace collapsed, lower case);
+- a purpose counts when the answer's purpose item for that path is a
+  non-empty start of the text the file states (code spans' backticks, a
+  final `.` or `…` aside);
+- a stale fact counts when the answer has it as a fact, `stale`, on that
+  path; the test command when a `Test` how-to item holds it.
+Titles compare with code spans' backticks taken out and whitespace
+collapsed (get_context undoes the wiki's Markdown escapes)."""
+
+import re
+
+from mcp_client import tokens, tokens_of_text
+
+KINDS = ("pr", "why", "purpose", "stale", "test")
+
+
+def norm(text):
+    return " ".join(text.replace("`", "").split())
+
+
+def loose(text):
+    return " ".join(re.sub(r"[\\*_\[\]()<>#`|~]", " ", text).lower().split())
+
+
+def why_carried(answer_why, truth_why):
+    answer, truth = loose(answer_why.rstrip("…")), loose(truth_why)
+    return answer != "" and truth != "" and answer[:40] in truth
+
+
+def score(items, truth, found):
+    """Adds to found[kind] = [found, total] what items hold of one task's truth."""
+    whole = {item["number"]: item for item in items if item["kind"] == "change"}
+    brief = [norm(line) for item in items if item["kind"] == "earlier_changes" for line in item["changes"]]
+    for number, (title, why) in truth["prs"].items():
+        found["pr"][1] += 1
+        found["why"][1] += why.strip() != ""
+        title = norm(title)
+        named, carried = False, False
+        if number in whole:
+            shown = norm(whole[number]["title"])
+            named = shown == title or (shown.endswith("…") and title.startswith(shown[:-1]))
+            carried = named and why_carried(whole[number].get("why", ""), why)
+        bare = "#%d %s" % (number, title)
+        prefix = bare + " ("
+        for line in brief:
+            if line == bare or line.startswith(prefix):
+                named = True
+                rest = line[len(prefix):]
+                at = rest.find(") — ")
+                carried = carried or (at >= 0 and why_carried(rest[at + 4:], why))
+        found["pr"][0] += named
+        found["why"][0] += carried
+    for path, text in truth["purposes"].items():
+        found["purpose"][1] += 1
+        want = norm(text).rstrip(".")
+        found["purpose"][0] += any(
+            item["kind"] == "purpose" and item["path"] == path
+            and norm(item["text"]).rstrip("…").rstrip(".") != ""
+            and want.startswith(norm(item["text"]).rstrip("…").rstrip("."))
+            for item in items)
+    for path, text in truth["stale"]:
+        found["stale"][1] += 1
+        found["stale"][0] += any(item["kind"] == "fact" and item["path"] == path and item["status"] == "stale"
+                                 and item["text"].lstrip("- ") == text.replace("`", "") for item in items)
+    if truth["test"]:
+        found["test"][1] += 1
+        found["test"][0] += any(item["kind"] == "how_to" and item["topic"] == "Test" and norm(truth["test"]) in norm(item["text"])
+                                for item in items)
+
+
+def recall(found, pr="pr"):
+    """Recall over PRs (named, or with their why when pr="why"), purposes, stale facts and the test command."""
+    counted = {k: v for k, v in found.items() if (k not in ("pr", "why") or k == pr) and v[1] > 0}
+    hit, total = sum(f for f, _ in counted.values()), sum(t for _, t in counted.values())
+    names = {"pr": "PRs named", "why": "PRs with their why", "test": "test command"}
+    return hit / max(1, total), "%d/%d: %s" % (hit, total, ", ".join("%s %d/%d" % (names.get(k, k), f, t) for k, (f, t) in counted.items()))
+
+
+def measure(mcp, repository, tasks, truths):
+    """Runs (a) and (b) for every task (a list of paths) against its truth;
+    prints recall and (a), (b); returns (a, b, recall at the default budget,
+    the costliest answer)."""
+    totals = {"a": 0, "b": 0, "max": 0}
+    found = {k: [0, 0] for k in KINDS}
+    found_max = {k: [0, 0] for k in KINDS}
+    over_budget = 0
+    change_costs, line_costs, why_line_costs, answer_costs = [], [], [], []
+    for files, truth in zip(tasks, truths):
+        answer = mcp.tool("get_context", {"repository": repository, "paths": files})
+        totals["a"] += tokens(answer)
+        answer_costs.append(tokens(answer))
+        over_budget += answer["left_out"]["items"] > 0
+        score(answer["items"], truth, found)
+        change_costs += [tokens(item) for item in answer["items"] if item["kind"] == "change"]
+        for item in answer["items"]:
+            for line in item["changes"] if item["kind"] == "earlier_changes" else []:
+                (why_line_costs if " — " in line else line_costs).append(tokens(line))
+        # The same at the largest budget: what the default budget's cut costs.
+        largest = mcp.tool("get_context", {"repository": repository, "paths": files, "max_tokens": 16000})
+        totals["max"] += tokens(largest)
+        score(largest["items"], truth, found_max)
+        # (b) search the wiki for each path, then read each page its hits name.
+        read = set()
+        for path in files:
+            result = mcp.tool("search_wiki", {"repository": repository, "query": path})
+            totals["b"] += tokens(result)
+            for hit in result["hits"]:
+                for page in hit.get("pages") or [hit["path"]]:
+                    if page not in read:
+                        read.add(page)
+                        totals["b"] += tokens_of_text(mcp.tool("get_wiki_page", {"repository": repository, "path": page})["content"])
+    n = len(tasks)
+    rate, detail = recall(found)
+    rate_why, detail_why = recall(found, "why")
+    rate_max, detail_max = recall(found_max)
+    print("  recall rule: a PR counts when the answer names it by number and title, whole or as a line of earlier_changes;"
+          " PRs with their why (whole, or after ' — ' in a line) are counted apart; see bench/context/scoring.py")
+    print("  %d tasks (%d file paths, %.1f PRs touched them per task on average, at most %d): recall of one get_context at the default budget (2,000) %.3f (%s)"
+          % (n, sum(map(len, tasks)), found["pr"][1] / n, max(len(t["prs"]) for t in truths), rate, detail))
+    print("  counting a PR only with its why: recall %.3f (%s)" % (rate_why, detail_why))
+    print("  answers that left items out for the budget: %d of %d (a whole change item costs %.0f tokens on average, a line in brief %.1f, %.1f with its why);"
+          " at max_tokens 16,000 recall %.3f (%s), %d tokens a task"
+          % (over_budget, n, sum(change_costs) / max(1, len(change_costs)), sum(line_costs) / max(1, len(line_costs)),
+             sum(why_line_costs) / max(1, len(why_line_costs)), rate_max, detail_max, totals["max"] / n))
+    print("  tokens (JSON or text bytes / 4, get_context's estimate): (a) get_context %d (%.0f a task, at most %d), (b) search_wiki + pages it names %d (%.0f a task)"
+          % (totals["a"], totals["a"] / n, max(answer_costs), totals["b"], totals["b"] / n))
+    return totals["a"], totals["b"], rate, max(answer_costs)
