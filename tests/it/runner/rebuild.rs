@@ -100,7 +100,12 @@ async fn a_rebuild_after_the_jobs_own_first_call_reports_what_the_one_commit_rec
     let receipt = receipt(&done);
     let summary = receipt["summary"].as_str().unwrap();
     // The scenario happened: the second call conflicted and the agent rebuilt.
-    assert!(summary.contains("rebuild"), "{receipt}");
+    // (If not, the planner's pages moved the cut between the two calls:
+    // change the number of areas so that Dependencies.md is the 21st page.)
+    assert!(
+        summary.contains("after one rebuild"),
+        "no rebuild: Dependencies.md was not patched in a second writer call: {receipt}"
+    );
     assert_eq!(receipt["status"], "updated", "{receipt}");
     let pulls = receipt["pull_requests"].as_array().unwrap();
     assert_eq!(pulls.len(), 1, "{receipt}");
