@@ -14,8 +14,10 @@ pub mod local;
 pub mod merged_in; // the order a range's commits entered the default branch, and through which merge
 pub mod pull_subject; // the pull request a merge or squash commit's subject names, for both forges
 pub mod source; // the façade: one GitHub client per process, one SourceForge per source
+pub mod wiki_token; // a job's wiki write token, minted and revoked by the source's forge
 
 pub use source::{Forges, SourceForge};
+pub use wiki_token::WikiToken;
 
 /// At most this many commits in one dispatched range.
 pub const MAX_RANGE_COMMITS: u64 = 1000;

@@ -4,7 +4,8 @@
 //! answers every question callers ask of a forge — verify a range or a pull
 //! request, the default branch's tip, ancestry, the job-start re-check, the
 //! evidence bundle, a pull request's patches, files, file heads and directory
-//! listings at a commit — whichever forge the source is on.
+//! listings at a commit, the audience check and a job's wiki token
+//! (`wiki_token.rs`) — whichever forge the source is on.
 //!
 //! Invariants:
 //! - which forge answers a question of a source's code (verification, the
@@ -33,6 +34,7 @@ use super::evidence::{
 };
 use super::github::GitHubForge;
 pub use super::github::SetupError;
+use super::wiki_token::WikiToken;
 use super::{Ancestry, BranchTip, Lag, Refusal, RunRef, VerifiedPull, VerifiedRange, local};
 use crate::config::{Config, Forge, Source};
 use crate::ids::{PullNumber, Scope, Sha};
@@ -326,6 +328,34 @@ impl SourceForge<'_> {
         match self.on {
             On::Local(_) => true,
             On::GitHub(client) => client.is_some(),
+        }
+    }
+
+    /// Whether the source → wiki mapping keeps memory within one audience,
+    /// asked right before a job's wiki token is minted. Only a wiki that
+    /// takes a token has an audience to cross: a local source, or a GitHub
+    /// source in a process without the App's client, is `Ok`.
+    pub async fn check_audience(&self) -> Result<(), Refusal> {
+        match self.on {
+            On::GitHub(Some(client)) => client.check_audience(self.source).await,
+            On::GitHub(None) | On::Local(_) => Ok(()),
+        }
+    }
+
+    /// A write token for the source's wiki, for one job that may run for
+    /// `lasting`: `Ok(None)` when the wiki takes no token (a local wiki, or
+    /// a GitHub source in a process without the App's client).
+    pub async fn mint_wiki_token(
+        &self,
+        lasting: std::time::Duration,
+    ) -> Result<Option<WikiToken>, Refusal> {
+        match self.on {
+            On::GitHub(Some(client)) => {
+                WikiToken::mint(client, &self.source.wiki_repository.to_string(), lasting)
+                    .await
+                    .map(Some)
+            }
+            On::GitHub(None) | On::Local(_) => Ok(None),
         }
     }
 

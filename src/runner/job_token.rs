@@ -11,59 +11,51 @@
 
 use std::sync::Arc;
 
-use crate::config::Source;
-use crate::forge::github::{GitHubError, GitHubForge, Permissions};
+use crate::forge::{Refusal, SourceForge, WikiToken};
 use crate::wiki::Secret;
 use crate::worker::JobFailure;
 
-/// The job's wiki write credential: an installation token minted for this
-/// job alone (never taken from or put into the shared cache), limited to the
-/// wiki's one repository and `contents: write`, handed only to the job's
-/// writer through its broker, and revoked when the job ends: by
+/// The job's wiki write credential: a token the source's forge minted for
+/// this job alone (never taken from or put into the shared cache), limited
+/// to the wiki's one repository and `contents: write`, handed only to the
+/// job's writer through its broker, and revoked when the job ends: by
 /// [`JobToken::revoke`] on the normal path, else when the value is dropped
 /// (failure, timeout, cancel, lease loss, shutdown), in a task the runner
 /// keeps until [`crate::worker::JobHandler::drain`] has seen it finish.
 pub(super) struct JobToken {
-    pub(super) secret: Secret,
-    forge: Arc<GitHubForge>,
-    wiki: String,
+    token: WikiToken,
     revocations: Revocations,
     revoked: bool,
 }
 
 impl JobToken {
-    /// Tokens live an hour: a job deadline beyond 50 minutes asks for no more.
+    /// The source's wiki token for this job, if its wiki takes one. Tokens
+    /// live an hour: a job deadline beyond 50 minutes asks for no more.
     pub(super) async fn mint(
-        forge: Arc<GitHubForge>,
-        source: &Source,
+        forge: &SourceForge<'_>,
         job_timeout: std::time::Duration,
         revocations: Revocations,
-    ) -> Result<JobToken, JobFailure> {
-        let wiki = &source.wiki_repository;
+    ) -> Result<Option<JobToken>, JobFailure> {
         let lasting = job_timeout.min(std::time::Duration::from_secs(50 * 60));
-        match forge
-            .mint_job_token(wiki, &Permissions::contents_write(), lasting)
-            .await
-        {
-            Ok(secret) => Ok(JobToken {
-                secret,
-                forge,
-                wiki: wiki.to_string(),
+        match forge.mint_wiki_token(lasting).await {
+            Ok(token) => Ok(token.map(|token| JobToken {
+                token,
                 revocations,
                 revoked: false,
-            }),
-            Err(GitHubError::Unavailable { message, .. }) => Err(JobFailure::retryable(format!(
-                "minting the wiki token for {wiki} failed: {message}"
-            ))),
-            Err(e) => Err(JobFailure::permanent(format!(
-                "GitHub refused a contents:write token for the wiki repository {wiki}: {e}; install the App on {wiki} with contents write permission, then retry the job"
-            ))),
+            })),
+            Err(Refusal::Unavailable { message, .. }) => Err(JobFailure::retryable(message)),
+            Err(Refusal::Rejected { message, .. }) => Err(JobFailure::permanent(message)),
         }
+    }
+
+    /// The token, for the job's writer alone.
+    pub(super) fn secret(&self) -> &Secret {
+        &self.token.secret
     }
 
     pub(super) async fn revoke(mut self) {
         self.revoked = true;
-        revoke(&self.forge, &self.secret, &self.wiki).await;
+        revoke(&self.token).await;
     }
 }
 
@@ -72,19 +64,20 @@ impl Drop for JobToken {
         if self.revoked {
             return;
         }
-        let (forge, secret, wiki) = (self.forge.clone(), self.secret.clone(), self.wiki.clone());
-        let task = async move { revoke(&forge, &secret, &wiki).await };
+        let token = self.token.clone();
+        let task = async move { revoke(&token).await };
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => self.revocations.keep(runtime.spawn(task)),
             Err(_) => {
-                tracing::error!(target: "teammem::runner", wiki = %self.wiki, "a job's wiki token could not be revoked: no runtime; it expires within the hour")
+                tracing::error!(target: "teammem::runner", wiki = %self.token.wiki(), "a job's wiki token could not be revoked: no runtime; it expires within the hour")
             }
         }
     }
 }
 
-async fn revoke(forge: &GitHubForge, secret: &Secret, wiki: &str) {
-    match forge.revoke_token(secret).await {
+async fn revoke(token: &WikiToken) {
+    let wiki = token.wiki();
+    match token.revoke().await {
         Ok(()) => tracing::debug!(target: "teammem::runner", %wiki, "revoked the job's wiki token"),
         Err(e) => {
             tracing::warn!(target: "teammem::runner", %wiki, error = %e, "revoking the job's wiki token failed; it expires within the hour")

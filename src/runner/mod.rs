@@ -32,7 +32,6 @@ use std::sync::Arc;
 
 use crate::config::{Agent, Config, Source};
 use crate::forge::evidence::{self, EvidenceBundle, JobScope, SourceError};
-use crate::forge::github::GitHubForge;
 use crate::forge::{Forges, Refusal, SourceForge};
 use crate::queue::{Completion, Job};
 use crate::worker::{JobFailure, JobFuture, JobHandler};
@@ -49,13 +48,13 @@ pub type Hook = Arc<dyn Fn(u32) -> Pin<Box<dyn Future<Output = ()> + Send>> + Se
 
 /// The runner's gate, right before a job's wiki token is minted: `Some`
 /// rejected completion (reason `audience_mismatch: ...`) when the mapping
-/// crosses an audience now, `None` to go on. A GitHub outage is a retryable
+/// crosses an audience now, `None` to go on. A forge outage is a retryable
 /// failure: nothing is minted on a guess.
 pub async fn job_audience_gate(
-    forge: &GitHubForge,
+    forge: &SourceForge<'_>,
     source: &Source,
 ) -> Result<Option<Completion>, JobFailure> {
-    match forge.check_audience(source).await {
+    match forge.check_audience().await {
         Ok(()) => Ok(None),
         Err(Refusal::Rejected { code, message }) => Ok(Some(Completion::Rejected {
             reason: format!("{code}: {message}"),
@@ -247,22 +246,17 @@ impl Runner {
         // 4. The job's wiki token (GitHub), its broker, and the writer child
         // bound to this job through it. The token is this job's alone and is
         // revoked when the job ends in any way (`JobToken`).
-        let token = match forge.github() {
-            None => None,
-            Some(github) => Some({
-                // Audience, on every attempt, right before a token exists.
-                if let Some(refused) = job_audience_gate(github, &source).await? {
-                    return Ok(refused);
-                }
-                JobToken::mint(
-                    github.clone(),
-                    &source,
-                    self.config.queue.job_timeout,
-                    self.revocations.clone(),
-                )
-                .await?
-            }),
-        };
+        // Audience, on every attempt, right before a token exists (a wiki
+        // that takes no token has none to cross).
+        if let Some(refused) = job_audience_gate(&forge, &source).await? {
+            return Ok(refused);
+        }
+        let token = JobToken::mint(
+            &forge,
+            self.config.queue.job_timeout,
+            self.revocations.clone(),
+        )
+        .await?;
         // 4b–7, once per attempt: a wiki that moved while the job ran (a
         // person's edit) is a conflict at publish time, and the job starts
         // its agent again on the new tip with a fresh writer.
@@ -275,7 +269,7 @@ impl Runner {
             bundle: &bundle,
             patches: patches.unwrap_or_default(),
             policy: policy.as_deref(),
-            wiki_token: token.as_ref().map(|t| t.secret.clone()),
+            wiki_token: token.as_ref().map(|t| t.secret().clone()),
         };
         let mut attempt = 1;
         let completion = loop {

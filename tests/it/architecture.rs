@@ -422,8 +422,9 @@ const LOCAL_FORGE_USES: &[(&str, &str)] = &[("demo.rs", "the demo's sample sourc
 /// (`GitHubForge`, `forge::github`, or `.github()` from `Forges` or a
 /// `SourceForge`), each with the question only GitHub has that they ask of
 /// it. A source question (files, listings, evidence, verification, history)
-/// is never among them: that goes through `SourceForge`, so the runner's
-/// broker, for one, reads through the forge layer and is not listed.
+/// is never among them, and nothing in `runner/` is: the runner asks the
+/// source's `SourceForge` for everything, its broker's file reads, the
+/// audience gate and the job's wiki token (`forge/wiki_token.rs`) included.
 const GITHUB_CLIENT_USES: &[(&str, &str)] = &[
     (
         "cli/serve.rs",
@@ -448,14 +449,6 @@ const GITHUB_CLIENT_USES: &[(&str, &str)] = &[
     (
         "requests/mod.rs",
         "maintainer requests are GitHub's (PR verification, token owners)",
-    ),
-    (
-        "runner/job_token.rs",
-        "the job's wiki token: an installation token minted and revoked",
-    ),
-    (
-        "runner/mod.rs",
-        "the audience gate and the job's wiki token, right before it is minted",
     ),
     (
         "sweep.rs",
