@@ -5,9 +5,10 @@
 //! marker (`<!-- teammem:... -->`), never adds a line there that is not
 //! teammem's own, and no write's changes (the runner's marker rewrites
 //! included) exceed the byte budget. A guarded page is one that exists at the
-//! base and is either protected (e.g. `Home.md`) or was last changed by a
-//! commit without the owner trailer (a person's edit). Guarded pages are never
-//! replaced whole. Every refusal happens before anything is sent, so the
+//! base and is either protected (e.g. `Home.md`) or holds a person's text:
+//! some change since its creation lacked the owner trailer (a person's edit;
+//! teammem's later patches of its marker lines do not end that, see
+//! `page_owners.rs`). Guarded pages are never replaced whole. Every refusal happens before anything is sent, so the
 //! wiki's tip is unchanged.
 //!
 //! Where text may be added to a guarded page, exactly ([`first_unowned_line`]):
@@ -35,10 +36,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use gix::ObjectId;
 
 use super::error::{ErrorKind, WikiError};
+use super::page_owners::{Owner, PageOwners};
 use super::patch::Replacement;
 use super::paths::collision_key;
 use super::publish::DesiredPage;
-use super::tree::{TreeIndex, commit_tree, read_blob};
+use super::tree::{TreeIndex, read_blob};
 
 /// What marks a line as teammem's own (every anchor, entry and link line the
 /// builtin agent writes carries it).
@@ -50,7 +52,8 @@ pub struct WriteRules {
     /// Pages that may only be patched in marker lines or appended to.
     pub protected: Vec<String>,
     /// The trailer key of the caller's own commits (`Teammem-Job`); when set,
-    /// a page whose last commit lacks it is guarded like a protected page.
+    /// a page some change of which lacked it (a person's page) is guarded
+    /// like a protected page.
     /// `None` switches every page rule off.
     pub owner_trailer: Option<String>,
     /// The most bytes the caller may change in all (`None`: no limit).
@@ -294,52 +297,46 @@ fn is_link_line(line: &str) -> bool {
     label_ok && target_ok && is_anchor_line(marker)
 }
 
-/// Whether a commit message ends with a trailer block naming `key`. The
-/// subject alone is never a trailer block.
-pub fn has_trailer(message: &str, key: &str) -> bool {
-    let message = message.trim_end();
-    let Some((_, last)) = message.rsplit_once("\n\n") else {
-        return false;
-    };
-    last.lines().any(|line| {
-        line.split_once(':').is_some_and(|(name, value)| {
-            name.trim().eq_ignore_ascii_case(key) && !value.trim().is_empty()
-        })
-    })
-}
-
 /// What the write asks for a page, as far as the rules care.
 pub(crate) enum Requested<'a> {
     Replace,
     Patch(&'a [Replacement]),
 }
 
-/// Checks `desired` (pages that differ from the base) against `rules`; returns
-/// the bytes the write changes.
+/// What a write that passed its rules changes: its bytes, and whose text
+/// each existing page it changes holds (pages the owner rule looked at).
+pub(crate) struct Confined {
+    pub changed: u64,
+    pub owners: BTreeMap<String, Owner>,
+}
+
+/// Checks `desired` (pages that differ from the base) against `rules`.
 pub(crate) fn enforce(
     repo: &gix::Repository,
     base: ObjectId,
     base_index: &TreeIndex,
     desired: &[(&DesiredPage, Requested<'_>)],
     rules: &WriteRules,
-) -> Result<u64, WikiError> {
+    page_owners: &PageOwners,
+) -> Result<Confined, WikiError> {
     let protected: BTreeSet<String> = rules.protected.iter().map(|p| collision_key(p)).collect();
     let mut changed = 0u64;
-    // Existing pages the owner check must look at: path -> the request.
-    let mut ownership: BTreeMap<&str, &Requested<'_>> = BTreeMap::new();
+    // Existing pages the owner check must look at: path -> (blob, request).
+    let mut ownership: BTreeMap<&str, (ObjectId, &Requested<'_>)> = BTreeMap::new();
     let mut originals: BTreeMap<&str, String> = BTreeMap::new();
     for (page, requested) in desired {
         let existing = base_index.pages.get(&page.path);
         let original = existing.map(|e| read_blob(repo, e.blob)).transpose()?;
         changed += changed_bytes(original.as_deref(), &page.content);
-        let (Some(original), Some(_)) = (original, &rules.owner_trailer) else {
+        let (Some(original), Some(existing), Some(_)) = (original, existing, &rules.owner_trailer)
+        else {
             continue;
         };
         let original = String::from_utf8_lossy(&original).into_owned();
         if protected.contains(&collision_key(&page.path)) {
             check_guarded(&page.path, &original, requested, Guard::Protected)?;
         } else {
-            ownership.insert(page.path.as_str(), requested);
+            ownership.insert(page.path.as_str(), (existing.blob, requested));
             originals.insert(page.path.as_str(), original);
         }
     }
@@ -351,26 +348,19 @@ pub(crate) fn enforce(
             rules.already_changed
         )));
     }
+    let mut owners = BTreeMap::new();
     if let Some(key) = &rules.owner_trailer
         && !ownership.is_empty()
     {
-        let paths: Vec<&str> = ownership.keys().copied().collect();
-        let last = last_touching_commits(repo, base, &paths)?;
-        for (path, requested) in ownership {
-            // Fail closed: a page whose last commit cannot be found is a person's.
-            let commit = last.get(path).copied();
-            let ours = match commit {
-                Some(commit) => has_trailer(
-                    &repo
-                        .find_commit(commit)
-                        .map_err(|err| WikiError::internal("reading a commit", err))?
-                        .message_raw_sloppy()
-                        .to_string(),
-                    key,
-                ),
-                None => false,
-            };
-            if !ours {
+        let pages: Vec<(&str, ObjectId)> = ownership
+            .iter()
+            .map(|(path, (blob, _))| (*path, *blob))
+            .collect();
+        owners = page_owners.owners(repo, base, &pages, key)?;
+        for (path, (_, requested)) in ownership {
+            // Fail closed: a page whose owner was not settled is a person's.
+            let owner = owners.get(path).copied().unwrap_or(Owner::Person(None));
+            if let Owner::Person(commit) = owner {
                 check_guarded(
                     path,
                     &originals[path],
@@ -380,12 +370,12 @@ pub(crate) fn enforce(
             }
         }
     }
-    Ok(changed)
+    Ok(Confined { changed, owners })
 }
 
 enum Guard {
     Protected,
-    /// The page's last commit, when it could be found.
+    /// The person's commit, when it could be found.
     HumanWritten(Option<ObjectId>),
 }
 
@@ -398,11 +388,11 @@ fn check_guarded(
     let why = match &guard {
         Guard::Protected => format!("{path} is protected"),
         Guard::HumanWritten(Some(commit)) => format!(
-            "{path} was last changed by a person (commit {}, which has no Teammem-Job trailer), and teammem never overwrites human-written text",
+            "{path} holds a person's text (commit {} changed it without a Teammem-Job trailer; teammem's later patches do not make it teammem's), and teammem never overwrites human-written text",
             &commit.to_string()[..12]
         ),
         Guard::HumanWritten(None) => format!(
-            "{path} was last changed by a person (no teammem commit of it was found), and teammem never overwrites human-written text"
+            "{path} holds a person's text (its history does not show teammem creating it), and teammem never overwrites human-written text"
         ),
     };
     match requested {
@@ -441,66 +431,6 @@ fn check_guarded(
             }
         }
     }
-}
-
-/// The newest commit reachable from `tip` that changed each of `paths`
-/// (against every parent, as `list_wiki_history` counts it); a path no
-/// commit introduced is left out.
-fn last_touching_commits(
-    repo: &gix::Repository,
-    tip: ObjectId,
-    paths: &[&str],
-) -> Result<BTreeMap<String, ObjectId>, WikiError> {
-    let walk_error =
-        |err: &dyn std::fmt::Display| WikiError::internal("walking the wiki history", err);
-    let entry_of = |tree: ObjectId, path: &str| -> Result<Option<ObjectId>, WikiError> {
-        let tree = repo
-            .find_tree(tree)
-            .map_err(|err| WikiError::internal("reading a tree", err))?;
-        let entry = tree
-            .lookup_entry_by_path(path)
-            .map_err(|err| WikiError::internal("looking up a path", err))?;
-        Ok(entry.map(|entry| entry.object_id()))
-    };
-    let walk = repo
-        .rev_walk([tip])
-        .sorting(gix::revision::walk::Sorting::ByCommitTime(
-            Default::default(),
-        ))
-        .all()
-        .map_err(|err| walk_error(&err))?;
-    let mut pending: Vec<&str> = paths.to_vec();
-    let mut found = BTreeMap::new();
-    for info in walk {
-        if pending.is_empty() {
-            break;
-        }
-        let info = info.map_err(|err| walk_error(&err))?;
-        let here_tree = commit_tree(repo, info.id)?;
-        let parent_trees = info
-            .parent_ids
-            .iter()
-            .map(|parent| commit_tree(repo, *parent))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut still = Vec::with_capacity(pending.len());
-        for path in pending {
-            let here = entry_of(here_tree, path)?;
-            let mut touched = true;
-            for parent in &parent_trees {
-                if entry_of(*parent, path)? == here {
-                    touched = false;
-                    break;
-                }
-            }
-            if touched && (here.is_some() || !parent_trees.is_empty()) {
-                found.insert(path.to_owned(), info.id);
-            } else {
-                still.push(path);
-            }
-        }
-        pending = still;
-    }
-    Ok(found)
 }
 
 #[cfg(test)]
@@ -697,24 +627,5 @@ mod tests {
         // A person's line copied below is an addition like any other.
         assert!(first_unowned_line("# Home\nlast", &[r("", "\nlast\n")], false).is_some());
         assert!(first_unowned_line("# Home\nlast\n", &[r("", "last\n")], false).is_some());
-    }
-
-    #[test]
-    fn trailers_are_read_from_the_last_paragraph_only() {
-        let key = "Teammem-Job";
-        assert!(has_trailer(
-            "Record PR #7\n\nTeammem-Job: 42\nTeammem-Source: o/r\n",
-            key
-        ));
-        assert!(
-            !has_trailer("Teammem-Job: 42\n", key),
-            "a subject is no trailer"
-        );
-        assert!(!has_trailer(
-            "Edit\n\nTeammem-Job: 42\n\nSigned-off-by: someone\n",
-            key
-        ));
-        assert!(!has_trailer("Edit\n\nTeammem-Job:\n", key));
-        assert!(!has_trailer("Edit\n\nTeammem-Source: o/r\n", key));
     }
 }

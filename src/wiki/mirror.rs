@@ -45,6 +45,8 @@ pub(crate) struct WikiState {
     pub repo: gix::ThreadSafeRepository,
     pub cache: Arc<IndexCache>,
     pub search: Arc<super::search::SearchCache>,
+    /// Whose text each page version holds (`page_owners.rs`).
+    pub page_owners: Arc<super::page_owners::PageOwners>,
     pub lock: Arc<tokio::sync::Mutex<()>>,
     /// A file in the mirror that serializes fetch and publish across
     /// processes (the daemon and a writer child may share a mirror).

@@ -24,6 +24,8 @@ pub mod patch;
 pub mod paths;
 mod publish;
 mod page_facts; // what a page blob says (size, evidence, stale), remembered per blob for whole-wiki scans
+mod page_owners; // whose text a page holds (teammem's alone or a person's too), remembered per page version
+mod record_file; // fixed-size checksummed records this node's processes share (page facts, page owners)
 mod read;
 pub mod search; // ranked search, one cached index per commit (public for bench/rank)
 pub mod query; // how text becomes search terms: stop words, stems, paths
@@ -60,6 +62,7 @@ struct Shared {
     lock: Arc<tokio::sync::Mutex<()>>,
     cache: Arc<tree::IndexCache>,
     search: Arc<search::SearchCache>,
+    page_owners: Arc<page_owners::PageOwners>,
 }
 
 /// Owns the mirrors (one bare repository per HTTP destination under
@@ -132,6 +135,12 @@ impl WikiStore {
                             )
                         })?,
                     };
+                    let shared_file = |kind: &str| {
+                        self.mirrors_dir.join(format!(
+                            "{}.{kind}",
+                            mirror::mirror_dir_name(&destination.id)
+                        ))
+                    };
                     let shared = Arc::new(Shared {
                         location: location.clone(),
                         repo,
@@ -139,12 +148,12 @@ impl WikiStore {
                         cache: Arc::new(tree::IndexCache::default()),
                         // Shared by the daemon and each job's writer child
                         // (a new process per job) through the mirrors dir.
-                        search: Arc::new(search::SearchCache::with_page_facts_file(
-                            self.mirrors_dir.join(format!(
-                                "{}.page-facts",
-                                mirror::mirror_dir_name(&destination.id)
-                            )),
-                        )),
+                        search: Arc::new(search::SearchCache::with_page_facts_file(shared_file(
+                            "page-facts",
+                        ))),
+                        page_owners: Arc::new(page_owners::PageOwners::persisted(shared_file(
+                            "page-owners",
+                        ))),
                     });
                     all.insert(destination.id.clone(), shared.clone());
                     shared
@@ -163,6 +172,7 @@ impl WikiStore {
                 repo: shared.repo.clone(),
                 cache: shared.cache.clone(),
                 search: shared.search.clone(),
+                page_owners: shared.page_owners.clone(),
                 lock: shared.lock.clone(),
             }),
             deadline: self.deadline,

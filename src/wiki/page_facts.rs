@@ -12,20 +12,18 @@
 //!   that skip smaller huge pages decide so from `size`;
 //! - memory is bounded: at most [`MAX_REMEMBERED_BLOBS`] entries, forgotten
 //!   all at once when full (the next scan reads the pages again);
-//! - a memo with a file (`<mirrors>/<destination>.page-facts`) shares what
-//!   it learns with every process of this node (the daemon and each job's
-//!   writer child, a new process per job): records are appended whole, each
-//!   with a checksum; a record that does not check is ignored, and a file
-//!   that cannot be read or written only means pages are read again.
+//! - a memo with a file (`<mirrors>/<destination>.page-facts`, a
+//!   `record_file.rs`) shares what it learns with every process of this
+//!   node (the daemon and each job's writer child, a new process per job).
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
 use gix::ObjectId;
 
 use super::error::WikiError;
+use super::record_file::{CHECKSUM_BYTES, RecordFile};
 use super::tree::read_blob;
 use super::validate::MAX_SEARCH_SCAN_BYTES;
 use crate::facts::{Citation, Found, PREFIX, facts};
@@ -84,64 +82,37 @@ pub struct PageFactsMemo {
     known: Mutex<HashMap<ObjectId, PageFacts>>,
     /// Where the facts are shared with this node's other processes, and
     /// whether it was read yet.
-    file: Option<(PathBuf, OnceLock<()>)>,
+    file: Option<(RecordFile, OnceLock<()>)>,
 }
 
-/// One record: blob id, size, stale count, flags, checksum.
-const RECORD_BYTES: usize = 20 + 8 + 4 + 1 + 4;
+/// One record's body: blob id, size, stale count, flags.
+const BODY_BYTES: usize = 20 + 8 + 4 + 1;
 
 impl PageFactsMemo {
     /// A memo shared through `file` with this node's other processes.
     pub fn persisted(file: PathBuf) -> Self {
         PageFactsMemo {
             known: Mutex::default(),
-            file: Some((file, OnceLock::new())),
+            file: Some((
+                RecordFile::new(file, BODY_BYTES + CHECKSUM_BYTES, MAX_REMEMBERED_BLOBS),
+                OnceLock::new(),
+            )),
         }
     }
 
     /// Reads the shared file once, the first time the memo is asked.
     fn load(&self) {
-        let Some((path, loaded)) = &self.file else {
+        let Some((file, loaded)) = &self.file else {
             return;
         };
         loaded.get_or_init(|| {
-            let Ok(bytes) = std::fs::read(path) else {
-                return;
-            };
-            if bytes.len() > MAX_REMEMBERED_BLOBS * RECORD_BYTES {
-                // Grown past what one memo holds: start again.
-                let _ = std::fs::remove_file(path);
-                return;
-            }
             let mut known = self.lock();
-            for record in bytes.chunks_exact(RECORD_BYTES) {
-                if let Some((blob, found)) = decode(record) {
+            for body in file.read() {
+                if let Some((blob, found)) = decode(&body) {
                     known.insert(blob, found);
                 }
             }
         });
-    }
-
-    fn append(&self, blob: ObjectId, found: PageFacts) {
-        let Some((path, _)) = &self.file else {
-            return;
-        };
-        let record = encode(blob, found);
-        let write = || -> std::io::Result<()> {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let mut file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)?;
-            // One write of one whole record: appends of other processes
-            // land before or after it, never inside.
-            file.write_all(&record)
-        };
-        if let Err(err) = write() {
-            tracing::debug!(file = %path.display(), %err, "page facts not shared");
-        }
     }
 
     /// The facts of `blob`, read from the repository the first time; with
@@ -185,7 +156,9 @@ impl PageFactsMemo {
             }
             known.insert(blob, found);
         }
-        self.append(blob, found);
+        if let Some((file, _)) = &self.file {
+            file.append(&encode(blob, found));
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectId, PageFacts>> {
@@ -193,39 +166,29 @@ impl PageFactsMemo {
     }
 }
 
-fn checksum(bytes: &[u8]) -> u32 {
-    // FNV-1a: enough to tell a torn or foreign record from a whole one.
-    bytes.iter().fold(0x811c_9dc5u32, |hash, &byte| {
-        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
-    })
-}
-
-fn encode(blob: ObjectId, found: PageFacts) -> [u8; RECORD_BYTES] {
-    let mut record = [0u8; RECORD_BYTES];
-    record[..20].copy_from_slice(blob.as_bytes());
-    record[20..28].copy_from_slice(&found.size.to_le_bytes());
-    record[28..32].copy_from_slice(&found.stale.to_le_bytes());
-    record[32] =
+fn encode(blob: ObjectId, found: PageFacts) -> [u8; BODY_BYTES] {
+    let mut body = [0u8; BODY_BYTES];
+    body[..20].copy_from_slice(blob.as_bytes());
+    body[20..28].copy_from_slice(&found.size.to_le_bytes());
+    body[28..32].copy_from_slice(&found.stale.to_le_bytes());
+    body[32] =
         u8::from(found.read) | u8::from(found.evidence) << 1 | u8::from(found.on_stale_page) << 2;
-    let sum = checksum(&record[..33]);
-    record[33..].copy_from_slice(&sum.to_le_bytes());
-    record
+    body
 }
 
-fn decode(record: &[u8]) -> Option<(ObjectId, PageFacts)> {
-    let sum = u32::from_le_bytes(record[33..37].try_into().ok()?);
-    if checksum(&record[..33]) != sum || record[32] & !0b111 != 0 {
+fn decode(body: &[u8]) -> Option<(ObjectId, PageFacts)> {
+    if body.len() != BODY_BYTES || body[32] & !0b111 != 0 {
         return None;
     }
-    let blob = ObjectId::try_from(&record[..20]).ok()?;
+    let blob = ObjectId::try_from(&body[..20]).ok()?;
     Some((
         blob,
         PageFacts {
-            size: u64::from_le_bytes(record[20..28].try_into().ok()?),
-            stale: u32::from_le_bytes(record[28..32].try_into().ok()?),
-            read: record[32] & 1 != 0,
-            evidence: record[32] & 2 != 0,
-            on_stale_page: record[32] & 4 != 0,
+            size: u64::from_le_bytes(body[20..28].try_into().ok()?),
+            stale: u32::from_le_bytes(body[28..32].try_into().ok()?),
+            read: body[32] & 1 != 0,
+            evidence: body[32] & 2 != 0,
+            on_stale_page: body[32] & 4 != 0,
         },
     ))
 }
@@ -276,7 +239,7 @@ mod tests {
     }
 
     #[test]
-    fn records_round_trip_and_a_torn_or_flipped_one_is_ignored() {
+    fn records_round_trip_and_another_process_reads_them() {
         let blob = ObjectId::from_hex(SHA.as_bytes()).unwrap();
         let found = PageFacts {
             size: 70_000,
@@ -285,22 +248,16 @@ mod tests {
             stale: 3,
             on_stale_page: true,
         };
-        let record = encode(blob, found);
-        assert_eq!(decode(&record), Some((blob, found)));
-        for at in [0, 20, 28, 32, 36] {
-            let mut flipped = record;
-            flipped[at] ^= 1;
-            assert_eq!(decode(&flipped), None, "byte {at}");
-        }
+        assert_eq!(decode(&encode(blob, found)), Some((blob, found)));
+        let mut unknown_flag = encode(blob, found);
+        unknown_flag[32] |= 8;
+        assert_eq!(decode(&unknown_flag), None);
 
         // Shared through the file: a second memo (another process) knows the
-        // blob without reading it; a torn record at the end is skipped.
+        // blob without reading it.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub").join("w.page-facts");
         PageFactsMemo::persisted(path.clone()).remember(blob, found);
-        let mut bytes = std::fs::read(&path).unwrap();
-        bytes.extend_from_slice(&record[..10]);
-        std::fs::write(&path, &bytes).unwrap();
         let other = PageFactsMemo::persisted(path);
         other.load();
         assert_eq!(other.lock().get(&blob), Some(&found));

@@ -154,7 +154,7 @@ pub fn last_change(
 ) -> Result<Option<LastChange>, WikiError> {
     let found = walk_history(repo, tip, Some(path), 1, MAX_LAST_CHANGE_WALK)?;
     Ok(found.into_iter().next().map(|entry| LastChange {
-        by: if super::confine::has_trailer(&entry.message, owner_trailer) {
+        by: if super::page_owners::has_trailer(&entry.message, owner_trailer) {
             "teammem"
         } else {
             "person"

@@ -18,8 +18,9 @@ use gix::objs::tree::EntryKind;
 use gix::protocol::transport::Service;
 use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 
-use super::confine::{Requested, WriteRules};
+use super::confine::{Confined, Requested, WriteRules};
 use super::error::{ErrorKind, WikiError};
+use super::page_owners::PageOwners;
 use super::patch::apply_replacements;
 use super::publish::{BuiltCommit, DesiredPage, build_commit, encode_pack, persist_objects};
 use super::receive_pack::{PushFailure, current_refs, push};
@@ -164,7 +165,16 @@ impl WikiState {
             })?;
         }
 
-        let mut changed_bytes = confine_changes(&repo, base, &base_index, &desired, change, rules)?;
+        let confined = confine_changes(
+            &repo,
+            base,
+            &base_index,
+            &desired,
+            change,
+            rules,
+            &self.page_owners,
+        )?;
+        let mut changed_bytes = confined.changed;
         if let Some(amend) = &rules.amend {
             let rewritten = super::amend::amend_pages(
                 &repo,
@@ -197,6 +207,10 @@ impl WikiState {
                     .iter()
                     .map(|page| (page.path.as_str(), page.content.len())),
             )?;
+        }
+        if rules.owner_trailer.is_some() {
+            self.page_owners
+                .remember_written(&base_index, &desired, &confined.owners);
         }
         let all_match_base = desired.iter().all(|page| page_matches(&base_index, page));
         if target == (WriteTarget::Stage { base_staged: true }) {
@@ -525,7 +539,7 @@ pub(super) fn outcome_result(
     }
 }
 
-/// Holds the pages that differ from the base to `rules`; the bytes they change.
+/// Holds the pages that differ from the base to `rules`.
 fn confine_changes(
     repo: &gix::Repository,
     base: ObjectId,
@@ -533,7 +547,8 @@ fn confine_changes(
     desired: &[DesiredPage],
     change: &PageChange,
     rules: &WriteRules,
-) -> Result<u64, WikiError> {
+    page_owners: &PageOwners,
+) -> Result<Confined, WikiError> {
     let requested = |path: &str| {
         change
             .patches
@@ -548,7 +563,7 @@ fn confine_changes(
         .filter(|page| !page_matches(base_index, page))
         .map(|page| (page, requested(&page.path)))
         .collect();
-    super::confine::enforce(repo, base, base_index, &changing, rules)
+    super::confine::enforce(repo, base, base_index, &changing, rules, page_owners)
 }
 
 fn written(desired: &[DesiredPage]) -> Vec<WrittenPage> {

@@ -281,10 +281,7 @@ async fn human_written_pages_are_never_overwritten() {
         &replaced,
         "permission_denied",
         &base,
-        &[
-            "area/Topic.md was last changed by a person",
-            "patch_wiki_pages",
-        ],
+        &["area/Topic.md holds a person's text", "patch_wiki_pages"],
     );
     // Batched with an allowed new page, the whole write is refused.
     let batched = writer
@@ -335,6 +332,51 @@ async fn human_written_pages_are_never_overwritten() {
         fixture.git(&["show", &format!("{tip}:area/Topic.md")]),
         format!("{TOPIC}{line}")
     );
+    // Teammem's patch is now the page's last change, but the person's text
+    // is still there: the page stays theirs (an agent cannot launder a
+    // person's page by patching one marker line first, nor by copying it to
+    // a page of its own first).
+    let copied = writer
+        .write(
+            &tip,
+            json!([{"path": "Copy.md", "content": format!("{TOPIC}{line}")}]),
+        )
+        .await;
+    assert_eq!(copied["result"]["status"], "updated", "{copied}");
+    let tip = fixture.head();
+    let laundered = writer
+        .write(
+            &tip,
+            json!([{"path": "area/Topic.md", "content": "# Topic\n\nRewritten.\n"}]),
+        )
+        .await;
+    refused(
+        &fixture,
+        &laundered,
+        "permission_denied",
+        &tip,
+        &["area/Topic.md holds a person's text", "patch_wiki_pages"],
+    );
+    // The same when another node's job made the last change, which this
+    // node never saw written: the page's history still shows the person.
+    let elsewhere = format!("{TOPIC}{line}- from another node <!-- teammem:other -->\n");
+    let tip = fixture.commit(
+        &[("area/Topic.md", elsewhere.as_str())],
+        "Another node's job\n\nTeammem-Job: 7",
+    );
+    let laundered = writer
+        .write(
+            &tip,
+            json!([{"path": "area/Topic.md", "content": "# Topic\n\nRewritten.\n"}]),
+        )
+        .await;
+    refused(
+        &fixture,
+        &laundered,
+        "permission_denied",
+        &tip,
+        &["area/Topic.md holds a person's text"],
+    );
 
     // A page teammem wrote may be replaced by a later job write ...
     let created = writer
@@ -369,7 +411,7 @@ async fn human_written_pages_are_never_overwritten() {
         &overwrite,
         "permission_denied",
         &tip,
-        &["Changelog.md was last changed by a person"],
+        &["Changelog.md holds a person's text"],
     );
     // A person's commit that only touched another page does not change
     // whose Changelog.md is: a teammem page stays replaceable.
