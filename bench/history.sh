@@ -139,7 +139,8 @@ for j in jobs.values():
     states[j["state"]] = states.get(j["state"], 0) + 1
 
 # PRs expected: subjects naming a PR in the replayed ranges.
-pr = re.compile(r"^Merge pull request #(\d+) from |\(#(\d+)\)\s*$")
+# As teammem reads a subject (src/forge/pull_subject.rs).
+pr = re.compile(r"^Merge pull request #(0*[1-9][0-9]*) from |^.*\S.* \(#(0*[1-9][0-9]*)\)\s*$")
 expected = {}
 for before, after, _ in pushes:
     log = subprocess.run(["git", "-C", src, "log", "--format=%H%x09%s", f"{before}..{after}"],

@@ -51,7 +51,9 @@ first_parent_pushes() {
     local src="$1" out="$2"
     git -C "$src" log --first-parent --reverse --format='%H%x09%P%x09%s' HEAD | python3 -c '
 import re, sys
-pr = re.compile(r"^Merge pull request #\d+ from |\(#\d+\)\s*$")
+# As teammem reads a subject (src/forge/pull_subject.rs): a number above 0,
+# a title before ` (#N)`.
+pr = re.compile(r"^Merge pull request #0*[1-9][0-9]* from |^.*\S.* \(#0*[1-9][0-9]*\)\s*$")
 prev = None
 for line in sys.stdin:
     sha, parents, subject = line.rstrip("\n").split("\t", 2)
