@@ -19,190 +19,12 @@ use serde::Serialize;
 
 use super::brief;
 use super::index::{ContextIndex, FactKind, FactRecord, is_under};
+use super::item::{Citation, Item, LeftOut, MAX_PEOPLE, Person, Ranked, estimate_tokens};
 use super::lines;
 use crate::wiki::query;
 
-/// Tokens an item costs: its JSON's bytes divided by 4, rounded up. An
-/// estimate (no tokenizer is kept in the build): English prose and JSON run
-/// at about 4 bytes a token in the common tokenizers; hex shas and paths run
-/// denser, so the estimate errs low on them by about a quarter.
-pub fn estimate_tokens(json_bytes: usize) -> usize {
-    json_bytes.div_ceil(4)
-}
-
-/// Most pages named in `read_more`.
-pub(super) const MAX_READ_MORE: usize = 10;
 /// Most passages a question adds.
 const MAX_PASSAGES: usize = 12;
-
-/// A fact's standing.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Citation {
-    pub path: String,
-    pub cited_commit: String,
-    pub lines: String,
-    /// `current` (no change to the cited lines recorded) or `stale`.
-    pub status: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub changed_in: Option<String>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub deleted: bool,
-}
-
-/// One author of an area.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Person {
-    pub name: String,
-    pub pull_requests: u64,
-}
-
-/// One thing worth knowing, ranked.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Item {
-    /// What a file is for, as its first lines state.
-    Purpose {
-        path: String,
-        text: String,
-        page: String,
-        line: usize,
-        #[serde(flatten)]
-        citation: Citation,
-    },
-    /// A statement on a page that cites the path's lines.
-    Fact {
-        text: String,
-        page: String,
-        line: usize,
-        #[serde(flatten)]
-        citation: Citation,
-    },
-    /// A merged pull request that touched the path.
-    Change {
-        number: u64,
-        title: String,
-        #[serde(skip_serializing_if = "String::is_empty")]
-        why: String,
-        author: String,
-        date: String,
-        merge_commit: String,
-        /// The files its entry names (and how many more it changed).
-        files: Vec<String>,
-        #[serde(skip_serializing_if = "is_zero")]
-        more_files: usize,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        dependencies: Option<String>,
-        /// The merge it reached the default branch through, if another
-        /// branch's.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        arrived_through: Option<String>,
-        /// Every page its entry is on, the Changelog first.
-        pages: Vec<String>,
-    },
-    /// Who knows the path's area.
-    People {
-        area: String,
-        page: String,
-        authors: Vec<Person>,
-    },
-    /// A dependency a manifest declares.
-    Dependency {
-        manifest: String,
-        name: String,
-        requirement: String,
-        page: String,
-        line: usize,
-        #[serde(flatten)]
-        citation: Citation,
-    },
-    /// How to build, test, lint or run the project, as its files say
-    /// (How-to-work-here.md): the test and build commands apply to every
-    /// path, the others to the paths they cite.
-    HowTo {
-        topic: String,
-        text: String,
-        page: String,
-        line: usize,
-        #[serde(flatten)]
-        citation: Citation,
-    },
-    /// The older pull requests that touched the asked paths, newest first,
-    /// one line each: `#NUMBER TITLE (AUTHOR, DATE)` (see [`super::brief`]);
-    /// their why and files are on `pages`, or in the answer to a larger
-    /// `max_tokens`.
-    EarlierChanges {
-        changes: Vec<String>,
-        pages: Vec<String>,
-    },
-    /// A line search ranks high for the question that none of the above is.
-    Passage {
-        page: String,
-        line: usize,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        heading: Option<String>,
-        text: String,
-    },
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
-impl Item {
-    pub(super) fn kind(&self) -> &'static str {
-        match self {
-            Item::Purpose { .. } => "purpose",
-            Item::Fact { .. } => "fact",
-            Item::Change { .. } => "change",
-            Item::People { .. } => "people",
-            Item::Dependency { .. } => "dependency",
-            Item::HowTo { .. } => "how_to",
-            Item::EarlierChanges { .. } => "earlier_changes",
-            Item::Passage { .. } => "passage",
-        }
-    }
-
-    /// The page to read for more of this.
-    pub(super) fn page(&self) -> &str {
-        match self {
-            Item::Purpose { page, .. }
-            | Item::Fact { page, .. }
-            | Item::People { page, .. }
-            | Item::Dependency { page, .. }
-            | Item::HowTo { page, .. }
-            | Item::Passage { page, .. } => page,
-            Item::Change { pages, .. } | Item::EarlierChanges { pages, .. } => {
-                pages.first().map_or("Changelog.md", String::as_str)
-            }
-        }
-    }
-
-    /// Identity, so one item found for two paths is listed once.
-    pub(super) fn key(&self) -> String {
-        match self {
-            Item::Change { merge_commit, .. } => format!("change {merge_commit}"),
-            Item::EarlierChanges { .. } => "earlier changes".to_owned(),
-            Item::People { page, .. } => format!("people {page}"),
-            Item::Purpose { page, line, .. }
-            | Item::Fact { page, line, .. }
-            | Item::Dependency { page, line, .. }
-            | Item::HowTo { page, line, .. }
-            | Item::Passage { page, line, .. } => format!("line {page}:{line}"),
-        }
-    }
-}
-
-/// A ranked item with the asked paths it concerns.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Ranked {
-    /// Higher is more relevant.
-    pub relevance: u32,
-    /// The asked paths this item is about (empty: found by the question).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub about: Vec<String>,
-    #[serde(flatten)]
-    pub item: Item,
-}
 
 /// What the answer says about each asked path.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -222,16 +44,6 @@ pub struct Tokens {
     pub max: usize,
     pub used: usize,
     pub estimate: &'static str,
-}
-
-/// What did not fit.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
-pub struct LeftOut {
-    pub items: usize,
-    /// Kind → how many of it were left out.
-    pub by_kind: BTreeMap<&'static str, usize>,
-    /// The pages holding what was left out, most relevant first.
-    pub read_more: Vec<String>,
 }
 
 /// `get_context`'s result (the tool adds `as_of`).
@@ -509,12 +321,15 @@ pub fn answer_with(
     // How to test and build the project applies to every path. The test
     // command ranks just under the five newest changes: one short line every
     // change needs, it must not be cut for a file's older pull requests
-    // (bench/context.sh: with 58 it was cut from 25 of 50 tasks).
+    // (bench/context.sh: with 58 it was cut from 25 of 50 tasks). The build
+    // and release commands rank under the older pull requests' names: on a
+    // real history (bench/context.sh, REPLAY) they cost as much as ten of
+    // them, and a change is tested before it is released.
     if !all_paths.is_empty() {
         for fact in index.facts.iter().filter(|f| f.kind == FactKind::HowTo) {
             let base = match fact.group.as_deref() {
                 Some("Test") => 81,
-                Some("Build") => 52,
+                Some("Build") => 48,
                 _ => continue,
             };
             add(
@@ -587,18 +402,25 @@ pub fn answer_with(
     }
 }
 
+/// An area's people, the most active first (ties as the page lists them),
+/// at most [`MAX_PEOPLE`]; the rest counted.
 fn people_item(area: &super::index::AreaRecord) -> Item {
+    let mut authors: Vec<Person> = area
+        .authors
+        .iter()
+        .map(|(name, count)| Person {
+            name: name.clone(),
+            pull_requests: *count,
+        })
+        .collect();
+    authors.sort_by_key(|a| std::cmp::Reverse(a.pull_requests));
+    let more_authors = authors.len().saturating_sub(MAX_PEOPLE);
+    authors.truncate(MAX_PEOPLE);
     Item::People {
         area: area.name.clone(),
         page: area.page.clone(),
-        authors: area
-            .authors
-            .iter()
-            .map(|(name, count)| Person {
-                name: name.clone(),
-                pull_requests: *count,
-            })
-            .collect(),
+        authors,
+        more_authors,
     }
 }
 
@@ -809,6 +631,86 @@ mod tests {
     }
 
     #[test]
+    fn people_name_the_most_active_few_and_count_the_rest() {
+        let mut who = String::new();
+        for (n, name) in ["Ann", "Bo", "Cy", "Di", "Ed", "Flo", "Gus", "Hal"]
+            .iter()
+            .enumerate()
+        {
+            let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+            let count = n + 1;
+            who.push_str(&format!(
+                "- {name} — {count} pull requests <!-- teammem:author {count} {hex} -->\n"
+            ));
+        }
+        let sha = "a".repeat(40);
+        let page = format!(
+            "# Area: api\n\nPull requests that changed files under `api/` (kept by teammem).\n\n## Who knows this area\n\nAuthors. <!-- teammem:who-knows -->\n{who}<!-- teammem:who-knows-end -->\n\n## Recent changes\n\n- #2 Add the API (by Bob, 2026-01-05) — Why. — merge commit `{sha}` — api/routes.py <!-- teammem:{sha} -->\n"
+        );
+        let index = ContextIndex::build([("Area-api.md", page.as_str())]);
+        let answer = ask_routes(&index, 2_000);
+        let (authors, more) = answer
+            .items
+            .iter()
+            .find_map(|r| match &r.item {
+                Item::People {
+                    authors,
+                    more_authors,
+                    ..
+                } => Some((authors.clone(), *more_authors)),
+                _ => None,
+            })
+            .expect("the area's people");
+        let names: Vec<&str> = authors.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["Hal", "Gus", "Flo", "Ed", "Di"]);
+        assert_eq!(more, 3);
+    }
+
+    #[test]
+    fn spare_budget_grows_the_newest_lines_a_tier_at_a_time() {
+        let index = long_history(60);
+        let mut seen_named_only = false;
+        for max_tokens in (600..=4_000).step_by(100) {
+            let answer = ask_routes(&index, max_tokens);
+            let Some(lines) = answer.items.iter().find_map(|r| match &r.item {
+                Item::EarlierChanges { changes, .. } => Some(changes.clone()),
+                _ => None,
+            }) else {
+                continue;
+            };
+            // Each line is one tier: name, then author and date, then why.
+            let tier = |line: &String| {
+                if line.contains(" — Under load") {
+                    2
+                } else if line.ends_with(')') {
+                    1
+                } else {
+                    0
+                }
+            };
+            let tiers: Vec<u8> = lines.iter().map(tier).collect();
+            // Newest first, tiers never rise towards the older lines, and
+            // no line has its why while another is not yet dated.
+            assert!(tiers.windows(2).all(|w| w[0] >= w[1]), "{lines:?}");
+            if tiers.contains(&2) {
+                assert!(
+                    !tiers.contains(&0),
+                    "why before every line dated: {lines:?}"
+                );
+            }
+            for line in &lines {
+                let n: u64 = line[1..line.find(' ').unwrap()].parse().unwrap();
+                assert!(
+                    line.starts_with(&format!("#{n} Tune the batch size, step {n}")),
+                    "{line}"
+                );
+            }
+            seen_named_only |= tiers.contains(&0);
+        }
+        assert!(seen_named_only, "some budget names lines only");
+    }
+
+    #[test]
     fn a_history_too_long_for_the_budget_names_the_newest_and_counts_the_rest() {
         let index = long_history(200);
         for max_tokens in (100..=2_000).step_by(50).chain([16_000]) {
@@ -827,8 +729,11 @@ mod tests {
             assert_eq!(whole.len() + brief.len() + left, 200, "at {max_tokens}");
             // Newest first and contiguous: whatever is named is the newest.
             let expected: Vec<u64> = (1..=200).rev().take(whole.len() + brief.len()).collect();
+            let whole_kept = whole.len();
             assert_eq!([whole, brief.clone()].concat(), expected, "at {max_tokens}");
             if left > 0 {
+                // Names before whole items: none whole while one is left out.
+                assert!(whole_kept == 0, "{whole_kept} whole at {max_tokens}");
                 assert!(
                     answer
                         .left_out
@@ -839,9 +744,11 @@ mod tests {
                 );
             }
             if max_tokens == 2_000 {
-                // About 15 tokens a line: most of the 200 are named.
-                assert!(brief.len() > 80, "{} in brief", brief.len());
-                assert!(left > 0);
+                // About 10 tokens a line, by number and title alone, and no
+                // whole item taking their room: all 200 are named (80 when
+                // every line carried author and date and three were whole).
+                assert_eq!(left, 0, "{:?}", answer.left_out);
+                assert!(brief.len() > 190, "{} in brief", brief.len());
             }
         }
         // The largest budget holds them all.

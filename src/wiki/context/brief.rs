@@ -1,16 +1,19 @@
 //! How `get_context`'s ranked items are cut to the token budget, with the
 //! older pull requests in brief. A whole change item costs about 120 tokens
 //! (title, why, merge commit, files, pages), and a file people change often
-//! was touched by dozens of pull requests: whole, only a dozen fit in the
-//! default 2,000 tokens. So the newest [`WHOLE_CHANGES`] changes that touched
-//! the asked paths stay whole, and the rest are named one line each,
-//! `#NUMBER TITLE (AUTHOR, DATE)` (about 15 tokens), in one
-//! `earlier_changes` item packed at [`BRIEF_RELEVANCE`] (and listed just
-//! after the whole changes), which names the pages holding their whole
-//! entries. Budget left once everything is packed adds each line's why
-//! (` — WHY`, newest first), then, once every line has it, turns lines back
-//! into whole items, newest first: the entry is number, title, why,
-//! author and date, so the why comes before the merge commit and files.
+//! was touched by dozens of pull requests, on a real history by a hundred
+//! and more: whole, only a dozen fit in the default 2,000 tokens. So the
+//! newest [`WHOLE_CHANGES`] changes that touched the asked paths stay whole
+//! (fewer, down to none, when naming every one of them needs their room),
+//! and the rest are named one line each, `#NUMBER TITLE` (about 10 tokens),
+//! in one `earlier_changes` item packed at [`BRIEF_RELEVANCE`] (and listed
+//! just after the whole changes), which names the pages holding their whole
+//! entries. Budget left once everything is packed grows the lines a tier at
+//! a time, newest first, each tier on every line before the next: author and
+//! date (`#NUMBER TITLE (AUTHOR, DATE)`), then the why (` — WHY`), then the
+//! whole item: the entry is number, title, why, author and date, so
+//! all of those come before the merge commit and files, and naming every
+//! pull request comes before any of them.
 //!
 //! Invariants: the items returned cost at most the budget by
 //! [`estimate_tokens`] (the brief list is packed by a bound, the paths and
@@ -22,15 +25,15 @@
 
 use std::cmp::Ordering;
 
-use super::answer::{Item, LeftOut, MAX_READ_MORE, Ranked, estimate_tokens};
+use super::item::{Item, LeftOut, MAX_READ_MORE, Ranked, estimate_tokens};
 use super::lines;
 
 /// Changes that touched the asked paths kept whole, newest first, before
-/// the rest go brief.
+/// the rest go brief; fewer when a line would be left out for them.
 pub const WHOLE_CHANGES: usize = 3;
 /// Where the brief list ranks: under every fact, purpose, the newest
-/// changes, who knows the area and the build command (52), over a
-/// manifest's dependencies (45) and the weakest passages.
+/// changes, who knows the area and the test command, over the build
+/// command (48), a manifest's dependencies (45) and the weakest passages.
 pub const BRIEF_RELEVANCE: u32 = 50;
 /// Most pages the brief list names.
 const MAX_BRIEF_PAGES: usize = 4;
@@ -62,9 +65,20 @@ fn touched_a_path(item: &Ranked) -> bool {
     matches!(item.item, Item::Change { .. }) && !item.about.is_empty()
 }
 
-/// A change in brief: `#NUMBER TITLE (AUTHOR, DATE)`, and ` — WHY` (at
-/// most [`BRIEF_WHY_BYTES`]) when `with_why` and it has one.
-pub fn line(item: &Item, with_why: bool) -> String {
+/// How much of a change its brief line says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// `#NUMBER TITLE`.
+    Named,
+    /// `#NUMBER TITLE (AUTHOR, DATE)`.
+    Dated,
+    /// `#NUMBER TITLE (AUTHOR, DATE) — WHY` (at most [`BRIEF_WHY_BYTES`] of
+    /// it), when it has one.
+    WithWhy,
+}
+
+/// A change in brief, as much as `tier` says.
+pub fn line(item: &Item, tier: Tier) -> String {
     let Item::Change {
         number,
         title,
@@ -76,12 +90,14 @@ pub fn line(item: &Item, with_why: bool) -> String {
     else {
         return item.key();
     };
-    let mut line = if date.is_empty() {
+    let mut line = if tier == Tier::Named {
+        format!("#{number} {title}")
+    } else if date.is_empty() {
         format!("#{number} {title} ({author})")
     } else {
         format!("#{number} {title} ({author}, {date})")
     };
-    if with_why && !why.is_empty() {
+    if tier == Tier::WithWhy && !why.is_empty() {
         line.push_str(" — ");
         line.push_str(&lines::bounded(why, BRIEF_WHY_BYTES));
     }
@@ -89,8 +105,8 @@ pub fn line(item: &Item, with_why: bool) -> String {
 }
 
 /// JSON bytes a brief line adds to the list (its separator included).
-fn row_bytes(change: &Ranked, with_why: bool) -> usize {
-    serde_json::to_string(&line(&change.item, with_why)).map_or(0, |s| s.len()) + 1
+fn row_bytes(change: &Ranked, tier: Tier) -> usize {
+    serde_json::to_string(&line(&change.item, tier)).map_or(0, |s| s.len()) + 1
 }
 
 /// Newest first: date, then number.
@@ -103,9 +119,9 @@ fn newest_first(a: &Ranked, b: &Ranked) -> Ordering {
 }
 
 /// The `earlier_changes` item naming `changes` (newest first), the first
-/// `with_why` of them with their why; without lines when not `lined` (its
-/// frame, to bound its cost).
-fn brief_item(changes: &[Ranked], with_why: usize, lined: bool) -> Ranked {
+/// `grown[0]` of them with author and date, the first `grown[1]` with their
+/// why too; without lines when not `lined` (its frame, to bound its cost).
+fn brief_item(changes: &[Ranked], grown: [usize; 2], lined: bool) -> Ranked {
     let mut about: Vec<String> = Vec::new();
     let mut pages: Vec<String> = Vec::new();
     for change in changes {
@@ -130,10 +146,22 @@ fn brief_item(changes: &[Ranked], with_why: usize, lined: bool) -> Ranked {
                 .iter()
                 .take(if lined { changes.len() } else { 0 })
                 .enumerate()
-                .map(|(at, c)| line(&c.item, at < with_why))
+                .map(|(at, c)| line(&c.item, tier_at(at, grown)))
                 .collect(),
             pages,
         },
+    }
+}
+
+/// The tier of the line at `at`, the first `grown[0]` lines dated and the
+/// first `grown[1]` with their why.
+fn tier_at(at: usize, grown: [usize; 2]) -> Tier {
+    if at < grown[1] {
+        Tier::WithWhy
+    } else if at < grown[0] {
+        Tier::Dated
+    } else {
+        Tier::Named
     }
 }
 
@@ -143,6 +171,8 @@ struct Packer {
     used: usize,
     items: Vec<Ranked>,
     left_out: LeftOut,
+    /// Changes an asked path led to that were left out.
+    path_changes_left: usize,
 }
 
 impl Packer {
@@ -160,6 +190,7 @@ impl Packer {
     }
 
     fn leave_out(&mut self, item: &Ranked) {
+        self.path_changes_left += usize::from(touched_a_path(item));
         self.left_out.items += 1;
         *self.left_out.by_kind.entry(item.item.kind()).or_default() += 1;
         let page = item.item.page().to_owned();
@@ -176,11 +207,11 @@ impl Packer {
         brief.sort_by(newest_first);
         // The list without lines, naming the paths and pages of every
         // candidate: a prefix of them names no more.
-        let mut list = bytes(&brief_item(&brief, 0, false));
+        let mut list = bytes(&brief_item(&brief, [0, 0], false));
         let mut named = Vec::new();
         let mut rest = brief.into_iter();
         for change in rest.by_ref() {
-            let row = row_bytes(&change, false);
+            let row = row_bytes(&change, Tier::Named);
             if self.used + estimate_tokens(list + row) > self.max {
                 self.leave_out(&change);
                 break;
@@ -203,17 +234,32 @@ impl Packer {
 /// being spent already: returns the items best first, the tokens they and
 /// the frame cost, and what was left out.
 pub fn pack(ranked: Vec<Ranked>, max_tokens: usize, frame: usize) -> (Vec<Ranked>, usize, LeftOut) {
+    // Naming every change a path led to comes before keeping the newest
+    // whole: when a line is left out, fewer stay whole, down to none.
+    let mut keep_whole = WHOLE_CHANGES;
+    loop {
+        let packer = pack_keeping(ranked.clone(), max_tokens, frame, keep_whole);
+        if packer.path_changes_left == 0 || keep_whole == 0 {
+            return (packer.items, packer.used, packer.left_out);
+        }
+        keep_whole -= 1;
+    }
+}
+
+/// [`pack`] with the newest `keep_whole` changes a path led to whole first.
+fn pack_keeping(ranked: Vec<Ranked>, max_tokens: usize, frame: usize, keep_whole: usize) -> Packer {
     let mut packer = Packer {
         max: max_tokens,
         used: frame,
         items: Vec::new(),
         left_out: LeftOut::default(),
+        path_changes_left: 0,
     };
     // The newest few changes a path led to stay whole; the rest go brief.
     let (mut whole, mut brief, mut rest) = (0, Vec::new(), Vec::new());
     for item in ranked {
         if touched_a_path(&item) {
-            if whole == WHOLE_CHANGES {
+            if whole == keep_whole {
                 brief.push(item);
                 continue;
             }
@@ -247,28 +293,37 @@ pub fn pack(ranked: Vec<Ranked>, max_tokens: usize, frame: usize) -> (Vec<Ranked
         }
     }
     let (mut named, mut list) = listed.unwrap_or_else(|| packer.brief(brief));
-    // What is left of the budget adds the why to brief lines, newest first,
-    // then, once every line has it, turns them whole, newest first.
-    let mut why = 0;
-    while let Some(change) = named.get(why) {
-        let grown = list + row_bytes(change, true) - row_bytes(change, false);
-        let used = packer.used - estimate_tokens(list) + estimate_tokens(grown);
-        if used > packer.max {
+    // What is left of the budget grows the lines a tier at a time, newest
+    // first: author and date on every line, then the why, then, once every
+    // line has it, turns them whole, newest first.
+    let mut grown = [0usize; 2];
+    for (step, from, to) in [
+        (0, Tier::Named, Tier::Dated),
+        (1, Tier::Dated, Tier::WithWhy),
+    ] {
+        if step == 1 && grown[0] < named.len() {
             break;
         }
-        packer.used = used;
-        list = grown;
-        why += 1;
+        while let Some(change) = named.get(grown[step]) {
+            let bigger = list + row_bytes(change, to) - row_bytes(change, from);
+            let used = packer.used - estimate_tokens(list) + estimate_tokens(bigger);
+            if used > packer.max {
+                break;
+            }
+            packer.used = used;
+            list = bigger;
+            grown[step] += 1;
+        }
     }
     let mut promoted = 0;
-    while why == named.len()
+    while grown[1] == named.len()
         && let Some(change) = named.get(promoted)
     {
         // The list without this line, or no list when it was the last.
         let rest = if promoted + 1 == named.len() {
             0
         } else {
-            list - row_bytes(change, true)
+            list - row_bytes(change, Tier::WithWhy)
         };
         let used = packer.used - estimate_tokens(list) + estimate_tokens(rest) + cost(change);
         if used > packer.max {
@@ -279,7 +334,7 @@ pub fn pack(ranked: Vec<Ranked>, max_tokens: usize, frame: usize) -> (Vec<Ranked
         promoted += 1;
     }
     let mut brief_list: Vec<Ranked> = named.split_off(promoted);
-    let mut why = why - promoted;
+    let mut grown = grown.map(|n| n - promoted);
     packer.items.extend(named);
     // The list's exact cost in place of its bound: the lines left after
     // promotion may name other pages, so the oldest go if it is over.
@@ -294,7 +349,7 @@ pub fn pack(ranked: Vec<Ranked>, max_tokens: usize, frame: usize) -> (Vec<Ranked
         .unwrap_or(BRIEF_RELEVANCE)
         .min(BRIEF_RELEVANCE);
     while !brief_list.is_empty() {
-        let mut item = brief_item(&brief_list, why, true);
+        let mut item = brief_item(&brief_list, grown, true);
         item.relevance = after;
         if packer.used + cost(&item) <= packer.max {
             packer.used += cost(&item);
@@ -304,8 +359,8 @@ pub fn pack(ranked: Vec<Ranked>, max_tokens: usize, frame: usize) -> (Vec<Ranked
         if let Some(oldest) = brief_list.pop() {
             packer.leave_out(&oldest);
         }
-        why = why.min(brief_list.len());
+        grown = grown.map(|n| n.min(brief_list.len()));
     }
     packer.items.sort_by(order);
-    (packer.items, packer.used, packer.left_out)
+    packer
 }

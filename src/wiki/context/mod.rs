@@ -20,11 +20,13 @@
 mod answer;
 pub mod brief;
 pub mod index;
+pub mod item;
 pub mod lines;
 pub mod lookup;
 
-pub use answer::{ContextAnswer, Item, Passage, Ranked, estimate_tokens};
+pub use answer::{ContextAnswer, Passage};
 pub use index::ContextIndex;
+pub use item::{Item, Ranked, estimate_tokens};
 
 use std::time::Instant;
 

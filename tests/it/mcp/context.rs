@@ -122,7 +122,7 @@ async fn a_file_several_pull_requests_touched() {
 
     // A smaller budget keeps the most relevant items and says what it left
     // out; a pull request whose whole entry does not fit is named in brief
-    // (`#NUMBER TITLE (AUTHOR, DATE)`, and ` — WHY` when that fits too)
+    // (`#NUMBER TITLE`, then ` (AUTHOR, DATE)` and ` — WHY` as they fit)
     // before it is left out. At every budget each item of the full answer
     // is kept, named in brief or counted. The folder billing/ was touched by
     // four: past the three kept whole first, #5 goes brief unless the
@@ -170,9 +170,10 @@ async fn a_file_several_pull_requests_touched() {
                 return false;
             }
             let named = brief_line(item);
-            lines
-                .iter()
-                .any(|line| *line == named || line.starts_with(&format!("{named} — ")))
+            let bare = format!("#{} {}", item["number"], item["title"].as_str().unwrap());
+            lines.iter().any(|line| {
+                *line == bare || *line == named || line.starts_with(&format!("{named} — "))
+            })
         };
         let mut counted = 0;
         for item in all {

@@ -1,0 +1,211 @@
+//! What `get_context`'s answer is made of, below both the answer that
+//! ranks it ([`super::answer`]) and the packing that cuts it to the budget
+//! ([`super::brief`]): the items, their ranking wrapper, what was left out,
+//! and the token estimate both count with.
+//!
+//! Invariant: one estimate for every cost ([`estimate_tokens`]); an item's
+//! identity ([`Item::key`]) is one per thing it says, so one item found for
+//! two paths is listed once.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Tokens an item costs: its JSON's bytes divided by 4, rounded up. An
+/// estimate (no tokenizer is kept in the build): English prose and JSON run
+/// at about 4 bytes a token in the common tokenizers; hex shas and paths run
+/// denser, so the estimate errs low on them by about a quarter.
+pub fn estimate_tokens(json_bytes: usize) -> usize {
+    json_bytes.div_ceil(4)
+}
+
+/// Most authors a `people` item names: who knows an area is its most
+/// active few; on a real history an area has dozens (pallets/flask's `src`:
+/// about 20, 250 tokens), each of whom would cost as much as a pull
+/// request's line.
+pub const MAX_PEOPLE: usize = 5;
+
+/// Most pages named in `read_more`.
+pub const MAX_READ_MORE: usize = 10;
+/// A fact's standing.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Citation {
+    pub path: String,
+    pub cited_commit: String,
+    pub lines: String,
+    /// `current` (no change to the cited lines recorded) or `stale`.
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed_in: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
+}
+
+/// One author of an area.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Person {
+    pub name: String,
+    pub pull_requests: u64,
+}
+
+/// One thing worth knowing, ranked.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Item {
+    /// What a file is for, as its first lines state.
+    Purpose {
+        path: String,
+        text: String,
+        page: String,
+        line: usize,
+        #[serde(flatten)]
+        citation: Citation,
+    },
+    /// A statement on a page that cites the path's lines.
+    Fact {
+        text: String,
+        page: String,
+        line: usize,
+        #[serde(flatten)]
+        citation: Citation,
+    },
+    /// A merged pull request that touched the path.
+    Change {
+        number: u64,
+        title: String,
+        #[serde(skip_serializing_if = "String::is_empty")]
+        why: String,
+        author: String,
+        date: String,
+        merge_commit: String,
+        /// The files its entry names (and how many more it changed).
+        files: Vec<String>,
+        #[serde(skip_serializing_if = "is_zero")]
+        more_files: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        dependencies: Option<String>,
+        /// The merge it reached the default branch through, if another
+        /// branch's.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        arrived_through: Option<String>,
+        /// Every page its entry is on, the Changelog first.
+        pages: Vec<String>,
+    },
+    /// Who knows the path's area.
+    People {
+        area: String,
+        page: String,
+        /// The most active first, at most [`MAX_PEOPLE`].
+        authors: Vec<Person>,
+        /// Authors of the area past those, named on `page`.
+        #[serde(skip_serializing_if = "is_zero")]
+        more_authors: usize,
+    },
+    /// A dependency a manifest declares.
+    Dependency {
+        manifest: String,
+        name: String,
+        requirement: String,
+        page: String,
+        line: usize,
+        #[serde(flatten)]
+        citation: Citation,
+    },
+    /// How to build, test, lint or run the project, as its files say
+    /// (How-to-work-here.md): the test and build commands apply to every
+    /// path, the others to the paths they cite.
+    HowTo {
+        topic: String,
+        text: String,
+        page: String,
+        line: usize,
+        #[serde(flatten)]
+        citation: Citation,
+    },
+    /// The older pull requests that touched the asked paths, newest first,
+    /// one line each: `#NUMBER TITLE`, with ` (AUTHOR, DATE)` and then
+    /// ` — WHY` as the budget allows (see [`super::brief`]); their files are
+    /// on `pages`, or in the answer to a larger `max_tokens`.
+    EarlierChanges {
+        changes: Vec<String>,
+        pages: Vec<String>,
+    },
+    /// A line search ranks high for the question that none of the above is.
+    Passage {
+        page: String,
+        line: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        heading: Option<String>,
+        text: String,
+    },
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl Item {
+    pub(super) fn kind(&self) -> &'static str {
+        match self {
+            Item::Purpose { .. } => "purpose",
+            Item::Fact { .. } => "fact",
+            Item::Change { .. } => "change",
+            Item::People { .. } => "people",
+            Item::Dependency { .. } => "dependency",
+            Item::HowTo { .. } => "how_to",
+            Item::EarlierChanges { .. } => "earlier_changes",
+            Item::Passage { .. } => "passage",
+        }
+    }
+
+    /// The page to read for more of this.
+    pub(super) fn page(&self) -> &str {
+        match self {
+            Item::Purpose { page, .. }
+            | Item::Fact { page, .. }
+            | Item::People { page, .. }
+            | Item::Dependency { page, .. }
+            | Item::HowTo { page, .. }
+            | Item::Passage { page, .. } => page,
+            Item::Change { pages, .. } | Item::EarlierChanges { pages, .. } => {
+                pages.first().map_or("Changelog.md", String::as_str)
+            }
+        }
+    }
+
+    /// Identity, so one item found for two paths is listed once.
+    pub(super) fn key(&self) -> String {
+        match self {
+            Item::Change { merge_commit, .. } => format!("change {merge_commit}"),
+            Item::EarlierChanges { .. } => "earlier changes".to_owned(),
+            Item::People { page, .. } => format!("people {page}"),
+            Item::Purpose { page, line, .. }
+            | Item::Fact { page, line, .. }
+            | Item::Dependency { page, line, .. }
+            | Item::HowTo { page, line, .. }
+            | Item::Passage { page, line, .. } => format!("line {page}:{line}"),
+        }
+    }
+}
+
+/// A ranked item with the asked paths it concerns.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Ranked {
+    /// Higher is more relevant.
+    pub relevance: u32,
+    /// The asked paths this item is about (empty: found by the question).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub about: Vec<String>,
+    #[serde(flatten)]
+    pub item: Item,
+}
+
+/// What did not fit.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
+pub struct LeftOut {
+    pub items: usize,
+    /// Kind → how many of it were left out.
+    pub by_kind: BTreeMap<&'static str, usize>,
+    /// The pages holding what was left out, most relevant first.
+    pub read_more: Vec<String>,
+}
