@@ -170,16 +170,14 @@ impl Sweep {
             }
             Err(refusal) => return forge_unavailable(refusal),
         }
-        if let Some(github) = forge.github() {
-            match github.check_audience(source).await {
-                Ok(()) => {}
-                Err(Refusal::Rejected { code, message }) => {
-                    return Outcome::AudienceMismatch {
-                        message: format!("{code}: {message}"),
-                    };
-                }
-                Err(refusal) => return forge_unavailable(refusal),
+        match forge.check_audience().await {
+            Ok(()) => {}
+            Err(Refusal::Rejected { code, message }) => {
+                return Outcome::AudienceMismatch {
+                    message: format!("{code}: {message}"),
+                };
             }
+            Err(refusal) => return forge_unavailable(refusal),
         }
         let job = NewJob {
             source: repository.to_string(),

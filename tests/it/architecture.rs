@@ -450,10 +450,6 @@ const GITHUB_CLIENT_USES: &[(&str, &str)] = &[
         "requests/mod.rs",
         "maintainer requests are GitHub's (PR verification, token owners)",
     ),
-    (
-        "sweep.rs",
-        "the audience check before a swept range is queued",
-    ),
 ];
 
 /// The files of `sources` (outside `skip`) whose code (comments skipped)
