@@ -25,7 +25,9 @@ async fn healthz() -> Json<serde_json::Value> {
 }
 
 /// Ready = the database answers, every migration is applied, every worker is
-/// running and shutdown has not begun. The answer also names the node, its
+/// running, every local source's repository and wiki are git repositories
+/// (a missing one is named by its key: its jobs would fail) and shutdown has
+/// not begun. The answer also names the node, its
 /// database backend and whether it holds the leader role (runs rescue,
 /// retention and the sweep for the cluster); a follower is ready too.
 async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<serde_json::Value>) {
@@ -43,6 +45,9 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<serde_json::
         problems.push(problem);
     }
     problems.extend(state.job_problems.iter().cloned());
+    // A few stats, read afresh: a repository moved away after the start is
+    // reported too.
+    problems.extend(state.config.missing_local_repositories());
     let alive = state.workers_alive.load(Ordering::SeqCst);
     let wanted = state.config.queue.workers;
     if alive < wanted {

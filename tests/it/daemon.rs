@@ -210,6 +210,52 @@ fn check_config_prints_ok_or_every_error_with_exit_2() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read the configuration file"));
 }
 
+/// `/readyz` checks each local source's repository and wiki on every probe
+/// (#35): one missing or not a git repository is named by its key, and the
+/// node is ready again once it is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_names_a_local_sources_missing_repository_until_it_is_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("app.git");
+    let wiki = dir.path().join("not-a-wiki");
+    std::fs::create_dir(&wiki).unwrap();
+    let setup = Setup::new(&format!(
+        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_TEST_READY_SECRET\"\n",
+        repo.display(),
+        wiki.display()
+    ));
+    let secret = "s".repeat(40);
+    let daemon = setup.serve(&[("TEAMMEM_TEST_READY_SECRET", secret.as_str())]);
+    let ready = reqwest::get(daemon.url("/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 503);
+    let body: serde_json::Value = ready.json().await.unwrap();
+    let problems = body["problems"].to_string();
+    assert!(
+        problems.contains(&format!(
+            "sources[0].local_path: {} does not exist",
+            repo.display()
+        )),
+        "{body}"
+    );
+    assert!(
+        problems.contains(&format!(
+            "sources[0].local_wiki_path: {} is not a git repository",
+            wiki.display()
+        )),
+        "{body}"
+    );
+
+    for path in [&repo, &wiki] {
+        crate::harness::git::git(
+            dir.path(),
+            &["init", "-q", "--bare", path.to_str().unwrap()],
+        );
+    }
+    let ready = reqwest::get(daemon.url("/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 200, "{}", ready.text().await.unwrap());
+    assert!(daemon.terminate().success());
+}
+
 #[test]
 fn migrate_creates_the_database_and_is_idempotent() {
     let setup = Setup::new("");
