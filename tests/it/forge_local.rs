@@ -213,6 +213,52 @@ webhook_secret_env = "TEAMMEM_TEST_LOCAL"
     assert_eq!((status_of(&e), e.code), (409, "not_on_default_branch"));
 }
 
+/// A dispatch for a local source whose repository is gone is refused for
+/// good (409, naming local_path), never "unavailable" (503), which the
+/// workflow would retry six times to the same end (#35).
+#[tokio::test]
+async fn a_dispatch_for_a_missing_local_repository_is_a_conflict_naming_local_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let gone = dir.path().join("gone.git");
+    let text = format!(
+        "[server]\ndata_dir = \"{}\"\n[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_TEST_LOCAL\"\n",
+        dir.path().join("data").display(),
+        gone.display(),
+        dir.path().join("wiki.git").display()
+    );
+    let config = Config::parse(&text).unwrap();
+    let secret = b"local secret";
+    let ingest = Ingest::new(
+        vec![(config.sources[0].clone(), Secret::new(secret.to_vec()))],
+        None,
+        None,
+    );
+    let (before, after) = ("a".repeat(40), "b".repeat(40));
+    for (n, body) in [
+        json!({"source_repository": "demo/app", "kind": "range", "push_before": before, "push_after": after}),
+        json!({"source_repository": "demo/app", "kind": "pull_request", "pull_number": 7}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let body = serde_json::to_vec(&body).unwrap();
+        let sig = signature::sign(secret, &body);
+        let delivery = format!("gone-{n}");
+        let h = DispatchHeaders {
+            content_type: Some("application/json"),
+            signature: Some(&sig),
+            delivery: Some(&delivery),
+            authorization: None,
+        };
+        let e = ingest.ingest(&h, &body).await.unwrap_err();
+        assert_eq!((status_of(&e), e.code), (409, "source_repository_missing"), "{e}");
+        assert!(
+            e.message.contains("does not exist") && e.message.contains("local_path"),
+            "{e}"
+        );
+    }
+}
+
 #[test]
 fn a_range_through_a_merge_counts_what_git_counts() {
     let l = local();

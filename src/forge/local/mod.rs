@@ -59,6 +59,17 @@ fn open(path: &Path) -> Result<gix::Repository, Refusal> {
     if let Some(repo) = opened.get(path) {
         return Ok(repo.to_thread_local());
     }
+    // Gone is not a passing fault: a dispatch retried later would meet the
+    // same missing repository, so it is refused (409), not "ask again".
+    if !path.exists() {
+        return Err(Refusal::rejected(
+            "source_repository_missing",
+            format!(
+                "the local source repository {} does not exist; fix local_path (teammem check-config names it)",
+                path.display()
+            ),
+        ));
+    }
     let repo = gix::ThreadSafeRepository::open(path).map_err(|e| {
         Refusal::unavailable(
             30,
