@@ -344,11 +344,25 @@ fn only_forge_github_speaks_githubs_rest_api() {
     );
 }
 
-/// A file's production lines: everything above its `#[cfg(test)]` module.
+/// A file's production lines: all of its lines but those of its
+/// `#[cfg(test)]` items, wherever they stand (a test module in the middle,
+/// a test-only function inside an `impl`), so production code after a test
+/// item counts too.
 fn production_lines(text: &str) -> usize {
-    text.lines()
-        .take_while(|line| !line.starts_with("#[cfg(test)]"))
-        .count()
+    without_test_items(&code_only(text)).lines().count()
+}
+
+#[test]
+fn production_lines_count_to_the_end_of_the_file_without_test_items() {
+    let text = "//! A file.\nfn a() {}\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn t() { let _ = \"}\"; }\n}\n\nfn b() {\n    let s = \"one\n    two\";\n}\n#[cfg(test)]\nfn helper() {}\n";
+    // The doc line, `a`, the blank line, `b`'s four lines (a string across
+    // two of them), and one line where each test item stood.
+    assert_eq!(
+        production_lines(text),
+        9,
+        "{:?}",
+        without_test_items(&code_only(text))
+    );
 }
 
 /// Most production lines one file may hold: one idea per file.
@@ -511,7 +525,8 @@ fn only_forge_decides_which_forge_answers_a_source_question() {
 }
 
 /// `source` with comments, string literals and character literals blanked
-/// out (a lifetime stays), so no path is read from text that is not code.
+/// out (a lifetime stays), so no path is read from text that is not code;
+/// the line breaks inside what was blanked stay, so lines still count.
 fn code_only(source: &str) -> String {
     let chars: Vec<char> = source.chars().collect();
     let mut out = String::with_capacity(source.len());
@@ -529,6 +544,7 @@ fn code_only(source: &str) -> String {
                 i += 1;
             }
         } else if at(i, "/*") {
+            let start = i;
             let mut depth = 0;
             while i < chars.len() {
                 if at(i, "/*") {
@@ -545,8 +561,14 @@ fn code_only(source: &str) -> String {
                 }
             }
             out.push(' ');
+            out.extend(
+                chars[start..i.min(chars.len())]
+                    .iter()
+                    .filter(|&&c| c == '\n'),
+            );
         } else if !after_ident && (at(i, "r#") || at(i, "r\"") || at(i, "br#") || at(i, "br\"")) {
             // A raw string: `r"…"`, `r#"…"#`, `br##"…"##`.
+            let start = i;
             i += if c == 'b' { 2 } else { 1 };
             let hashes = chars[i..].iter().take_while(|&&h| h == '#').count();
             i += hashes + 1;
@@ -558,13 +580,24 @@ fn code_only(source: &str) -> String {
             }
             i += close.len();
             out.push_str("\"\"");
+            out.extend(
+                chars[start..i.min(chars.len())]
+                    .iter()
+                    .filter(|&&c| c == '\n'),
+            );
         } else if c == '"' {
+            let start = i;
             i += 1;
             while i < chars.len() && chars[i] != '"' {
                 i += if chars[i] == '\\' { 2 } else { 1 };
             }
             i += 1;
             out.push_str("\"\"");
+            out.extend(
+                chars[start..i.min(chars.len())]
+                    .iter()
+                    .filter(|&&c| c == '\n'),
+            );
         } else if c == '\'' && chars.get(i + 1) == Some(&'\\') {
             // An escaped character literal: `'\n'`, `'\''`, `'\u{1F600}'`.
             i += 3;
