@@ -105,7 +105,7 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct DemoArgs {
-    /// Exit after the job: 0 only when the wiki was updated as expected
+    /// Exit after both jobs: 0 only when the wiki was updated as expected
     #[arg(long)]
     once: bool,
     /// With --once: keep the temporary directory (removed by default; a --data-dir is always kept)
