@@ -41,7 +41,7 @@ use tokio::net::unix::OwnedWriteHalf;
 use crate::config::Source;
 use crate::forge::evidence::{self, EvidenceBundle, PatchSet, SourceError};
 use crate::forge::{Forges, SourceForge};
-use crate::wiki::Secret;
+use crate::wiki::{ErrorKind, Secret};
 use crate::writer_contract::MAX_SOURCE_FILE;
 use crate::writer_contract::broker::{
     Answer, BrokerError, MAX_REQUEST_BYTES, RedactedToken, Request, SourceFile, SourceTree,
@@ -127,7 +127,7 @@ async fn serve(stream: UnixStream, job: Arc<BrokerJob>) {
                 // The rest of an oversized line cannot be told from the next
                 // request: answer, then stop serving this child.
                 let answer = refused(
-                    "invalid_input",
+                    ErrorKind::InvalidInput,
                     format!("a broker request is one line of at most {MAX_REQUEST_BYTES} bytes"),
                 );
                 let _ = send(&mut write, &answer).await;
@@ -136,7 +136,7 @@ async fn serve(stream: UnixStream, job: Arc<BrokerJob>) {
             Ok(_) => match serde_json::from_slice::<Request>(&line) {
                 Ok(request) => decide(&job, request).await,
                 Err(e) => refused(
-                    "invalid_input",
+                    ErrorKind::InvalidInput,
                     format!("a broker request is one JSON line with a request field: {e}"),
                 ),
             },
@@ -168,7 +168,7 @@ async fn decide(job: &BrokerJob, request: Request) -> Answer {
         },
         "source_file" => {
             let (Some(commit), Some(path)) = (request.commit, request.path) else {
-                return refused("invalid_input", "source_file needs commit and path");
+                return refused(ErrorKind::InvalidInput, "source_file needs commit and path");
             };
             match source_file(job, &commit, &path, request.max_bytes).await {
                 Ok(file) => Answer {
@@ -184,7 +184,7 @@ async fn decide(job: &BrokerJob, request: Request) -> Answer {
         }
         "source_tree" => {
             let Some(commit) = request.commit else {
-                return refused("invalid_input", "source_tree needs commit");
+                return refused(ErrorKind::InvalidInput, "source_tree needs commit");
             };
             let directory = request.path.unwrap_or_default();
             let recursive = request.recursive.unwrap_or(false);
@@ -207,11 +207,11 @@ async fn decide(job: &BrokerJob, request: Request) -> Answer {
         },
         "pull_patches" => {
             let Some(number) = request.number else {
-                return refused("invalid_input", "pull_patches needs number");
+                return refused(ErrorKind::InvalidInput, "pull_patches needs number");
             };
             if job.bundle.pull(number).is_none() {
                 return refused(
-                    "not_found",
+                    ErrorKind::NotFound,
                     format!("pull request #{number} is not in this job's evidence"),
                 );
             }
@@ -222,7 +222,7 @@ async fn decide(job: &BrokerJob, request: Request) -> Answer {
             }
         }
         other => refused(
-            "invalid_input",
+            ErrorKind::InvalidInput,
             format!(
                 "unknown broker request {:?}; ask binding, evidence, pull_patches, source_file or source_tree",
                 evidence::bound(other, 64).0
@@ -237,19 +237,19 @@ fn readable<'a>(job: &'a BrokerJob, commit: &str) -> Result<SourceForge<'a>, Bro
     let forge = job.forges.of(&job.source);
     if !forge.reads_need_a_credential() {
         return Err(BrokerError::new(
-            "invalid_input",
+            ErrorKind::InvalidInput,
             "this job's source is read without a credential; the writer reads its files itself",
         ));
     }
     if !forge.reads_here() {
         return Err(BrokerError::new(
-            "invalid_input",
+            ErrorKind::InvalidInput,
             "this daemon holds no client for this job's source (no [github] section), so its broker reads no files",
         ));
     }
     if !evidence::is_full_sha(commit) || !job.bundle.readable_commit(commit) {
         return Err(BrokerError::new(
-            "permission_denied",
+            ErrorKind::PermissionDenied,
             format!(
                 "commit {:?} is not one of this job's evidence commits or their parents; use a sha from get_job_evidence",
                 evidence::bound(commit, 64).0
@@ -261,9 +261,9 @@ fn readable<'a>(job: &'a BrokerJob, commit: &str) -> Result<SourceForge<'a>, Bro
 
 fn source_failure(error: SourceError) -> BrokerError {
     match error {
-        SourceError::Rejected(message) => BrokerError::new("not_found", message),
-        SourceError::Invalid(message) => BrokerError::new("limit_exceeded", message),
-        SourceError::Unavailable(message) => BrokerError::new("upstream_error", message),
+        SourceError::Rejected(message) => BrokerError::new(ErrorKind::NotFound, message),
+        SourceError::Invalid(message) => BrokerError::new(ErrorKind::LimitExceeded, message),
+        SourceError::Unavailable(message) => BrokerError::new(ErrorKind::UpstreamError, message),
     }
 }
 
@@ -278,15 +278,20 @@ async fn source_file(
 ) -> Result<SourceFile, BrokerError> {
     let forge = readable(job, commit)?;
     let clean = evidence::clean_source_path(path, false)
-        .map_err(|message| BrokerError::new("invalid_input", message))?;
+        .map_err(|message| BrokerError::new(ErrorKind::InvalidInput, message))?;
     if max_bytes.is_some_and(|n| n == 0 || n > MAX_SOURCE_FILE) {
         return Err(BrokerError::new(
-            "invalid_input",
+            ErrorKind::InvalidInput,
             format!("max_bytes must be between 1 and {MAX_SOURCE_FILE}"),
         ));
     }
     let commit = commit.to_ascii_lowercase();
-    let not_a_file = || BrokerError::new("not_found", format!("{clean} is not a file at {commit}"));
+    let not_a_file = || {
+        BrokerError::new(
+            ErrorKind::NotFound,
+            format!("{clean} is not a file at {commit}"),
+        )
+    };
     let (content, truncated) = match max_bytes {
         None => forge
             .read_file(&commit, &clean, MAX_SOURCE_FILE)
@@ -319,7 +324,7 @@ async fn source_tree(
 ) -> Result<SourceTree, BrokerError> {
     let forge = readable(job, commit)?;
     let clean = evidence::clean_source_path(directory, true)
-        .map_err(|message| BrokerError::new("invalid_input", message))?;
+        .map_err(|message| BrokerError::new(ErrorKind::InvalidInput, message))?;
     let commit = commit.to_ascii_lowercase();
     let listing = forge
         .list_tree(&commit, &clean, recursive)
@@ -327,7 +332,7 @@ async fn source_tree(
         .map_err(source_failure)?
         .ok_or_else(|| {
             BrokerError::new(
-                "not_found",
+                ErrorKind::NotFound,
                 format!("{clean} is not a directory at {commit}"),
             )
         })?;

@@ -54,6 +54,7 @@ use crate::config::{Forge, Source};
 use crate::forge::evidence::{EvidenceBundle, FilePatch, TreeEntry, TreeListing};
 use crate::ids::RepoName;
 use crate::staleness::MarkerRewrite;
+use crate::wiki::ErrorKind;
 
 /// A request line is read up to this size.
 pub const MAX_REQUEST_BYTES: u64 = 8 * 1024;
@@ -221,25 +222,27 @@ impl SourceTree {
     }
 }
 
-/// A refusal: `kind` is an envelope error type, `message` says what to do.
+/// A refusal: `kind` is the envelope error type the writer answers with
+/// (the enum both ends share, never compared as text), `message` says what
+/// to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{message}")]
 pub struct BrokerError {
-    pub kind: String,
+    pub kind: ErrorKind,
     pub message: String,
 }
 
 impl BrokerError {
-    pub fn new(kind: &str, message: impl Into<String>) -> BrokerError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> BrokerError {
         BrokerError {
-            kind: kind.to_owned(),
+            kind,
             message: message.into(),
         }
     }
 }
 
 /// An answer refusing a request.
-pub fn refused(kind: &str, message: impl Into<String>) -> Answer {
+pub fn refused(kind: ErrorKind, message: impl Into<String>) -> Answer {
     Answer {
         error: Some(BrokerError::new(kind, message)),
         ..Answer::default()
@@ -308,7 +311,7 @@ impl BrokerClient {
         let answer = self.ask(Request::new("binding")).await?;
         answer.binding.ok_or_else(|| {
             BrokerError::new(
-                "internal_error",
+                ErrorKind::InternalError,
                 "the job's broker answered without a binding",
             )
         })
@@ -332,7 +335,7 @@ impl BrokerClient {
             .await?;
         answer.file.ok_or_else(|| {
             BrokerError::new(
-                "internal_error",
+                ErrorKind::InternalError,
                 "the job's broker answered without the file",
             )
         })
@@ -355,7 +358,7 @@ impl BrokerClient {
             .await?;
         answer.tree.ok_or_else(|| {
             BrokerError::new(
-                "internal_error",
+                ErrorKind::InternalError,
                 "the job's broker answered without the listing",
             )
         })
@@ -371,7 +374,7 @@ impl BrokerClient {
                     .await?;
                 let bundle = answer.evidence.ok_or_else(|| {
                     BrokerError::new(
-                        "internal_error",
+                        ErrorKind::InternalError,
                         "the job's broker answered without the evidence",
                     )
                 })?;
@@ -394,7 +397,7 @@ impl BrokerClient {
             .await?;
         answer.patches.ok_or_else(|| {
             BrokerError::new(
-                "internal_error",
+                ErrorKind::InternalError,
                 "the job's broker answered without the patches",
             )
         })
@@ -425,14 +428,14 @@ impl BrokerClient {
     async fn ask_bounded(&self, request: Request, max: u64) -> Result<Answer, BrokerError> {
         let gone = |e: std::io::Error| {
             BrokerError::new(
-                "upstream_error",
+                ErrorKind::UpstreamError,
                 format!(
                     "the job's broker cannot be reached ({e}); the job has ended or the daemon stopped"
                 ),
             )
         };
         let mut line = serde_json::to_vec(&request)
-            .map_err(|e| BrokerError::new("internal_error", e.to_string()))?;
+            .map_err(|e| BrokerError::new(ErrorKind::InternalError, e.to_string()))?;
         let request = request.request;
         line.push(b'\n');
         // One exchange at a time: answers come back in request order.
@@ -447,13 +450,13 @@ impl BrokerClient {
                 .map_err(gone)?;
             if answer.len() as u64 > max {
                 return Err(BrokerError::new(
-                    "limit_exceeded",
+                    ErrorKind::LimitExceeded,
                     format!("the job's broker answered more than {max} bytes"),
                 ));
             }
             serde_json::from_slice::<Answer>(&answer).map_err(|_| {
                 BrokerError::new(
-                    "upstream_error",
+                    ErrorKind::UpstreamError,
                     "the job's broker closed the connection without an answer; the job has ended or the daemon stopped",
                 )
             })
@@ -462,7 +465,7 @@ impl BrokerClient {
             .await
             .map_err(|_| {
                 BrokerError::new(
-                    "timeout",
+                    ErrorKind::Timeout,
                     format!(
                         "the job's broker did not answer {request} within {} s",
                         ANSWER_TIMEOUT.as_secs()
@@ -473,7 +476,7 @@ impl BrokerClient {
             Some(error) => Err(error),
             None if answer.ok => Ok(answer),
             None => Err(BrokerError::new(
-                "upstream_error",
+                ErrorKind::UpstreamError,
                 "the job's broker answered neither a result nor an error",
             )),
         }
@@ -486,7 +489,7 @@ mod tests {
 
     #[test]
     fn answers_carry_only_what_they_hold() {
-        let text = serde_json::to_string(&refused("not_found", "x is not a file")).unwrap();
+        let text = serde_json::to_string(&refused(ErrorKind::NotFound, "x is not a file")).unwrap();
         assert_eq!(
             text,
             r#"{"ok":false,"error":{"kind":"not_found","message":"x is not a file"}}"#

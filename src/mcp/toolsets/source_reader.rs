@@ -122,10 +122,10 @@ impl<'a> SourceReader<'a> {
                             content: file.content,
                             truncated: file.truncated,
                         })),
-                        Err(error) if error.kind == "not_found" => Ok(None),
+                        Err(error) if error.kind == ErrorKind::NotFound => Ok(None),
                         // The commit was checked here; a broker that refuses
                         // it anyway refuses the whole call.
-                        Err(error) if error.kind == "permission_denied" => {
+                        Err(error) if error.kind == ErrorKind::PermissionDenied => {
                             return Err(broker_error(error));
                         }
                         Err(error) => Err(broker_error(error)),
@@ -206,14 +206,5 @@ fn source_error(error: SourceError) -> ToolError {
 
 /// A broker refusal as the envelope error of the same type.
 pub(super) fn broker_error(error: BrokerError) -> ToolError {
-    let kind = match error.kind.as_str() {
-        "permission_denied" => ErrorKind::PermissionDenied,
-        "not_found" => ErrorKind::NotFound,
-        "limit_exceeded" => ErrorKind::LimitExceeded,
-        "invalid_input" => ErrorKind::InvalidInput,
-        "timeout" => ErrorKind::Timeout,
-        "internal_error" => ErrorKind::InternalError,
-        _ => ErrorKind::UpstreamError,
-    };
-    ToolError::new(kind, error.message)
+    ToolError::new(error.kind, error.message)
 }

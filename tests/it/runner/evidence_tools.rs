@@ -679,7 +679,11 @@ async fn github_file_heads_are_read_once_per_blob_in_a_repository_and_failures_a
         .source_file(&other_tip, "src/b.rs", Some(4096))
         .await
         .unwrap_err();
-    assert_eq!(failed.kind, "upstream_error", "{failed:?}");
+    assert_eq!(
+        failed.kind,
+        teammem::wiki::ErrorKind::UpstreamError,
+        "{failed:?}"
+    );
     let b = client
         .source_file(&other_tip, "src/b.rs", Some(4096))
         .await
