@@ -140,10 +140,41 @@ impl std::fmt::Debug for RedactedToken {
     }
 }
 
+/// What a request line asks for (its `request` field); a name outside
+/// these is refused when the line is read, naming the ones there are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ask {
+    Binding,
+    SourceFile,
+    SourceTree,
+    Evidence,
+    PullPatches,
+}
+
+impl Ask {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ask::Binding => "binding",
+            Ask::SourceFile => "source_file",
+            Ask::SourceTree => "source_tree",
+            Ask::Evidence => "evidence",
+            Ask::PullPatches => "pull_patches",
+        }
+    }
+}
+
+impl std::fmt::Display for Ask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One request line.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Request {
-    pub request: String,
+    pub request: Ask,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,9 +191,9 @@ pub struct Request {
 }
 
 impl Request {
-    fn new(request: &str) -> Request {
+    fn new(request: Ask) -> Request {
         Request {
-            request: request.to_owned(),
+            request,
             commit: None,
             path: None,
             max_bytes: None,
@@ -308,7 +339,7 @@ impl BrokerClient {
 
     /// The destination and token (asked once, at the writer's start).
     pub async fn binding(&self) -> Result<WriterGrant, BrokerError> {
-        let answer = self.ask(Request::new("binding")).await?;
+        let answer = self.ask(Request::new(Ask::Binding)).await?;
         answer.binding.ok_or_else(|| {
             BrokerError::new(
                 ErrorKind::InternalError,
@@ -330,7 +361,7 @@ impl BrokerClient {
                 commit: Some(commit.to_owned()),
                 path: Some(path.to_owned()),
                 max_bytes,
-                ..Request::new("source_file")
+                ..Request::new(Ask::SourceFile)
             })
             .await?;
         answer.file.ok_or_else(|| {
@@ -353,7 +384,7 @@ impl BrokerClient {
                 commit: Some(commit.to_owned()),
                 path: Some(directory.to_owned()),
                 recursive: Some(recursive),
-                ..Request::new("source_tree")
+                ..Request::new(Ask::SourceTree)
             })
             .await?;
         answer.tree.ok_or_else(|| {
@@ -370,7 +401,7 @@ impl BrokerClient {
         self.evidence
             .get_or_try_init(|| async {
                 let answer = self
-                    .ask_bounded(Request::new("evidence"), MAX_EVIDENCE_ANSWER_BYTES)
+                    .ask_bounded(Request::new(Ask::Evidence), MAX_EVIDENCE_ANSWER_BYTES)
                     .await?;
                 let bundle = answer.evidence.ok_or_else(|| {
                     BrokerError::new(
@@ -390,7 +421,7 @@ impl BrokerClient {
             .ask_bounded(
                 Request {
                     number: Some(number),
-                    ..Request::new("pull_patches")
+                    ..Request::new(Ask::PullPatches)
                 },
                 MAX_EVIDENCE_ANSWER_BYTES,
             )
@@ -493,6 +524,29 @@ mod tests {
         assert_eq!(
             text,
             r#"{"ok":false,"error":{"kind":"not_found","message":"x is not a file"}}"#
+        );
+    }
+
+    #[test]
+    fn a_request_names_what_it_asks_on_the_wire_and_nothing_else_is_read() {
+        for ask in [
+            Ask::Binding,
+            Ask::SourceFile,
+            Ask::SourceTree,
+            Ask::Evidence,
+            Ask::PullPatches,
+        ] {
+            let text = serde_json::to_string(&Request::new(ask)).unwrap();
+            assert_eq!(text, format!(r#"{{"request":"{ask}"}}"#));
+            let back: Request = serde_json::from_str(&text).unwrap();
+            assert_eq!(back.request, ask);
+        }
+        let unknown = serde_json::from_str::<Request>(r#"{"request":"token"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            unknown.contains("token") && unknown.contains("source_file"),
+            "{unknown}"
         );
     }
 
