@@ -1,9 +1,11 @@
 """How the economy phase of bench/context.sh has the real daemon record a
 history (Python 3 stdlib only): `teammem serve` on one source (local forge,
-builtin agent), one signed range dispatch per push, each job (and every part
-of a split range) followed to its end before the next push is sent, as
-bench/history.sh replays pushes. Used by economy.py (the generated source)
-and real.py (a real repository's last N first-parent merges).
+builtin agent), one signed range dispatch per push as bench/history.sh sends
+them (the pushes from bench/lib.sh), each job (and every part of a split
+range) followed to its end before the next push is sent (history.sh, which
+times jobs, only waits for each to leave `queued`). Used by economy.py (the
+generated source) and real.py (a real repository's last N first-parent
+merges).
 
 Invariant: a job that ends in any state but `succeeded` or `skipped`, or a
 refused dispatch, ends the run (exit naming the push and the error): the
