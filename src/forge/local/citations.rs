@@ -157,7 +157,11 @@ impl Chain {
     }
 
     /// `commit`'s place on the chain (0 is the tip), if it is on it.
-    fn position(&mut self, repo: &gix::Repository, commit: ObjectId) -> Result<Option<usize>, String> {
+    fn position(
+        &mut self,
+        repo: &gix::Repository,
+        commit: ObjectId,
+    ) -> Result<Option<usize>, String> {
         while !self.at.contains_key(&commit) {
             if !self.extend(repo)? {
                 break;
