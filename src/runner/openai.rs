@@ -16,11 +16,72 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
 
 use super::agent::{AgentError, AgentOutcome, AgentTask};
 use super::receipt::Receipt;
 use super::writer::WriterClient;
+
+/// The part of a chat completion the agent reads; what it does not name is
+/// kept in `rest` where the message is sent back to the endpoint.
+#[derive(Debug, Deserialize)]
+struct Completion {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Usage {
+    /// Absent, `null` or not a count: none counted.
+    #[serde(default, deserialize_with = "lenient_count")]
+    completion_tokens: u64,
+}
+
+fn lenient_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    Ok(Value::deserialize(d)?.as_u64().unwrap_or(0))
+}
+
+#[derive(Debug, Deserialize)]
+struct Choice {
+    #[serde(default)]
+    message: Option<Message>,
+}
+
+/// The assistant's message: its text (`null` beside tool calls) and its
+/// tool calls.
+#[derive(Debug, Deserialize)]
+struct Message {
+    #[serde(default)]
+    content: Value,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCall>>,
+}
+
+/// One tool call, sent back verbatim (its other fields in `rest`) in the
+/// assistant message that precedes the tool's answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ToolCall {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    function: FunctionCall,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct FunctionCall {
+    #[serde(default)]
+    name: String,
+    /// A JSON object as text; anything else is answered as malformed.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    arguments: Value,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
 
 /// The settings of one run, from `[agent] kind = "openai"`. `Debug` leaves
 /// the key out.
@@ -164,16 +225,16 @@ async fn run_steps(
                 status.is_server_error() || status.as_u16() == 429,
             ));
         }
-        let answer: Value = response.json().await.map_err(|e| {
+        let answer: Completion = response.json().await.map_err(|e| {
             fail(
                 format!(
-                    "the model endpoint's answer is not JSON: {}",
+                    "the model endpoint's answer is not a chat completion: {}",
                     e.without_url()
                 ),
                 true,
             )
         })?;
-        tokens_used += answer["usage"]["completion_tokens"].as_u64().unwrap_or(0);
+        tokens_used += answer.usage.map_or(0, |u| u.completion_tokens);
         if tokens_used > token_budget {
             return Err(fail(
                 format!(
@@ -182,19 +243,15 @@ async fn run_steps(
                 false,
             ));
         }
-        let message = answer["choices"][0]["message"].clone();
-        if !message.is_object() {
+        let Some(message) = answer.choices.into_iter().next().and_then(|c| c.message) else {
             return Err(fail(
                 format!("the model's answer at step {step} has no choices[0].message"),
                 true,
             ));
-        }
-        let calls = message["tool_calls"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        };
+        let calls = message.tool_calls.unwrap_or_default();
         if calls.is_empty() {
-            let text = message["content"].as_str().unwrap_or_default();
+            let text = message.content.as_str().unwrap_or_default();
             let receipt = Receipt::parse(text)
                 .map_err(|e| fail(format!("the openai agent's final message: {e}"), false))?;
             return Ok(AgentOutcome {
@@ -204,13 +261,13 @@ async fn run_steps(
         }
         messages.push(json!({
             "role": "assistant",
-            "content": message["content"].clone(),
+            "content": message.content,
             "tool_calls": calls,
         }));
         for call in &calls {
-            let id = call["id"].as_str().unwrap_or_default().to_owned();
-            let name = call["function"]["name"].as_str().unwrap_or_default();
-            let raw = call["function"]["arguments"].as_str().unwrap_or("{}");
+            let id = call.id.clone();
+            let name = call.function.name.as_str();
+            let raw = call.function.arguments.as_str().unwrap_or("{}");
             let content = match serde_json::from_str::<Value>(raw) {
                 Ok(arguments @ Value::Object(_)) => match client.call(name, arguments).await {
                     Ok(envelope) => json!({
@@ -242,6 +299,35 @@ async fn run_steps(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_is_read_typed_and_its_tool_calls_go_back_as_they_came() {
+        let answer: Completion = serde_json::from_value(json!({
+            "id": "c1",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+                "tool_calls": [{"id": "t1", "type": "function", "index": 0,
+                    "function": {"name": "get_wiki_page", "arguments": "{\"path\":\"Home.md\"}"}}]}}],
+            "usage": {"completion_tokens": null}
+        }))
+        .unwrap();
+        assert_eq!(answer.usage.map(|u| u.completion_tokens), Some(0));
+        let message = answer.choices.into_iter().next().unwrap().message.unwrap();
+        assert!(message.content.is_null());
+        let calls = message.tool_calls.unwrap();
+        assert_eq!(
+            (calls[0].id.as_str(), calls[0].function.name.as_str()),
+            ("t1", "get_wiki_page")
+        );
+        // Sent back as the endpoint gave it, the fields not read included.
+        assert_eq!(
+            serde_json::to_value(&calls[0]).unwrap(),
+            json!({"id": "t1", "type": "function", "index": 0,
+                "function": {"name": "get_wiki_page", "arguments": "{\"path\":\"Home.md\"}"}})
+        );
+        // An answer without choices reads as one, to be refused by name.
+        let empty: Completion = serde_json::from_value(json!({"error": "x"})).unwrap();
+        assert!(empty.choices.is_empty() && empty.usage.is_none());
+    }
 
     #[test]
     fn settings_print_without_the_key() {
