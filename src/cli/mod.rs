@@ -275,7 +275,13 @@ async fn run(command: Command) -> ExitCode {
 }
 
 fn load_config(path: &Path) -> Result<Config, Failure> {
-    Config::load(path).map_err(|e| Failure::usage(format!("invalid configuration\n{e}")))
+    Config::load(path).map_err(invalid_configuration)
+}
+
+/// A configuration's problems (one a line) as the usage failure every
+/// command that reads one ends with.
+fn invalid_configuration(problems: impl std::fmt::Display) -> Failure {
+    Failure::usage(format!("invalid configuration\n{problems}"))
 }
 
 /// Opens the database of a configuration, migrated, for the offline commands.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use super::{Failure, OrFail, load_config};
+use super::{Failure, OrFail, invalid_configuration, load_config};
 use crate::config::{Config, Database};
 use crate::{daemon, db};
 
@@ -25,15 +25,10 @@ pub(super) struct CheckConfigArgs {
 
 pub(super) async fn check_config(args: CheckConfigArgs) -> Result<(), Failure> {
     let config = load_config(&args.config.config)?;
-    config
-        .check_environment()
-        .map_err(|e| Failure::usage(format!("invalid configuration\n{e}")))?;
+    config.check_environment().map_err(invalid_configuration)?;
     let missing = config.missing_local_repositories();
     if !missing.is_empty() {
-        return Err(Failure::usage(format!(
-            "invalid configuration\n{}",
-            missing.join("\n")
-        )));
+        return Err(invalid_configuration(missing.join("\n")));
     }
     if args.github {
         check_audiences(&config).await?;
@@ -79,10 +74,7 @@ async fn check_audiences(config: &Config) -> Result<(), Failure> {
     }
     if !wrong.is_empty() {
         wrong.extend(unknown);
-        return Err(Failure::usage(format!(
-            "invalid configuration\n{}",
-            wrong.join("\n")
-        )));
+        return Err(invalid_configuration(wrong.join("\n")));
     }
     if !unknown.is_empty() {
         return Err(Failure::runtime(unknown.join("\n")));
@@ -99,9 +91,7 @@ pub(super) async fn serve(path: &Path) -> Result<(), Failure> {
         ))
     })?;
     let config = load_config(path)?;
-    config
-        .check_environment()
-        .map_err(|e| Failure::usage(format!("invalid configuration\n{e}")))?;
+    config.check_environment().map_err(invalid_configuration)?;
     for problem in config.missing_local_repositories() {
         tracing::error!(%problem, "a local source cannot work until this is fixed; its jobs fail");
     }
