@@ -85,9 +85,17 @@ pub struct EvidenceBundle {
 pub struct SourceInfo {
     /// `owner/name`.
     pub repository: String,
-    /// `github` or `local`.
-    pub forge: String,
+    pub forge: ForgeKind,
     pub default_branch: String,
+}
+
+/// Which forge a bundle's source is on (`github` or `local` on the wire);
+/// where the source lives stays in the configuration, never in a bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ForgeKind {
+    Github,
+    Local,
 }
 
 /// What the job was authorized to reconcile: its id and its [`Scope`]
@@ -458,7 +466,7 @@ mod tests {
             version: BUNDLE_VERSION,
             source: SourceInfo {
                 repository: "demo/app".into(),
-                forge: "local".into(),
+                forge: ForgeKind::Local,
                 default_branch: "main".into(),
             },
             job: JobScope {

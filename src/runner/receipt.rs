@@ -354,7 +354,7 @@ mod tests {
             version: BUNDLE_VERSION,
             source: SourceInfo {
                 repository: "demo/app".into(),
-                forge: "local".into(),
+                forge: crate::forge::evidence::ForgeKind::Local,
                 default_branch: "main".into(),
             },
             job: JobScope {

@@ -29,9 +29,9 @@ use super::api::{PER_PAGE, Page, failure, unknown_commit};
 use super::{GitHubError, GitHubForge, Permissions};
 use crate::config::Source;
 use crate::forge::evidence::{
-    self, BUNDLE_VERSION, ChangedFile, CommitInfo, EvidenceBundle, FilePatch, FileStatus, JobScope,
-    MAX_BODY_BYTES, MAX_COMMITS, MAX_FILES, MAX_STORED_PATCH, MAX_TITLE_BYTES, PatchSet,
-    PullRequest, SourceError, SourceInfo,
+    self, BUNDLE_VERSION, ChangedFile, CommitInfo, EvidenceBundle, FilePatch, FileStatus,
+    ForgeKind, JobScope, MAX_BODY_BYTES, MAX_COMMITS, MAX_FILES, MAX_STORED_PATCH, MAX_TITLE_BYTES,
+    PatchSet, PullRequest, SourceError, SourceInfo,
 };
 use crate::ids::Scope;
 
@@ -196,7 +196,7 @@ impl GitHubForge {
             version: BUNDLE_VERSION,
             source: SourceInfo {
                 repository: r.to_string(),
-                forge: "github".into(),
+                forge: ForgeKind::Github,
                 default_branch: default_branch.to_owned(),
             },
             job: scope.clone(),

@@ -30,8 +30,8 @@ use gix::bstr::ByteSlice;
 use super::manifest::manifest;
 use super::source_repo::{commit_id, default_branch, open, unavailable};
 use crate::forge::evidence::{
-    self, ArrivedThrough, CommitInfo, EvidenceBundle, JobScope, MAX_BODY_BYTES, MAX_COMMITS,
-    MAX_PULLS, MAX_TITLE_BYTES, PullRequest, SourceError, SourceInfo,
+    self, ArrivedThrough, CommitInfo, EvidenceBundle, ForgeKind, JobScope, MAX_BODY_BYTES,
+    MAX_COMMITS, MAX_PULLS, MAX_TITLE_BYTES, PullRequest, SourceError, SourceInfo,
 };
 use crate::forge::merged_in;
 use crate::forge::pull_subject::{PullSubject, parse_pull_subject};
@@ -253,7 +253,7 @@ pub fn collect(
         version: evidence::BUNDLE_VERSION,
         source: SourceInfo {
             repository: repository.to_owned(),
-            forge: "local".into(),
+            forge: ForgeKind::Local,
             default_branch: branch,
         },
         job: scope.clone(),

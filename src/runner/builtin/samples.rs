@@ -14,8 +14,8 @@ use super::markers::HOME;
 use super::plan::Plan;
 use crate::facts::Lines;
 use crate::forge::evidence::{
-    BUNDLE_VERSION, ChangedFile, CommitInfo, EvidenceBundle, FileStatus, JobScope, PullRequest,
-    SourceInfo,
+    BUNDLE_VERSION, ChangedFile, CommitInfo, EvidenceBundle, FileStatus, ForgeKind, JobScope,
+    PullRequest, SourceInfo,
 };
 use crate::ids::Sha;
 
@@ -84,7 +84,7 @@ pub fn bundle(pulls: Vec<PullRequest>) -> EvidenceBundle {
         version: BUNDLE_VERSION,
         source: SourceInfo {
             repository: "demo/app".into(),
-            forge: "local".into(),
+            forge: ForgeKind::Local,
             default_branch: "main".into(),
         },
         job: JobScope {

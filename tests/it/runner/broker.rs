@@ -80,7 +80,7 @@ impl Setup {
             version: BUNDLE_VERSION,
             source: SourceInfo {
                 repository: "octo/app".into(),
-                forge: "github".into(),
+                forge: teammem::forge::evidence::ForgeKind::Github,
                 default_branch: "main".into(),
             },
             job: JobScope {

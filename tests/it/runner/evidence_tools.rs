@@ -372,7 +372,7 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
         version: BUNDLE_VERSION,
         source: SourceInfo {
             repository: "octo/app".into(),
-            forge: "github".into(),
+            forge: teammem::forge::evidence::ForgeKind::Github,
             default_branch: "main".into(),
         },
         job: JobScope {
@@ -517,7 +517,7 @@ fn github_job(
         version: BUNDLE_VERSION,
         source: SourceInfo {
             repository: repository.into(),
-            forge: "github".into(),
+            forge: teammem::forge::evidence::ForgeKind::Github,
             default_branch: "main".into(),
         },
         job: JobScope {

@@ -152,7 +152,10 @@ async fn compare_is_paged_and_only_pull_requests_github_confirms_are_kept() {
         .collect_evidence(&s.source, &s.range(&before, shas.last().unwrap()), "main")
         .await
         .unwrap();
-    assert_eq!(bundle.source.forge, "github");
+    assert_eq!(
+        bundle.source.forge,
+        teammem::forge::evidence::ForgeKind::Github
+    );
     assert_eq!(bundle.commits.len(), 252);
     assert!(!bundle.commits_truncated);
     assert_eq!(bundle.commits[0].sha, shas[0], "oldest first");
