@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{Scope, Sha};
+use crate::ids::{RepoName, Scope, Sha};
 
 /// At most this many commits in a bundle (the largest range a dispatch may name).
 pub const MAX_COMMITS: usize = 1000;
@@ -84,7 +84,7 @@ pub struct EvidenceBundle {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceInfo {
     /// `owner/name`.
-    pub repository: String,
+    pub repository: RepoName,
     pub forge: ForgeKind,
     pub default_branch: String,
 }
@@ -465,7 +465,7 @@ mod tests {
         EvidenceBundle {
             version: BUNDLE_VERSION,
             source: SourceInfo {
-                repository: "demo/app".into(),
+                repository: crate::ids::RepoName::parse("demo/app").unwrap(),
                 forge: ForgeKind::Local,
                 default_branch: "main".into(),
             },

@@ -353,7 +353,7 @@ mod tests {
         EvidenceBundle {
             version: BUNDLE_VERSION,
             source: SourceInfo {
-                repository: "demo/app".into(),
+                repository: crate::ids::RepoName::parse("demo/app").unwrap(),
                 forge: crate::forge::evidence::ForgeKind::Local,
                 default_branch: "main".into(),
             },

@@ -266,8 +266,12 @@ fn the_local_forge_records_each_merged_in_pull_request_once_with_its_merge() {
     let root = tempfile::tempdir().unwrap();
     let h = History::build(root.path());
     let collect = |before: &str, after: &str| {
-        teammem::forge::local::range_bundle::collect(&h.dir, "demo/app", &range(before, after))
-            .unwrap()
+        teammem::forge::local::range_bundle::collect(
+            &h.dir,
+            &teammem::ids::RepoName::parse("demo/app").unwrap(),
+            &range(before, after),
+        )
+        .unwrap()
     };
 
     let first = collect(&h.base, &h.m1);

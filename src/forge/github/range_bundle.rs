@@ -195,7 +195,7 @@ impl GitHubForge {
         let bundle = EvidenceBundle {
             version: BUNDLE_VERSION,
             source: SourceInfo {
-                repository: r.to_string(),
+                repository: r.clone(),
                 forge: ForgeKind::Github,
                 default_branch: default_branch.to_owned(),
             },

@@ -35,7 +35,7 @@ use crate::forge::evidence::{
 };
 use crate::forge::merged_in;
 use crate::forge::pull_subject::{PullSubject, parse_pull_subject};
-use crate::ids::Scope;
+use crate::ids::{RepoName, Scope};
 
 /// How many commits before a range are searched for earlier merges of the
 /// pull requests that entered through another branch.
@@ -93,7 +93,7 @@ fn author_name(commit: &gix::Commit<'_>) -> String {
 /// Collects the bundle of a job on the local forge.
 pub fn collect(
     path: &Path,
-    repository: &str,
+    repository: &RepoName,
     scope: &JobScope,
 ) -> Result<EvidenceBundle, SourceError> {
     let repo = open(path)?;
@@ -194,7 +194,7 @@ pub fn collect(
         };
         if let Some(reason) = skip {
             tracing::info!(
-                repository,
+                repository = repository.as_str(),
                 pull = number,
                 commit = sha,
                 "pull request #{number} left out of the evidence at {sha}: {reason}"
@@ -252,7 +252,7 @@ pub fn collect(
     let bundle = EvidenceBundle {
         version: evidence::BUNDLE_VERSION,
         source: SourceInfo {
-            repository: repository.to_owned(),
+            repository: repository.clone(),
             forge: ForgeKind::Local,
             default_branch: branch,
         },

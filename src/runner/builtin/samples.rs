@@ -83,7 +83,7 @@ pub fn bundle(pulls: Vec<PullRequest>) -> EvidenceBundle {
     EvidenceBundle {
         version: BUNDLE_VERSION,
         source: SourceInfo {
-            repository: "demo/app".into(),
+            repository: crate::ids::RepoName::parse("demo/app").unwrap(),
             forge: ForgeKind::Local,
             default_branch: "main".into(),
         },
@@ -119,7 +119,7 @@ pub fn range(repository: &str, files: [&str; 2]) -> EvidenceBundle {
         p
     };
     let mut b = bundle(vec![added(1, 'a', files[0]), added(2, 'b', files[1])]);
-    b.source.repository = repository.into();
+    b.source.repository = crate::ids::RepoName::parse(repository).unwrap();
     b.job.scope = crate::ids::Scope::Range {
         before: Sha::parse(&sha('0')).unwrap(),
         after: Sha::parse(&sha('b')).unwrap(),

@@ -79,7 +79,7 @@ impl Setup {
         let bundle = EvidenceBundle {
             version: BUNDLE_VERSION,
             source: SourceInfo {
-                repository: "octo/app".into(),
+                repository: teammem::ids::RepoName::parse("octo/app").unwrap(),
                 forge: teammem::forge::evidence::ForgeKind::Github,
                 default_branch: "main".into(),
             },

@@ -24,7 +24,12 @@ fn range(source: &Source) -> JobScope {
 fn a_range_yields_its_commits_and_both_kinds_of_pull_request() {
     let tmp = tempfile::tempdir().unwrap();
     let source = Source::create(tmp.path());
-    let bundle = local_bundle::collect(&source.dir, "demo/app", &range(&source)).unwrap();
+    let bundle = local_bundle::collect(
+        &source.dir,
+        &teammem::ids::RepoName::parse("demo/app").unwrap(),
+        &range(&source),
+    )
+    .unwrap();
 
     // Commits: exactly what `git rev-list before..after` lists.
     let expected: Vec<String> = git_trimmed(
@@ -103,7 +108,12 @@ fn a_pull_request_job_holds_only_its_merge_commit() {
             merge_sha: teammem::ids::Sha::parse(&source.squash_13.clone()).unwrap(),
         },
     };
-    let bundle = local_bundle::collect(&source.dir, "demo/app", &scope).unwrap();
+    let bundle = local_bundle::collect(
+        &source.dir,
+        &teammem::ids::RepoName::parse("demo/app").unwrap(),
+        &scope,
+    )
+    .unwrap();
     assert_eq!(bundle.commits.len(), 1);
     assert_eq!(bundle.pull_requests.len(), 1);
     assert_eq!(bundle.pull_requests[0].number, 13);
@@ -116,7 +126,11 @@ fn a_pull_request_job_holds_only_its_merge_commit() {
         },
     };
     assert!(matches!(
-        local_bundle::collect(&source.dir, "demo/app", &wrong),
+        local_bundle::collect(
+            &source.dir,
+            &teammem::ids::RepoName::parse("demo/app").unwrap(),
+            &wrong
+        ),
         Err(SourceError::Rejected(_))
     ));
 }

@@ -21,7 +21,12 @@ async fn writer(s: &Setup) -> (Broker, WriterClient) {
             after: teammem::ids::Sha::parse(&s.source.head.clone()).unwrap(),
         },
     };
-    let bundle = local_bundle::collect(&s.source.dir, "demo/app", &scope).unwrap();
+    let bundle = local_bundle::collect(
+        &s.source.dir,
+        &teammem::ids::RepoName::parse("demo/app").unwrap(),
+        &scope,
+    )
+    .unwrap();
     let path = write_bundle(&work_dir(&s.tmp.path().join("data"), 5), &bundle).unwrap();
     let source = s.config.source("demo/app").unwrap().clone();
     let (broker, broker_end) = Broker::start(BrokerJob {
@@ -371,7 +376,7 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
     let bundle = EvidenceBundle {
         version: BUNDLE_VERSION,
         source: SourceInfo {
-            repository: "octo/app".into(),
+            repository: teammem::ids::RepoName::parse("octo/app").unwrap(),
             forge: teammem::forge::evidence::ForgeKind::Github,
             default_branch: "main".into(),
         },
@@ -516,7 +521,7 @@ fn github_job(
     let bundle = EvidenceBundle {
         version: BUNDLE_VERSION,
         source: SourceInfo {
-            repository: repository.into(),
+            repository: teammem::ids::RepoName::parse(repository).unwrap(),
             forge: teammem::forge::evidence::ForgeKind::Github,
             default_branch: "main".into(),
         },

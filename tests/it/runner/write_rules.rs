@@ -51,7 +51,12 @@ async fn bound(s: &Setup, job: i64, rewrites: BTreeMap<String, Vec<MarkerRewrite
             after: teammem::ids::Sha::parse(&s.source.head).unwrap(),
         },
     };
-    let mut bundle = local_bundle::collect(&s.source.dir, REPO, &scope).unwrap();
+    let mut bundle = local_bundle::collect(
+        &s.source.dir,
+        &teammem::ids::RepoName::parse(REPO).unwrap(),
+        &scope,
+    )
+    .unwrap();
     bundle.marker_rewrites = rewrites;
     let path = write_bundle(&work_dir(&s.config.server.data_dir, job), &bundle).unwrap();
     let source = s.config.source(REPO).unwrap().clone();
