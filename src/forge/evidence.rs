@@ -139,8 +139,8 @@ pub struct PullRequest {
     pub labels: Vec<String>,
     /// RFC 3339, UTC.
     pub merged_at: String,
-    /// The merge (or squash) commit on the default branch, full 40 hex.
-    pub merge_sha: String,
+    /// The merge (or squash) commit on the default branch.
+    pub merge_sha: Sha,
     pub files: Vec<ChangedFile>,
     pub files_truncated: bool,
     /// Set when the merge (or squash) commit is not a first-parent commit of
@@ -227,13 +227,8 @@ impl EvidenceBundle {
                 self.pull_requests.len()
             ));
         }
+        // A pull request's merge sha is a `Sha`, checked where it was read.
         for pull in &self.pull_requests {
-            if !is_full_sha(&pull.merge_sha) {
-                return Err(format!(
-                    "pull request #{} has merge sha {:?}, not a full 40-hex sha",
-                    pull.number, pull.merge_sha
-                ));
-            }
             if let Some(through) = &pull.arrived_through
                 && !is_full_sha(&through.merge_sha)
             {
@@ -486,7 +481,7 @@ mod tests {
                 author: "Zoë".into(),
                 labels: vec![],
                 merged_at: "2026-11-30T00:00:00Z".into(),
-                merge_sha: "c".repeat(40),
+                merge_sha: Sha::parse(&"c".repeat(40)).unwrap(),
                 files: vec![ChangedFile {
                     path: "src/lib.rs".into(),
                     status: FileStatus::Modified,
@@ -561,10 +556,15 @@ mod tests {
     }
 
     #[test]
-    fn validation_refuses_short_shas_and_oversized_lists() {
-        let mut bundle = sample();
-        bundle.pull_requests[0].merge_sha = "abc".into();
-        assert!(bundle.validate().unwrap_err().contains("#12"));
+    fn short_shas_and_oversized_lists_are_refused() {
+        // A merge sha that is not a full commit id does not even read.
+        let mut text = serde_json::to_value(sample()).unwrap();
+        text["pull_requests"][0]["merge_sha"] = "abc".into();
+        let refused = serde_json::from_value::<EvidenceBundle>(text).unwrap_err();
+        assert!(
+            refused.to_string().contains("not a full commit id"),
+            "{refused}"
+        );
         let mut bundle = sample();
         bundle.pull_requests = vec![bundle.pull_requests[0].clone(); MAX_PULLS + 1];
         assert!(bundle.validate().is_err());

@@ -345,7 +345,7 @@ mod tests {
             author: "a".into(),
             labels: vec![],
             merged_at: "2026-01-01T00:00:00Z".into(),
-            merge_sha: sha(c),
+            merge_sha: crate::ids::Sha::parse(&sha(c)).unwrap(),
             files: vec![],
             files_truncated: false,
             arrived_through: None,

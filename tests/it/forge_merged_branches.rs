@@ -254,7 +254,7 @@ fn recorded(bundle: &EvidenceBundle) -> Vec<Expected> {
         .map(|p| {
             (
                 p.number,
-                p.merge_sha.clone(),
+                p.merge_sha.to_string(),
                 p.arrived_through.as_ref().map(|t| t.merge_sha.clone()),
             )
         })

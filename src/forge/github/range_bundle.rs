@@ -33,7 +33,7 @@ use crate::forge::evidence::{
     ForgeKind, JobScope, MAX_BODY_BYTES, MAX_COMMITS, MAX_FILES, MAX_STORED_PATCH, MAX_TITLE_BYTES,
     PatchSet, PullRequest, SourceError, SourceInfo,
 };
-use crate::ids::Scope;
+use crate::ids::{Scope, Sha};
 
 /// `GET /repos/{o}/{r}/compare/{base}...{head}` (one page).
 #[derive(Deserialize)]
@@ -378,7 +378,7 @@ impl GitHubForge {
             author: pull.user.map(|u| u.login).unwrap_or_default(),
             labels: pull.labels.into_iter().map(|l| l.name).collect(),
             merged_at,
-            merge_sha: merge_sha.to_ascii_lowercase(),
+            merge_sha: Sha::parse(merge_sha).map_err(SourceError::Invalid)?,
             files,
             files_truncated,
             arrived_through: None,

@@ -35,7 +35,7 @@ use crate::forge::evidence::{
 };
 use crate::forge::merged_in;
 use crate::forge::pull_subject::{PullSubject, parse_pull_subject};
-use crate::ids::{RepoName, Scope};
+use crate::ids::{RepoName, Scope, Sha};
 
 /// How many commits before a range are searched for earlier merges of the
 /// pull requests that entered through another branch.
@@ -232,7 +232,7 @@ pub fn collect(
             author: evidence::bound(&author, MAX_TITLE_BYTES).0,
             labels: Vec::new(),
             merged_at: rfc3339(commit.time().map(|t| t.seconds).unwrap_or(0)),
-            merge_sha: sha.to_owned(),
+            merge_sha: Sha::parse(sha).map_err(SourceError::Invalid)?,
             files,
             files_truncated,
             arrived_through: entry.through.map(|carrier| ArrivedThrough {

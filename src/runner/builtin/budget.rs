@@ -160,8 +160,8 @@ mod tests {
         let mut shas = Vec::new();
         for i in (1..=n).rev() {
             let mut p = pull(i, "A change of a reasonable length", 'a', &["src/a.rs"]);
-            p.merge_sha = format!("{i:040x}");
-            shas.push(p.merge_sha.clone());
+            p.merge_sha = crate::ids::Sha::parse(&format!("{i:040x}")).unwrap();
+            shas.push(p.merge_sha.to_string());
             entries.push_str(&changelog_entry(&p));
         }
         let head = "# Changelog\n\nFiller: ".to_owned();
@@ -186,7 +186,7 @@ mod tests {
 
     fn newest() -> crate::forge::evidence::PullRequest {
         let mut newest = pull(999, "A change of a reasonable length", 'f', &[]);
-        newest.merge_sha = "f".repeat(40);
+        newest.merge_sha = crate::ids::Sha::parse(&"f".repeat(40)).unwrap();
         newest
     }
 
@@ -239,7 +239,7 @@ mod tests {
             .rev()
             .map(|i| {
                 let mut p = pull(i, "A change of a reasonable length", 'a', &[]);
-                p.merge_sha = format!("{i:040x}");
+                p.merge_sha = crate::ids::Sha::parse(&format!("{i:040x}")).unwrap();
                 changelog_entry(&p)
             })
             .collect();

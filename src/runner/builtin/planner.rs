@@ -146,7 +146,7 @@ fn pull_plans(grouped: &[(&PullRequest, ByArea<'_>)], recorded: &Recorded) -> Ve
             }
             PullPlan {
                 number: pull.number,
-                merge_sha: pull.merge_sha.clone(),
+                merge_sha: pull.merge_sha.to_string(),
                 pages: touched,
                 already_recorded: all_recorded,
             }

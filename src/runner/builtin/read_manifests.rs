@@ -242,7 +242,11 @@ pub async fn read_dependencies(
                     read_manifest(client, task, &commit, &path).await
                 }
             };
-            let new = side(pull.merge_sha.clone(), file.status == FileStatus::Removed).await;
+            let new = side(
+                pull.merge_sha.to_string(),
+                file.status == FileStatus::Removed,
+            )
+            .await;
             let old = side(parent.clone(), file.status == FileStatus::Added).await;
             match (old, new) {
                 (Ok(old), Ok(new)) => changes.push((

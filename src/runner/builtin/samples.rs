@@ -40,7 +40,7 @@ pub fn pull(number: u64, title: &str, sha_char: char, paths: &[&str]) -> PullReq
         author: "Zoë".into(),
         labels: vec![],
         merged_at: "2026-11-30T10:00:00Z".into(),
-        merge_sha: sha_char.to_string().repeat(40),
+        merge_sha: Sha::parse(&sha_char.to_string().repeat(40)).unwrap(),
         files: paths
             .iter()
             .map(|p| ChangedFile {
@@ -65,7 +65,7 @@ pub fn dated(n: u64, date: &str, paths: &[&str]) -> PullRequest {
         'a',
         paths,
     );
-    p.merge_sha = format!("{n:040x}");
+    p.merge_sha = crate::ids::Sha::parse(&format!("{n:040x}")).unwrap();
     p.merged_at = format!("{date}T10:00:00Z");
     p
 }

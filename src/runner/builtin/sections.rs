@@ -608,17 +608,17 @@ mod tests {
         let mut pulls: Vec<PullRequest> = (0..25u64)
             .map(|i| by(&format!("dev{i:02}"), pull(i + 1, "P", 'a', &["src/a.rs"])))
             .map(|mut p| {
-                p.merge_sha = format!("{:040x}", p.number);
+                p.merge_sha = crate::ids::Sha::parse(&format!("{:040x}", p.number)).unwrap();
                 p
             })
             .collect();
         let mut evil = by(hostile, pull(99, "Evil", 'e', &["src/a.rs"]));
-        evil.merge_sha = format!("{:040x}", 99);
+        evil.merge_sha = crate::ids::Sha::parse(&format!("{:040x}", 99)).unwrap();
         pulls.push(evil.clone());
         pulls.push({
             let mut again = evil.clone();
             again.number = 100;
-            again.merge_sha = format!("{:040x}", 100);
+            again.merge_sha = crate::ids::Sha::parse(&format!("{:040x}", 100)).unwrap();
             again
         });
         let pages = apply(&home(), &plan(&bundle(pulls), &home()));

@@ -397,7 +397,7 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
             author: "alice".into(),
             labels: vec![],
             merged_at: "2026-11-30T00:00:00Z".into(),
-            merge_sha: merge.clone(),
+            merge_sha: teammem::ids::Sha::parse(&merge).unwrap(),
             files: vec![file("logo.png"), file("src/a.rs")],
             files_truncated: false,
             arrived_through: None,
