@@ -156,6 +156,12 @@ impl From<PullNumber> for u64 {
     }
 }
 
+impl PartialEq<u64> for PullNumber {
+    fn eq(&self, other: &u64) -> bool {
+        self.get() == *other
+    }
+}
+
 impl fmt::Display for PullNumber {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)

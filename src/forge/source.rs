@@ -381,7 +381,7 @@ impl SourceForge<'_> {
             On::GitHub(client) => {
                 let client = client.ok_or_else(|| SourceError::Unavailable(NO_GITHUB.into()))?;
                 client
-                    .pull_patches(self.source, pull.number, &pull.merge_sha)
+                    .pull_patches(self.source, pull.number.get(), &pull.merge_sha)
                     .await
             }
         }

@@ -189,7 +189,7 @@ impl Receipt {
         let missing: Vec<String> = bundle
             .pull_requests
             .iter()
-            .filter(|p| !seen.contains_key(&p.number))
+            .filter(|p| !seen.contains_key(&p.number.get()))
             .map(|p| format!("#{}", p.number))
             .collect();
         if missing.is_empty() {
@@ -338,7 +338,7 @@ mod tests {
 
     fn bundle() -> EvidenceBundle {
         let pull = |number, c| PullRequest {
-            number,
+            number: crate::ids::PullNumber::new(number).unwrap(),
             title: "t".into(),
             body: String::new(),
             body_truncated: false,

@@ -253,7 +253,7 @@ fn recorded(bundle: &EvidenceBundle) -> Vec<Expected> {
         .iter()
         .map(|p| {
             (
-                p.number,
+                p.number.get(),
                 p.merge_sha.to_string(),
                 p.arrived_through.as_ref().map(|t| t.merge_sha.clone()),
             )

@@ -168,7 +168,7 @@ impl GitHubForge {
                 oldest_commit(commits),
             )
             .await?;
-        listed.retain(|(number, _)| !found.pulls.iter().any(|(p, _)| p.number == *number));
+        listed.retain(|(number, _)| !found.pulls.iter().any(|(p, _)| p.number.get() == *number));
         listed.sort_by_key(|(_, sha)| position.get(sha.as_str()).copied());
         for (number, sha) in listed {
             if found.pulls.len() == MAX_PULLS {

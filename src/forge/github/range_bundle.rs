@@ -33,7 +33,7 @@ use crate::forge::evidence::{
     ForgeKind, JobScope, MAX_BODY_BYTES, MAX_COMMITS, MAX_FILES, MAX_STORED_PATCH, MAX_TITLE_BYTES,
     PatchSet, PullRequest, SourceError, SourceInfo,
 };
-use crate::ids::{Scope, Sha};
+use crate::ids::{PullNumber, Scope, Sha};
 
 /// `GET /repos/{o}/{r}/compare/{base}...{head}` (one page).
 #[derive(Deserialize)]
@@ -170,7 +170,7 @@ impl GitHubForge {
                 let found = self.range_pulls(r, default_branch, &commits, after).await?;
                 pull_requests_truncated = found.truncated;
                 for (pull, files) in found.pulls {
-                    patches.pulls.insert(pull.number, files);
+                    patches.pulls.insert(pull.number.get(), files);
                     pull_requests.push(pull);
                 }
                 commits
@@ -182,7 +182,7 @@ impl GitHubForge {
                         "pull request #{number} of {r} is not merged with merge commit {merge_sha} (any more)"
                     )));
                 };
-                patches.pulls.insert(pull.number, files);
+                patches.pulls.insert(pull.number.get(), files);
                 pull_requests.push(pull);
                 let path = format!("/repos/{r}/commits/{merge_sha}");
                 let commit: ApiCommit = self
@@ -371,7 +371,7 @@ impl GitHubForge {
             MAX_BODY_BYTES,
         );
         let pull = PullRequest {
-            number: pull.number,
+            number: PullNumber::new(pull.number).map_err(SourceError::Invalid)?,
             title,
             body,
             body_truncated,

@@ -35,7 +35,7 @@ use crate::forge::evidence::{
 };
 use crate::forge::merged_in;
 use crate::forge::pull_subject::{PullSubject, parse_pull_subject};
-use crate::ids::{RepoName, Scope, Sha};
+use crate::ids::{PullNumber, RepoName, Scope, Sha};
 
 /// How many commits before a range are searched for earlier merges of the
 /// pull requests that entered through another branch.
@@ -225,7 +225,7 @@ pub fn collect(
         let (title, _) = evidence::bound(&title, MAX_TITLE_BYTES);
         let (body, body_truncated) = evidence::bound(&body, MAX_BODY_BYTES);
         pull_requests.push(PullRequest {
-            number,
+            number: PullNumber::new(number).map_err(SourceError::Invalid)?,
             title,
             body,
             body_truncated,

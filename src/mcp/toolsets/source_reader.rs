@@ -179,7 +179,7 @@ fn broker_of(context: &Context) -> Result<&BrokerClient, ToolError> {
 /// the job's broker (the writer holds no source credential).
 async fn stored_patches(context: &Context, pull: &PullRequest) -> Result<FilePatches, ToolError> {
     let patches = broker_of(context)?
-        .pull_patches(pull.number)
+        .pull_patches(pull.number.get())
         .await
         .map_err(broker_error)?;
     Ok(pull

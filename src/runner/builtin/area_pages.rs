@@ -145,7 +145,7 @@ pub(super) fn plan_area_pages(
         // and the job's section budget has room for the swap.
         let derived = match (listings.get(slug), &span) {
             (Some(files), Section::Absent | Section::At(_)) => Some(if is_gone(slug, files) {
-                let by = removed_by(grouped, slug).map(|p| (p.number, p.merge_sha.as_str()));
+                let by = removed_by(grouped, slug).map(|p| (p.number.get(), p.merge_sha.as_str()));
                 removed_section(&entries.area, &files.commit, by)
             } else {
                 what_is_here(&entries.area, files, WHAT_IS_HERE_BYTES, old_section)

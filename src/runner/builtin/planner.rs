@@ -145,7 +145,7 @@ fn pull_plans(grouped: &[(&PullRequest, ByArea<'_>)], recorded: &Recorded) -> Ve
                 touched.push(area_page(slug));
             }
             PullPlan {
-                number: pull.number,
+                number: pull.number.get(),
                 merge_sha: pull.merge_sha.to_string(),
                 pages: touched,
                 already_recorded: all_recorded,

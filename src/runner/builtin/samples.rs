@@ -33,7 +33,7 @@ pub fn tip() -> Sha {
 /// modifying `paths`.
 pub fn pull(number: u64, title: &str, sha_char: char, paths: &[&str]) -> PullRequest {
     PullRequest {
-        number,
+        number: crate::ids::PullNumber::new(number).unwrap(),
         title: title.into(),
         body: String::new(),
         body_truncated: false,

@@ -608,7 +608,7 @@ mod tests {
         let mut pulls: Vec<PullRequest> = (0..25u64)
             .map(|i| by(&format!("dev{i:02}"), pull(i + 1, "P", 'a', &["src/a.rs"])))
             .map(|mut p| {
-                p.merge_sha = crate::ids::Sha::parse(&format!("{:040x}", p.number)).unwrap();
+                p.merge_sha = crate::ids::Sha::parse(&format!("{:040x}", p.number.get())).unwrap();
                 p
             })
             .collect();
@@ -617,7 +617,7 @@ mod tests {
         pulls.push(evil.clone());
         pulls.push({
             let mut again = evil.clone();
-            again.number = 100;
+            again.number = crate::ids::PullNumber::new(100).unwrap();
             again.merge_sha = crate::ids::Sha::parse(&format!("{:040x}", 100)).unwrap();
             again
         });

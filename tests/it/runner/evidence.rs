@@ -51,7 +51,11 @@ fn a_range_yields_its_commits_and_both_kinds_of_pull_request() {
     assert_eq!(bundle.source.default_branch, "main");
 
     // Pull requests in merge order, full shas, titles from body / subject.
-    let numbers: Vec<u64> = bundle.pull_requests.iter().map(|p| p.number).collect();
+    let numbers: Vec<u64> = bundle
+        .pull_requests
+        .iter()
+        .map(|p| p.number.get())
+        .collect();
     assert_eq!(numbers, vec![12, 13]);
     let pr12 = &bundle.pull_requests[0];
     assert_eq!(pr12.merge_sha, source.merge_12);

@@ -390,7 +390,7 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
         commits: vec![],
         commits_truncated: false,
         pull_requests: vec![PullRequest {
-            number: 7,
+            number: teammem::ids::PullNumber::new(7).unwrap(),
             title: "Seven".into(),
             body: String::new(),
             body_truncated: false,

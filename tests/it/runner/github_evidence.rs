@@ -171,7 +171,11 @@ async fn compare_is_paged_and_only_pull_requests_github_confirms_are_kept() {
     // At most 100 pull requests, the cut said so; #900/#901 never made it.
     assert_eq!(bundle.pull_requests.len(), 100);
     assert!(bundle.pull_requests_truncated);
-    let numbers: Vec<u64> = bundle.pull_requests.iter().map(|p| p.number).collect();
+    let numbers: Vec<u64> = bundle
+        .pull_requests
+        .iter()
+        .map(|p| p.number.get())
+        .collect();
     assert_eq!(numbers, (1..=100).collect::<Vec<_>>());
     let first = &bundle.pull_requests[0];
     assert_eq!(first.merge_sha, shas[2]);
@@ -403,7 +407,7 @@ async fn a_rebase_merged_pull_request_is_found_beside_a_squash_merged_one() {
     let found: Vec<(u64, &str)> = bundle
         .pull_requests
         .iter()
-        .map(|p| (p.number, p.merge_sha.as_str()))
+        .map(|p| (p.number.get(), p.merge_sha.as_str()))
         .collect();
     assert_eq!(
         found,
@@ -480,7 +484,11 @@ async fn the_listing_pages_until_it_passes_the_range_and_no_further() {
         )
         .await
         .unwrap();
-    let numbers: Vec<u64> = bundle.pull_requests.iter().map(|p| p.number).collect();
+    let numbers: Vec<u64> = bundle
+        .pull_requests
+        .iter()
+        .map(|p| p.number.get())
+        .collect();
     assert_eq!(numbers, [20, 21]);
     assert_eq!(bundle.pull_requests[1].merge_sha, rebased[1]);
     assert!(!bundle.pull_requests_truncated);
