@@ -328,49 +328,16 @@ pub fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forge::evidence::{
-        BUNDLE_VERSION, EvidenceBundle, JobScope, PullRequest, SourceInfo,
-    };
 
     fn sha(c: char) -> String {
         c.to_string().repeat(40)
     }
 
+    /// The builtin's sample bundle with pull requests #1 (merge `a…a`)
+    /// and #2 (merge `b…b`).
     fn bundle() -> EvidenceBundle {
-        let pull = |number, c| PullRequest {
-            number: crate::ids::PullNumber::new(number).unwrap(),
-            title: "t".into(),
-            body: String::new(),
-            body_truncated: false,
-            author: "a".into(),
-            labels: vec![],
-            merged_at: "2026-01-01T00:00:00Z".into(),
-            merge_sha: crate::ids::Sha::parse(&sha(c)).unwrap(),
-            files: vec![],
-            files_truncated: false,
-            arrived_through: None,
-        };
-        EvidenceBundle {
-            version: BUNDLE_VERSION,
-            source: SourceInfo {
-                repository: crate::ids::RepoName::parse("demo/app").unwrap(),
-                forge: crate::forge::evidence::ForgeKind::Local,
-                default_branch: "main".into(),
-            },
-            job: JobScope {
-                job_id: 1,
-                scope: crate::ids::Scope::Range {
-                    before: crate::ids::Sha::parse(&sha('0')).unwrap(),
-                    after: crate::ids::Sha::parse(&sha('9')).unwrap(),
-                },
-            },
-            commits: vec![],
-            commits_truncated: false,
-            pull_requests: vec![pull(1, 'a'), pull(2, 'b')],
-            pull_requests_truncated: false,
-            stale_facts: Vec::new(),
-            marker_rewrites: Default::default(),
-        }
+        use crate::runner::builtin::samples::{bundle, pull};
+        bundle(vec![pull(1, "t", 'a', &[]), pull(2, "t", 'b', &[])])
     }
 
     fn receipt(status: &str, pulls: &str) -> String {

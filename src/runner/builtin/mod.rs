@@ -75,7 +75,7 @@ mod read_how_to;
 mod read_manifests;
 mod recorded;
 #[cfg(test)]
-mod samples;
+pub(super) mod samples;
 mod sections;
 
 pub use archive::{Period, archive_page};

@@ -1,5 +1,5 @@
 //! Test builds only: the one sample evidence bundle (and its parts) the
-//! builtin agent's unit tests build on, the pages they start from, and how
+//! builtin agent's unit tests (and the receipt checks') build on, the pages they start from, and how
 //! they read a page back (as a CommonMark renderer shows it, and its facts).
 //!
 //! Invariant: every sample is a bundle the real forges could produce (full
