@@ -168,6 +168,9 @@ pub enum CitationState {
     Unchecked { reason: String },
 }
 
+/// At most this many citations are followed per job, on either forge.
+pub const MAX_CITATIONS: usize = 512;
+
 /// A source citation the runner asks the forge about.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Cited {

@@ -29,7 +29,7 @@ use super::{GitHubError, GitHubForge, Permissions};
 use crate::config::Source;
 use crate::forge::evidence::SourceError;
 use crate::ids::Sha;
-use crate::staleness::{CitationState, Cited, Mapped, map_lines, patch_hunks};
+use crate::staleness::{CitationState, Cited, MAX_CITATIONS, Mapped, map_lines, patch_hunks};
 
 /// Distinct cited commits compared per job.
 pub const MAX_COMPARES: usize = 24;
@@ -41,8 +41,6 @@ pub const COMPARE_FILE_CAP: usize = 300;
 const HISTORY_PAGE: usize = 100;
 /// Renames followed while naming the commit that changed a citation.
 const MAX_RENAMES: usize = 4;
-/// Citations followed per job, as in the local forge.
-const MAX_CITATIONS: usize = crate::forge::local::citations::MAX_CITATIONS;
 
 #[derive(Deserialize)]
 struct Comparison {

@@ -22,7 +22,7 @@ use gix::bstr::ByteSlice;
 use crate::facts::Lines;
 use crate::forge::evidence::SourceError;
 use crate::ids::Sha;
-use crate::staleness::{CitationState, Cited, Hunk, Mapped, map_lines};
+use crate::staleness::{CitationState, Cited, Hunk, MAX_CITATIONS, Mapped, map_lines};
 
 use super::followed;
 
@@ -32,8 +32,6 @@ const CHAIN_LIMIT: usize = 10_000;
 const MAX_BLOB: usize = 1 << 20;
 /// The decoded-object cache of one `follow` call.
 const OBJECT_CACHE_BYTES: usize = 32 << 20;
-/// At most this many citations are followed per job.
-pub const MAX_CITATIONS: usize = 512;
 
 fn unavailable(what: &str, e: impl std::fmt::Display) -> SourceError {
     SourceError::Unavailable(format!("{what} in the local source failed: {e}"))
