@@ -25,6 +25,28 @@ pub fn is_full_sha(text: &str) -> bool {
 pub struct Sha(String);
 
 impl Sha {
+    /// A commit id standing for `name` in a test: its bytes in hex, padded
+    /// with zeros ([`Sha::fake_name`] reads it back).
+    #[cfg(test)]
+    pub fn fake(name: &str) -> Sha {
+        let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+        assert!(hex.len() <= 38, "a fake commit name of at most 19 bytes");
+        Sha(format!("{hex:0<40}"))
+    }
+
+    /// The name [`Sha::fake`] made this id from.
+    #[cfg(test)]
+    pub fn fake_name(&self) -> String {
+        let bytes: Vec<u8> = self
+            .0
+            .as_bytes()
+            .chunks(2)
+            .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
+            .take_while(|b| *b != 0)
+            .collect();
+        String::from_utf8(bytes).unwrap()
+    }
+
     /// `text` as a commit id (either case in, lowercase kept); the error says
     /// what a commit id must be.
     pub fn parse(text: &str) -> Result<Sha, String> {

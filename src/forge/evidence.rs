@@ -117,8 +117,8 @@ impl JobScope {
 /// One commit of the range.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommitInfo {
-    pub sha: String,
-    pub parents: Vec<String>,
+    pub sha: Sha,
+    pub parents: Vec<Sha>,
     pub author: String,
     /// RFC 3339, UTC.
     pub committed_at: String,
@@ -157,8 +157,7 @@ pub struct PullRequest {
 /// request merged elsewhere arrived.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArrivedThrough {
-    /// Full 40 hex.
-    pub merge_sha: String,
+    pub merge_sha: Sha,
     /// Its subject (bounded like a title), e.g. `Merge branch 'stable'`.
     pub subject: String,
 }
@@ -227,16 +226,9 @@ impl EvidenceBundle {
                 self.pull_requests.len()
             ));
         }
-        // A pull request's merge sha is a `Sha`, checked where it was read.
+        // Commit ids (the commits', their parents', a pull request's merge
+        // and its carrier) are `Sha`s, checked where they were read.
         for pull in &self.pull_requests {
-            if let Some(through) = &pull.arrived_through
-                && !is_full_sha(&through.merge_sha)
-            {
-                return Err(format!(
-                    "pull request #{} arrived through {:?}, not a full 40-hex sha",
-                    pull.number, through.merge_sha
-                ));
-            }
             if pull.files.len() > MAX_FILES || pull.body.len() > MAX_BODY_BYTES {
                 return Err(format!(
                     "pull request #{} exceeds the manifest or body bounds",
@@ -533,7 +525,7 @@ mod tests {
         );
         let mut merged_in = sample();
         merged_in.pull_requests[0].arrived_through = Some(ArrivedThrough {
-            merge_sha: "d".repeat(40),
+            merge_sha: Sha::parse(&"d".repeat(40)).unwrap(),
             subject: "Merge branch 'stable'".into(),
         });
         let raw = serde_json::to_value(&merged_in).unwrap();
@@ -542,17 +534,10 @@ mod tests {
             "Merge branch 'stable'"
         );
         assert!(merged_in.validate().is_ok());
-        merged_in.pull_requests[0]
-            .arrived_through
-            .as_mut()
-            .unwrap()
-            .merge_sha = "stable".into();
-        assert!(
-            merged_in
-                .validate()
-                .unwrap_err()
-                .contains("arrived through")
-        );
+        // A carrier that is not a full commit id does not even read.
+        let mut raw = serde_json::to_value(&merged_in).unwrap();
+        raw["pull_requests"][0]["arrived_through"]["merge_sha"] = "stable".into();
+        assert!(serde_json::from_value::<EvidenceBundle>(raw).is_err());
     }
 
     #[test]

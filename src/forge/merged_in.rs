@@ -111,11 +111,12 @@ pub fn entered<'a>(commits: &'a [CommitInfo], after: &str) -> Vec<Entered<'a>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::Sha;
 
     fn commit(sha: &str, parents: &[&str]) -> CommitInfo {
         CommitInfo {
-            sha: sha.into(),
-            parents: parents.iter().map(|p| p.to_string()).collect(),
+            sha: Sha::fake(sha),
+            parents: parents.iter().map(|p| Sha::fake(p)).collect(),
             author: String::new(),
             committed_at: String::new(),
             subject: sha.into(),
@@ -123,9 +124,14 @@ mod tests {
     }
 
     fn order(commits: &[CommitInfo], after: &str) -> Vec<(String, Option<String>)> {
-        entered(commits, after)
+        entered(commits, Sha::fake(after).as_str())
             .iter()
-            .map(|e| (e.commit.sha.clone(), e.through.map(|t| t.sha.clone())))
+            .map(|e| {
+                (
+                    e.commit.sha.fake_name(),
+                    e.through.map(|t| t.sha.fake_name()),
+                )
+            })
             .collect()
     }
 
@@ -164,9 +170,9 @@ mod tests {
                 ("m2", None),
             ])
         );
-        let chain: Vec<&str> = first_parent_chain(&commits, "m2")
+        let chain: Vec<String> = first_parent_chain(&commits, Sha::fake("m2").as_str())
             .iter()
-            .map(|c| c.sha.as_str())
+            .map(|c| c.sha.fake_name())
             .collect();
         assert_eq!(chain, ["a", "m1", "b", "m2"]);
     }
@@ -193,7 +199,7 @@ mod tests {
         );
         // An unknown tip: nothing entered; a commit outside the range is
         // never followed.
-        assert!(entered(&commits, "zz").is_empty());
+        assert!(entered(&commits, Sha::fake("zz").as_str()).is_empty());
         assert_eq!(order(&commits, "x"), pairs(&[("x", None)]));
     }
 }

@@ -255,7 +255,7 @@ fn recorded(bundle: &EvidenceBundle) -> Vec<Expected> {
             (
                 p.number.get(),
                 p.merge_sha.to_string(),
-                p.arrived_through.as_ref().map(|t| t.merge_sha.clone()),
+                p.arrived_through.as_ref().map(|t| t.merge_sha.to_string()),
             )
         })
         .collect()

@@ -52,6 +52,7 @@ use crate::forge::evidence::{
 };
 use crate::forge::merged_in::{self, Entered, first_parent_chain};
 use crate::forge::pull_subject::parse_pull_subject;
+use crate::ids::Sha;
 
 /// At most this many calls per job ask GitHub about commits merged in
 /// through another branch (a subject's `GET /pulls/N`, or a commit's
@@ -108,7 +109,7 @@ impl GitHubForge {
                 .get(pull.merge_sha.as_str())
                 .and_then(|i| entered[*i].through);
             pull.arrived_through = carrier.map(|c| ArrivedThrough {
-                merge_sha: c.sha.to_ascii_lowercase(),
+                merge_sha: c.sha.clone(),
                 subject: c.subject.clone(),
             });
         }
@@ -439,7 +440,7 @@ impl<'a> RangeGraph<'a> {
     }
 
     /// The range's commits reachable from `starts` (inside the range only).
-    fn reach(&self, starts: &[String], stop: &HashSet<usize>) -> HashSet<usize> {
+    fn reach(&self, starts: &[Sha], stop: &HashSet<usize>) -> HashSet<usize> {
         let mut seen = HashSet::new();
         let mut pending: Vec<usize> = starts.iter().filter_map(|s| self.index(s)).collect();
         while let Some(at) = pending.pop() {
@@ -477,8 +478,8 @@ mod tests {
 
     fn commit(sha: &str, parents: &[&str], subject: &str) -> CommitInfo {
         CommitInfo {
-            sha: sha.into(),
-            parents: parents.iter().map(|p| p.to_string()).collect(),
+            sha: Sha::fake(sha),
+            parents: parents.iter().map(|p| Sha::fake(p)).collect(),
             author: String::new(),
             committed_at: String::new(),
             subject: subject.into(),
@@ -493,12 +494,12 @@ mod tests {
             commit("m", &["o", "a"], "Merge pull request #12 from x/y"),
             commit("s", &["m"], "Docs (#13)"),
         ];
-        let chain: Vec<&str> = first_parent_chain(&commits, "s")
+        let chain: Vec<String> = first_parent_chain(&commits, Sha::fake("s").as_str())
             .iter()
-            .map(|c| c.sha.as_str())
+            .map(|c| c.sha.fake_name())
             .collect();
         assert_eq!(chain, ["m", "s"]);
-        assert!(first_parent_chain(&commits, "unknown").is_empty());
+        assert!(first_parent_chain(&commits, Sha::fake("unknown").as_str()).is_empty());
     }
 
     #[test]

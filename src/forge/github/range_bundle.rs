@@ -124,7 +124,12 @@ fn status_of(github: &str) -> FileStatus {
     }
 }
 
-pub(super) fn commit_info(commit: &ApiCommit) -> CommitInfo {
+/// A commit GitHub listed, its ids checked (an answer that is not a full
+/// commit id is an invalid source, not a bundle that fails later).
+pub(super) fn commit_info(commit: &ApiCommit) -> Result<CommitInfo, SourceError> {
+    let sha = |text: &str| {
+        Sha::parse(text).map_err(|e| SourceError::Invalid(format!("GitHub listed a commit: {e}")))
+    };
     let subject = commit.commit.message.lines().next().unwrap_or_default();
     let author = commit
         .commit
@@ -139,17 +144,17 @@ pub(super) fn commit_info(commit: &ApiCommit) -> CommitInfo {
         .or(commit.commit.author.as_ref())
         .and_then(|p| p.date.clone())
         .unwrap_or_default();
-    CommitInfo {
-        sha: commit.sha.to_ascii_lowercase(),
+    Ok(CommitInfo {
+        sha: sha(&commit.sha)?,
         parents: commit
             .parents
             .iter()
-            .map(|p| p.sha.to_ascii_lowercase())
-            .collect(),
+            .map(|p| sha(&p.sha))
+            .collect::<Result<_, _>>()?,
         author: evidence::bound(author, MAX_TITLE_BYTES).0,
         committed_at,
         subject: evidence::bound(subject, MAX_TITLE_BYTES).0,
-    }
+    })
 }
 
 impl GitHubForge {
@@ -189,7 +194,7 @@ impl GitHubForge {
                     .get_patiently(r, &Permissions::contents_read(), &path)
                     .await
                     .map_err(|e| failure(e, || unknown_commit(r, "merge_sha", merge_sha)))?;
-                vec![commit_info(&commit)]
+                vec![commit_info(&commit)?]
             }
         };
         let bundle = EvidenceBundle {
@@ -241,7 +246,7 @@ impl GitHubForge {
             let got = c.commits.len();
             for commit in &c.commits {
                 if seen.insert(commit.sha.to_ascii_lowercase()) {
-                    commits.push(commit_info(commit));
+                    commits.push(commit_info(commit)?);
                 }
             }
             Ok(if commits.len() >= total {

@@ -136,9 +136,13 @@ pub fn collect(
         if let Some(kind) = parse_pull_subject(subject) {
             named.insert(id.to_string(), (kind, message.clone()));
         }
+        let sha = |id: &gix::oid| Sha::parse(&id.to_string()).map_err(SourceError::Invalid);
         commits.push(CommitInfo {
-            sha: id.to_string(),
-            parents: commit.parent_ids().map(|p| p.to_string()).collect(),
+            sha: sha(id)?,
+            parents: commit
+                .parent_ids()
+                .map(|p| sha(p.as_ref()))
+                .collect::<Result<_, _>>()?,
             author: evidence::bound(&author_name(&commit), MAX_TITLE_BYTES).0,
             committed_at: rfc3339(commit.time().map(|t| t.seconds).unwrap_or(0)),
             subject: evidence::bound(subject, MAX_TITLE_BYTES).0,
@@ -171,7 +175,7 @@ pub fn collect(
     let mut pull_requests_truncated = false;
     let mut recorded: HashSet<u64> = HashSet::new();
     for entry in &entered {
-        let Some((kind, message)) = named.get(&entry.commit.sha) else {
+        let Some((kind, message)) = named.get(entry.commit.sha.as_str()) else {
             continue;
         };
         let number = kind.number();

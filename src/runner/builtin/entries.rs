@@ -276,7 +276,7 @@ mod tests {
         let mut p = pull(21, "Fix the stable parser", 'c', &["src/parse.rs"]);
         assert!(!changelog_entry(&p).contains("arrived"));
         let through = |subject: &str| ArrivedThrough {
-            merge_sha: format!("ABC1234{}", "0".repeat(33)),
+            merge_sha: crate::ids::Sha::parse(&format!("ABC1234{}", "0".repeat(33))).unwrap(),
             subject: subject.into(),
         };
         p.arrived_through = Some(through("Merge branch 'stable'"));

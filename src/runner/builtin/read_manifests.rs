@@ -247,7 +247,7 @@ pub async fn read_dependencies(
                 file.status == FileStatus::Removed,
             )
             .await;
-            let old = side(parent.clone(), file.status == FileStatus::Added).await;
+            let old = side(parent.to_string(), file.status == FileStatus::Added).await;
             match (old, new) {
                 (Ok(old), Ok(new)) => changes.push((
                     file.path.clone(),

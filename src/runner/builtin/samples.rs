@@ -106,9 +106,10 @@ pub fn bundle(pulls: Vec<PullRequest>) -> EvidenceBundle {
 /// [`bundle`] of `repository` for the range `0..b` of commits `a` (parent
 /// `0`) and `b` (parent `a`), each a PR merge adding one of `files`.
 pub fn range(repository: &str, files: [&str; 2]) -> EvidenceBundle {
+    let full = |c: char| Sha::parse(&sha(c)).expect("a sample commit id");
     let commit = |s: char, parent: char| CommitInfo {
-        sha: sha(s),
-        parents: vec![sha(parent)],
+        sha: full(s),
+        parents: vec![full(parent)],
         author: "Zoë".into(),
         committed_at: "2026-11-30T10:00:00Z".into(),
         subject: "change".into(),

@@ -91,8 +91,8 @@ impl Setup {
                 },
             },
             commits: vec![CommitInfo {
-                sha: after.clone(),
-                parents: vec![before.clone()],
+                sha: teammem::ids::Sha::parse(&after).unwrap(),
+                parents: vec![teammem::ids::Sha::parse(&before).unwrap()],
                 author: "Test".into(),
                 committed_at: "2026-11-30T00:00:00Z".into(),
                 subject: "Add the answer".into(),

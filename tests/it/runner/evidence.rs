@@ -43,7 +43,7 @@ fn a_range_yields_its_commits_and_both_kinds_of_pull_request() {
     .lines()
     .map(str::to_owned)
     .collect();
-    let mut got: Vec<String> = bundle.commits.iter().map(|c| c.sha.clone()).collect();
+    let mut got: Vec<String> = bundle.commits.iter().map(|c| c.sha.to_string()).collect();
     let mut want = expected.clone();
     got.sort();
     want.sort();

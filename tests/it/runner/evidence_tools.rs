@@ -533,8 +533,8 @@ fn github_job(
             },
         },
         commits: vec![CommitInfo {
-            sha: after.into(),
-            parents: vec![before.into()],
+            sha: teammem::ids::Sha::parse(after).unwrap(),
+            parents: vec![teammem::ids::Sha::parse(before).unwrap()],
             author: "Test".into(),
             committed_at: "2026-11-30T00:00:00Z".into(),
             subject: "work".into(),
