@@ -190,7 +190,16 @@ impl Runner {
                 }
             };
             if receipt.wiki_sha.is_some() {
-                receipt.wiki_sha = Some(published.sha);
+                receipt.wiki_sha =
+                    Some(
+                        crate::ids::Sha::parse(&published.sha).map_err(|e| JobFailure {
+                            reason: format!(
+                                "the writer published a wiki commit that is not a commit id: {e}"
+                            ),
+                            retryable: true,
+                            receipt: serde_json::to_value(&receipt).ok(),
+                        })?,
+                    );
             }
         }
         client.close().await;

@@ -3,7 +3,8 @@
 //!
 //! Invariants:
 //! - a receipt is parsed strictly (unknown fields, short shas, an oversized
-//!   summary are refused with a sentence naming the field);
+//!   summary are refused with a sentence naming the field), and its commit
+//!   ids are `Sha`s from then on;
 //! - its per-PR results cover the evidence exactly: every PR of the bundle once,
 //!   with its merge sha, and no PR from outside the bundle;
 //! - an `updated` (or `partial`) receipt's `wiki_sha` must be reachable from the
@@ -21,7 +22,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::forge::evidence::{EvidenceBundle, is_full_sha};
+use crate::forge::evidence::EvidenceBundle;
+use crate::ids::Sha;
 use crate::queue::Completion;
 use crate::worker::JobFailure;
 
@@ -60,7 +62,7 @@ pub enum PullStatus {
 #[serde(deny_unknown_fields)]
 pub struct PullResult {
     pub number: u64,
-    pub merge_sha: String,
+    pub merge_sha: Sha,
     pub status: PullStatus,
     #[serde(default)]
     pub pages: Vec<String>,
@@ -75,12 +77,73 @@ pub struct Receipt {
     pub wiki_repository: String,
     /// The wiki tip after the agent's last write (or the unchanged tip).
     #[serde(default)]
-    pub wiki_sha: Option<String>,
+    pub wiki_sha: Option<Sha>,
     /// The snapshot the agent started from.
     #[serde(default)]
-    pub base_sha: Option<String>,
+    pub base_sha: Option<Sha>,
     pub pull_requests: Vec<PullResult>,
     pub summary: String,
+}
+
+/// A receipt as an agent writes it: its commit ids still text, so that one
+/// that is not a full commit id is refused with a sentence naming its field.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReceiptText {
+    status: ReceiptStatus,
+    wiki_repository: String,
+    #[serde(default)]
+    wiki_sha: Option<String>,
+    #[serde(default)]
+    base_sha: Option<String>,
+    pull_requests: Vec<PullResultText>,
+    summary: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PullResultText {
+    number: u64,
+    merge_sha: String,
+    status: PullStatus,
+    #[serde(default)]
+    pages: Vec<String>,
+}
+
+impl ReceiptText {
+    fn typed(self) -> Result<Receipt, String> {
+        let sha = |field: &str, text: Option<String>| {
+            text.map(|text| {
+                Sha::parse(&text).map_err(|_| {
+                    format!("receipt.{field}: {text:?} is not a full 40-hex commit sha")
+                })
+            })
+            .transpose()
+        };
+        let mut pull_requests = Vec::with_capacity(self.pull_requests.len());
+        for (i, pull) in self.pull_requests.into_iter().enumerate() {
+            let merge_sha = Sha::parse(&pull.merge_sha).map_err(|_| {
+                format!(
+                    "receipt.pull_requests[{i}].merge_sha: {:?} is not a full 40-hex sha",
+                    pull.merge_sha
+                )
+            })?;
+            pull_requests.push(PullResult {
+                number: pull.number,
+                merge_sha,
+                status: pull.status,
+                pages: pull.pages,
+            });
+        }
+        Ok(Receipt {
+            status: self.status,
+            wiki_repository: self.wiki_repository,
+            wiki_sha: sha("wiki_sha", self.wiki_sha)?,
+            base_sha: sha("base_sha", self.base_sha)?,
+            pull_requests,
+            summary: self.summary,
+        })
+    }
 }
 
 impl Receipt {
@@ -94,24 +157,16 @@ impl Receipt {
             .and_then(|t| t.strip_suffix("```"))
             .map(str::trim)
             .unwrap_or(text);
-        let receipt: Receipt = serde_json::from_str(text).map_err(|e| {
+        let receipt: ReceiptText = serde_json::from_str(text).map_err(|e| {
             format!("the agent's receipt is not valid receipt JSON: {e}; it must be one JSON object with status, wiki_repository, wiki_sha, base_sha, pull_requests and summary")
         })?;
+        let receipt = receipt.typed()?;
         receipt.validate_shape()?;
         Ok(receipt)
     }
 
     /// Field-level rules that need no evidence.
     pub fn validate_shape(&self) -> Result<(), String> {
-        for (field, value) in [("wiki_sha", &self.wiki_sha), ("base_sha", &self.base_sha)] {
-            if let Some(sha) = value
-                && !is_full_sha(sha)
-            {
-                return Err(format!(
-                    "receipt.{field}: {sha:?} is not a full 40-hex commit sha"
-                ));
-            }
-        }
         if matches!(self.status, ReceiptStatus::Updated | ReceiptStatus::Partial)
             && self.wiki_sha.is_none()
         {
@@ -127,12 +182,6 @@ impl Receipt {
             return Err("receipt.wiki_repository: must name the wiki written".into());
         }
         for (i, pull) in self.pull_requests.iter().enumerate() {
-            if !is_full_sha(&pull.merge_sha) {
-                return Err(format!(
-                    "receipt.pull_requests[{i}].merge_sha: {:?} is not a full 40-hex sha",
-                    pull.merge_sha
-                ));
-            }
             if pull.pages.len() > MAX_PAGES_PER_PULL
                 || pull
                     .pages

@@ -34,6 +34,7 @@ use super::read::{HEADS_PER_JOB, View, page_key, read_listings, read_view, trans
 use super::read_how_to::read_how_to;
 use super::read_manifests::read_dependencies;
 use super::sections::refresh_order;
+use crate::ids::Sha;
 use crate::runner::agent::{AgentError, AgentOutcome, AgentTask};
 use crate::runner::receipt::{PullResult, PullStatus, Receipt, ReceiptStatus};
 use crate::runner::writer::{CallError, WriterClient};
@@ -352,6 +353,14 @@ fn rebuilt(attempt: u32) -> &'static str {
 }
 
 /// Runs the builtin agent against the writer child.
+/// A wiki commit id the writer answered, as a receipt carries it.
+fn wiki_commit(text: String) -> Result<Sha, AgentError> {
+    Sha::parse(&text).map_err(|e| AgentError {
+        retryable: false,
+        reason: format!("the writer answered a wiki commit that is not a commit id: {e}"),
+    })
+}
+
 pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOutcome, AgentError> {
     let mut written: BTreeSet<u64> = BTreeSet::new();
     let mut first_base: Option<String> = None;
@@ -452,8 +461,8 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
                 receipt: Receipt {
                     status,
                     wiki_repository,
-                    wiki_sha: Some(last_tip.unwrap_or(view.base)),
-                    base_sha: first_base,
+                    wiki_sha: Some(wiki_commit(last_tip.unwrap_or(view.base))?),
+                    base_sha: first_base.map(wiki_commit).transpose()?,
                     pull_requests,
                     summary: with_notes(summary, &notes),
                 },
@@ -480,12 +489,12 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
                     receipt: Receipt {
                         status,
                         wiki_repository,
-                        wiki_sha: Some(if changed {
+                        wiki_sha: Some(wiki_commit(if changed {
                             tip
                         } else {
                             last_tip.unwrap_or(tip)
-                        }),
-                        base_sha: first_base,
+                        })?),
+                        base_sha: first_base.map(wiki_commit).transpose()?,
                         pull_requests,
                         summary: with_notes(summary, &notes),
                     },
@@ -518,8 +527,8 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
                     receipt: Receipt {
                         status,
                         wiki_repository,
-                        wiki_sha: last_tip.or(Some(view.base)),
-                        base_sha: first_base,
+                        wiki_sha: Some(wiki_commit(last_tip.unwrap_or(view.base))?),
+                        base_sha: first_base.map(wiki_commit).transpose()?,
                         pull_requests: pull_results(&plan, &written, Some(PullStatus::Failed)),
                         summary: "the wiki kept moving: a write conflicted again after one rebuild on a fresh snapshot; the job retries later".into(),
                     },
@@ -601,7 +610,7 @@ mod tests {
     fn a_run_that_staged_anything_says_updated_whatever_its_pull_requests_say() {
         let pull = |number: u64, already_recorded: bool| super::super::plan::PullPlan {
             number,
-            merge_sha: format!("{number:040x}"),
+            merge_sha: Sha::parse(&format!("{number:040x}")).unwrap(),
             pages: vec!["Changelog.md".into()],
             already_recorded,
         };
@@ -649,8 +658,8 @@ mod tests {
             let receipt = Receipt {
                 status,
                 wiki_repository: "demo/app".into(),
-                wiki_sha: Some("e".repeat(40)),
-                base_sha: Some("d".repeat(40)),
+                wiki_sha: Some(Sha::parse(&"e".repeat(40)).unwrap()),
+                base_sha: Some(Sha::parse(&"d".repeat(40)).unwrap()),
                 pull_requests: pulls,
                 summary: "ok".into(),
             };

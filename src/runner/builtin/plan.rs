@@ -50,7 +50,7 @@ pub struct PlannedPatch {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PullPlan {
     pub number: u64,
-    pub merge_sha: String,
+    pub merge_sha: crate::ids::Sha,
     /// The current pages that carry (or will carry) the PR's entry.
     pub pages: Vec<String>,
     /// True when every page already carried the entry.

@@ -146,7 +146,7 @@ fn pull_plans(grouped: &[(&PullRequest, ByArea<'_>)], recorded: &Recorded) -> Ve
             }
             PullPlan {
                 number: pull.number.get(),
-                merge_sha: pull.merge_sha.to_string(),
+                merge_sha: pull.merge_sha.clone(),
                 pages: touched,
                 already_recorded: all_recorded,
             }
