@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::forge::evidence::EvidenceBundle;
-use crate::ids::Sha;
+use crate::ids::{PullNumber, RepoName, Sha};
 use crate::queue::Completion;
 use crate::worker::JobFailure;
 
@@ -61,7 +61,7 @@ pub enum PullStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PullResult {
-    pub number: u64,
+    pub number: PullNumber,
     pub merge_sha: Sha,
     pub status: PullStatus,
     #[serde(default)]
@@ -74,7 +74,7 @@ pub struct PullResult {
 pub struct Receipt {
     pub status: ReceiptStatus,
     /// `owner/name` of the wiki written (as the writer reported it).
-    pub wiki_repository: String,
+    pub wiki_repository: RepoName,
     /// The wiki tip after the agent's last write (or the unchanged tip).
     #[serde(default)]
     pub wiki_sha: Option<Sha>,
@@ -128,16 +128,21 @@ impl ReceiptText {
                     pull.merge_sha
                 )
             })?;
+            let number = PullNumber::new(pull.number)
+                .map_err(|e| format!("receipt.pull_requests[{i}].number: {e}"))?;
             pull_requests.push(PullResult {
-                number: pull.number,
+                number,
                 merge_sha,
                 status: pull.status,
                 pages: pull.pages,
             });
         }
+        let wiki_repository = RepoName::parse(&self.wiki_repository).map_err(|e| {
+            format!("receipt.wiki_repository: must name the wiki written as owner/name: {e}")
+        })?;
         Ok(Receipt {
             status: self.status,
-            wiki_repository: self.wiki_repository,
+            wiki_repository,
             wiki_sha: sha("wiki_sha", self.wiki_sha)?,
             base_sha: sha("base_sha", self.base_sha)?,
             pull_requests,
@@ -178,9 +183,6 @@ impl Receipt {
                 self.summary.len()
             ));
         }
-        if self.wiki_repository.trim().is_empty() {
-            return Err("receipt.wiki_repository: must name the wiki written".into());
-        }
         for (i, pull) in self.pull_requests.iter().enumerate() {
             if pull.pages.len() > MAX_PAGES_PER_PULL
                 || pull
@@ -213,13 +215,13 @@ impl Receipt {
     pub fn check_coverage(&self, bundle: &EvidenceBundle) -> Result<(), String> {
         let mut seen: BTreeMap<u64, &PullResult> = BTreeMap::new();
         for pull in &self.pull_requests {
-            if seen.insert(pull.number, pull).is_some() {
+            if seen.insert(pull.number.get(), pull).is_some() {
                 return Err(format!(
                     "receipt.pull_requests: #{} is listed twice",
                     pull.number
                 ));
             }
-            match bundle.pull(pull.number) {
+            match bundle.pull(pull.number.get()) {
                 None => {
                     return Err(format!(
                         "receipt.pull_requests: #{} is not in this job's evidence",
@@ -444,6 +446,25 @@ mod tests {
                 .contains("unknown field")
         );
         assert!(Receipt::parse("I updated the wiki!").is_err());
+        // Ids that are not what they name are refused naming the field.
+        let zero = receipt("updated", &both("updated")).replace(r#""number":1"#, r#""number":0"#);
+        assert!(
+            Receipt::parse(&zero)
+                .unwrap_err()
+                .starts_with("receipt.pull_requests[0].number:")
+        );
+        let nameless = receipt("updated", &both("updated")).replace("demo/app", "demo app");
+        assert!(
+            Receipt::parse(&nameless)
+                .unwrap_err()
+                .starts_with("receipt.wiki_repository:")
+        );
+        let short = receipt("updated", &both("updated")).replace(&sha('e'), "eee");
+        assert!(
+            Receipt::parse(&short)
+                .unwrap_err()
+                .starts_with("receipt.wiki_sha:")
+        );
         let lying = receipt("no_change", &both("updated"));
         assert!(
             Receipt::parse(&lying)

@@ -290,7 +290,7 @@ fn pull_results(
         .map(|p| PullResult {
             number: p.number,
             merge_sha: p.merge_sha.clone(),
-            status: if written.contains(&p.number) {
+            status: if written.contains(&p.number.get()) {
                 PullStatus::Updated
             } else if p.already_recorded {
                 PullStatus::NoChange
@@ -382,7 +382,11 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
             reason: format!("the builtin agent could not read the wiki: {e}"),
         })?;
         first_base.get_or_insert_with(|| view.base.clone());
-        let wiki_repository = view.wiki_repository.clone();
+        let wiki_repository =
+            crate::ids::RepoName::parse(&view.wiki_repository).map_err(|e| AgentError {
+                retryable: false,
+                reason: format!("the writer named a wiki that is not owner/name: {e}"),
+            })?;
         // The areas that get entries have their files read (once per run),
         // by range jobs only: their tip is the newest commit reconciled. A
         // request for one (possibly old) merged PR must not set the pages'
@@ -434,7 +438,7 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
             .pulls
             .iter()
             .filter(|p| p.already_recorded)
-            .map(|p| p.number)
+            .map(|p| p.number.get())
             .collect();
         match &recorded_at_start {
             None => recorded_at_start = Some(recorded_now),
@@ -476,7 +480,7 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
             .pulls
             .iter()
             .filter(|p| !p.already_recorded)
-            .map(|p| p.number)
+            .map(|p| p.number.get())
             .collect();
         match apply_plan(client, task, &view, plan.clone()).await {
             Ok((tip, changed)) => {
@@ -609,7 +613,7 @@ mod tests {
     #[test]
     fn a_run_that_staged_anything_says_updated_whatever_its_pull_requests_say() {
         let pull = |number: u64, already_recorded: bool| super::super::plan::PullPlan {
-            number,
+            number: crate::ids::PullNumber::new(number).unwrap(),
             merge_sha: Sha::parse(&format!("{number:040x}")).unwrap(),
             pages: vec!["Changelog.md".into()],
             already_recorded,
@@ -657,7 +661,7 @@ mod tests {
         {
             let receipt = Receipt {
                 status,
-                wiki_repository: "demo/app".into(),
+                wiki_repository: crate::ids::RepoName::parse("demo/app").unwrap(),
                 wiki_sha: Some(Sha::parse(&"e".repeat(40)).unwrap()),
                 base_sha: Some(Sha::parse(&"d".repeat(40)).unwrap()),
                 pull_requests: pulls,

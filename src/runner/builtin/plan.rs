@@ -49,7 +49,7 @@ pub struct PlannedPatch {
 /// What the plan does for one pull request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PullPlan {
-    pub number: u64,
+    pub number: crate::ids::PullNumber,
     pub merge_sha: crate::ids::Sha,
     /// The current pages that carry (or will carry) the PR's entry.
     pub pages: Vec<String>,

@@ -145,7 +145,7 @@ fn pull_plans(grouped: &[(&PullRequest, ByArea<'_>)], recorded: &Recorded) -> Ve
                 touched.push(area_page(slug));
             }
             PullPlan {
-                number: pull.number.get(),
+                number: pull.number,
                 merge_sha: pull.merge_sha.clone(),
                 pages: touched,
                 already_recorded: all_recorded,
