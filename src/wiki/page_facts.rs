@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use gix::ObjectId;
 
@@ -82,7 +82,7 @@ pub struct PageFactsMemo {
     known: Mutex<HashMap<ObjectId, PageFacts>>,
     /// Where the facts are shared with this node's other processes, and
     /// whether it was read yet.
-    file: Option<(RecordFile, OnceLock<()>)>,
+    file: Option<RecordFile>,
 }
 
 /// One record's body: blob id, size, stale count, flags.
@@ -93,26 +93,25 @@ impl PageFactsMemo {
     pub fn persisted(file: PathBuf) -> Self {
         PageFactsMemo {
             known: Mutex::default(),
-            file: Some((
-                RecordFile::new(file, BODY_BYTES + CHECKSUM_BYTES, MAX_REMEMBERED_BLOBS),
-                OnceLock::new(),
+            file: Some(RecordFile::new(
+                file,
+                BODY_BYTES + CHECKSUM_BYTES,
+                MAX_REMEMBERED_BLOBS,
             )),
         }
     }
 
     /// Reads the shared file once, the first time the memo is asked.
     fn load(&self) {
-        let Some((file, loaded)) = &self.file else {
+        let Some(bodies) = self.file.as_ref().and_then(RecordFile::read_once) else {
             return;
         };
-        loaded.get_or_init(|| {
-            let mut known = self.lock();
-            for body in file.read() {
-                if let Some((blob, found)) = decode(&body) {
-                    known.insert(blob, found);
-                }
+        let mut known = self.lock();
+        for body in bodies {
+            if let Some((blob, found)) = decode(&body) {
+                known.insert(blob, found);
             }
-        });
+        }
     }
 
     /// The facts of `blob`, read from the repository the first time; with
@@ -156,7 +155,7 @@ impl PageFactsMemo {
             }
             known.insert(blob, found);
         }
-        if let Some((file, _)) = &self.file {
+        if let Some(file) = &self.file {
             file.append(&encode(blob, found));
         }
     }

@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use gix::ObjectId;
 
@@ -46,7 +46,7 @@ pub enum Owner {
 #[derive(Default)]
 pub struct PageOwners {
     known: Mutex<HashMap<ObjectId, Owner>>,
-    file: Option<(RecordFile, OnceLock<()>)>,
+    file: Option<RecordFile>,
 }
 
 /// One record's body: key, the person's commit (zeros: none found), verdict.
@@ -69,9 +69,10 @@ impl PageOwners {
     pub fn persisted(file: PathBuf) -> Self {
         PageOwners {
             known: Mutex::default(),
-            file: Some((
-                RecordFile::new(file, BODY_BYTES + CHECKSUM_BYTES, MAX_REMEMBERED_OWNERS),
-                OnceLock::new(),
+            file: Some(RecordFile::new(
+                file,
+                BODY_BYTES + CHECKSUM_BYTES,
+                MAX_REMEMBERED_OWNERS,
             )),
         }
     }
@@ -81,17 +82,15 @@ impl PageOwners {
     }
 
     fn load(&self) {
-        let Some((file, loaded)) = &self.file else {
+        let Some(bodies) = self.file.as_ref().and_then(RecordFile::read_once) else {
             return;
         };
-        loaded.get_or_init(|| {
-            let mut known = self.lock();
-            for body in file.read() {
-                if let Some((key, owner)) = decode(&body) {
-                    insert(&mut known, key, owner);
-                }
+        let mut known = self.lock();
+        for body in bodies {
+            if let Some((key, owner)) = decode(&body) {
+                insert(&mut known, key, owner);
             }
-        });
+        }
     }
 
     fn recall(&self, path: &str, blob: ObjectId) -> Option<Owner> {
@@ -115,7 +114,7 @@ impl PageOwners {
             }
             insert(&mut known, key, owner);
         }
-        if let Some((file, _)) = &self.file {
+        if let Some(file) = &self.file {
             file.append(&encode(key, owner));
         }
     }

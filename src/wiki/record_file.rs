@@ -10,6 +10,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Bytes the checksum takes at the end of each record.
 pub const CHECKSUM_BYTES: usize = 4;
@@ -20,6 +21,8 @@ pub struct RecordFile {
     path: PathBuf,
     size: usize,
     max_records: usize,
+    /// Whether [`RecordFile::read_once`] has answered.
+    read: AtomicBool,
 }
 
 impl RecordFile {
@@ -32,7 +35,14 @@ impl RecordFile {
             path,
             size,
             max_records,
+            read: AtomicBool::new(false),
         }
+    }
+
+    /// [`RecordFile::read`] the first time it is asked, `None` after: a
+    /// memo loads what the node's other processes learned once.
+    pub fn read_once(&self) -> Option<Vec<Vec<u8>>> {
+        (!self.read.swap(true, Ordering::SeqCst)).then(|| self.read())
     }
 
     /// The bodies (checksum stripped) of every record that checks.
@@ -98,7 +108,8 @@ mod tests {
         bytes[9] ^= 1; // flips the second record's body
         bytes.extend_from_slice(b"ijk"); // a torn third
         std::fs::write(file.path.as_path(), &bytes).unwrap();
-        assert_eq!(file.read(), vec![b"abcd".to_vec()]);
+        assert_eq!(file.read_once(), Some(vec![b"abcd".to_vec()]));
+        assert_eq!(file.read_once(), None, "read once only");
         // Past its bound the file starts again.
         for _ in 0..4 {
             file.append(b"mnop");
