@@ -78,6 +78,40 @@ pub struct EvidenceBundle {
     /// Marker rewrites the writer folds into the job's commit (page → rewrites).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub marker_rewrites: BTreeMap<String, Vec<crate::staleness::MarkerRewrite>>,
+    /// The files a range job's range changed that none of its pull requests
+    /// changed (direct pushes, a branch merged without a pull request), from
+    /// the diff of `before` to `after`, sorted, at most [`MAX_FILES`]: no
+    /// entry records them, but the pages that describe the tip (an area's
+    /// "What is here", Dependencies, How to work here) must follow them.
+    /// Empty for a pull-request job.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub direct_changes: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub direct_changes_truncated: bool,
+}
+
+/// The paths among `range_paths` (everything a range changed, old paths of
+/// renames included) that no pull request of `pulls` changed, sorted and cut
+/// to [`MAX_FILES`] (the flag says it was cut): a bundle's
+/// [`EvidenceBundle::direct_changes`].
+pub fn direct_changes(
+    range_paths: impl IntoIterator<Item = String>,
+    pulls: &[PullRequest],
+) -> (Vec<String>, bool) {
+    let by_pulls: std::collections::HashSet<&str> = pulls
+        .iter()
+        .flat_map(|pull| &pull.files)
+        .flat_map(|file| std::iter::once(file.path.as_str()).chain(file.previous_path.as_deref()))
+        .collect();
+    let mut direct: Vec<String> = range_paths
+        .into_iter()
+        .filter(|path| !by_pulls.contains(path.as_str()))
+        .collect();
+    direct.sort();
+    direct.dedup();
+    let truncated = direct.len() > MAX_FILES;
+    direct.truncate(MAX_FILES);
+    (direct, truncated)
 }
 
 /// The source repository the evidence is about.
@@ -212,6 +246,16 @@ impl EvidenceBundle {
                 .any(|c| c.parents.iter().any(|p| p.eq_ignore_ascii_case(sha)))
     }
 
+    /// Every path the job's change touched: its pull requests' files, then
+    /// the files its range changed outside them ([`Self::direct_changes`]).
+    pub fn changed_paths(&self) -> impl Iterator<Item = &str> {
+        self.pull_requests
+            .iter()
+            .flat_map(|pull| &pull.files)
+            .map(|file| file.path.as_str())
+            .chain(self.direct_changes.iter().map(String::as_str))
+    }
+
     /// Checks the bounds and id shapes a bundle promises.
     pub fn validate(&self) -> Result<(), String> {
         if self.commits.len() > MAX_COMMITS {
@@ -235,6 +279,12 @@ impl EvidenceBundle {
                     pull.number
                 ));
             }
+        }
+        if self.direct_changes.len() > MAX_FILES {
+            return Err(format!(
+                "the evidence names {} files changed outside pull requests, more than {MAX_FILES}",
+                self.direct_changes.len()
+            ));
         }
         Ok(())
     }
@@ -487,6 +537,8 @@ mod tests {
             pull_requests_truncated: false,
             stale_facts: Vec::new(),
             marker_rewrites: Default::default(),
+            direct_changes: Vec::new(),
+            direct_changes_truncated: false,
         }
     }
 
@@ -595,5 +647,30 @@ mod tests {
         assert_eq!(bound("héllo", 2), ("h".to_owned(), true));
         assert_eq!(bound("héllo", 3), ("hé".to_owned(), true));
         assert_eq!(bound("abc", 3), ("abc".to_owned(), false));
+    }
+
+    #[test]
+    fn direct_changes_are_the_range_paths_no_pull_request_changed() {
+        let mut pull: PullRequest = serde_json::from_value(serde_json::json!({
+            "number": 7, "title": "t", "body": "", "body_truncated": false,
+            "author": "a", "labels": [], "merged_at": "2026-01-01T00:00:00Z",
+            "merge_sha": "a".repeat(40), "files": [], "files_truncated": false,
+        }))
+        .unwrap();
+        pull.files = vec![ChangedFile {
+            path: "src/new.rs".into(),
+            status: FileStatus::Renamed,
+            additions: 0,
+            deletions: 0,
+            previous_path: Some("src/old.rs".into()),
+        }];
+        let range = ["z.txt", "src/new.rs", "src/old.rs", "a.txt", "z.txt"].map(String::from);
+        assert_eq!(
+            direct_changes(range, std::slice::from_ref(&pull)),
+            (vec!["a.txt".to_owned(), "z.txt".to_owned()], false)
+        );
+        let many = (0..MAX_FILES + 1).map(|i| format!("f{i:04}"));
+        let (cut, truncated) = direct_changes(many, &[]);
+        assert_eq!((cut.len(), truncated), (MAX_FILES, true));
     }
 }

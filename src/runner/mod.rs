@@ -228,10 +228,13 @@ impl Runner {
         // A copy for the agent and the dashboard to read; the writer takes its
         // bundle and patches from the broker's memory, never from this file.
         evidence::write_bundle(&dir, &bundle).map_err(unwritable)?;
-        if bundle.pull_requests.is_empty() {
+        // A range that changed files outside any pull request still moves
+        // what the pages say about the tip (and its facts are judged): only
+        // one that changed nothing at all is skipped.
+        if bundle.pull_requests.is_empty() && bundle.direct_changes.is_empty() {
             return Ok(Completion::Skipped {
                 reason: format!(
-                    "no merged pull requests in {}; nothing to reconcile",
+                    "no merged pull requests and no changed files in {}; nothing to reconcile",
                     scope.scope
                 ),
             });

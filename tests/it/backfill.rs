@@ -145,7 +145,7 @@ async fn assert_reconciled_to(f: &Fixture, daemon: &Daemon, sha: &str) {
 
 /// `teammem_source_lag{source="demo/app"}` on the daemon's `/metrics`, once
 /// it is known (polled under a deadline: the first scrape starts the lookup).
-async fn source_lag(daemon: &Daemon) -> u64 {
+pub(crate) async fn source_lag(daemon: &Daemon) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let text = reqwest::get(daemon.url("/metrics"))

@@ -44,6 +44,20 @@ pub(super) struct Comparison {
     total_commits: u64,
     #[serde(default)]
     commits: Vec<ApiCommit>,
+    /// The range's changed files (GitHub lists at most 300).
+    #[serde(default)]
+    files: Vec<ComparedFile>,
+}
+
+/// The most files GitHub's compare lists.
+const COMPARE_MAX_FILES: usize = 300;
+
+/// A file of a compare: only its paths matter here.
+#[derive(Deserialize)]
+pub(super) struct ComparedFile {
+    filename: String,
+    #[serde(default)]
+    previous_filename: Option<String>,
 }
 
 /// A commit object as compare and `GET /commits/{sha}` give it.
@@ -169,9 +183,12 @@ impl GitHubForge {
         let mut patches = PatchSet::default();
         let mut pull_requests = Vec::new();
         let mut pull_requests_truncated = false;
+        let mut range_files = std::collections::BTreeMap::new();
         let commits: Vec<CommitInfo> = match &scope.scope {
             Scope::Range { before, after } => {
-                let commits = self.range_commits(r, before, after).await?;
+                let commits = self
+                    .range_commits(r, before, after, &mut range_files)
+                    .await?;
                 let found = self.range_pulls(r, default_branch, &commits, after).await?;
                 pull_requests_truncated = found.truncated;
                 for (pull, files) in found.pulls {
@@ -197,6 +214,14 @@ impl GitHubForge {
                 vec![commit_info(&commit)?]
             }
         };
+        // What the range changed that no pull request did (a compare names
+        // at most 300 files: a longer one is cut, and says so).
+        let listed_all = range_files.len() < COMPARE_MAX_FILES;
+        let range_paths = range_files
+            .into_iter()
+            .flat_map(|(path, previous)| std::iter::once(path).chain(previous));
+        let (direct_changes, cut) = evidence::direct_changes(range_paths, &pull_requests);
+        let direct_changes_truncated = cut || !listed_all;
         let bundle = EvidenceBundle {
             version: BUNDLE_VERSION,
             source: SourceInfo {
@@ -211,6 +236,8 @@ impl GitHubForge {
             pull_requests_truncated,
             stale_facts: Vec::new(),
             marker_rewrites: Default::default(),
+            direct_changes,
+            direct_changes_truncated,
         };
         bundle.validate().map_err(SourceError::Invalid)?;
         Ok((bundle, patches))
@@ -222,6 +249,7 @@ impl GitHubForge {
         repository: &str,
         before: &str,
         after: &str,
+        files: &mut std::collections::BTreeMap<String, Option<String>>,
     ) -> Result<Vec<CommitInfo>, SourceError> {
         let mut commits: Vec<CommitInfo> = Vec::new();
         let mut seen = HashSet::new();
@@ -242,6 +270,9 @@ impl GitHubForge {
                         "the range {before}..{after} holds {total} commits, more than {MAX_COMMITS}; request its pull requests one by one (teammem request) or dispatch smaller ranges"
                     )));
                 }
+            }
+            for file in c.files {
+                files.insert(file.filename, file.previous_filename);
             }
             let got = c.commits.len();
             for commit in &c.commits {

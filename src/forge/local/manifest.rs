@@ -111,6 +111,46 @@ pub(super) fn manifest(
     Ok((files, truncated))
 }
 
+/// Every path the diff from `old` to `new` (two commits) adds, removes or
+/// changes, blobs and links only, without rename detection (a move names
+/// both of its paths) and without reading any blob: what a range changed, for
+/// [`crate::forge::evidence::direct_changes`].
+pub(super) fn changed_paths(
+    repo: &gix::Repository,
+    old: ObjectId,
+    new: ObjectId,
+) -> Result<Vec<String>, SourceError> {
+    use gix::object::tree::diff::ChangeDetached as Change;
+    let old = tree_of(repo, Some(old))?;
+    let new = tree_of(repo, Some(new))?;
+    let mut options = gix::diff::Options::default();
+    options.track_rewrites(None);
+    let changes = repo
+        .diff_tree_to_tree(&old, &new, options)
+        .map_err(|e| unavailable("diffing trees", e))?;
+    Ok(changes
+        .into_iter()
+        .filter_map(|change| match change {
+            Change::Addition {
+                location,
+                entry_mode,
+                ..
+            }
+            | Change::Deletion {
+                location,
+                entry_mode,
+                ..
+            }
+            | Change::Modification {
+                location,
+                entry_mode,
+                ..
+            } if !entry_mode.is_tree() => Some(location.to_str_lossy().into_owned()),
+            _ => None,
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

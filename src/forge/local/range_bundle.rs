@@ -27,7 +27,7 @@ use std::path::Path;
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
 
-use super::manifest::manifest;
+use super::manifest::{changed_paths, manifest};
 use super::source_repo::{commit_id, default_branch, open, unavailable};
 use crate::forge::evidence::{
     self, ArrivedThrough, CommitInfo, EvidenceBundle, ForgeKind, JobScope, MAX_BODY_BYTES,
@@ -253,6 +253,19 @@ pub fn collect(
         )));
     }
 
+    // What the range changed that no pull request did: the pages describing
+    // the tip follow it too.
+    let (direct_changes, direct_changes_truncated) = match &scope.scope {
+        Scope::Range { before, after } => evidence::direct_changes(
+            changed_paths(
+                &repo,
+                commit_id(&repo, "push_before", before)?,
+                commit_id(&repo, "push_after", after)?,
+            )?,
+            &pull_requests,
+        ),
+        Scope::PullRequest { .. } => (Vec::new(), false),
+    };
     let bundle = EvidenceBundle {
         version: evidence::BUNDLE_VERSION,
         source: SourceInfo {
@@ -267,6 +280,8 @@ pub fn collect(
         pull_requests_truncated,
         stale_facts: Vec::new(),
         marker_rewrites: Default::default(),
+        direct_changes,
+        direct_changes_truncated,
     };
     bundle.validate().map_err(SourceError::Invalid)?;
     Ok(bundle)

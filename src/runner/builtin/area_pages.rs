@@ -6,8 +6,10 @@
 //!
 //! Invariants:
 //! - an area page changes only when it gets an entry it and its quarter
-//!   pages lack; its kept sections are swapped whole, and only while intact
-//!   (a section a person edited is left as it is, and the receipt says so);
+//!   pages lack, or when the range changed its files outside any pull
+//!   request (then only its "What is here"); its kept sections are swapped
+//!   whole, and only while intact (a section a person edited is left as it
+//!   is, and the receipt says so);
 //! - all the "What is here" sections of one job change at most
 //!   [`JOB_SECTION_BYTES`], counted as the writer counts a change.
 
@@ -115,7 +117,9 @@ fn removed_by<'a>(
 
 /// The area pages that get entries: new pages written whole, existing ones
 /// patched (entries after the recent-changes anchor, the kept sections
-/// swapped, what is missing appended), each entry also on its quarter page.
+/// swapped, what is missing appended), each entry also on its quarter page;
+/// and the existing pages of the areas in `direct` (changed outside any pull
+/// request), whose "What is here" alone is swapped when it changed.
 /// The "What is here" sections come from `listings` while the job's
 /// [`JOB_SECTION_BYTES`] last (counted as the writer counts a change);
 /// without a listing, a section loses the lines of files the range removed.
@@ -125,17 +129,18 @@ pub(super) fn plan_area_pages(
     pages: &BTreeMap<String, CurrentPage>,
     listings: &Listings,
     (grouped, removed): (&[(&PullRequest, ByArea<'_>)], &BTreeSet<String>),
+    direct: &BTreeMap<String, String>,
 ) {
     let mut section_room = JOB_SECTION_BYTES;
     for (slug, entries) in areas {
-        if entries.entries.is_empty() {
+        let path = area_page(slug);
+        let current = pages.get(&path);
+        // An area without new entries changes only when the range changed
+        // its files outside any pull request, and then only its section.
+        let section_only = entries.entries.is_empty();
+        if section_only && !(direct.contains_key(slug) && current.is_some()) {
             continue;
         }
-        let current_entries = entries.entries.current();
-        let path = area_page(slug);
-        let base = area_base(slug);
-        let label = area_label(&entries.area, slug);
-        let current = pages.get(&path);
         let span = current.map_or(Section::Absent, |page| section_span(&page.content));
         let old_section = match (&span, current) {
             (Section::At(range), Some(page)) => Some(&page.content[range.clone()]),
@@ -168,6 +173,26 @@ pub(super) fn plan_area_pages(
                 text
             })
         });
+        if section_only {
+            if let (Some(page), Some(new), Some(old)) = (current, section, old_section)
+                && new != old
+            {
+                out.patches.insert(
+                    path,
+                    PlannedPatch {
+                        expected_sha: page.sha.clone(),
+                        replacements: vec![Replacement {
+                            old: old.to_owned(),
+                            new,
+                        }],
+                    },
+                );
+            }
+            continue;
+        }
+        let current_entries = entries.entries.current();
+        let base = area_base(slug);
+        let label = area_label(&entries.area, slug);
         // Who knows: the counts the page keeps plus this plan's entries.
         let who_span = current.map_or(Section::Absent, |page| who_knows_span(&page.content));
         let who = who_knows_after(&who_span, current, &entries.authors);
@@ -278,6 +303,7 @@ fn new_area_page(
 mod tests {
     use crate::forge::evidence::FileStatus;
     use crate::runner::builtin::inputs::Listings;
+    use crate::runner::builtin::markers::entry_marker;
     use crate::runner::builtin::planner::{apply, plan, plan_with};
     use crate::runner::builtin::samples::*;
 
@@ -304,5 +330,35 @@ mod tests {
             after["Area-src.md"]
         );
         assert!(after["Area-src.md"].contains("- src/b.rs — B."));
+    }
+
+    #[test]
+    fn a_file_changed_outside_any_pull_request_refreshes_only_its_areas_section() {
+        let listings: Listings = [(
+            "src".to_owned(),
+            listing(&[("src/a.rs", None), ("src/b.rs", Some(("B.", 1)))]),
+        )]
+        .into();
+        let first = bundle(vec![pull(1, "A", 'a', &["src/a.rs", "src/b.rs"])]);
+        let pages = as_current(apply(&home(), &plan_with(&first, &home(), &listings)));
+        // A direct push removed src/a.rs; no pull request is in the range.
+        let mut direct = bundle(Vec::new());
+        direct.direct_changes = vec!["src/a.rs".to_owned(), "elsewhere/x.rs".to_owned()];
+        let now: Listings = [("src".to_owned(), listing(&[("src/b.rs", Some(("B.", 1)))]))].into();
+        let planned = plan_with(&direct, &pages, &now);
+        assert!(planned.writes.is_empty(), "no page is created");
+        let touched: Vec<&String> = planned.patches.keys().collect();
+        assert_eq!(touched, ["Area-src.md"], "only the existing area's page");
+        assert_eq!(planned.patches["Area-src.md"].replacements.len(), 1);
+        let after = apply(&pages, &planned);
+        let page = &after["Area-src.md"];
+        assert!(!page.contains("- src/a.rs "), "{page}");
+        assert!(page.contains("- src/b.rs — B."), "{page}");
+        // The recorded entry and the author count stay as they were.
+        assert_eq!(page.matches(&entry_marker(&"a".repeat(40))).count(), 1);
+        assert!(page.contains("— 1 pull request"), "{page}");
+        // The same listing again: nothing to do.
+        let again = as_current(after);
+        assert!(plan_with(&direct, &again, &now).patches.is_empty());
     }
 }

@@ -135,6 +135,18 @@ pub fn group_by_area(bundle: &EvidenceBundle) -> Grouped<'_> {
         .collect()
 }
 
+/// The areas of the files the range changed outside any pull request
+/// (`bundle.direct_changes`): slug → the area as first seen. They get no
+/// entry; their pages' "What is here" follows the tip all the same.
+pub fn direct_areas(bundle: &EvidenceBundle) -> BTreeMap<String, String> {
+    let mut areas = BTreeMap::new();
+    for path in &bundle.direct_changes {
+        let area = area_of(path);
+        areas.entry(area_slug(&area)).or_insert(area);
+    }
+    areas
+}
+
 /// Groups `pull`'s changed paths by area; a file renamed from another area
 /// is in both (its old path in the old one).
 fn by_area(pull: &PullRequest) -> ByArea<'_> {

@@ -82,6 +82,12 @@ fn commit_message(task: &AgentTask<'_>) -> String {
         .iter()
         .map(|p| format!("#{}", p.number))
         .collect();
+    if numbers.is_empty() {
+        return format!(
+            "teammem: follow files changed outside pull requests (job {})",
+            task.job_id
+        );
+    }
     let mut message = format!(
         "teammem: record {} (job {})",
         numbers.join(", "),

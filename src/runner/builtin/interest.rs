@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::archive::{Period, archive_base, page_name, parse_archive};
-use super::areas::{area_base, area_page, group_by_area};
+use super::areas::{area_base, area_page, direct_areas, group_by_area};
 use super::inputs::CurrentPage;
 use super::markers::{ARCHIVE_INDEX, CHANGELOG, DEPENDENCIES, HOME, HOW_TO_WORK};
 use super::recorded::Recorded;
@@ -19,14 +19,15 @@ use crate::forge::evidence::EvidenceBundle;
 
 /// The slugs of the areas whose pages a plan for `bundle` against `pages`
 /// writes or patches: those of a pull request's paths whose page (or its
-/// quarter pages) does not carry its entry yet. (The driver reads these
+/// quarter pages) does not carry its entry yet, and those with a page that
+/// the range changed outside any pull request. (The driver reads these
 /// areas' files before it plans.)
 pub fn areas_to_record(
     bundle: &EvidenceBundle,
     pages: &BTreeMap<String, CurrentPage>,
 ) -> BTreeSet<String> {
     let recorded = Recorded::new(pages);
-    group_by_area(bundle)
+    let mut slugs: BTreeSet<String> = group_by_area(bundle)
         .into_iter()
         .flat_map(|(pull, areas)| {
             areas
@@ -34,7 +35,15 @@ pub fn areas_to_record(
                 .filter(|slug| !recorded.has(&area_base(slug), &pull.merge_sha))
                 .collect::<Vec<_>>()
         })
-        .collect()
+        .collect();
+    // An area changed outside any pull request has its section refreshed
+    // where it has a page.
+    slugs.extend(
+        direct_areas(bundle)
+            .into_keys()
+            .filter(|slug| pages.contains_key(&area_page(slug))),
+    );
+    slugs
 }
 
 /// The pages a plan for `bundle` may read besides the quarter pages: Home,
@@ -51,6 +60,7 @@ pub fn pages_of_interest(bundle: &EvidenceBundle) -> BTreeSet<String> {
     for (_, areas) in group_by_area(bundle) {
         out.extend(areas.keys().map(|slug| area_page(slug)));
     }
+    out.extend(direct_areas(bundle).keys().map(|slug| area_page(slug)));
     out
 }
 

@@ -35,8 +35,8 @@ use std::collections::BTreeMap;
 
 use super::archive::page_name;
 use super::archive_index::plan_archive_index;
-use super::area_pages::{area_entries, is_gone, plan_area_pages, removed_paths};
-use super::areas::{ByArea, area_base, area_label, area_page, group_by_area};
+use super::area_pages::{AreaEntries, area_entries, is_gone, plan_area_pages, removed_paths};
+use super::areas::{ByArea, area_base, area_label, area_page, direct_areas, group_by_area};
 use super::budget::apply_replacements;
 use super::changelog::plan_changelog;
 use super::dependencies::plan_dependencies;
@@ -92,12 +92,31 @@ pub fn plan_all(
         ..Plan::default()
     };
     let changelog_links = plan_changelog(&mut out, &grouped, pages, deps, &recorded);
-    let areas = area_entries(&grouped, deps, &recorded);
+    let mut areas = area_entries(&grouped, deps, &recorded);
+    // The areas the range changed outside any pull request, where they have
+    // a page: their "What is here" follows the tip too.
+    let direct = direct_areas(bundle);
+    for (slug, area) in &direct {
+        if pages.contains_key(&area_page(slug)) {
+            areas.entry(slug.clone()).or_insert_with(|| AreaEntries {
+                area: area.clone(),
+                ..AreaEntries::default()
+            });
+        }
+    }
     let removed = removed_paths(bundle);
-    plan_area_pages(&mut out, &areas, pages, listings, (&grouped, &removed));
-    // Dependencies.md and How-to-work-here.md change only with new entries:
-    // a job that records nothing (a replay) changes nothing.
-    let records = !out.is_empty();
+    plan_area_pages(
+        &mut out,
+        &areas,
+        pages,
+        listings,
+        (&grouped, &removed),
+        &direct,
+    );
+    // Dependencies.md and How-to-work-here.md change only with new entries
+    // or with files changed outside any pull request: a job that records
+    // nothing and saw nothing else change (a replay) changes nothing.
+    let records = !out.is_empty() || !bundle.direct_changes.is_empty();
     let dependencies_page = if !records {
         pages.contains_key(DEPENDENCIES)
     } else {

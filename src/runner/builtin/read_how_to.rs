@@ -5,9 +5,9 @@
 //! with `get_source_file` and turned into facts.
 //!
 //! Invariants: files are read only at the job's tip, only by range jobs and
-//! only when a pull request of the job touched one of them or the page does
-//! not exist yet (otherwise the page keeps what it says, and the runner
-//! marks what changed stale); at most [`MAX_HOW_TO_FILES`] files of at most
+//! only when the job's change (a pull request or a commit outside any)
+//! touched one of them or the page does not exist yet (otherwise the page
+//! keeps what it says); at most [`MAX_HOW_TO_FILES`] files of at most
 //! `MAX_SOURCE_FILE` bytes each (a longer file is read in part, up to its
 //! last whole line); a read that fails for a lasting cause leaves its file
 //! out, a transient one ends the run.
@@ -19,13 +19,12 @@ use crate::runner::agent::AgentTask;
 use crate::runner::writer::{CallError, WriterClient};
 use crate::writer_contract::MAX_SOURCE_FILE;
 
-/// Whether a pull request of the job touched a file the page is read from.
+/// Whether the job's change (a pull request, or a commit outside any)
+/// touched a file the page is read from.
 pub fn touches_how_to(task: &AgentTask<'_>) -> bool {
     task.bundle
-        .pull_requests
-        .iter()
-        .flat_map(|p| &p.files)
-        .any(|f| kind_of(&f.path).is_some())
+        .changed_paths()
+        .any(|path| kind_of(path).is_some())
 }
 
 /// The files in `directory` at the tip that the page reads; an absent or

@@ -130,11 +130,9 @@ fn first_parent_path_is_pulls(bundle: &EvidenceBundle, before: &str, after: &str
 /// The manifest paths touched by the job's PRs.
 fn touched_manifests(task: &AgentTask<'_>) -> BTreeSet<String> {
     task.bundle
-        .pull_requests
-        .iter()
-        .flat_map(|p| &p.files)
-        .filter(|f| manifests::ecosystem_of(&f.path).is_some())
-        .map(|f| f.path.clone())
+        .changed_paths()
+        .filter(|path| manifests::ecosystem_of(path).is_some())
+        .map(str::to_owned)
         .collect()
 }
 

@@ -100,6 +100,8 @@ pub fn bundle(pulls: Vec<PullRequest>) -> EvidenceBundle {
         pull_requests_truncated: false,
         stale_facts: Vec::new(),
         marker_rewrites: Default::default(),
+        direct_changes: Vec::new(),
+        direct_changes_truncated: false,
     }
 }
 

@@ -102,6 +102,8 @@ impl Setup {
             pull_requests_truncated: false,
             stale_facts: Vec::new(),
             marker_rewrites: Default::default(),
+            direct_changes: Vec::new(),
+            direct_changes_truncated: false,
         };
         let work = work_dir(&config.server.data_dir, JOB);
         let evidence = write_bundle(&work, &bundle).unwrap();

@@ -405,6 +405,8 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
         pull_requests_truncated: false,
         stale_facts: Vec::new(),
         marker_rewrites: Default::default(),
+        direct_changes: Vec::new(),
+        direct_changes_truncated: false,
     };
     let dir = work_dir(&tmp.path().join("data"), 9);
     let path = write_bundle(&dir, &bundle).unwrap();
@@ -544,6 +546,8 @@ fn github_job(
         pull_requests_truncated: false,
         stale_facts: Vec::new(),
         marker_rewrites: Default::default(),
+        direct_changes: Vec::new(),
+        direct_changes_truncated: false,
     };
     let (broker, child_end) = Broker::start(BrokerJob {
         destination: WriterDestination::of(&source, Some(git_url)).unwrap(),

@@ -266,17 +266,24 @@ async fn a_force_pushed_range_is_rejected_before_anything_runs() {
 }
 
 #[tokio::test]
-async fn a_range_without_pull_requests_is_skipped() {
+async fn a_range_that_changes_no_file_is_skipped() {
     let s = Setup::new();
+    git(
+        &s.source.dir,
+        &["commit", "-q", "--allow-empty", "-m", "Nothing changes"],
+    );
+    let empty = git_trimmed(&s.source.dir, &["rev-parse", "HEAD"]);
+    let tip = s.tip();
     let done = s
         .runner()
-        .run(&s.range_job(1, &s.source.squash_13, &s.source.head))
+        .run(&s.range_job(1, &s.source.head, &empty))
         .await
         .unwrap();
     assert!(
-        matches!(&done, Completion::Skipped { reason } if reason.contains("no merged pull requests")),
+        matches!(&done, Completion::Skipped { reason } if reason.contains("no merged pull requests and no changed files")),
         "{done:?}"
     );
+    assert_eq!(s.tip(), tip, "a skipped job writes nothing");
 }
 
 #[tokio::test]

@@ -2,10 +2,11 @@
 //! request that adds a CI workflow and a Makefile gets the page written at
 //! the job's tip, each command citing the lines that hold it (the git CLI is
 //! the oracle for the lines), linked from Home with its "For coding agents"
-//! list; a later direct push that rewrites the cited `run:` line leaves the
-//! page as it was and the runner marks that fact stale, naming the commit;
-//! the next pull request that touches the workflow rewrites the page at its
-//! tip, current again.
+//! list; a later direct push that rewrites the cited `run:` line (in a range
+//! whose only pull request touches another file) has the page read again at
+//! the range's tip, current, with nothing marked stale; a pull request that
+//! touches nothing it cites leaves it as it is; the next pull request that
+//! touches the workflow rewrites the page at its tip.
 
 use serde_json::{Value, json};
 
@@ -103,20 +104,27 @@ async fn the_page_cites_the_ci_goes_stale_on_a_direct_push_and_is_rewritten_by_t
         ci,
         &WORKFLOW.replace("run: pytest -q tests/", "run: pytest -q -x tests/"),
     );
-    let pushed = commit(&s.dir, "Stop at the first failure");
+    commit(&s.dir, "Stop at the first failure");
     let other = s.squash_pr(31, "Tune search", "src/search.rs");
     run_range(&daemon, &token, 2, &added, &other).await;
     let page = show("How-to-work-here.md");
+    let line = line_of(&s.dir, &other, ci, "run: pytest");
     assert!(
         page.contains(&format!(
-            "<!-- teammem:evidence {ci}@{added}#L{test_line} stale={pushed} -->"
+            "- `pytest -q -x tests/` — CI: workflow ci.yml, job test, step “Run the tests” <!-- teammem:evidence {ci}@{other}#L{line} -->"
         )),
         "{page}"
     );
-    // The lines that did not change are current still.
-    assert!(
-        page.contains(&format!("{ci}@{added}#L{install}-L{} -->", install + 2)),
-        "{page}"
+    assert!(!page.contains("`pytest -q tests/`"), "{page}");
+    assert!(!page.contains("stale="), "{page}");
+
+    // PR #33 touches nothing the page cites: the page stays as it is.
+    let tuned = s.squash_pr(33, "Tune search again", "src/search.rs");
+    run_range(&daemon, &token, 4, &other, &tuned).await;
+    assert_eq!(
+        show("How-to-work-here.md"),
+        page,
+        "nothing it cites changed"
     );
 
     // PR #32 touches the workflow: the page is read again at its tip.
@@ -126,7 +134,7 @@ async fn the_page_cites_the_ci_goes_stale_on_a_direct_push_and_is_rewritten_by_t
         &WORKFLOW.replace("run: pytest -q tests/", "run: pytest -q -n auto tests/"),
     );
     let fixed = commit(&s.dir, "Run the tests in parallel (#32)");
-    run_range(&daemon, &token, 3, &other, &fixed).await;
+    run_range(&daemon, &token, 3, &tuned, &fixed).await;
     let page = show("How-to-work-here.md");
     let line = line_of(&s.dir, &fixed, ci, "run: pytest");
     assert!(

@@ -6,7 +6,7 @@
 mod audience;
 // A long history over four quarters: quarter pages, nothing lost, a removed area and file.
 mod archives;
-// How-to-work-here.md through the daemon: written with markers, stale on a direct push, rewritten by the next PR.
+// How-to-work-here.md through the daemon: written with markers, read again at the tip on a direct push or a PR that touches what it reads.
 mod how_to_work;
 // The per-job broker: GitHub source files and listings for get_source_file and list_source_files, reachable only
 // by the writer it was given to, and its end with the job.
@@ -17,6 +17,8 @@ mod command;
 mod cross_job;
 // The runner inside the real daemon: signed dispatch to a succeeded job and wiki pages.
 mod daemon;
+// A range without pull requests refreshes the pages of its tip.
+mod direct_changes;
 // The first-parent history a backfill plans from, on both forges against the git CLI.
 mod forge_history;
 // Signed dispatches, following jobs, the daemon's hold point, the wiki read with git.
