@@ -192,6 +192,23 @@ async fn compare_is_paged_and_only_pull_requests_github_confirms_are_kept() {
 }
 
 #[tokio::test]
+async fn files_the_range_changed_outside_its_pull_requests_are_listed_from_compare() {
+    let s = Setup::new().await;
+    let before = s.git.head();
+    let subjects = ["Add x (#1)".to_owned(), "Direct push".to_owned()];
+    let shas = s.commits(&subjects, |i| ["a/x.txt", "b/y.txt"][i].to_owned());
+    s.merged(1, &shas[0]);
+    let (bundle, _) = s
+        .forge
+        .collect_evidence(&s.source, &s.range(&before, &shas[1]), "main")
+        .await
+        .unwrap();
+    assert_eq!(bundle.pull_requests.len(), 1);
+    assert_eq!(bundle.direct_changes, ["b/y.txt"]);
+    assert!(!bundle.direct_changes_truncated);
+}
+
+#[tokio::test]
 async fn a_range_over_a_thousand_commits_fails_the_job_saying_so() {
     let s = Setup::new().await;
     let before = s.git.head();
