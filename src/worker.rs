@@ -73,6 +73,16 @@ pub type JobFuture<'a> = Pin<Box<dyn Future<Output = Result<Completion, JobFailu
 pub trait JobHandler: Send + Sync + 'static {
     fn run<'a>(&'a self, job: &'a Job) -> JobFuture<'a>;
 
+    /// [`Self::run`], for a range job whose source's cursor named `cursor`
+    /// when the job started (`None`: no cursor yet, or it could not be
+    /// read): a handler that describes the source's tip learns from it
+    /// whether the job's range is the newest reconciled. The default
+    /// ignores it.
+    fn run_from<'a>(&'a self, job: &'a Job, cursor: Option<Sha>) -> JobFuture<'a> {
+        let _ = cursor;
+        self.run(job)
+    }
+
     /// Finishes what dropped jobs left behind (a runner revokes their wiki
     /// tokens); the pool awaits it on shutdown, after the last job ended.
     fn drain(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
@@ -346,7 +356,19 @@ impl Worker {
         let (handler, queue) = (&*self.handler, &self.queue);
         let job_ref = &job;
         let mut work = Box::pin(async move {
-            let completion = handler.run(job_ref).await?;
+            let completion = match job_ref.kind.range() {
+                Some(_) => {
+                    let cursor = match queue.cursor(&job_ref.source).await {
+                        Ok(cursor) => cursor.map(|cursor| cursor.sha),
+                        Err(error) => {
+                            tracing::warn!(%error, "reading the source's cursor failed; the job runs as if its range were the newest");
+                            None
+                        }
+                    };
+                    handler.run_from(job_ref, cursor).await?
+                }
+                None => handler.run(job_ref).await?,
+            };
             let cursor = cursor_move(handler, queue, job_ref, &completion).await;
             Ok::<_, JobFailure>((completion, cursor))
         });

@@ -88,6 +88,19 @@ pub struct EvidenceBundle {
     pub direct_changes: Vec<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub direct_changes_truncated: bool,
+    /// Whether the job's tip is the newest commit reconciled for the source
+    /// or newer (the runner judges it against the source's cursor): only
+    /// then may an agent rewrite what describes the tip ("What is here",
+    /// Dependencies, How to work here). False for a pull-request job, a
+    /// retried old range and a backfill range behind the cursor.
+    #[serde(default = "newest_unless_said")]
+    pub tip_is_newest: bool,
+}
+
+/// A bundle that does not say describes the newest tip (bundles written
+/// before the field existed were all judged so).
+fn newest_unless_said() -> bool {
+    true
 }
 
 /// The paths among `range_paths` (everything a range changed, old paths of
@@ -539,6 +552,7 @@ mod tests {
             marker_rewrites: Default::default(),
             direct_changes: Vec::new(),
             direct_changes_truncated: false,
+            tip_is_newest: true,
         }
     }
 

@@ -172,8 +172,10 @@ impl Runner {
         // Only a receipt that ends the job well publishes anything.
         receipt::completion(&receipt, outcome.retry_failed)?;
 
-        // 7. Publish: the job's staged writes as its one commit.
-        if !facts.job_commits.is_empty() {
+        // 7. Publish: the job's staged writes as its one commit; with none,
+        // the runner's marker rewrites alone, when it has any.
+        let mut rewrites_alone = None;
+        if !facts.job_commits.is_empty() || !bundle.marker_rewrites.is_empty() {
             let published = match client.publish_job_changes(&source.repository).await {
                 Ok(published) => published,
                 Err(writer::CallError::Tool(failure))
@@ -189,7 +191,11 @@ impl Runner {
                     });
                 }
             };
-            if receipt.wiki_sha.is_some() {
+            if facts.job_commits.is_empty() {
+                if published.status == crate::wiki::WriteStatus::Updated {
+                    rewrites_alone = Some(published.sha.clone());
+                }
+            } else if receipt.wiki_sha.is_some() {
                 receipt.wiki_sha =
                     Some(
                         crate::ids::Sha::parse(&published.sha).map_err(|e| JobFailure {
@@ -205,6 +211,15 @@ impl Runner {
         client.close().await;
         drop(broker);
         let mut completion = receipt::completion(&receipt, outcome.retry_failed)?;
+        // The agent changed nothing, the runner's rewrites did: the job
+        // committed, so it succeeded, and its receipt names that commit.
+        if let (Some(sha), Completion::NoChange { receipt }) = (&rewrites_alone, &completion) {
+            let mut receipt = receipt.clone();
+            if let Some(fields) = receipt.as_object_mut() {
+                fields.insert("marker_rewrites_commit".to_owned(), sha.clone().into());
+            }
+            completion = Completion::Succeeded { receipt };
+        }
         // The runner's own finding, kept beside the agent's receipt for the
         // job page: the facts that were stale when the job started.
         if !bundle.stale_facts.is_empty()

@@ -52,3 +52,19 @@ pub(super) async fn decide(runner: &Runner, job: &Job, cursor: Option<&Sha>) -> 
         }
     }
 }
+
+/// Whether `job`'s tip is the newest commit reconciled for its source or
+/// newer, judged against the cursor it started with: what describes the tip
+/// (an area's "What is here", Dependencies, How to work here) may follow it
+/// only then. A pull-request job's tip never is (its merge commit may be
+/// old); a range whose `after` the forge says is behind the cursor is not
+/// (a retried old range, a backfill range); one it cannot judge is.
+pub(super) async fn tip_is_newest(runner: &Runner, job: &Job, cursor: Option<&Sha>) -> bool {
+    let Some((_, after)) = job.kind.range() else {
+        return false;
+    };
+    if cursor == Some(after) {
+        return true;
+    }
+    !matches!(decide(runner, job, cursor).await, CursorMove::Stays)
+}

@@ -175,7 +175,13 @@ impl Runner {
         self
     }
 
-    async fn run_job(&self, job: &Job) -> Result<Completion, JobFailure> {
+    /// Runs `job`; `cursor` is its source's cursor when it started (range
+    /// jobs), which says whether the range's tip is the newest reconciled.
+    async fn run_job(
+        &self,
+        job: &Job,
+        cursor: Option<crate::ids::Sha>,
+    ) -> Result<Completion, JobFailure> {
         let Some(source) = self.config.source(&job.source).cloned() else {
             return Err(JobFailure::permanent(format!(
                 "source {} is no longer configured; add it back to the configuration or cancel the job",
@@ -204,11 +210,12 @@ impl Runner {
         };
 
         // 2. Evidence, into the job's work directory.
-        let (bundle, patches) = match forge.collect_evidence(&scope, &branch).await {
+        let (mut bundle, patches) = match forge.collect_evidence(&scope, &branch).await {
             Ok(found) => found,
             Err(SourceError::Rejected(reason)) => return Ok(Completion::Rejected { reason }),
             Err(e) => return Err(source_failure(e)),
         };
+        bundle.tip_is_newest = cursor::tip_is_newest(self, job, cursor.as_ref()).await;
         let dir = work_dir(&self.config.server.data_dir, job.id);
         // Declared before everything that uses the directory, so it is
         // removed after them, however the job ends.
@@ -370,7 +377,11 @@ fn random_hex(bytes: usize) -> String {
 
 impl JobHandler for Runner {
     fn run<'a>(&'a self, job: &'a Job) -> JobFuture<'a> {
-        Box::pin(self.run_job(job))
+        Box::pin(self.run_job(job, None))
+    }
+
+    fn run_from<'a>(&'a self, job: &'a Job, cursor: Option<crate::ids::Sha>) -> JobFuture<'a> {
+        Box::pin(self.run_job(job, cursor))
     }
 
     fn drain(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {

@@ -58,6 +58,7 @@ pub(crate) struct MirrorGuard(#[allow(dead_code)] Option<std::fs::File>);
 
 /// One commit's worth of changes: pages written whole and pages patched
 /// (their paths disjoint, checked by `validate::check_change`).
+#[derive(Default)]
 pub(crate) struct PageChange {
     pub writes: Vec<PageWrite>,
     pub patches: Vec<PagePatch>,

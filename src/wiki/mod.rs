@@ -531,6 +531,26 @@ impl Wiki {
         .await
     }
 
+    /// A job's staged commit of `rules.amend`'s evidence-marker rewrites
+    /// alone, on `spec.expected_base`: for a job whose agent wrote nothing,
+    /// so its markers (and `Stale.md`) still follow the source. `no-change`
+    /// when every rewrite is already in place.
+    pub async fn stage_rewrites(
+        &self,
+        spec: &CommitSpec,
+        rules: &WriteRules,
+    ) -> Result<WriteResult, WikiError> {
+        let base = validate::check_commit_spec(spec, &self.state.id)?;
+        self.publish(
+            spec,
+            base,
+            PageChange::default(),
+            rules,
+            WriteTarget::Stage { base_staged: false },
+        )
+        .await
+    }
+
     /// Publishes a job's staged commits `start..staged` as one commit on
     /// `start` with `spec`'s message and trailers, by compare-and-swap.
     pub async fn publish_staged(

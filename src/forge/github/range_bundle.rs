@@ -238,6 +238,7 @@ impl GitHubForge {
             marker_rewrites: Default::default(),
             direct_changes,
             direct_changes_truncated,
+            tip_is_newest: true,
         };
         bundle.validate().map_err(SourceError::Invalid)?;
         Ok((bundle, patches))

@@ -282,6 +282,7 @@ pub fn collect(
         marker_rewrites: Default::default(),
         direct_changes,
         direct_changes_truncated,
+        tip_is_newest: true,
     };
     bundle.validate().map_err(SourceError::Invalid)?;
     Ok(bundle)

@@ -57,7 +57,7 @@ pub const TOOLSET: Toolset = Toolset {
         ToolDef {
             name: tools::PUBLISH_JOB_CHANGES,
             title: "Publish the job's changes",
-            description: "The runner's alone (never offered to an agent): publish every write this job staged as one commit on the wiki tip its first write was based on, by compare-and-swap, with the job's trailers. Returns status updated and the published sha, or no-change with the wiki's tip when nothing was staged; conflict when the wiki moved meanwhile (the staged writes are kept, nothing is published).",
+            description: "The runner's alone (never offered to an agent): publish every write this job staged as one commit on the wiki tip its first write was based on, by compare-and-swap, with the job's trailers. Returns status updated and the published sha; when nothing was staged, the job's evidence-marker rewrites not yet on the wiki are published alone, else no-change with the wiki's tip; conflict when the wiki moved meanwhile (the staged writes are kept, nothing is published).",
             hints: WRITE,
             input_schema: publish_schema,
             handler: publish_job_changes,
@@ -230,7 +230,7 @@ pub async fn run(context: &Context, origin: &WriteOrigin, request: WriteRequest)
     // job-bound writer is confined. The job's write state is locked through
     // the write, so the job's writes (and the settling of its rewrites) are
     // one at a time.
-    let (mut rules, mut job) = match origin {
+    let (rules, mut job) = match origin {
         WriteOrigin::Job(_) => {
             let writes = context.job_writes.lock().await;
             let amend = match amend_of(context).await {
@@ -238,21 +238,12 @@ pub async fn run(context: &Context, origin: &WriteOrigin, request: WriteRequest)
                 Err(error) => return Answer::new(identity, Err(error)),
             };
             (
-                WriteRules {
-                    protected: resolved.source.protected_pages.clone(),
-                    owner_trailer: Some(crate::writer_contract::TRAILER_JOB.to_owned()),
-                    max_changed_bytes: Some(context.binding.config.agent_limits.max_changed_bytes),
-                    already_changed: 0,
-                    amend: Some(std::sync::Arc::new(amend)),
-                },
+                job_rules(context, &resolved, amend, writes.changed_bytes),
                 Some(writes),
             )
         }
         WriteOrigin::Operator => (WriteRules::default(), None),
     };
-    if let Some(writes) = &job {
-        rules.already_changed = writes.changed_bytes;
-    }
     let Change { writes, patches } = request.change;
     let staging = job.is_some() && context.stages_writes();
     let result = match &job {
@@ -304,6 +295,28 @@ pub async fn run(context: &Context, origin: &WriteOrigin, request: WriteRequest)
     Answer::new(identity, to_outcome(result))
 }
 
+/// What confines a job's write: its source's protected pages, the job
+/// trailer that marks teammem's own pages, the job's byte budget (of which
+/// `already_changed` is spent) and the runner's marker rewrites to fold in.
+fn job_rules(
+    context: &Context,
+    resolved: &context::Resolved,
+    amend: Amend,
+    already_changed: u64,
+) -> WriteRules {
+    WriteRules {
+        protected: resolved.source.protected_pages.clone(),
+        owner_trailer: Some(crate::writer_contract::TRAILER_JOB.to_owned()),
+        max_changed_bytes: Some(context.binding.config.agent_limits.max_changed_bytes),
+        already_changed,
+        amend: Some(std::sync::Arc::new(amend)),
+    }
+}
+
+/// The message of a job's commit that holds only the runner's marker
+/// rewrites.
+const REWRITES_MESSAGE: &str = "teammem: evidence markers follow the source";
+
 /// At most this many staged writes' messages are listed in the published
 /// commit's body.
 const MAX_LISTED_MESSAGES: usize = 20;
@@ -339,6 +352,7 @@ fn job_message(messages: &[String]) -> String {
 
 /// `publish_job_changes`: the job's staged writes as one commit on the tip
 /// its first write was based on, by compare-and-swap. Nothing staged: the
+/// runner's marker rewrites still pending, as the job's one commit, or the
 /// wiki's tip, `no-change`. A moved tip is `conflict` and the staged writes
 /// stay as they are (the runner starts the job's agent again on the new tip).
 fn publish_job_changes(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
@@ -358,6 +372,12 @@ fn publish_job_changes(context: &Context, arguments: JsonObject) -> CallFuture<'
             Err(error) => return Ok(Answer::new(identity, Err(error))),
         };
         let mut job = context.job_writes.lock().await;
+        if job.staged.is_none()
+            && let Err(error) =
+                stage_rewrites_alone(context, &wiki, &origin, &resolved, &mut job).await
+        {
+            return Ok(Answer::new(identity, Err(error)));
+        }
         let Some(staged) = job.staged.clone() else {
             let tip = wiki.snapshot().await.and_then(|snapshot| {
                 let sha = snapshot.sha.ok_or_else(|| {
@@ -389,6 +409,51 @@ fn publish_job_changes(context: &Context, arguments: JsonObject) -> CallFuture<'
         }
         Ok(Answer::new(identity, to_outcome(result)))
     })
+}
+
+/// A job that staged nothing still publishes the runner's marker rewrites
+/// that are not on the wiki yet (and `Stale.md` with them): they become the
+/// job's staged commit, spending its byte budget like any write. Nothing is
+/// staged when the broker has none left.
+async fn stage_rewrites_alone(
+    context: &Context,
+    wiki: &crate::wiki::Wiki,
+    origin: &WriteOrigin,
+    resolved: &context::Resolved,
+    job: &mut context::JobWrites,
+) -> Result<(), ToolError> {
+    let amend = amend_of(context).await?;
+    if amend.rewrites.is_empty() {
+        return Ok(());
+    }
+    let snapshot = wiki.snapshot().await.map_err(ToolError::from)?;
+    let Some(base) = snapshot.sha else {
+        return Ok(());
+    };
+    let spec = CommitSpec {
+        expected_destination: None,
+        expected_base: base.clone(),
+        message: REWRITES_MESSAGE.to_owned(),
+        identity: context.committer(),
+        trailers: context::trailers(origin, &resolved.source.repository),
+    };
+    let rules = job_rules(context, resolved, amend, job.changed_bytes);
+    let written = wiki
+        .stage_rewrites(&spec, &rules)
+        .await
+        .map_err(ToolError::from)?;
+    job.changed_bytes += written.changed_bytes;
+    if written.status == WriteStatus::Updated {
+        job.staged = Some(Staged {
+            start: base.to_ascii_lowercase(),
+            tip: written.sha,
+            messages: vec![spec.message],
+        });
+    }
+    if let Some(broker) = broker(context) {
+        broker.settle_rewrites();
+    }
+    Ok(())
 }
 
 /// The job's broker, when the runner started this writer.

@@ -375,7 +375,8 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
     let mut heads = HEADS_PER_JOB;
     let mut deps: Option<DependencyFacts> = None;
     let mut how_to = None;
-    let current_state = matches!(task.bundle.job.scope, crate::ids::Scope::Range { .. });
+    let current_state = matches!(task.bundle.job.scope, crate::ids::Scope::Range { .. })
+        && task.bundle.tip_is_newest;
     // What the run left alone because a person changed it, for the receipt.
     let mut notes: BTreeSet<String> = BTreeSet::new();
     // The pull requests already on the wiki when the run first planned: one
@@ -394,9 +395,10 @@ pub async fn run(client: &WriterClient, task: &AgentTask<'_>) -> Result<AgentOut
                 reason: format!("the writer named a wiki that is not owner/name: {e}"),
             })?;
         // The areas that get entries have their files read (once per run),
-        // by range jobs only: their tip is the newest commit reconciled. A
-        // request for one (possibly old) merged PR must not set the pages'
-        // current state back to its merge commit.
+        // by range jobs whose tip is the newest commit reconciled only: a
+        // request for one (possibly old) merged PR, a retried old range or a
+        // backfill range behind the cursor must not set the pages' current
+        // state back to its tip.
         let areas = areas_to_record(task.bundle, &view.pages);
         if current_state && areas.iter().any(|slug| !listings.contains_key(slug)) {
             let order = refresh_order(&areas, &view.pages, task.bundle.job.tip());

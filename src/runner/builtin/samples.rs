@@ -102,6 +102,7 @@ pub fn bundle(pulls: Vec<PullRequest>) -> EvidenceBundle {
         marker_rewrites: Default::default(),
         direct_changes: Vec::new(),
         direct_changes_truncated: false,
+        tip_is_newest: true,
     }
 }
 

@@ -104,6 +104,7 @@ impl Setup {
             marker_rewrites: Default::default(),
             direct_changes: Vec::new(),
             direct_changes_truncated: false,
+            tip_is_newest: true,
         };
         let work = work_dir(&config.server.data_dir, JOB);
         let evidence = write_bundle(&work, &bundle).unwrap();

@@ -120,3 +120,109 @@ async fn direct_pushes_refresh_the_pages_of_the_tip_and_an_empty_range_is_skippe
     );
     assert!(daemon.terminate().success());
 }
+
+#[tokio::test]
+async fn an_older_range_run_after_a_newer_one_leaves_the_tip_pages_as_they_are() {
+    let repos = tempfile::tempdir().unwrap();
+    let s = Source::create(repos.path());
+    let wiki = fixture::wiki(repos.path());
+    let setup = Setup::new(&format!(
+        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
+        s.dir.display(),
+        wiki.display()
+    ));
+    let token = setup.create_token("older", &[]);
+    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
+    let show = |page: &str| git_trimmed(&wiki, &["show", &format!("master:{page}")]);
+    let manifest = |deps: &str| format!("[project]\nname = \"app\"\ndependencies = [{deps}]\n");
+
+    write(&s.dir, "pyproject.toml", &manifest("\"requests>=2\""));
+    let pr = commit(&s.dir, "Add the manifest (#20)");
+    range_job_succeeds(&daemon, &token, SECRET, 1, &s.head, &pr).await;
+    write(&s.dir, "pyproject.toml", &manifest("\"olddep>=1\""));
+    let older = commit(&s.dir, "Try olddep");
+    write(&s.dir, "pyproject.toml", &manifest("\"newdep>=1\""));
+    let newer = commit(&s.dir, "Use newdep instead");
+
+    // The newer push's range runs first, then the older one's.
+    range_job_succeeds(&daemon, &token, SECRET, 2, &older, &newer).await;
+    let deps = show("Dependencies.md");
+    assert!(deps.contains("newdep"), "{deps}");
+    let (status, answer) = super::daemon_client::post_dispatch(
+        &daemon,
+        SECRET,
+        &serde_json::json!({
+            "source_repository": "demo/app", "kind": "range",
+            "source_run_id": 3, "source_run_attempt": 1,
+            "push_before": pr, "push_after": older,
+        }),
+    )
+    .await;
+    assert_eq!(status, 202, "{answer}");
+    let id = answer["job_id"].as_i64().unwrap();
+    let (job, events) =
+        super::daemon_client::wait_for(&daemon, &token, id, super::daemon_client::finished).await;
+    assert!(
+        matches!(job["state"].as_str(), Some("succeeded" | "no_change")),
+        "{job} {events}"
+    );
+    assert_eq!(
+        show("Dependencies.md"),
+        deps,
+        "the older tip does not describe the source"
+    );
+    assert_eq!(
+        crate::backfill::source_lag(&daemon).await,
+        0,
+        "teammem_source_lag"
+    );
+    assert!(daemon.terminate().success());
+}
+
+#[tokio::test]
+async fn a_job_whose_agent_writes_nothing_still_publishes_its_marker_rewrites() {
+    let repos = tempfile::tempdir().unwrap();
+    let s = Source::create(repos.path());
+    let wiki = fixture::wiki(repos.path());
+    write(&s.dir, "tools/gen.py", "print('one')\nprint('two')\n");
+    let cited = commit(&s.dir, "Add a generator");
+    // A person's page cites the generator's second line.
+    let fact =
+        format!("- The generator prints two. <!-- teammem:evidence tools/gen.py@{cited}#L2 -->");
+    super::daemon_client::another_writer(&wiki, "Notes.md", &format!("# Notes\n\n{fact}\n"));
+    let setup = Setup::new(&format!(
+        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
+        s.dir.display(),
+        wiki.display()
+    ));
+    let token = setup.create_token("rewrites", &[]);
+    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
+    let show = |page: &str| git_trimmed(&wiki, &["show", &format!("master:{page}")]);
+    // A first job writes the pages teammem keeps.
+    write(&s.dir, "lib/keep.py", "\"\"\"Keeps things.\"\"\"\n");
+    let pr = commit(&s.dir, "Add the library (#20)");
+    range_job_succeeds(&daemon, &token, SECRET, 1, &cited, &pr).await;
+    let before = wiki_commits(&wiki);
+
+    // A direct push rewrites the cited line; no page the builtin keeps
+    // describes `tools/` (no area page, no manifest, no CI file).
+    write(&s.dir, "tools/gen.py", "print('one')\nprint('deux')\n");
+    let changed = commit(&s.dir, "Say it in French");
+    let job = range_job_succeeds(&daemon, &token, SECRET, 2, &pr, &changed).await;
+    assert_eq!(wiki_commits(&wiki), before + 1, "one commit: {job}");
+    let notes = show("Notes.md");
+    assert!(
+        notes.contains(&format!(
+            "<!-- teammem:evidence tools/gen.py@{cited}#L2 stale={changed} -->"
+        )),
+        "{notes}"
+    );
+    assert!(show("Stale.md").contains("tools/gen.py"));
+    let tip = git_trimmed(&wiki, &["rev-parse", "master"]);
+    assert_eq!(
+        job["receipt"]["marker_rewrites_commit"],
+        tip.as_str(),
+        "{job}"
+    );
+    assert!(daemon.terminate().success());
+}

@@ -407,6 +407,7 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
         marker_rewrites: Default::default(),
         direct_changes: Vec::new(),
         direct_changes_truncated: false,
+        tip_is_newest: true,
     };
     let dir = work_dir(&tmp.path().join("data"), 9);
     let path = write_bundle(&dir, &bundle).unwrap();
@@ -548,6 +549,7 @@ fn github_job(
         marker_rewrites: Default::default(),
         direct_changes: Vec::new(),
         direct_changes_truncated: false,
+        tip_is_newest: true,
     };
     let (broker, child_end) = Broker::start(BrokerJob {
         destination: WriterDestination::of(&source, Some(git_url)).unwrap(),
