@@ -36,7 +36,7 @@ use crate::ids::{PullNumber, Scope, Sha};
 ///   `lease_until`); at most one per wiki destination.
 /// - `succeeded`: the wiki was updated and the receipt checked.
 /// - `no_change`: the range was reconciled and nothing needed writing.
-/// - `skipped`: nothing to reconcile (e.g. no merged pull requests).
+/// - `skipped`: nothing to reconcile (a range that changed no file).
 /// - `failed`: the dead-letter state: a permanent error, or `max_attempts`
 ///   attempts used up. A maintainer may `retry` it.
 /// - `cancelled`: a maintainer stopped it before it finished.
