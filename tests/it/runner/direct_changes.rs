@@ -4,13 +4,16 @@
 //! `succeeded` (not skipped) with one wiki commit in which "What is here"
 //! drops the file, Dependencies and How to work here cite the range's tip,
 //! and the source's lag is 0; a range that changed no file is `skipped` and
-//! writes nothing. The `git` CLI is the oracle for the wiki's history.
+//! writes nothing. An older range run after a newer one leaves those pages
+//! as the newer tip left them; and a job whose agent writes nothing still
+//! publishes the runner's marker rewrites (a fact gone stale on a person's
+//! page) as its one commit. The `git` CLI is the oracle for the wiki.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::daemon_client::range_job_succeeds;
+use super::daemon_client::{finished, post_dispatch, range_job_succeeds, wait_for};
 use super::fixture::{self, Source, write};
-use crate::harness::daemon::Setup;
+use crate::harness::daemon::{Daemon, Setup};
 use crate::harness::git::{git, git_trimmed};
 
 const SECRET: &str = "direct-changes dispatch secret, at least 32 bytes long";
@@ -29,200 +32,210 @@ fn wiki_commits(wiki: &std::path::Path) -> usize {
         .unwrap()
 }
 
+/// A source, its wiki and the daemon that keeps it.
+struct Replay {
+    s: Source,
+    wiki: std::path::PathBuf,
+    token: String,
+    daemon: Daemon,
+    /// Holds the daemon's data directory.
+    _setup: Setup,
+    _repos: tempfile::TempDir,
+}
+
+impl Replay {
+    /// The fixture source (its wiki seeded by `seed`) and a daemon serving it.
+    fn start(seed: impl FnOnce(&Source, &std::path::Path)) -> Replay {
+        let repos = tempfile::tempdir().unwrap();
+        let s = Source::create(repos.path());
+        let wiki = fixture::wiki(repos.path());
+        seed(&s, &wiki);
+        let setup = Setup::new(&format!(
+            "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
+            s.dir.display(),
+            wiki.display()
+        ));
+        let token = setup.create_token("direct", &[]);
+        let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
+        Replay {
+            s,
+            wiki,
+            token,
+            daemon,
+            _setup: setup,
+            _repos: repos,
+        }
+    }
+
+    fn show(&self, page: &str) -> String {
+        git_trimmed(&self.wiki, &["show", &format!("master:{page}")])
+    }
+
+    /// Dispatches `before..after` as workflow run `run` and waits for its
+    /// job to end: the job and its events.
+    async fn range(&self, run: u64, before: &str, after: &str) -> (Value, Value) {
+        let (status, answer) = post_dispatch(
+            &self.daemon,
+            SECRET,
+            &json!({
+                "source_repository": "demo/app", "kind": "range",
+                "source_run_id": run, "source_run_attempt": 1,
+                "push_before": before, "push_after": after,
+            }),
+        )
+        .await;
+        assert_eq!(status, 202, "{answer}");
+        let id = answer["job_id"].as_i64().unwrap();
+        wait_for(&self.daemon, &self.token, id, finished).await
+    }
+
+    /// [`Self::range`], which must end `succeeded`.
+    async fn succeeds(&self, run: u64, before: &str, after: &str) -> Value {
+        range_job_succeeds(&self.daemon, &self.token, SECRET, run, before, after).await
+    }
+}
+
 #[tokio::test]
 async fn direct_pushes_refresh_the_pages_of_the_tip_and_an_empty_range_is_skipped() {
-    let repos = tempfile::tempdir().unwrap();
-    let s = Source::create(repos.path());
-    let wiki = fixture::wiki(repos.path());
-    let setup = Setup::new(&format!(
-        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
-        s.dir.display(),
-        wiki.display()
-    ));
-    let token = setup.create_token("direct", &[]);
-    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
-    let show = |page: &str| git_trimmed(&wiki, &["show", &format!("master:{page}")]);
+    let r = Replay::start(|_, _| {});
+    let dir = &r.s.dir;
 
     // PR #20 adds two modules, a manifest and the CI workflow.
-    write(&s.dir, "lib/keep.py", "\"\"\"Keeps things.\"\"\"\n");
-    write(&s.dir, "lib/drop.py", "\"\"\"Drops things.\"\"\"\n");
+    write(dir, "lib/keep.py", "\"\"\"Keeps things.\"\"\"\n");
+    write(dir, "lib/drop.py", "\"\"\"Drops things.\"\"\"\n");
     write(
-        &s.dir,
+        dir,
         "pyproject.toml",
         "[project]\nname = \"app\"\ndependencies = [\"requests>=2\"]\n",
     );
-    write(&s.dir, ".github/workflows/ci.yml", WORKFLOW);
-    let pr = commit(&s.dir, "Add the library (#20)");
-    range_job_succeeds(&daemon, &token, SECRET, 1, &s.head, &pr).await;
-    let area = show("Area-lib.md");
-    assert!(area.contains("- lib/drop.py"), "{area}");
-    let before = wiki_commits(&wiki);
+    write(dir, ".github/workflows/ci.yml", WORKFLOW);
+    let pr = commit(dir, "Add the library (#20)");
+    r.succeeds(1, &r.s.head, &pr).await;
+    assert!(r.show("Area-lib.md").contains("- lib/drop.py"));
+    let before = wiki_commits(&r.wiki);
 
     // Direct pushes, no pull request: a file deleted, a dependency and the
     // test command changed.
-    std::fs::remove_file(s.dir.join("lib/drop.py")).unwrap();
-    commit(&s.dir, "Remove drop.py");
+    std::fs::remove_file(dir.join("lib/drop.py")).unwrap();
+    commit(dir, "Remove drop.py");
     write(
-        &s.dir,
+        dir,
         "pyproject.toml",
         "[project]\nname = \"app\"\ndependencies = [\"requests>=2\", \"httpx>=0.27\"]\n",
     );
     write(
-        &s.dir,
+        dir,
         ".github/workflows/ci.yml",
         &WORKFLOW.replace("pytest -q tests/", "pytest -q -x tests/"),
     );
-    let direct = commit(&s.dir, "Use httpx and stop at the first failure");
-    let job: Value = range_job_succeeds(&daemon, &token, SECRET, 2, &pr, &direct).await;
-    assert_eq!(job["state"], "succeeded", "{job}");
-    assert_eq!(wiki_commits(&wiki), before + 1, "one commit for the job");
-    let area = show("Area-lib.md");
+    let direct = commit(dir, "Use httpx and stop at the first failure");
+    r.succeeds(2, &pr, &direct).await;
+    assert_eq!(wiki_commits(&r.wiki), before + 1, "one commit for the job");
+    let area = r.show("Area-lib.md");
     assert!(!area.contains("- lib/drop.py"), "{area}");
-    assert!(area.contains("lib/keep.py"), "{area}");
-    let deps = show("Dependencies.md");
+    assert!(area.contains("- lib/keep.py"), "{area}");
+    let deps = r.show("Dependencies.md");
     assert!(deps.contains("httpx"), "{deps}");
     assert!(deps.contains(&format!("pyproject.toml@{direct}")), "{deps}");
-    let how = show("How-to-work-here.md");
+    let how = r.show("How-to-work-here.md");
     assert!(how.contains("`pytest -q -x tests/`"), "{how}");
     assert!(how.contains(&format!("ci.yml@{direct}")), "{how}");
     assert!(!how.contains("`pytest -q tests/`"), "{how}");
     assert!(!how.contains("stale="), "{how}");
     // No pull request was recorded twice or invented.
-    let changelog = show("Changelog.md");
+    let changelog = r.show("Changelog.md");
     assert_eq!(changelog.matches("#20").count(), 1, "{changelog}");
     assert_eq!(
-        crate::backfill::source_lag(&daemon).await,
+        crate::backfill::source_lag(&r.daemon).await,
         0,
         "teammem_source_lag"
     );
 
     // A range that changed no file: skipped, nothing written.
-    let empty = commit(&s.dir, "An empty commit");
-    let (status, answer) = super::daemon_client::post_dispatch(
-        &daemon,
-        SECRET,
-        &serde_json::json!({
-            "source_repository": "demo/app", "kind": "range",
-            "source_run_id": 3, "source_run_attempt": 1,
-            "push_before": direct, "push_after": empty,
-        }),
-    )
-    .await;
-    assert_eq!(status, 202, "{answer}");
-    let id = answer["job_id"].as_i64().unwrap();
-    let (job, events) =
-        super::daemon_client::wait_for(&daemon, &token, id, super::daemon_client::finished).await;
+    let empty = commit(dir, "An empty commit");
+    let (job, events) = r.range(3, &direct, &empty).await;
     assert_eq!(job["state"], "skipped", "{job} {events}");
     assert_eq!(
-        wiki_commits(&wiki),
+        wiki_commits(&r.wiki),
         before + 1,
         "a skipped job writes nothing"
     );
-    assert!(daemon.terminate().success());
+    assert!(r.daemon.terminate().success());
 }
 
 #[tokio::test]
 async fn an_older_range_run_after_a_newer_one_leaves_the_tip_pages_as_they_are() {
-    let repos = tempfile::tempdir().unwrap();
-    let s = Source::create(repos.path());
-    let wiki = fixture::wiki(repos.path());
-    let setup = Setup::new(&format!(
-        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
-        s.dir.display(),
-        wiki.display()
-    ));
-    let token = setup.create_token("older", &[]);
-    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
-    let show = |page: &str| git_trimmed(&wiki, &["show", &format!("master:{page}")]);
+    let r = Replay::start(|_, _| {});
+    let dir = &r.s.dir;
     let manifest = |deps: &str| format!("[project]\nname = \"app\"\ndependencies = [{deps}]\n");
-
-    write(&s.dir, "pyproject.toml", &manifest("\"requests>=2\""));
-    let pr = commit(&s.dir, "Add the manifest (#20)");
-    range_job_succeeds(&daemon, &token, SECRET, 1, &s.head, &pr).await;
-    write(&s.dir, "pyproject.toml", &manifest("\"olddep>=1\""));
-    let older = commit(&s.dir, "Try olddep");
-    write(&s.dir, "pyproject.toml", &manifest("\"newdep>=1\""));
-    let newer = commit(&s.dir, "Use newdep instead");
+    write(dir, "pyproject.toml", &manifest("\"requests>=2\""));
+    let pr = commit(dir, "Add the manifest (#20)");
+    r.succeeds(1, &r.s.head, &pr).await;
+    write(dir, "pyproject.toml", &manifest("\"olddep>=1\""));
+    let older = commit(dir, "Try olddep");
+    write(dir, "pyproject.toml", &manifest("\"newdep>=1\""));
+    let newer = commit(dir, "Use newdep instead");
 
     // The newer push's range runs first, then the older one's.
-    range_job_succeeds(&daemon, &token, SECRET, 2, &older, &newer).await;
-    let deps = show("Dependencies.md");
+    r.succeeds(2, &older, &newer).await;
+    let deps = r.show("Dependencies.md");
     assert!(deps.contains("newdep"), "{deps}");
-    let (status, answer) = super::daemon_client::post_dispatch(
-        &daemon,
-        SECRET,
-        &serde_json::json!({
-            "source_repository": "demo/app", "kind": "range",
-            "source_run_id": 3, "source_run_attempt": 1,
-            "push_before": pr, "push_after": older,
-        }),
-    )
-    .await;
-    assert_eq!(status, 202, "{answer}");
-    let id = answer["job_id"].as_i64().unwrap();
-    let (job, events) =
-        super::daemon_client::wait_for(&daemon, &token, id, super::daemon_client::finished).await;
+    let (job, events) = r.range(3, &pr, &older).await;
     assert!(
         matches!(job["state"].as_str(), Some("succeeded" | "no_change")),
         "{job} {events}"
     );
     assert_eq!(
-        show("Dependencies.md"),
+        r.show("Dependencies.md"),
         deps,
         "the older tip does not describe the source"
     );
     assert_eq!(
-        crate::backfill::source_lag(&daemon).await,
+        crate::backfill::source_lag(&r.daemon).await,
         0,
         "teammem_source_lag"
     );
-    assert!(daemon.terminate().success());
+    assert!(r.daemon.terminate().success());
 }
 
 #[tokio::test]
 async fn a_job_whose_agent_writes_nothing_still_publishes_its_marker_rewrites() {
-    let repos = tempfile::tempdir().unwrap();
-    let s = Source::create(repos.path());
-    let wiki = fixture::wiki(repos.path());
-    write(&s.dir, "tools/gen.py", "print('one')\nprint('two')\n");
-    let cited = commit(&s.dir, "Add a generator");
-    // A person's page cites the generator's second line.
-    let fact =
-        format!("- The generator prints two. <!-- teammem:evidence tools/gen.py@{cited}#L2 -->");
-    super::daemon_client::another_writer(&wiki, "Notes.md", &format!("# Notes\n\n{fact}\n"));
-    let setup = Setup::new(&format!(
-        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
-        s.dir.display(),
-        wiki.display()
-    ));
-    let token = setup.create_token("rewrites", &[]);
-    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
-    let show = |page: &str| git_trimmed(&wiki, &["show", &format!("master:{page}")]);
+    let mut cited = String::new();
+    let r = Replay::start(|s, wiki| {
+        write(&s.dir, "tools/gen.py", "print('one')\nprint('two')\n");
+        cited = commit(&s.dir, "Add a generator");
+        // A person's page cites the generator's second line.
+        let fact = format!(
+            "- The generator prints two. <!-- teammem:evidence tools/gen.py@{cited}#L2 -->"
+        );
+        super::daemon_client::another_writer(wiki, "Notes.md", &format!("# Notes\n\n{fact}\n"));
+    });
+    let dir = &r.s.dir;
     // A first job writes the pages teammem keeps.
-    write(&s.dir, "lib/keep.py", "\"\"\"Keeps things.\"\"\"\n");
-    let pr = commit(&s.dir, "Add the library (#20)");
-    range_job_succeeds(&daemon, &token, SECRET, 1, &cited, &pr).await;
-    let before = wiki_commits(&wiki);
+    write(dir, "lib/keep.py", "\"\"\"Keeps things.\"\"\"\n");
+    let pr = commit(dir, "Add the library (#20)");
+    r.succeeds(1, &cited, &pr).await;
+    let before = wiki_commits(&r.wiki);
 
     // A direct push rewrites the cited line; no page the builtin keeps
     // describes `tools/` (no area page, no manifest, no CI file).
-    write(&s.dir, "tools/gen.py", "print('one')\nprint('deux')\n");
-    let changed = commit(&s.dir, "Say it in French");
-    let job = range_job_succeeds(&daemon, &token, SECRET, 2, &pr, &changed).await;
-    assert_eq!(wiki_commits(&wiki), before + 1, "one commit: {job}");
-    let notes = show("Notes.md");
+    write(dir, "tools/gen.py", "print('one')\nprint('deux')\n");
+    let changed = commit(dir, "Say it in French");
+    let job = r.succeeds(2, &pr, &changed).await;
+    assert_eq!(wiki_commits(&r.wiki), before + 1, "one commit: {job}");
+    let notes = r.show("Notes.md");
     assert!(
         notes.contains(&format!(
             "<!-- teammem:evidence tools/gen.py@{cited}#L2 stale={changed} -->"
         )),
         "{notes}"
     );
-    assert!(show("Stale.md").contains("tools/gen.py"));
-    let tip = git_trimmed(&wiki, &["rev-parse", "master"]);
+    assert!(r.show("Stale.md").contains("tools/gen.py"));
+    let tip = git_trimmed(&r.wiki, &["rev-parse", "master"]);
     assert_eq!(
         job["receipt"]["marker_rewrites_commit"],
         tip.as_str(),
         "{job}"
     );
-    assert!(daemon.terminate().success());
+    assert!(r.daemon.terminate().success());
 }
