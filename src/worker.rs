@@ -597,7 +597,7 @@ mod tests {
         queue
             .enqueue(
                 NewJob {
-                    source: "octo/app".into(),
+                    source: crate::ids::RepoName::parse("octo/app").unwrap(),
                     destination: "local:/wikis/octo/app".into(),
                     origin: Origin::Dispatch,
                     kind: JobKind::Range {

@@ -336,7 +336,7 @@ impl Requests {
             .queue
             .enqueue(
                 NewJob {
-                    source: source.repository.to_string(),
+                    source: source.repository.clone(),
                     destination: source.destination(),
                     origin: Origin::Request,
                     kind: JobKind::PullRequest {
