@@ -310,7 +310,8 @@ pub async fn run_with_ingest(
                 }
                 match queue.rescue_expired().await {
                     Ok(0) => {}
-                    Ok(n) => tracing::warn!(jobs = n, "rescued jobs whose lease expired"),
+                    // Each rescued job has its own WARN line (`Queue::rescue_expired`).
+                    Ok(n) => tracing::debug!(jobs = n, "rescued jobs whose lease expired"),
                     Err(e) => tracing::error!(error = %e, "rescue failed"),
                 }
             }

@@ -180,7 +180,7 @@ impl Sweep {
             Err(refusal) => return forge_unavailable(refusal),
         }
         let job = NewJob {
-            source: repository.to_string(),
+            source: repository.clone(),
             destination: source.destination(),
             origin: Origin::Sweep,
             kind: JobKind::Range {

@@ -349,7 +349,7 @@ impl Worker {
         let Claimed { job, lease } = claimed;
         let started = std::time::Instant::now();
         let kind = job.kind.name().as_str();
-        tracing::info!(worker = %self.name, attempt = job.attempts, "job started");
+        tracing::info!(state = %job.state, worker = %self.name, attempt = job.attempts, "job started");
 
         // The cursor decision is part of the work: it asks the forge while
         // the lease is kept alive.
@@ -548,7 +548,7 @@ impl Outcome {
             Outcome::Complete(completion, _) => {
                 let state = completion.state();
                 metrics::JOBS_FINISHED.inc(&[kind, state.as_str()]);
-                tracing::info!(state = state.as_str(), "job finished");
+                tracing::info!(%state, "job finished");
             }
             Outcome::Fail(_) => {}
         }
@@ -619,7 +619,7 @@ mod tests {
         queue
             .enqueue(
                 NewJob {
-                    source: "octo/app".into(),
+                    source: crate::ids::RepoName::parse("octo/app").unwrap(),
                     destination: "local:/wikis/octo/app".into(),
                     origin: Origin::Dispatch,
                     kind: JobKind::Range {

@@ -330,10 +330,12 @@ pub fn write_bundle(dir: &Path, bundle: &EvidenceBundle) -> std::io::Result<Path
 }
 
 /// Per pull request, each changed file's unified-diff patch as the forge gave
-/// it (`None` for binary files or when the forge gave none).
+/// it (`None` for binary files or when the forge gave none). Its JSON keys
+/// are the numbers as text (`{"12": [...]}`); a key that is not a pull
+/// request number is refused when read.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PatchSet {
-    pub pulls: BTreeMap<u64, Vec<FilePatch>>,
+    pub pulls: BTreeMap<PullNumber, Vec<FilePatch>>,
 }
 
 /// One file's patch, bounded by [`MAX_STORED_PATCH`].
@@ -654,6 +656,28 @@ mod tests {
             assert_eq!(kept, i < MAX_TREE_ENTRIES);
         }
         assert!(listing.truncated);
+    }
+
+    #[test]
+    fn patches_are_keyed_by_pull_number_in_the_same_file_form() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut patches = PatchSet::default();
+        patches.pulls.insert(
+            PullNumber::new(12).unwrap(),
+            vec![FilePatch {
+                path: "src/lib.rs".into(),
+                patch: Some("@@ -1 +1 @@".into()),
+                patch_truncated: false,
+            }],
+        );
+        let written = write_patches(dir.path(), &patches).unwrap();
+        let text = std::fs::read_to_string(&written).unwrap();
+        assert!(text.starts_with(r#"{"pulls":{"12":["#), "{text}");
+        let bundle_path = dir.path().join(BUNDLE_FILE);
+        assert_eq!(read_patches(&bundle_path).unwrap(), patches);
+        std::fs::write(&written, r#"{"pulls":{"0":[]}}"#).unwrap();
+        let refused = read_patches(&bundle_path).unwrap_err();
+        assert!(refused.contains("not a pull request number"), "{refused}");
     }
 
     #[test]

@@ -66,6 +66,34 @@ pub fn new_job(v: &VerifiedDispatch) -> NewJob {
     }
 }
 
+/// One INFO line per job the dispatch moved (its `enqueued` or `coalesced`
+/// event): the operator's view of a job is one INFO line per state change.
+/// A dispatch seen before changed no job: DEBUG.
+fn log_accepted(verified: &VerifiedDispatch, enqueued: &Enqueued, split_into: Option<&[i64]>) {
+    let (source, delivery) = (&verified.source, &verified.delivery_id);
+    let state = enqueued.job.state;
+    match enqueued.disposition {
+        Disposition::Duplicate => tracing::debug!(
+            job = enqueued.job.id,
+            %source,
+            %delivery,
+            "dispatch seen before; its job stands"
+        ),
+        Disposition::Coalesced { into } => tracing::info!(
+            job = into,
+            %state,
+            %source,
+            %delivery,
+            "dispatch accepted: its range extends the queued job"
+        ),
+        Disposition::Created => {
+            for &job in split_into.unwrap_or(&[enqueued.job.id]) {
+                tracing::info!(job, %state, %source, %delivery, "dispatch accepted");
+            }
+        }
+    }
+}
+
 async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
     let started = std::time::Instant::now();
     let (code, response) = match handle(state, request).await {
@@ -142,12 +170,7 @@ async fn handle(state: AppState, request: Request) -> Result<Response, ApiError>
     if status == StatusCode::ACCEPTED {
         state.wake_workers.notify_one();
     }
-    tracing::info!(
-        job = enqueued.job.id,
-        source = %verified.source,
-        delivery = %verified.delivery_id,
-        "dispatch accepted"
-    );
+    log_accepted(&verified, &enqueued, split_into.as_deref());
     Ok((
         status,
         Json(json!({

@@ -140,10 +140,9 @@ async fn steer(
 ) -> Result<Json<Value>, ApiError> {
     let id = parse_id(&id)?;
     visible_job(&state, &caller, id).await?;
-    let job = state
-        .queue
-        .steer(id, &format!("token:{}", caller.0.name), steering)
-        .await?;
+    let actor = format!("token:{}", caller.0.name);
+    let job = state.queue.steer(id, &actor, steering).await?;
+    steering.log_committed(&job, &actor);
     if steering == Steering::Retry {
         state.wake_workers.notify_waiters();
     }

@@ -26,7 +26,7 @@ use crate::config::{Config, Source};
 use crate::forge::Forges;
 use crate::forge::RunRef;
 use crate::forge::github::GitHubForge;
-use crate::ids::{PullNumber, Sha};
+use crate::ids::{PullNumber, RepoName, Sha};
 use crate::secrets::{Secret, webhook_secret_from_env};
 use oidc::OidcVerifier;
 
@@ -64,7 +64,7 @@ pub enum VerifiedKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifiedDispatch {
     /// `owner/name` as configured (config spelling, not the body's).
-    pub source: String,
+    pub source: RepoName,
     /// [`Source::destination`] of the source.
     pub destination: String,
     pub delivery_id: String,
@@ -226,7 +226,7 @@ impl Ingest {
             oidc::check_claims_against_forge(claims, repository_id, run_sha.as_deref())?;
         }
         Ok(VerifiedDispatch {
-            source: source.repository.to_string(),
+            source: source.repository.clone(),
             destination: source.destination(),
             delivery_id,
             run: req.run,

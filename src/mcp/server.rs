@@ -32,7 +32,7 @@ use super::resource_updates::{self, Session, Watches};
 use super::resources;
 use super::tasks::{self, CallInfo};
 use super::toolsets::{self, ToolDef, coordinator};
-use crate::queue::JobState;
+use crate::queue::{JobState, Steering};
 use crate::tokens::Principal;
 
 const INSTRUCTIONS: &str = "teammem's team memory: the wiki of each configured source repository. \
@@ -447,8 +447,8 @@ impl ServerHandler for WikiServer {
             ));
         }
         match requests.queue.cancel(job.id, &info.actor).await {
-            Ok(_) => {
-                tracing::info!(target: "teammem::mcp", job = job.id, caller = %info.actor, "task cancelled");
+            Ok(cancelled) => {
+                Steering::Cancel.log_committed(&cancelled, &info.actor);
                 Ok(())
             }
             Err(crate::queue::QueueError::InvalidTransition { .. }) => {

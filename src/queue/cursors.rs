@@ -176,7 +176,7 @@ mod tests {
 
     fn range(source: &str, before: u64, after: u64) -> NewJob {
         NewJob {
-            source: source.into(),
+            source: crate::ids::RepoName::parse(source).unwrap(),
             destination: format!("local:/wikis/{source}"),
             origin: Origin::Dispatch,
             kind: JobKind::Range {

@@ -86,18 +86,7 @@ fn check_text(field: &'static str, text: &str, max_len: usize) -> Result<(), Que
 
 /// Rejects a malformed job before anything is written.
 pub(super) fn validate(job: &NewJob, delivery_id: Option<&str>) -> Result<(), QueueError> {
-    let mut halves = job.source.split('/');
-    let owner_name_ok = matches!(
-        (halves.next(), halves.next(), halves.next()),
-        (Some(owner), Some(name), None) if !owner.is_empty() && !name.is_empty()
-    ) && !job.source.chars().any(char::is_whitespace);
-    if !owner_name_ok {
-        return Err(invalid(
-            "source",
-            format!("expected owner/name, got {:?}", job.source),
-        ));
-    }
-    check_text("source", &job.source, 200)?;
+    // The source is a `RepoName`, `owner/name` by construction.
     check_text("destination", &job.destination, 200)?;
     check_text("actor", &job.actor, 200)?;
     if let Some(delivery_id) = delivery_id {
@@ -248,7 +237,7 @@ impl Queue {
                                  WHERE backfill_ranges.job_id = jobs.id) \
                  ORDER BY id LIMIT 1"
             ))
-            .bind(&job.source)
+            .bind(job.source.as_str())
             .bind(&job.destination)
             .bind(before.as_str())
             .fetch_optional(pool)
@@ -434,7 +423,7 @@ async fn store_sqlite(
     // the lookup
     .bind(delivery_id)
     .bind(identity)
-    .bind(&job.source)
+    .bind(job.source.as_str())
     .bind(&job.destination)
     .bind(before)
     .bind(i64::from(new.coalesce.allowed()))
@@ -448,7 +437,7 @@ async fn store_sqlite(
     .bind(after)
     .bind(now)
     // a new job
-    .bind(&job.source)
+    .bind(job.source.as_str())
     .bind(&job.destination)
     .bind(job.origin.as_str())
     .bind(job.kind.name().as_str())
@@ -541,7 +530,7 @@ async fn store_postgres(
         )
         .bind(delivery_id)
         .bind(identity)
-        .bind(&job.source)
+        .bind(job.source.as_str())
         .bind(&job.destination)
         .bind(new.before)
         .bind(new.coalesce.allowed())
@@ -645,7 +634,7 @@ async fn create_postgres(
          ) \
          SELECT job.*, pg_notify($17, '') IS NULL AS notified FROM job"
     ))
-    .bind(&job.source)
+    .bind(job.source.as_str())
     .bind(&job.destination)
     .bind(job.origin.as_str())
     .bind(job.kind.name().as_str())
@@ -697,7 +686,7 @@ mod tests {
 
     fn range(run: Option<(i64, i64)>) -> NewJob {
         NewJob {
-            source: "octo/app".into(),
+            source: crate::ids::RepoName::parse("octo/app").unwrap(),
             destination: "octo/app".into(),
             origin: Origin::Dispatch,
             kind: JobKind::Range {
@@ -733,13 +722,6 @@ mod tests {
     #[test]
     fn validation_names_the_field() {
         let cases: Vec<(NewJob, &str)> = vec![
-            (
-                NewJob {
-                    source: "octo".into(),
-                    ..range(None)
-                },
-                "source: expected owner/name",
-            ),
             (
                 NewJob {
                     kind: JobKind::Range {

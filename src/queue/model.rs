@@ -10,7 +10,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{PullNumber, Scope, Sha};
+use crate::ids::{PullNumber, RepoName, Scope, Sha};
 
 /// Where a job is in its life.
 ///
@@ -295,7 +295,7 @@ impl fmt::Display for JobKindName {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewJob {
     /// Source repository, `owner/name`.
-    pub source: String,
+    pub source: RepoName,
     /// Wiki destination id (from trusted config); one running job each.
     pub destination: String,
     pub origin: Origin,
@@ -314,7 +314,9 @@ pub struct NewJob {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
     pub id: i64,
-    pub source: String,
+    /// Source repository, `owner/name`: a row naming anything else is
+    /// refused when read.
+    pub source: RepoName,
     pub destination: String,
     pub origin: Origin,
     /// What the job reconciles (a range's `after` moved forward by
@@ -374,7 +376,7 @@ impl Serialize for Job {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         FlatJob {
             id: self.id,
-            source: &self.source,
+            source: self.source.as_str(),
             destination: &self.destination,
             origin: self.origin,
             kind: self.kind.name(),

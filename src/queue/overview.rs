@@ -127,11 +127,11 @@ impl Queue {
         }
         for row in last_jobs {
             let job = row.into_job()?;
-            overview.last_job.insert(job.source.clone(), job);
+            overview.last_job.insert(job.source.to_string(), job);
         }
         for row in last_failures {
             let job = row.into_job()?;
-            overview.last_failure.insert(job.source.clone(), job);
+            overview.last_failure.insert(job.source.to_string(), job);
         }
         Ok(overview)
     }

@@ -213,7 +213,7 @@ async fn store_parts(
                  VALUES ($1, $2, $3, 'range', $4, $5, $6, $7, 'queued', 0, $8, $9, $9, $9, $10) \
                  RETURNING id",
             )
-            .bind(&job.source)
+            .bind(job.source.as_str())
             .bind(&job.destination)
             .bind(job.origin.as_str())
             .bind(before.as_str())

@@ -18,13 +18,14 @@ pub const RESCUER: &str = "rescuer";
 
 impl Queue {
     /// Requeues (after [`backoff`]) or fails every running job whose lease
-    /// expired; returns how many jobs it moved.
+    /// expired; returns how many jobs it moved. Each moved job gets the one
+    /// WARN line of its state change, once the move is committed.
     pub async fn rescue_expired(&self) -> Result<u64, QueueError> {
         let now = self.now_ms();
         // Drawn here: the write runs on the writer task and must not hold
         // the thread-local generator across an await.
         let jitter_seed: u64 = rand::random();
-        let (moved, failed) = self
+        let rescued = self
             .write(move |mut conn: Conn<'_>| {
                 Box::pin(async move {
                     let mut jitter =
@@ -38,8 +39,7 @@ sqlx::query_as(
                     .fetch_all(c)
                     .await?
 });
-                    let mut moved = 0u64;
-                    let mut failed = 0u64;
+                    let mut rescued = Vec::new();
                     for (id, token, attempts, max_attempts, owner) in expired {
                         let owner = owner.unwrap_or_else(|| "unknown worker".into());
                         let exhausted = attempts >= max_attempts;
@@ -84,13 +84,20 @@ sqlx::query(
                         }
                         let event = if exhausted { "failed" } else { "lease_expired" };
                         insert_event(&mut conn, id, now, RESCUER, event, Some(&detail)).await?;
-                        moved += 1;
-                        failed += u64::from(exhausted);
+                        rescued.push((id, state, detail));
                     }
-                    Ok((moved, failed))
+                    Ok(rescued)
                 })
             })
             .await?;
+        for (job, state, detail) in &rescued {
+            tracing::warn!(job, %state, "{detail}");
+        }
+        let moved = rescued.len() as u64;
+        let failed = rescued
+            .iter()
+            .filter(|(_, state, _)| *state == JobState::Failed)
+            .count() as u64;
         self.counters
             .rescues
             .fetch_add(moved, std::sync::atomic::Ordering::Relaxed);

@@ -5,15 +5,15 @@
 //! Invariants: one column list (`job_columns!`) is used by every statement
 //! that returns jobs, so decoding never drifts from what the statements
 //! select; a row becomes a [`Job`] only through [`JobRow::into_job`], which
-//! builds its typed [`JobKind`] once and refuses (naming the job and the
-//! column) a row whose columns no kind has, the combinations the schema's
-//! `CHECK` forbids.
+//! builds its typed [`JobKind`] and [`RepoName`] once and refuses (naming the
+//! job and the column) a row whose columns no kind has, the combinations the
+//! schema's `CHECK` forbids, or whose source is not `owner/name`.
 
 use crate::db::{Conn, on_conn};
 
 use super::QueueError;
 use super::model::{Job, JobKind, JobKindName, JobState, Origin};
-use crate::ids::{PullNumber, Sha};
+use crate::ids::{PullNumber, RepoName, Sha};
 
 /// The columns of `jobs` that make a [`Job`], in [`JobRow::into_job`]'s order. A
 /// macro so it can be spliced into `concat!` and keep every query a
@@ -76,6 +76,8 @@ impl JobRow {
         let id = self.id;
         let malformed = |reason: String| QueueError::MalformedJob { id, reason };
         let kind = self.kind().map_err(malformed)?;
+        let source =
+            RepoName::parse(&self.source).map_err(|e| malformed(format!("jobs.source: {e}")))?;
         let receipt = self
             .receipt
             .map(|text| serde_json::from_str(&text))
@@ -90,7 +92,7 @@ impl JobRow {
             .map_err(|_| malformed(format!("jobs.state holds unknown value {:?}", self.state)))?;
         Ok(Job {
             id,
-            source: self.source,
+            source,
             destination: self.destination,
             origin,
             kind,
@@ -323,6 +325,15 @@ mod tests {
             ..range_row()
         });
         assert!(bad_sha.contains("jobs.push_before"), "{bad_sha}");
+        let bad_source = refusal(JobRow {
+            source: "octo".into(),
+            ..range_row()
+        });
+        assert!(
+            bad_source.contains("job 7")
+                && bad_source.contains("jobs.source: expected owner/name, got \"octo\""),
+            "{bad_source}"
+        );
         let unknown = refusal(JobRow {
             kind: "sweep".into(),
             ..range_row()

@@ -51,6 +51,17 @@ impl Steering {
         }
     }
 
+    /// The daemon's one INFO line for a steering it committed on `job` (the
+    /// job as the steering left it): one line per job state change. The CLI,
+    /// working offline, prints the job instead.
+    pub fn log_committed(self, job: &Job, actor: &str) {
+        let what = match self {
+            Steering::Cancel => "job cancelled",
+            Steering::Retry => "job queued again by a retry",
+        };
+        tracing::info!(job = job.id, state = %job.state, actor, "{what}");
+    }
+
     fn allowed_from(self, from: JobState) -> bool {
         match self {
             Steering::Cancel => from.can_cancel(),

@@ -336,7 +336,7 @@ impl Requests {
             .queue
             .enqueue(
                 NewJob {
-                    source: source.repository.to_string(),
+                    source: source.repository.clone(),
                     destination: source.destination(),
                     origin: Origin::Request,
                     kind: JobKind::PullRequest {
@@ -357,14 +357,14 @@ impl Requests {
         {
             wake.notify_one();
         }
-        tracing::info!(
-            job = accepted.enqueued.job.id,
-            source = %source.repository,
-            pull = number.get(),
-            actor,
-            new = accepted.is_new(),
-            "pull request reconciliation requested"
-        );
+        // One INFO line per job state change: a request for a job that
+        // already stands changed nothing.
+        let job = accepted.enqueued.job.id;
+        if accepted.is_new() {
+            tracing::info!(job, state = %accepted.enqueued.job.state, source = %source.repository, pull = number.get(), actor, "pull request reconciliation requested");
+        } else {
+            tracing::debug!(job, source = %source.repository, pull = number.get(), actor, "pull request reconciliation requested again; its job stands");
+        }
         Ok(accepted)
     }
 

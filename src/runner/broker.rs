@@ -209,15 +209,21 @@ async fn decide(job: &BrokerJob, request: Request) -> Answer {
             let Some(number) = request.number else {
                 return refused(ErrorKind::InvalidInput, "pull_patches needs number");
             };
-            if job.bundle.pull(number).is_none() {
+            let Some(pull) = job.bundle.pull(number) else {
                 return refused(
                     ErrorKind::NotFound,
                     format!("pull request #{number} is not in this job's evidence"),
                 );
-            }
+            };
             Answer {
                 ok: true,
-                patches: Some(job.patches.pulls.get(&number).cloned().unwrap_or_default()),
+                patches: Some(
+                    job.patches
+                        .pulls
+                        .get(&pull.number)
+                        .cloned()
+                        .unwrap_or_default(),
+                ),
                 ..Answer::default()
             }
         }

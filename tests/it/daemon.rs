@@ -326,7 +326,7 @@ async fn jobs_commands_show_steer_and_refuse_bad_transitions() {
     let job = queue
         .enqueue(
             NewJob {
-                source: "octo/app".into(),
+                source: teammem::ids::RepoName::parse("octo/app").unwrap(),
                 destination: "local:/srv/a.wiki.git".into(),
                 origin: Origin::Dispatch,
                 kind: JobKind::Range {
@@ -360,7 +360,7 @@ async fn jobs_commands_show_steer_and_refuse_bad_transitions() {
     let newer = queue
         .enqueue(
             NewJob {
-                source: "octo/app".into(),
+                source: teammem::ids::RepoName::parse("octo/app").unwrap(),
                 destination: "local:/srv/a.wiki.git".into(),
                 origin: Origin::Dispatch,
                 kind: JobKind::Range {

@@ -36,7 +36,7 @@ workers = 1
 
 fn job(source: &str, number: i64, actor: &str) -> NewJob {
     NewJob {
-        source: source.into(),
+        source: teammem::ids::RepoName::parse(source).unwrap(),
         destination: format!("local:{source}"),
         origin: Origin::Request,
         kind: JobKind::PullRequest {

@@ -33,7 +33,7 @@ fn config(dir: &std::path::Path) -> Config {
 
 fn job(number: i64) -> NewJob {
     NewJob {
-        source: "octo/app".into(),
+        source: teammem::ids::RepoName::parse("octo/app").unwrap(),
         destination: "local:octo/app".into(),
         origin: Origin::Request,
         kind: JobKind::PullRequest {

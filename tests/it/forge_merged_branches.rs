@@ -386,7 +386,7 @@ async fn the_github_forge_finds_the_same_pull_requests_through_the_api() {
     assert_eq!(p23.files.len(), 1);
     assert_eq!(p23.files[0].path, "lib/c.py");
     assert!(
-        patches.pulls[&23][0]
+        patches.pulls[&teammem::ids::PullNumber::new(23).unwrap()][0]
             .patch
             .as_deref()
             .unwrap()

@@ -42,7 +42,7 @@ fn sha(n: u32) -> Sha {
 
 fn pr_job(source: &str, number: i64) -> NewJob {
     NewJob {
-        source: source.into(),
+        source: teammem::ids::RepoName::parse(source).unwrap(),
         destination: format!("local:/srv/{source}.wiki.git"),
         origin: Origin::Request,
         kind: JobKind::PullRequest {

@@ -134,7 +134,7 @@ async fn all_jobs(daemon: &Running) -> Vec<(i64, String, Option<i64>, Option<Str
         .map(|j| {
             (
                 j.id,
-                j.source,
+                j.source.to_string(),
                 j.kind.columns().pull_number.map(|n| n.get() as i64),
                 j.kind.columns().merge_sha.cloned().map(String::from),
             )

@@ -178,10 +178,11 @@ async fn bench_teammem(options: &Options) -> Measured {
 /// one transaction each, one after the other; returns the time taken.
 async fn enqueue_jobs(queue: &Queue, numbers: Vec<usize>, destinations: usize) -> Duration {
     let merge_sha = teammem::ids::Sha::parse(&"a".repeat(40)).expect("a full sha");
+    let source = teammem::ids::RepoName::parse("bench/app").expect("owner/name");
     let started = Instant::now();
     for n in numbers {
         let job = NewJob {
-            source: "bench/app".into(),
+            source: source.clone(),
             destination: format!("wiki-{}", n % destinations),
             origin: Origin::Dispatch,
             kind: JobKind::PullRequest {

@@ -192,7 +192,7 @@ impl GitHubForge {
                 let found = self.range_pulls(r, default_branch, &commits, after).await?;
                 pull_requests_truncated = found.truncated;
                 for (pull, files) in found.pulls {
-                    patches.pulls.insert(pull.number.get(), files);
+                    patches.pulls.insert(pull.number, files);
                     pull_requests.push(pull);
                 }
                 commits
@@ -204,7 +204,7 @@ impl GitHubForge {
                         "pull request #{number} of {r} is not merged with merge commit {merge_sha} (any more)"
                     )));
                 };
-                patches.pulls.insert(pull.number.get(), files);
+                patches.pulls.insert(pull.number, files);
                 pull_requests.push(pull);
                 let path = format!("/repos/{r}/commits/{merge_sha}");
                 let commit: ApiCommit = self

@@ -71,7 +71,8 @@ pub(super) async fn act(
         Some(p) => format!("dashboard: {}", p.name),
     };
     match state.queue.steer(id, &actor, steering).await {
-        Ok(_) => {
+        Ok(job) => {
+            steering.log_committed(&job, &actor);
             if matches!(steering, Steering::Retry) {
                 state.wake_workers.notify_one();
             }

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use super::{Peer, age, escape, internal, layout, page_error, viewer};
 use crate::config::Forge;
 use crate::http::AppState;
+use crate::ids::RepoName;
 use crate::queue::{
     Job, JobEvent, JobFilter, JobKind, JobState, QueueError, readable_utc, short_sha,
 };
@@ -440,8 +441,8 @@ fn evidence_summary(state: &AppState, id: i64) -> Option<String> {
 
 /// Links into the forge for a job's source and wiki (GitHub sources only).
 struct Links {
-    /// The job's source, `owner/name`.
-    source: String,
+    /// The job's source.
+    source: RepoName,
     source_base: Option<String>,
     wiki_base: Option<String>,
 }

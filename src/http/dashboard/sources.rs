@@ -196,7 +196,7 @@ mod tests {
     fn failed_job(reason: &str) -> Job {
         Job {
             id: 7,
-            source: "octo/app".into(),
+            source: crate::ids::RepoName::parse("octo/app").unwrap(),
             destination: "github:octo/app.wiki".into(),
             origin: Origin::Request,
             kind: JobKind::PullRequest {

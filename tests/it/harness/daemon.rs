@@ -77,6 +77,15 @@ impl Setup {
     pub fn serve(&self, envs: &[(&str, &str)]) -> Daemon {
         Daemon::start(&self.config, envs)
     }
+
+    /// As [`Setup::serve`], logging as an operator's daemon does: the
+    /// default filter (`TEAMMEM_LOG` unset) into `log`, a file (plain text,
+    /// no colour); the writer children it starts log there too.
+    pub fn serve_logging_to(&self, log: std::fs::File, envs: &[(&str, &str)]) -> Daemon {
+        let mut command = Daemon::command(&self.config, envs);
+        command.env_remove("TEAMMEM_LOG").stderr(log);
+        Daemon::spawn(command)
+    }
 }
 
 /// A running `teammem serve`; killed on drop if the test did not stop it.
@@ -87,7 +96,14 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(config: &Path, envs: &[(&str, &str)]) -> Daemon {
-        let mut child = Command::new(BIN)
+        Daemon::spawn(Daemon::command(config, envs))
+    }
+
+    /// `teammem serve` on `config`, logging warnings and errors to the
+    /// test's stderr.
+    fn command(config: &Path, envs: &[(&str, &str)]) -> Command {
+        let mut command = Command::new(BIN);
+        command
             .arg("serve")
             .arg("--config")
             .arg(config)
@@ -95,9 +111,13 @@ impl Daemon {
             .env(DASHBOARD_KEY_ENV, DASHBOARD_KEY)
             .envs(envs.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn teammem serve");
+            .stderr(Stdio::inherit());
+        command
+    }
+
+    /// Starts `command` and waits until it announces its address.
+    fn spawn(mut command: Command) -> Daemon {
+        let mut child = command.spawn().expect("spawn teammem serve");
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
         let url = loop {

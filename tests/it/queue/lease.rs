@@ -308,3 +308,54 @@ async fn completions_store_their_outcome(backend) {
     );
 }
 }
+
+queue_test! {
+#[tokio::test]
+async fn each_rescued_job_gets_one_warn_line_naming_it_and_its_new_state(backend) {
+    let t = queue_on(backend).await;
+    let job = t
+        .queue
+        .enqueue(range("octo/app", 1, 2), None)
+        .await
+        .unwrap()
+        .job;
+    claim_one(&t.queue, "worker-a").await;
+    t.clock.advance(Duration::from_secs(61));
+    let written = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let sink = written.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+        .with_ansi(false)
+        .with_writer(move || LogSink(sink.clone()))
+        .finish();
+    // This test's thread runs the rescue's logging (a current-thread runtime).
+    let guard = tracing::subscriber::set_default(subscriber);
+    assert_eq!(t.queue.rescue_expired().await.unwrap(), 1);
+    drop(guard);
+    let text = String::from_utf8(written.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let job_field = format!("job={}", job.id);
+    for expected in [
+        " WARN ",
+        job_field.as_str(),
+        "state=queued",
+        "lease of worker-a expired on attempt 1 of",
+    ] {
+        assert!(lines[0].contains(expected), "{expected:?} in {text}");
+    }
+}
+}
+
+/// Collects what a test's log subscriber writes.
+struct LogSink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

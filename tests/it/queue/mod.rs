@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use teammem::db::{self, Pool};
-use teammem::ids::{PullNumber, Sha};
+use teammem::ids::{PullNumber, RepoName, Sha};
 use teammem::queue::{
     Claimed, Clock, Completion, Job, JobEvent, JobKind, ManualClock, NewJob, Origin, Queue,
     QueueSettings,
@@ -139,7 +139,7 @@ pub fn sha(n: u64) -> Sha {
 
 pub fn range(source: &str, before: u64, after: u64) -> NewJob {
     NewJob {
-        source: source.into(),
+        source: RepoName::parse(source).unwrap(),
         destination: source.into(),
         origin: Origin::Sweep,
         kind: JobKind::Range {
@@ -168,7 +168,7 @@ pub fn dispatched(source: &str, before: u64, after: u64, run_id: i64, attempt: i
 
 pub fn pull_request(source: &str, destination: &str, number: i64) -> NewJob {
     NewJob {
-        source: source.into(),
+        source: RepoName::parse(source).unwrap(),
         destination: destination.into(),
         origin: Origin::Request,
         kind: JobKind::PullRequest {

@@ -336,3 +336,40 @@ async fn job_serializes_with_the_documented_fields(backend) {
     );
 }
 }
+
+queue_test! {
+#[tokio::test]
+async fn a_row_whose_source_is_not_owner_slash_name_is_refused_when_read(backend) {
+    let t = queue_on(backend).await;
+    let id = t
+        .queue
+        .enqueue(range("octo/app", 1, 2), None)
+        .await
+        .unwrap()
+        .job
+        .id;
+    // Only a hand edit can store such a name: every job enters as a RepoName.
+    on_pool!(&t.pool, |pool| {
+        sqlx::query("UPDATE jobs SET source = 'octo app' WHERE id = $1")
+            .bind(id)
+            .execute(pool)
+            .await
+            .unwrap()
+            .rows_affected()
+    });
+    for error in [
+        t.queue.get(id).await.unwrap_err(),
+        t.queue.list(&JobFilter::default()).await.unwrap_err(),
+    ] {
+        assert!(
+            matches!(error, QueueError::MalformedJob { id: bad, .. } if bad == id),
+            "{error:?}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains("jobs.source: expected owner/name, got \"octo app\""),
+            "{message}"
+        );
+    }
+}
+}

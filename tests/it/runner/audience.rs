@@ -88,7 +88,7 @@ async fn a_source_made_private_while_its_job_is_queued_is_rejected_before_any_to
     let enqueued = queue
         .enqueue(
             NewJob {
-                source: source.repository.to_string(),
+                source: source.repository.clone(),
                 destination: source.destination(),
                 origin: Origin::Dispatch,
                 kind: JobKind::Range {

@@ -413,7 +413,7 @@ async fn github_patches_are_served_from_the_job_and_source_files_only_through_a_
     let path = write_bundle(&dir, &bundle).unwrap();
     let mut patches = PatchSet::default();
     patches.pulls.insert(
-        7,
+        teammem::ids::PullNumber::new(7).unwrap(),
         vec![
             FilePatch {
                 path: "logo.png".into(),

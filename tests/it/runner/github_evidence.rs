@@ -187,7 +187,10 @@ async fn compare_is_paged_and_only_pull_requests_github_confirms_are_kept() {
     assert_eq!(first.files[0].status, FileStatus::Added);
     assert_eq!((first.files[0].additions, first.files[0].deletions), (1, 0));
     assert!(!first.files_truncated);
-    let patch = patches.pulls[&1][0].patch.as_deref().unwrap();
+    let patch = patches.pulls[&teammem::ids::PullNumber::new(1).unwrap()][0]
+        .patch
+        .as_deref()
+        .unwrap();
     assert!(patch.contains("+line 2"), "{patch}");
 }
 
@@ -436,7 +439,11 @@ async fn a_rebase_merged_pull_request_is_found_beside_a_squash_merged_one() {
     assert_eq!(rebase.title, "Rebased work");
     assert_eq!(rebase.author, "dana");
     assert!(!rebase.merged_at.is_empty());
-    assert!(patches.pulls.contains_key(&21));
+    assert!(
+        patches
+            .pulls
+            .contains_key(&teammem::ids::PullNumber::new(21).unwrap())
+    );
 
     // One listing page, filtered and sorted on GitHub's side, with the
     // pinned API version (the fake refuses the listing without it).

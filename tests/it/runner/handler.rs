@@ -68,7 +68,7 @@ impl Setup {
     pub fn range_job(&self, id: i64, before: &str, after: &str) -> Job {
         Job {
             id,
-            source: "demo/app".into(),
+            source: teammem::ids::RepoName::parse("demo/app").unwrap(),
             destination: self.config.sources[0].destination(),
             origin: Origin::Dispatch,
             kind: JobKind::Range {

@@ -4,6 +4,8 @@
 
 // The audience rule past dispatch: a visibility change while queued, a retry, the sweep.
 mod audience;
+// The default log of one real job: one INFO line per state change the queue recorded, no other naming the job.
+mod job_log;
 // A long history over four quarters: quarter pages, nothing lost, a removed area and file.
 mod archives;
 // How-to-work-here.md through the daemon: written with markers, read again at the tip on a direct push or a PR that touches what it reads.
