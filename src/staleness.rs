@@ -184,36 +184,19 @@ pub struct Cited {
 /// second, and so on. The forge checks a bounded number of them in this
 /// order, so every page gets its share before any page gets more.
 pub fn citations<'a>(pages: impl IntoIterator<Item = &'a str>) -> Vec<Cited> {
-    let per_page: Vec<Vec<Cited>> = pages
+    let parsed: Vec<PageEvidence> = pages.into_iter().map(PageEvidence::of_text).collect();
+    citations_of(&parsed)
+}
+
+/// [`citations`] of pages parsed before.
+pub fn citations_of<'a>(pages: impl IntoIterator<Item = &'a PageEvidence>) -> Vec<Cited> {
+    let per_page: Vec<&[Cited]> = pages
         .into_iter()
-        .map(|page| {
-            let mut seen = std::collections::BTreeSet::new();
-            facts(page)
-                .into_iter()
-                .filter_map(|fact| match fact {
-                    Found::Fact(fact) if fact.marker.stale.is_none() => {
-                        match fact.marker.citation {
-                            Citation::Source {
-                                path,
-                                commit,
-                                lines,
-                            } => Some(Cited {
-                                path,
-                                commit,
-                                lines,
-                            }),
-                            Citation::Pull(_) => None,
-                        }
-                    }
-                    _ => None,
-                })
-                .filter(|cited| seen.insert(cited.clone()))
-                .collect()
-        })
+        .map(|page| page.cited.as_slice())
         .collect();
     let mut taken = std::collections::BTreeSet::new();
     let mut out = Vec::new();
-    let rounds = per_page.iter().map(Vec::len).max().unwrap_or(0);
+    let rounds = per_page.iter().map(|page| page.len()).max().unwrap_or(0);
     for round in 0..rounds {
         for page in &per_page {
             if let Some(cited) = page.get(round)
@@ -224,6 +207,109 @@ pub fn citations<'a>(pages: impl IntoIterator<Item = &'a str>) -> Vec<Cited> {
         }
     }
     out
+}
+
+/// What [`citations`] and [`updates`] need of one page's text, parsed once:
+/// a fact check that remembers it per page version parses only the pages
+/// that changed since the last check, and reads a page's text again only
+/// when one of its citations moved or went stale ([`Self::needs_text`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageEvidence {
+    /// Its source citations not yet marked stale, each once, in page order.
+    pub cited: Vec<Cited>,
+    /// The source facts it already marks stale, in page order.
+    pub marked_stale: Vec<MarkedStale>,
+}
+
+/// A fact its page already marks stale: a [`StaleFact`] without the page,
+/// since one text can be the text of several pages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkedStale {
+    fact: String,
+    path: String,
+    lines: String,
+    cited_commit: String,
+    changed_in: String,
+    deleted: bool,
+}
+
+impl MarkedStale {
+    fn of(text: &str, path: String, lines: Lines, commit: &Sha, staleness: &Staleness) -> Self {
+        MarkedStale {
+            fact: statement(text).to_owned(),
+            path,
+            lines: lines.to_string(),
+            cited_commit: commit.to_string(),
+            changed_in: staleness.changed_in.to_string(),
+            deleted: staleness.deleted,
+        }
+    }
+
+    fn on(&self, page: &str) -> StaleFact {
+        StaleFact {
+            page: page.to_owned(),
+            fact: self.fact.clone(),
+            path: self.path.clone(),
+            lines: self.lines.clone(),
+            cited_commit: self.cited_commit.clone(),
+            changed_in: self.changed_in.clone(),
+            deleted: self.deleted,
+        }
+    }
+}
+
+impl PageEvidence {
+    /// The evidence of a page's text.
+    pub fn of_text(text: &str) -> Self {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut out = PageEvidence::default();
+        for found in facts(text) {
+            let Found::Fact(fact) = found else { continue };
+            let Citation::Source {
+                path,
+                commit,
+                lines,
+            } = fact.marker.citation
+            else {
+                continue;
+            };
+            match fact.marker.stale {
+                None => {
+                    let cited = Cited {
+                        path,
+                        commit,
+                        lines,
+                    };
+                    if seen.insert(cited.clone()) {
+                        out.cited.push(cited);
+                    }
+                }
+                Some(staleness) => out.marked_stale.push(MarkedStale::of(
+                    &fact.text, path, lines, &commit, &staleness,
+                )),
+            }
+        }
+        out
+    }
+
+    /// Whether [`updates_of`] needs the page's text to rewrite its markers:
+    /// one of its citations moved or went stale in `states`.
+    pub fn needs_text(&self, states: &BTreeMap<Cited, CitationState>) -> bool {
+        self.cited.iter().any(|cited| {
+            matches!(
+                states.get(cited),
+                Some(CitationState::Moved { .. } | CitationState::Stale { .. })
+            )
+        })
+    }
+}
+
+/// A page as [`updates_of`] takes it: its text, or, when it
+/// [does not need it](PageEvidence::needs_text), its parsed evidence.
+#[derive(Debug, Clone, Copy)]
+pub enum PageRead<'a> {
+    Text(&'a str),
+    Parsed(&'a PageEvidence),
 }
 
 /// One marker rewrite: the exact marker text on a page and its replacement.
@@ -272,83 +358,32 @@ pub fn updates<'a>(
     states: &BTreeMap<Cited, CitationState>,
     tip: &Sha,
 ) -> FactUpdates {
+    updates_of(
+        pages
+            .into_iter()
+            .map(|(page, content)| (page, PageRead::Text(content))),
+        states,
+        tip,
+    )
+}
+
+/// [`updates`] of pages given by their text or, where the text is not
+/// needed ([`PageEvidence::needs_text`] is false), by their parsed evidence;
+/// the same answer either way.
+pub fn updates_of<'a>(
+    pages: impl IntoIterator<Item = (&'a str, PageRead<'a>)>,
+    states: &BTreeMap<Cited, CitationState>,
+    tip: &Sha,
+) -> FactUpdates {
     let mut out = FactUpdates::default();
-    for (page, content) in pages {
-        let mut rewrites: Vec<MarkerRewrite> = Vec::new();
-        for found in facts(content) {
-            let Found::Fact(fact) = found else { continue };
-            if let (
-                Some(staleness),
-                Citation::Source {
-                    path,
-                    commit,
-                    lines,
-                },
-            ) = (&fact.marker.stale, &fact.marker.citation)
-            {
-                out.stale.push(StaleFact {
-                    page: page.to_owned(),
-                    fact: statement(&fact.text).to_owned(),
-                    path: path.clone(),
-                    lines: lines.to_string(),
-                    cited_commit: commit.to_string(),
-                    changed_in: staleness.changed_in.to_string(),
-                    deleted: staleness.deleted,
-                });
-                continue;
+    for (page, read) in pages {
+        match read {
+            PageRead::Text(content) => page_updates(page, content, states, tip, &mut out),
+            PageRead::Parsed(evidence) => {
+                debug_assert!(!evidence.needs_text(states), "{page} needs its text");
+                out.stale
+                    .extend(evidence.marked_stale.iter().map(|fact| fact.on(page)));
             }
-            let Citation::Source {
-                path,
-                commit,
-                lines,
-            } = &fact.marker.citation
-            else {
-                continue;
-            };
-            let cited = Cited {
-                path: path.clone(),
-                commit: commit.clone(),
-                lines: *lines,
-            };
-            let new = match states.get(&cited) {
-                None | Some(CitationState::Current | CitationState::Unchecked { .. }) => continue,
-                Some(CitationState::Moved { path, lines }) => {
-                    out.moved += 1;
-                    Marker::source(path, tip.clone(), *lines)
-                }
-                Some(CitationState::Stale {
-                    changed_in,
-                    deleted,
-                }) => {
-                    out.stale.push(StaleFact {
-                        page: page.to_owned(),
-                        fact: statement(&fact.text).to_owned(),
-                        path: cited.path.clone(),
-                        lines: cited.lines.to_string(),
-                        cited_commit: cited.commit.to_string(),
-                        changed_in: changed_in.to_string(),
-                        deleted: *deleted,
-                    });
-                    Marker {
-                        citation: fact.marker.citation.clone(),
-                        stale: Some(Staleness {
-                            changed_in: changed_in.clone(),
-                            deleted: *deleted,
-                        }),
-                    }
-                }
-            };
-            let old = content[fact.span.clone()].to_owned();
-            let rewrite = MarkerRewrite {
-                old,
-                new: new.to_string(),
-            };
-            if !rewrites.contains(&rewrite) {
-                rewrites.push(rewrite);
-            }
-        }
-        if !rewrites.is_empty() {
-            out.rewrites.insert(page.to_owned(), rewrites);
         }
     }
     for (cited, state) in states {
@@ -364,6 +399,86 @@ pub fn updates<'a>(
         }
     }
     out
+}
+
+/// [`updates`] of one page, added to `out`.
+fn page_updates(
+    page: &str,
+    content: &str,
+    states: &BTreeMap<Cited, CitationState>,
+    tip: &Sha,
+    out: &mut FactUpdates,
+) {
+    let mut rewrites: Vec<MarkerRewrite> = Vec::new();
+    for found in facts(content) {
+        let Found::Fact(fact) = found else { continue };
+        if let (
+            Some(staleness),
+            Citation::Source {
+                path,
+                commit,
+                lines,
+            },
+        ) = (&fact.marker.stale, &fact.marker.citation)
+        {
+            out.stale.push(
+                MarkedStale::of(&fact.text, path.clone(), *lines, commit, staleness).on(page),
+            );
+            continue;
+        }
+        let Citation::Source {
+            path,
+            commit,
+            lines,
+        } = &fact.marker.citation
+        else {
+            continue;
+        };
+        let cited = Cited {
+            path: path.clone(),
+            commit: commit.clone(),
+            lines: *lines,
+        };
+        let new = match states.get(&cited) {
+            None | Some(CitationState::Current | CitationState::Unchecked { .. }) => continue,
+            Some(CitationState::Moved { path, lines }) => {
+                out.moved += 1;
+                Marker::source(path, tip.clone(), *lines)
+            }
+            Some(CitationState::Stale {
+                changed_in,
+                deleted,
+            }) => {
+                out.stale.push(StaleFact {
+                    page: page.to_owned(),
+                    fact: statement(&fact.text).to_owned(),
+                    path: cited.path.clone(),
+                    lines: cited.lines.to_string(),
+                    cited_commit: cited.commit.to_string(),
+                    changed_in: changed_in.to_string(),
+                    deleted: *deleted,
+                });
+                Marker {
+                    citation: fact.marker.citation.clone(),
+                    stale: Some(Staleness {
+                        changed_in: changed_in.clone(),
+                        deleted: *deleted,
+                    }),
+                }
+            }
+        };
+        let old = content[fact.span.clone()].to_owned();
+        let rewrite = MarkerRewrite {
+            old,
+            new: new.to_string(),
+        };
+        if !rewrites.contains(&rewrite) {
+            rewrites.push(rewrite);
+        }
+    }
+    if !rewrites.is_empty() {
+        out.rewrites.insert(page.to_owned(), rewrites);
+    }
 }
 
 /// Whether `rewrite` is one the runner makes ([`updates`]): `old` a source
@@ -828,6 +943,130 @@ mod tests {
             new: Marker::source("src/a.rs", tip.clone(), lines(3, 5)).to_string(),
         };
         assert!(check_rewrite(&from_stale, Some(&tip)).is_err());
+    }
+
+    /// The fact check takes pages as parsed before, and reads only those
+    /// whose citations moved or went stale: its answer must be the one
+    /// reading every page gives, byte for byte.
+    #[test]
+    fn parsed_pages_give_the_same_updates_as_their_texts() {
+        let cite = |path: &str, from: u32| Marker::source(path, sha('a'), lines(from, from + 1));
+        let stale_marker = |path: &str| Marker {
+            citation: Citation::Source {
+                path: path.into(),
+                commit: sha('a'),
+                lines: lines(7, 8),
+            },
+            stale: Some(Staleness {
+                changed_in: sha('b'),
+                deleted: true,
+            }),
+        };
+        let pages = [
+            (
+                "Moved.md",
+                format!(
+                    "- m {}\n- old {}\n1. again {}\n",
+                    cite("src/m.rs", 1),
+                    stale_marker("src/o.rs"),
+                    cite("src/m.rs", 1)
+                ),
+            ),
+            (
+                "Kept.md",
+                format!(
+                    "* k {}\n- old one {}\n+ pr {}\n<!-- teammem:evidence nope -->\n- s {}\n",
+                    cite("src/k.rs", 3),
+                    stale_marker("src/p.rs"),
+                    Marker::pull(crate::ids::PullNumber::new(4).unwrap()),
+                    cite("src/u.rs", 5)
+                ),
+            ),
+            ("Edited.md", format!("- e {}\n", cite("src/e.rs", 9))),
+            ("Plain.md", "no markers\n".to_owned()),
+        ];
+        let mut states = BTreeMap::new();
+        let cited = |path: &str, from: u32| Cited {
+            path: path.into(),
+            commit: sha('a'),
+            lines: lines(from, from + 1),
+        };
+        states.insert(
+            cited("src/m.rs", 1),
+            CitationState::Moved {
+                path: "src/m2.rs".into(),
+                lines: lines(4, 5),
+            },
+        );
+        states.insert(cited("src/k.rs", 3), CitationState::Current);
+        states.insert(
+            cited("src/u.rs", 5),
+            CitationState::Unchecked {
+                reason: "not in the tip's history".into(),
+            },
+        );
+        states.insert(
+            cited("src/e.rs", 9),
+            CitationState::Stale {
+                changed_in: sha('c'),
+                deleted: false,
+            },
+        );
+        let tip = sha('d');
+        let parsed: Vec<PageEvidence> = pages
+            .iter()
+            .map(|(_, text)| PageEvidence::of_text(text))
+            .collect();
+        assert_eq!(
+            citations_of(&parsed),
+            citations(pages.iter().map(|(_, text)| text.as_str()))
+        );
+        let needing: Vec<&str> = pages
+            .iter()
+            .zip(&parsed)
+            .filter(|(_, evidence)| evidence.needs_text(&states))
+            .map(|((page, _), _)| *page)
+            .collect();
+        assert_eq!(needing, ["Moved.md", "Edited.md"]);
+        let from_texts = updates(
+            pages.iter().map(|(page, text)| (*page, text.as_str())),
+            &states,
+            &tip,
+        );
+        let from_parsed = updates_of(
+            pages.iter().zip(&parsed).map(|((page, text), evidence)| {
+                let read = if evidence.needs_text(&states) {
+                    PageRead::Text(text)
+                } else {
+                    PageRead::Parsed(evidence)
+                };
+                (*page, read)
+            }),
+            &states,
+            &tip,
+        );
+        assert_eq!(from_parsed, from_texts);
+        // Every kind of answer is in it: rewrites, stale facts old and new
+        // in page order, moves, unchecked citations.
+        assert_eq!(
+            from_texts.rewrites.keys().collect::<Vec<_>>(),
+            ["Edited.md", "Moved.md"]
+        );
+        let stale: Vec<(&str, &str)> = from_texts
+            .stale
+            .iter()
+            .map(|fact| (fact.page.as_str(), fact.fact.as_str()))
+            .collect();
+        assert_eq!(
+            stale,
+            [
+                ("Moved.md", "old"),
+                ("Kept.md", "old one"),
+                ("Edited.md", "e")
+            ]
+        );
+        assert_eq!(from_texts.moved, 2);
+        assert_eq!(from_texts.unchecked.len(), 1);
     }
 
     #[test]

@@ -8,14 +8,14 @@
 //! information to a job, never fail it (a wiki or forge that cannot answer
 //! leaves every marker as written, and says so in the log).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use crate::config::{Config, Forge, Source};
 use crate::forge::SourceForge;
 use crate::ids::Sha;
-use crate::staleness::{self, FactUpdates};
-use crate::wiki::{Destination, Remote, Secret, Wiki, WikiStore};
+use crate::staleness::{self, FactUpdates, PageRead};
+use crate::wiki::{Destination, EvidencePage, Remote, Secret, Wiki, WikiStore};
 
 /// teammem's mirror of `source`'s wiki, reading with `token` when given.
 pub fn mirror_of(
@@ -80,41 +80,64 @@ pub fn mirrors(config: &Config) -> WikiStore {
 }
 
 /// Every marker of the wiki's current pages judged against the source at
-/// `tip`. Empty when the wiki has no markers or cannot be read.
+/// `tip`. Empty when the wiki has no markers or cannot be read. Pages are
+/// taken as parsed by the wiki's memo of them (`Wiki::evidence_scan`); only
+/// those holding a citation that moved or went stale are read again, to
+/// rewrite their markers.
 pub async fn check(wiki: &Wiki, forge: &SourceForge<'_>, tip: &Sha, job_id: i64) -> FactUpdates {
-    let pages = match read_marked_pages(wiki).await {
-        Ok(pages) => pages,
-        Err(reason) => {
-            tracing::warn!(job_id, %reason, "the wiki's evidence markers were not checked");
-            return FactUpdates::default();
-        }
+    let not_checked = |reason: &str| {
+        tracing::warn!(job_id, %reason, "the wiki's evidence markers were not checked");
+        FactUpdates::default()
+    };
+    let (wiki_sha, pages) = match scan_marked_pages(wiki).await {
+        Ok(Some(scan)) => scan,
+        Ok(None) => return FactUpdates::default(),
+        Err(reason) => return not_checked(&reason),
     };
     if pages.is_empty() {
         return FactUpdates::default();
     }
-    let cited = staleness::citations(pages.iter().map(|(_, text)| text.as_str()));
+    let cited = staleness::citations_of(pages.iter().map(|page| &*page.evidence));
     let states = if cited.is_empty() {
         BTreeMap::new()
     } else {
         match forge.follow_citations(cited, tip).await {
             Ok(states) => states,
-            Err(e) => {
-                tracing::warn!(job_id, reason = %e, "the wiki's evidence markers were not checked");
-                return FactUpdates::default();
-            }
+            Err(e) => return not_checked(&e.to_string()),
         }
     };
-    let updates = staleness::updates(
-        pages
-            .iter()
-            .filter(|(path, _)| path != staleness::STALE_PAGE)
-            .map(|(path, text)| (path.as_str(), text.as_str())),
+    let judged: Vec<&EvidencePage> = pages
+        .iter()
+        .filter(|page| page.path != staleness::STALE_PAGE)
+        .collect();
+    let to_rewrite: Vec<String> = judged
+        .iter()
+        .filter(|page| page.evidence.needs_text(&states))
+        .map(|page| page.path.clone())
+        .collect();
+    let texts: HashMap<String, String> = if to_rewrite.is_empty() {
+        HashMap::new()
+    } else {
+        match wiki.page_texts(&wiki_sha, to_rewrite).await {
+            Ok(texts) => texts.into_iter().collect(),
+            Err(e) => return not_checked(&e.to_string()),
+        }
+    };
+    let updates = staleness::updates_of(
+        judged.iter().map(|page| {
+            let read = match texts.get(&page.path) {
+                Some(text) => PageRead::Text(text),
+                None => PageRead::Parsed(&page.evidence),
+            };
+            (page.path.as_str(), read)
+        }),
         &states,
         tip,
     );
     tracing::debug!(
         job_id,
         citations = states.len(),
+        pages_reread = texts.len(),
         stale = updates.stale.len(),
         moved = updates.moved,
         unchecked = updates.unchecked.len(),
@@ -123,16 +146,18 @@ pub async fn check(wiki: &Wiki, forge: &SourceForge<'_>, tip: &Sha, job_id: i64)
     updates
 }
 
-async fn read_marked_pages(wiki: &Wiki) -> Result<Vec<(String, String)>, String> {
+/// The wiki's tip and its pages holding evidence markers; `None` for a wiki
+/// without commits.
+async fn scan_marked_pages(wiki: &Wiki) -> Result<Option<(String, Vec<EvidencePage>)>, String> {
     let snapshot = wiki.snapshot().await.map_err(|e| e.to_string())?;
     let Some(sha) = snapshot.sha else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
-    let (pages, cut) = wiki.evidence_pages(&sha).await.map_err(|e| e.to_string())?;
+    let (pages, cut) = wiki.evidence_scan(&sha).await.map_err(|e| e.to_string())?;
     if cut {
         tracing::warn!(
             "the wiki is larger than one marker scan reads; later pages were not checked"
         );
     }
-    Ok(pages)
+    Ok(Some((sha, pages)))
 }

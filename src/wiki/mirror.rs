@@ -47,6 +47,8 @@ pub(crate) struct WikiState {
     pub search: Arc<super::search::SearchCache>,
     /// Whose text each page version holds (`page_owners.rs`).
     pub page_owners: Arc<super::page_owners::PageOwners>,
+    /// Each page blob's parsed evidence as of the last fact check.
+    pub evidence: Arc<super::evidence_memo::EvidenceMemo>,
     pub lock: Arc<tokio::sync::Mutex<()>>,
     /// A file in the mirror that serializes fetch and publish across
     /// processes (the daemon and a writer child may share a mirror).

@@ -23,6 +23,7 @@ pub mod fold; // a page with its teammem comments folded out and its citations a
 pub mod patch;
 pub mod paths;
 mod publish;
+mod evidence_memo; // each page blob's parsed evidence as of the last fact check, so the next parses only changed pages
 mod page_facts; // what a page blob says (size, evidence, stale), remembered per blob for whole-wiki scans
 mod page_owners; // whose text a page holds (teammem's alone or a person's too), remembered per page version
 mod record_file; // fixed-size checksummed records this node's processes share (page facts, page owners)
@@ -63,6 +64,7 @@ struct Shared {
     cache: Arc<tree::IndexCache>,
     search: Arc<search::SearchCache>,
     page_owners: Arc<page_owners::PageOwners>,
+    evidence: Arc<evidence_memo::EvidenceMemo>,
 }
 
 /// Owns the mirrors (one bare repository per HTTP destination under
@@ -154,6 +156,7 @@ impl WikiStore {
                         page_owners: Arc::new(page_owners::PageOwners::persisted(shared_file(
                             "page-owners",
                         ))),
+                        evidence: Arc::default(),
                     });
                     all.insert(destination.id.clone(), shared.clone());
                     shared
@@ -173,6 +176,7 @@ impl WikiStore {
                 cache: shared.cache.clone(),
                 search: shared.search.clone(),
                 page_owners: shared.page_owners.clone(),
+                evidence: shared.evidence.clone(),
                 lock: shared.lock.clone(),
             }),
             deadline: self.deadline,
@@ -385,27 +389,46 @@ impl Wiki {
         .await
     }
 
-    /// Every page at a full commit sha that holds an evidence marker, with
-    /// its contents (bounded like search; `true` when the scan stopped
-    /// early). Pages unchanged since the last scan are not read again.
-    pub async fn evidence_pages(
+    /// The pages at `git_ref` holding evidence markers, each with its parsed
+    /// evidence, and whether the scan's bound left pages out
+    /// (`read::evidence_scan`); only pages whose blob changed since this
+    /// destination's last scan are read and parsed.
+    pub async fn evidence_scan(
         &self,
         git_ref: &str,
-    ) -> Result<(Vec<(String, String)>, bool), WikiError> {
+    ) -> Result<(Vec<EvidencePage>, bool), WikiError> {
         let spec = validate::parse_ref(git_ref, "ref")?;
         let deadline = Instant::now() + self.deadline;
         self.with_deadline(async {
             let commit = self.resolve_initialized(spec, deadline).await?;
             let state = self.state.clone();
             blocking(move || {
-                read::evidence_pages(
+                read::evidence_scan(
                     &state.repo(),
                     &state.cache,
                     state.search.page_facts(),
+                    &state.evidence,
                     commit,
                 )
             })
             .await
+        })
+        .await
+    }
+
+    /// The text of each page `paths` names at `git_ref`, in the order asked;
+    /// a path that is not a page there is an error.
+    pub async fn page_texts(
+        &self,
+        git_ref: &str,
+        paths: Vec<String>,
+    ) -> Result<Vec<(String, String)>, WikiError> {
+        let spec = validate::parse_ref(git_ref, "ref")?;
+        let deadline = Instant::now() + self.deadline;
+        self.with_deadline(async {
+            let commit = self.resolve_initialized(spec, deadline).await?;
+            let state = self.state.clone();
+            blocking(move || read::page_texts(&state.repo(), &state.cache, commit, &paths)).await
         })
         .await
     }

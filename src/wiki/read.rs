@@ -9,20 +9,24 @@
 //! last change is looked for in at most [`MAX_LAST_CHANGE_WALK`] commits.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use gix::ObjectId;
 
 use super::error::{ErrorKind, WikiError};
+use super::evidence_memo::EvidenceMemo;
 use super::page_facts::PageFactsMemo;
 use super::tree::{IndexCache, commit_tree, read_blob, tree_delta};
 use super::types::{
-    Diff, History, HistoryEntry, LastChange, NotDiffed, Page, PageInfo, PageList, StaleMarker,
+    Diff, EvidencePage, History, HistoryEntry, LastChange, NotDiffed, Page, PageInfo, PageList,
+    StaleMarker,
 };
 use super::validate::{
     MAX_DIFF_BLOB_BYTES, MAX_DIFF_BYTES, MAX_DIFF_READ_BYTES, MAX_LAST_CHANGE_WALK,
     MAX_LISTED_PAGES, MAX_READ_PAGE_BYTES,
 };
 use crate::facts::{Citation, Found};
+use crate::staleness::PageEvidence;
 
 pub fn list_pages(
     repo: &gix::Repository,
@@ -86,29 +90,32 @@ pub fn get_page(
     })
 }
 
-/// The pages at `commit` that hold an evidence marker, with their contents,
-/// sorted by path; considers pages smallest first, none larger than
-/// [`MAX_READ_PAGE_BYTES`], at most [`super::validate::MAX_SEARCH_SCAN_BYTES`]
-/// in all, and says whether it left any page out. Each blob's facts are
-/// remembered in `memo`, so only pages new since the last scan, and those
-/// with markers, are read.
-pub fn evidence_pages(
+/// The pages at `commit` that hold an evidence marker, each with its parsed
+/// evidence, sorted by path; considers pages smallest first, none larger
+/// than [`MAX_READ_PAGE_BYTES`], at most
+/// [`super::validate::MAX_SEARCH_SCAN_BYTES`] in all, and says whether it
+/// left any page out. Each blob's facts are remembered in `page_facts` and
+/// its evidence in `evidence`, so only the pages whose blob is new since the
+/// last scan are read and parsed.
+pub fn evidence_scan(
     repo: &gix::Repository,
     cache: &IndexCache,
-    memo: &PageFactsMemo,
+    page_facts: &PageFactsMemo,
+    evidence: &EvidenceMemo,
     commit: ObjectId,
-) -> Result<(Vec<(String, String)>, bool), WikiError> {
+) -> Result<(Vec<EvidencePage>, bool), WikiError> {
     let index = cache.get_or_build(repo, commit_tree(repo, commit)?)?;
     // Smallest first, and none larger than a read returns: a few planted
     // huge pages (or huge pages whose names sort first) cannot use up the
     // scan before the other pages are read.
     let mut sized = Vec::with_capacity(index.pages.len());
     for (path, page) in &index.pages {
-        let (found, text) = memo.facts(repo, page.blob)?;
+        let (found, text) = page_facts.facts(repo, page.blob)?;
         sized.push((found.size, path, page.blob, found, text));
     }
     sized.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
     let mut found = Vec::new();
+    let mut scanned_evidence = HashMap::new();
     let mut scanned = 0u64;
     let mut cut = false;
     for (size, path, blob, facts, text) in sized {
@@ -120,14 +127,51 @@ pub fn evidence_pages(
         if !facts.evidence {
             continue;
         }
-        let text = match text {
-            Some(text) => text,
-            None => String::from_utf8_lossy(&read_blob(repo, blob)?).into_owned(),
+        let parsed = match scanned_evidence
+            .get(&blob)
+            .cloned()
+            .or_else(|| evidence.get(blob))
+        {
+            Some(parsed) => parsed,
+            None => {
+                let text = match text {
+                    Some(text) => text,
+                    None => String::from_utf8_lossy(&read_blob(repo, blob)?).into_owned(),
+                };
+                Arc::new(PageEvidence::of_text(&text))
+            }
         };
-        found.push((path.clone(), text));
+        scanned_evidence.insert(blob, parsed.clone());
+        found.push(EvidencePage {
+            path: path.clone(),
+            evidence: parsed,
+        });
     }
-    found.sort();
+    evidence.replace(scanned_evidence);
+    found.sort_by(|a, b| a.path.cmp(&b.path));
     Ok((found, cut))
+}
+
+/// The text of each page `paths` names at `commit` (as [`evidence_scan`]
+/// read it: invalid UTF-8 replaced), in the order asked.
+pub fn page_texts(
+    repo: &gix::Repository,
+    cache: &IndexCache,
+    commit: ObjectId,
+    paths: &[String],
+) -> Result<Vec<(String, String)>, WikiError> {
+    let index = cache.get_or_build(repo, commit_tree(repo, commit)?)?;
+    let mut texts = Vec::with_capacity(paths.len());
+    for path in paths {
+        let page = index.pages.get(path).ok_or_else(|| {
+            WikiError::not_found(format!(
+                "the page {path:?} does not exist at {commit}; list the pages to see which exist"
+            ))
+        })?;
+        let text = String::from_utf8_lossy(&read_blob(repo, page.blob)?).into_owned();
+        texts.push((path.clone(), text));
+    }
+    Ok(texts)
 }
 
 pub fn history(

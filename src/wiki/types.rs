@@ -245,3 +245,11 @@ pub struct WriteResult {
     #[serde(skip)]
     pub changed_bytes: u64,
 }
+
+/// A page holding evidence markers, as the fact check reads it: its path
+/// and its parsed evidence (shared with the wiki's memo of it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvidencePage {
+    pub path: String,
+    pub evidence: std::sync::Arc<crate::staleness::PageEvidence>,
+}

@@ -200,6 +200,33 @@ async fn a_job_re_anchors_moved_facts_and_marks_changed_ones_stale_in_its_one_co
     let (job, _) = wait_for(&daemon, &token, again, finished).await;
     assert_eq!(job["state"], "no_change", "{job}");
     assert_eq!(wiki_tip(&wiki), tip);
+
+    // A person adds a fact citing a line PR #1 changed, cited nowhere
+    // before: the page is a new blob, and the daemon, which remembers each
+    // page version's evidence between jobs, must judge this version, not
+    // the last one.
+    // (Every PR of the range is recorded, so the job writes nothing; its
+    // receipt names what it found.)
+    let edited = format!(
+        "{}- Edited still says line 4. {}\n",
+        git(&wiki, &["show", "master:Facts.md"]),
+        marker("src/edited.rs", &base, "L4")
+    );
+    super::daemon_client::another_writer(&wiki, "Facts.md", &edited);
+    let (status, answer) = post_dispatch(&daemon, SECRET, &dispatch(3)).await;
+    assert_eq!(status, 202, "{answer}");
+    let third = answer["job_id"].as_i64().unwrap();
+    let (job, _) = wait_for(&daemon, &token, third, finished).await;
+    let found: Vec<(&str, &str)> = job["receipt"]["stale_facts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| Some((f["fact"].as_str()?, f["changed_in"].as_str()?)))
+        .collect();
+    assert!(
+        found.contains(&("Edited still says line 4.", pr_1.as_str())),
+        "{job}"
+    );
     git(&wiki, &["fsck", "--strict", "--no-progress"]);
     assert!(daemon.terminate().success());
 }

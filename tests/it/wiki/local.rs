@@ -6,6 +6,8 @@ use teammem::wiki::{
     WriteStatus,
 };
 
+use teammem::staleness::PageEvidence;
+
 use super::{DESTINATION, sample_history, spec};
 use crate::harness::git::git;
 use crate::harness::git_http::{bare_with_commits, init_bare, tip};
@@ -190,8 +192,9 @@ async fn local_empty_repository_is_uninitialized() {
 }
 
 /// The whole-wiki scans (the snapshot's stale count, the runner's pages with
-/// evidence markers) remember each page blob's facts so that a job reads only
-/// the pages that changed: a warm handle must answer exactly as a cold one at
+/// evidence markers and their parsed evidence) remember each page blob's
+/// facts so that a job reads only the pages that changed: a warm handle must
+/// answer exactly as a cold one, and as parsing the page at that commit, at
 /// every commit, as pages gain, change and lose stale markers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remembered_page_facts_answer_as_a_fresh_read_at_every_commit() {
@@ -241,19 +244,32 @@ async fn remembered_page_facts_answer_as_a_fresh_read_at_every_commit() {
         assert_eq!(warm_snapshot.sha.as_deref(), Some(result.sha.as_str()));
         assert_eq!(warm_snapshot.stale_facts, expected_stale[at], "step {at}");
         assert_eq!(cold_snapshot.stale_facts, expected_stale[at], "step {at}");
-        let (warm_pages, warm_cut) = warm.evidence_pages(&result.sha).await.unwrap();
-        let (cold_pages, _) = cold.evidence_pages(&result.sha).await.unwrap();
+        let (warm_pages, warm_cut) = warm.evidence_scan(&result.sha).await.unwrap();
+        let (cold_pages, _) = cold.evidence_scan(&result.sha).await.unwrap();
         assert!(!warm_cut);
         assert_eq!(warm_pages, cold_pages, "step {at}");
-        let names: Vec<&str> = warm_pages.iter().map(|(p, _)| p.as_str()).collect();
+        let names: Vec<String> = warm_pages.iter().map(|p| p.path.clone()).collect();
         assert_eq!(names, expected_evidence[at], "step {at}");
-        // Each page's text is the one at this commit, not a remembered one.
-        for (path, text) in &warm_pages {
+        // Each page's evidence and text are the ones at this commit, not
+        // remembered ones: A.md changes blob at steps 1 and 3, B.md at 2.
+        let texts = warm.page_texts(&result.sha, names.clone()).await.unwrap();
+        for (page, (path, text)) in warm_pages.iter().zip(&texts) {
+            let at_commit = git(&fixture.bare, &["show", &format!("master:{path}")]);
+            assert_eq!(text, &at_commit, "step {at}");
             assert_eq!(
-                text,
-                &git(&fixture.bare, &["show", &format!("master:{path}")]),
-                "step {at}"
+                *page.evidence,
+                PageEvidence::of_text(&at_commit),
+                "step {at}: {path}"
             );
         }
     }
+    let missing = warm
+        .page_texts(
+            &warm.snapshot().await.unwrap().sha.unwrap(),
+            vec!["Gone.md".into()],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(missing.kind, ErrorKind::NotFound);
+    assert!(missing.message.contains("Gone.md"), "{}", missing.message);
 }
