@@ -205,8 +205,8 @@ async fn a_job_re_anchors_moved_facts_and_marks_changed_ones_stale_in_its_one_co
     // before: the page is a new blob, and the daemon, which remembers each
     // page version's evidence between jobs, must judge this version, not
     // the last one.
-    // (Every PR of the range is recorded, so the job writes nothing; its
-    // receipt names what it found.)
+    // (Every PR of the range is recorded: the job's one commit holds the
+    // runner's marker rewrites alone, and its receipt names what it found.)
     let edited = format!(
         "{}- Edited still says line 4. {}\n",
         git(&wiki, &["show", "master:Facts.md"]),
@@ -226,6 +226,14 @@ async fn a_job_re_anchors_moved_facts_and_marks_changed_ones_stale_in_its_one_co
     assert!(
         found.contains(&("Edited still says line 4.", pr_1.as_str())),
         "{job}"
+    );
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let facts = git(&wiki, &["show", "master:Facts.md"]);
+    assert!(
+        facts.contains(&format!(
+            "- Edited still says line 4. <!-- teammem:evidence src/edited.rs@{base}#L4 stale={pr_1} -->"
+        )),
+        "{facts}"
     );
     git(&wiki, &["fsck", "--strict", "--no-progress"]);
     assert!(daemon.terminate().success());
