@@ -124,6 +124,21 @@ pub async fn range_job_succeeds(
     before: &str,
     after: &str,
 ) -> Value {
+    let (job, events) = range_job(daemon, token, secret, run, before, after).await;
+    assert_eq!(job["state"], "succeeded", "{job} {events}");
+    job
+}
+
+/// Dispatches `before..after` of `demo/app` as workflow run `run` and waits
+/// for its job to end: the job and its events.
+pub async fn range_job(
+    daemon: &Daemon,
+    token: &str,
+    secret: &str,
+    run: u64,
+    before: &str,
+    after: &str,
+) -> (Value, Value) {
     let (status, answer) = post_dispatch(
         daemon,
         secret,
@@ -136,9 +151,7 @@ pub async fn range_job_succeeds(
     .await;
     assert_eq!(status, 202, "{answer}");
     let id = answer["job_id"].as_i64().unwrap();
-    let (job, events) = wait_for(daemon, token, id, finished).await;
-    assert_eq!(job["state"], "succeeded", "{job} {events}");
-    job
+    wait_for(daemon, token, id, finished).await
 }
 
 pub fn finished(job: &Value) -> bool {

@@ -9,9 +9,9 @@
 //! publishes the runner's marker rewrites (a fact gone stale on a person's
 //! page) as its one commit. The `git` CLI is the oracle for the wiki.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::daemon_client::{finished, post_dispatch, range_job_succeeds, wait_for};
+use super::daemon_client::{range_job, range_job_succeeds};
 use super::fixture::{self, Source, write};
 use crate::harness::daemon::{Daemon, Setup};
 use crate::harness::git::{git, git_trimmed};
@@ -74,19 +74,7 @@ impl Replay {
     /// Dispatches `before..after` as workflow run `run` and waits for its
     /// job to end: the job and its events.
     async fn range(&self, run: u64, before: &str, after: &str) -> (Value, Value) {
-        let (status, answer) = post_dispatch(
-            &self.daemon,
-            SECRET,
-            &json!({
-                "source_repository": "demo/app", "kind": "range",
-                "source_run_id": run, "source_run_attempt": 1,
-                "push_before": before, "push_after": after,
-            }),
-        )
-        .await;
-        assert_eq!(status, 202, "{answer}");
-        let id = answer["job_id"].as_i64().unwrap();
-        wait_for(&self.daemon, &self.token, id, finished).await
+        range_job(&self.daemon, &self.token, SECRET, run, before, after).await
     }
 
     /// [`Self::range`], which must end `succeeded`.

@@ -8,11 +8,9 @@
 //! touches nothing it cites leaves it as it is; the next pull request that
 //! touches the workflow rewrites the page at its tip.
 
-use serde_json::{Value, json};
-
-use super::daemon_client::{finished, post_dispatch, wait_for};
+use super::daemon_client::range_job_succeeds;
 use super::fixture::{self, Source, write};
-use crate::harness::daemon::{Daemon, Setup};
+use crate::harness::daemon::Setup;
 use crate::harness::git::{git, git_trimmed};
 
 const SECRET: &str = "how-to-work dispatch secret, at least 32 bytes long";
@@ -29,23 +27,6 @@ fn commit(dir: &std::path::Path, message: &str) -> String {
 fn line_of(dir: &std::path::Path, commit: &str, path: &str, needle: &str) -> usize {
     let text = git_trimmed(dir, &["show", &format!("{commit}:{path}")]);
     text.lines().position(|l| l.contains(needle)).unwrap() + 1
-}
-
-async fn run_range(daemon: &Daemon, token: &str, run: u64, before: &str, after: &str) {
-    let (status, answer) = post_dispatch(
-        daemon,
-        SECRET,
-        &json!({
-            "source_repository": "demo/app", "kind": "range",
-            "source_run_id": run, "source_run_attempt": 1,
-            "push_before": before, "push_after": after,
-        }),
-    )
-    .await;
-    assert_eq!(status, 202, "{answer}");
-    let id = answer["job_id"].as_i64().unwrap();
-    let (job, events): (Value, Value) = wait_for(daemon, token, id, finished).await;
-    assert_eq!(job["state"], "succeeded", "{job} {events}");
 }
 
 #[tokio::test]
@@ -66,7 +47,7 @@ async fn the_page_cites_the_ci_goes_stale_on_a_direct_push_and_is_rewritten_by_t
     write(&s.dir, ".github/workflows/ci.yml", WORKFLOW);
     write(&s.dir, "Makefile", "all:\n\ntest:\n\tpytest -q\n");
     let added = commit(&s.dir, "Add CI (#30)");
-    run_range(&daemon, &token, 1, &s.head, &added).await;
+    range_job_succeeds(&daemon, &token, SECRET, 1, &s.head, &added).await;
     let page = show("How-to-work-here.md");
     let ci = ".github/workflows/ci.yml";
     let test_line = line_of(&s.dir, &added, ci, "run: pytest");
@@ -106,7 +87,7 @@ async fn the_page_cites_the_ci_goes_stale_on_a_direct_push_and_is_rewritten_by_t
     );
     commit(&s.dir, "Stop at the first failure");
     let other = s.squash_pr(31, "Tune search", "src/search.rs");
-    run_range(&daemon, &token, 2, &added, &other).await;
+    range_job_succeeds(&daemon, &token, SECRET, 2, &added, &other).await;
     let page = show("How-to-work-here.md");
     let line = line_of(&s.dir, &other, ci, "run: pytest");
     assert!(
@@ -120,7 +101,7 @@ async fn the_page_cites_the_ci_goes_stale_on_a_direct_push_and_is_rewritten_by_t
 
     // PR #33 touches nothing the page cites: the page stays as it is.
     let tuned = s.squash_pr(33, "Tune search again", "src/search.rs");
-    run_range(&daemon, &token, 4, &other, &tuned).await;
+    range_job_succeeds(&daemon, &token, SECRET, 4, &other, &tuned).await;
     assert_eq!(
         show("How-to-work-here.md"),
         page,
@@ -134,7 +115,7 @@ async fn the_page_cites_the_ci_goes_stale_on_a_direct_push_and_is_rewritten_by_t
         &WORKFLOW.replace("run: pytest -q tests/", "run: pytest -q -n auto tests/"),
     );
     let fixed = commit(&s.dir, "Run the tests in parallel (#32)");
-    run_range(&daemon, &token, 3, &tuned, &fixed).await;
+    range_job_succeeds(&daemon, &token, SECRET, 3, &tuned, &fixed).await;
     let page = show("How-to-work-here.md");
     let line = line_of(&s.dir, &fixed, ci, "run: pytest");
     assert!(
