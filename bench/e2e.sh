@@ -196,6 +196,8 @@ echo "daemon RSS after the run: $(awk '/VmRSS/ {print $2 " " $3}' /proc/$DAEMON_
 kill $BUILTIN_PIDS; wait 2>/dev/null || true
 
 # --- the command-agent phase: sandbox on against off ------------------------
+# CMD_COUNT=0 skips it.
+[ "$CMD_COUNT" -gt 0 ] || exit 0
 mkdir -p "$WORK/agent"
 cp "$ROOT/tests/it/runner/mcp_client.py" "$WORK/agent/"
 cat > "$WORK/agent/agent.py" <<'PY'
