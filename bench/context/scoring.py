@@ -24,6 +24,8 @@ text}, "stale": [(path, fact text)], "test": command or None}. The rules
 Titles compare with code spans' backticks taken out and whitespace
 collapsed (get_context undoes the wiki's Markdown escapes)."""
 
+import json
+import os
 import re
 
 from mcp_client import tokens, tokens_of_text
@@ -104,6 +106,9 @@ def measure(mcp, repository, tasks, truths):
     change_costs, line_costs, why_line_costs, answer_costs = [], [], [], []
     for files, truth in zip(tasks, truths):
         answer = mcp.tool("get_context", {"repository": repository, "paths": files})
+        if os.environ.get("ANSWERS"):
+            with open(os.environ["ANSWERS"], "a") as out:
+                out.write(json.dumps({"paths": files, "truth_prs": len(truth["prs"]), "answer": answer}) + "\n")
         totals["a"] += tokens(answer)
         answer_costs.append(tokens(answer))
         over_budget += answer["left_out"]["items"] > 0

@@ -133,6 +133,7 @@ impl Target {
                     paths: vec![tail.clone()],
                     query: None,
                     max_tokens: crate::wiki::context::DEFAULT_MAX_TOKENS,
+                    ..Default::default()
                 };
                 request
                     .check()

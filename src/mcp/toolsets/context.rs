@@ -16,12 +16,12 @@ use rmcp::model::JsonObject;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::wiki_answer::{as_of, to_outcome, with_as_of};
+use super::wiki_answer::{as_of, as_of_bytes, to_outcome, with_as_of};
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
 use crate::mcp::context::Context;
 use crate::wiki::WikiError;
 use crate::wiki::context::{
-    ContextRequest, DEFAULT_MAX_TOKENS, MAX_MAX_TOKENS, MAX_PATHS, MIN_MAX_TOKENS,
+    ContextRequest, DEFAULT_MAX_TOKENS, Detail, MAX_MAX_TOKENS, MAX_PATHS, MIN_MAX_TOKENS,
 };
 use crate::writer_contract::tools;
 
@@ -34,7 +34,7 @@ pub const TOOLSET: Toolset = Toolset {
     tools: &[ToolDef {
         name: GET_CONTEXT,
         title: "Context for a change",
-        description: "What to know before changing files, from the team memory in one call: give the repository-relative paths you are about to change (files or folders) and/or a question. For each path: its purpose, its area, the facts on any wiki page that cite it (text, page and line, cited commit and lines, status current or stale with the commit that changed it: do not rely on a stale fact without checking the code), the merged pull requests that touched it newest first (number, title, why, author, date, merge commit, files: the newest few in full, older ones one line each in the earlier_changes item, `#NUMBER TITLE`, then ` (AUTHOR, DATE)` and ` — WHY` as the budget allows, its pages holding the whole entries), who knows its area, and the dependencies a manifest declares; for a question, the wiki passages that answer it best. Items come ranked by relevance and cut to max_tokens (estimated as JSON bytes / 4); left_out counts what did not fit and read_more names the pages that hold it. Deterministic, read at one wiki commit (ref); as_of is the source commit the memory is reconciled to (null with as_of_reason when unknown). Without repository, every wiki you may read answers (at most 200; wikis_left_out names the rest): each item and path names its repository, the items of all are ranked together and cut to max_tokens, read_more names repository and page, and wikis gives each wiki's ref and as_of.",
+        description: "What to know before changing files, from the team memory in one call: give the repository-relative paths you are about to change (files or folders) and/or a question. For each path: its purpose, its area, the facts on any wiki page that cite it (text, page and line, cited commit and lines, status current or stale with the commit that changed it: do not rely on a stale fact without checking the code), the merged pull requests that touched it newest first (number, title, why, author, date, merge commit, files: the newest few in full, older ones one line each in the earlier_changes item, `#NUMBER TITLE` and ` (AUTHOR, DATE)` as the budget allows, its pages holding the whole entries; detail: full adds the older ones' ` — WHY` and then whole entries as the budget allows), who knows its area, and the dependencies a manifest declares; for a question, the wiki passages that answer it best. Items come ranked by relevance, best first, and the whole answer is cut to max_tokens (tokens.used, estimated as JSON bytes / 4, rounded up); the budget is a ceiling: a brief answer says each thing once and stops. left_out counts what did not fit and read_more names the pages that hold it. Deterministic, read at one wiki commit (ref); as_of is the source commit the memory is reconciled to (null with as_of_reason when unknown). Without repository, every wiki you may read answers (at most 200; wikis_left_out names the rest): each item and path names its repository, the items of all are ranked together and cut to max_tokens, read_more names repository and page, and wikis gives each wiki's ref and as_of.",
         hints: Hints::READ,
         input_schema: schema,
         handler: get_context,
@@ -53,7 +53,8 @@ fn schema() -> Value {
                 "description": "Repository-relative files or folders you are about to change, e.g. [\"src/queue/claim.rs\", \"docs/\"]",
             },
             "query": {"type": "string", "minLength": 1, "maxLength": 512, "description": "A question in plain words, e.g. \"why are leases renewed every 10 seconds?\""},
-            "max_tokens": {"type": "integer", "minimum": MIN_MAX_TOKENS, "maximum": MAX_MAX_TOKENS, "default": DEFAULT_MAX_TOKENS, "description": "The most tokens the items may take (estimated as JSON bytes / 4)"},
+            "max_tokens": {"type": "integer", "minimum": MIN_MAX_TOKENS, "maximum": MAX_MAX_TOKENS, "default": DEFAULT_MAX_TOKENS, "description": "The most tokens the answer may take (estimated as JSON bytes / 4)"},
+            "detail": {"type": "string", "enum": ["brief", "full"], "default": "brief", "description": "brief: every change named, the newest few whole; full: also the older changes' why and whole entries, as max_tokens allows"},
             "ref": super::ref_schema("The wiki commit to answer from (default HEAD; only with repository)"),
         }),
         &[],
@@ -68,8 +69,28 @@ struct ContextArgs {
     paths: Vec<String>,
     query: Option<String>,
     max_tokens: Option<i64>,
+    #[serde(default)]
+    detail: DetailArg,
     #[serde(rename = "ref", default = "tools::head")]
     git_ref: String,
+}
+
+/// `detail` as the tool takes it.
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum DetailArg {
+    #[default]
+    Brief,
+    Full,
+}
+
+impl From<DetailArg> for Detail {
+    fn from(arg: DetailArg) -> Detail {
+        match arg {
+            DetailArg::Brief => Detail::Brief,
+            DetailArg::Full => Detail::Full,
+        }
+    }
 }
 
 fn get_context(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
@@ -93,10 +114,12 @@ fn get_context(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
             ));
             return Ok(Answer::new(identity, to_outcome::<Value>(Err(error))));
         }
-        let request = ContextRequest {
+        let mut request = ContextRequest {
             paths: args.paths,
             query: args.query,
             max_tokens,
+            detail: args.detail.into(),
+            caller_bytes: 0,
         };
         let Some(resolved) = resolved else {
             let outcome = super::org::context(context, request, &args.git_ref).await;
@@ -107,8 +130,10 @@ fn get_context(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
             Ok(wiki) => wiki,
             Err(error) => return Ok(Answer::new(identity, Err(error))),
         };
+        let as_of = as_of(context, &resolved).await;
+        request.caller_bytes = as_of_bytes(&as_of);
         let outcome = match to_outcome(wiki.context(&git_ref, request).await) {
-            Ok(value) => Ok(with_as_of(value, as_of(context, &resolved).await)),
+            Ok(value) => Ok(with_as_of(value, as_of)),
             Err(error) => Err(error),
         };
         Ok(Answer::new(identity, outcome))

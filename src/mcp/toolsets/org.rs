@@ -17,7 +17,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::wiki_answer::{as_of, to_outcome, with_as_of};
+use super::wiki_answer::{as_of, with_as_of};
 use crate::mcp::context::{Context, Resolved};
 use crate::mcp::envelope::{ToolError, ToolOutcome};
 use crate::wiki::context::{ContextRequest, estimate_tokens};
@@ -147,16 +147,19 @@ pub async fn context(context: &Context, request: ContextRequest, git_ref: &str) 
     request.check()?;
     check_head(git_ref)?;
     let scope = scope(context);
-    let mut items: Vec<(u64, usize, Value)> = Vec::new();
+    let mut items: Vec<(u32, usize, Value)> = Vec::new();
     let (mut wikis, mut failed) = (Vec::new(), Vec::new());
     let mut known: Vec<Vec<Value>> = vec![Vec::new(); request.paths.len()];
     let mut left_items = 0;
-    let mut by_kind: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut by_kind: std::collections::BTreeMap<String, usize> = Default::default();
     let mut read_more: Vec<Value> = Vec::new();
     for (order, resolved) in scope.wikis.iter().enumerate() {
         let at = context.read_ref("HEAD".into()).await;
         let result = match context.wiki(resolved, false).await {
-            Ok(wiki) => to_outcome(wiki.context(&at, request.clone()).await),
+            Ok(wiki) => wiki
+                .context(&at, request.clone())
+                .await
+                .map_err(ToolError::from),
             Err(error) => Err(error),
         };
         let answer = match result {
@@ -167,33 +170,27 @@ pub async fn context(context: &Context, request: ContextRequest, git_ref: &str) 
             }
         };
         let repository = &resolved.identity.source_repository;
-        for (asked, summary) in answer["paths"].as_array().into_iter().flatten().enumerate() {
-            if summary["kind"] != "unknown"
+        for (asked, summary) in answer.paths.iter().enumerate() {
+            if summary.kind != "unknown"
                 && let Some(list) = known.get_mut(asked)
             {
-                list.push(tagged(repository, summary.clone()));
+                list.push(tagged(repository, encode(summary)?));
             }
         }
-        for item in answer["items"].as_array().into_iter().flatten() {
-            let relevance = item["relevance"].as_u64().unwrap_or(0);
-            items.push((relevance, order, tagged(repository, item.clone())));
+        for item in &answer.items {
+            items.push((item.relevance, order, tagged(repository, encode(item)?)));
         }
-        let left = &answer["left_out"];
-        left_items += left["items"].as_u64().unwrap_or(0);
-        for (kind, count) in left["by_kind"].as_object().into_iter().flatten() {
-            *by_kind.entry(kind.clone()).or_default() += count.as_u64().unwrap_or(0);
+        left_items += answer.left_out.items;
+        for (kind, count) in &answer.left_out.by_kind {
+            *by_kind.entry((*kind).to_owned()).or_default() += count;
         }
-        for page in left["read_more"].as_array().into_iter().flatten() {
-            push_read_more(
-                &mut read_more,
-                repository,
-                page.as_str().unwrap_or_default(),
-            );
+        for page in &answer.left_out.read_more {
+            push_read_more(&mut read_more, repository, page);
         }
         let fields = json!({
-            "ref": answer["ref"],
-            "truncated": answer["truncated"],
-            "unreadable_markers": answer["unreadable_markers"],
+            "ref": answer.commit,
+            "truncated": answer.truncated,
+            "unreadable_markers": answer.unreadable_markers,
         });
         wikis.push(wiki_line(context, resolved, fields).await);
     }
@@ -241,13 +238,17 @@ pub async fn context(context: &Context, request: ContextRequest, git_ref: &str) 
         "tokens": {
             "max": request.max_tokens,
             "used": used,
-            "estimate": "bytes of each item's JSON / 4, rounded up",
         },
         "left_out": {"items": left_items, "by_kind": by_kind, "read_more": read_more},
         "wikis": wikis,
         "unavailable": failed,
         "wikis_left_out": scope.left_out,
     }))
+}
+
+/// A part of a wiki's answer as JSON.
+fn encode<T: serde::Serialize>(value: &T) -> Result<Value, ToolError> {
+    serde_json::to_value(value).map_err(|e| ToolError::internal("encoding a context answer", e))
 }
 
 fn push_read_more(read_more: &mut Vec<Value>, repository: &str, page: &str) {

@@ -8,7 +8,7 @@
 //! the reason it is unknown, never a guess; an engine error keeps its kind.
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::mcp::context::{Context, Resolved};
 use crate::mcp::envelope::{ToolError, ToolOutcome};
@@ -41,6 +41,13 @@ pub(super) async fn as_of(context: &Context, resolved: &Resolved) -> Result<Stri
             Err("the job queue could not be read")
         }
     }
+}
+
+/// JSON bytes [`with_as_of`] adds to an object that has other fields.
+pub(super) fn as_of_bytes(as_of: &Result<String, &'static str>) -> usize {
+    let added = with_as_of(json!({}), as_of.clone());
+    // `{…}` less its braces, plus the comma joining it to the other fields.
+    added.to_string().len() - 2 + 1
 }
 
 /// `value` with `as_of` and `as_of_reason` added (when it is an object).

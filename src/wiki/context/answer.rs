@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::brief;
 use super::index::{ContextIndex, FactKind, FactRecord, is_under};
-use super::item::{Citation, Item, LeftOut, MAX_PEOPLE, Person, Ranked, estimate_tokens};
+use super::item::{Citation, Detail, Item, LeftOut, MAX_PEOPLE, Person, Ranked, estimate_tokens};
 use super::lines;
 use crate::wiki::query;
 
@@ -38,12 +38,13 @@ pub struct PathSummary {
     pub area_page: Option<String>,
 }
 
-/// The budget and what it bought.
+/// The budget and what it bought: `used` counts the whole answer (its
+/// items, paths, what was left out, and the fields the caller adds), by
+/// [`estimate_tokens`], and is at most `max` whenever the paths alone fit.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Tokens {
     pub max: usize,
     pub used: usize,
-    pub estimate: &'static str,
 }
 
 /// `get_context`'s result (the tool adds `as_of`).
@@ -62,7 +63,12 @@ pub struct ContextAnswer {
     /// The wiki was larger than the index budget: pages past it are not read.
     pub truncated: bool,
     /// Evidence markers on the wiki that do not parse (not used).
+    #[serde(skip_serializing_if = "is_zero")]
     pub unreadable_markers: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A search hit as the answer uses it (from the search index).
@@ -80,6 +86,10 @@ pub struct Request<'a> {
     pub paths: &'a [String],
     pub query: Option<&'a str>,
     pub max_tokens: usize,
+    pub detail: Detail,
+    /// JSON bytes the caller adds to the answer (`as_of`), counted in the
+    /// budget.
+    pub caller_bytes: usize,
 }
 
 fn citation(fact: &FactRecord) -> Citation {
@@ -384,21 +394,66 @@ pub fn answer_with(
 
     let mut ranked: Vec<Ranked> = candidates.into_values().collect();
     ranked.sort_by(brief::order);
-    let frame = serde_json::to_string(&summaries).map_or(0, |s| s.len());
-    let (items, used, left_out) = brief::pack(ranked, request.max_tokens, estimate_tokens(frame));
-    ContextAnswer {
+    let shell = ContextAnswer {
         commit,
         paths: summaries,
         query: request.query.map(str::to_owned),
-        items,
+        items: Vec::new(),
         tokens: Tokens {
             max: request.max_tokens,
-            used,
-            estimate: "bytes of each item's JSON / 4, rounded up",
+            used: request.max_tokens,
         },
-        left_out,
+        left_out: LeftOut::default(),
         truncated,
         unreadable_markers: index.unreadable,
+    };
+    cut(shell, ranked, request)
+}
+
+/// Most times [`cut`] packs again for what `left_out` turned out to cost.
+const MAX_REPACKS: usize = 8;
+
+/// `shell` (the answer without items) with `ranked` packed into it, the
+/// whole answer within the budget: the frame is measured as it stands,
+/// then what was left out grows it, so each time the answer comes out over
+/// the budget it is packed again with that much less room.
+fn cut(shell: ContextAnswer, ranked: Vec<Ranked>, request: &Request<'_>) -> ContextAnswer {
+    let whole = |answer: &ContextAnswer| {
+        estimate_tokens(serde_json::to_string(answer).map_or(0, |s| s.len()) + request.caller_bytes)
+    };
+    let frame = whole(&shell);
+    let mut short = 0;
+    let mut repacks = 0;
+    loop {
+        let (items, _, left_out) = brief::pack(
+            ranked.clone(),
+            request.max_tokens,
+            frame + short,
+            request.detail,
+        );
+        let mut answer = ContextAnswer {
+            items,
+            left_out,
+            ..shell.clone()
+        };
+        let mut used = whole(&answer);
+        repacks += 1;
+        if repacks == MAX_REPACKS {
+            // Not seen to happen: the least relevant go until it fits.
+            while used > request.max_tokens
+                && let Some(last) = answer.items.pop()
+            {
+                answer.left_out.items += 1;
+                *answer.left_out.by_kind.entry(last.item.kind()).or_default() += 1;
+                used = whole(&answer);
+            }
+        }
+        if used <= request.max_tokens || answer.items.is_empty() || repacks == MAX_REPACKS {
+            // `used` was measured with `max` in its place: as many digits or more.
+            answer.tokens.used = used;
+            return answer;
+        }
+        short += used - request.max_tokens;
     }
 }
 
@@ -485,6 +540,8 @@ mod tests {
                     paths: &paths,
                     query: None,
                     max_tokens: 2_000,
+                    detail: Detail::Brief,
+                    caller_bytes: 0,
                 },
                 Vec::new(),
                 false,
@@ -538,6 +595,10 @@ mod tests {
     }
 
     fn ask_routes(index: &ContextIndex, max_tokens: usize) -> ContextAnswer {
+        ask_routes_in(index, max_tokens, Detail::Brief)
+    }
+
+    fn ask_routes_in(index: &ContextIndex, max_tokens: usize, detail: Detail) -> ContextAnswer {
         let paths = ["api/routes.py".to_owned()];
         answer(
             index,
@@ -546,6 +607,8 @@ mod tests {
                 paths: &paths,
                 query: None,
                 max_tokens,
+                detail,
+                caller_bytes: 0,
             },
             Vec::new(),
             false,
@@ -603,11 +666,25 @@ mod tests {
             "{:?}",
             lines.0
         );
-        // The budget left adds the why to the newest lines first.
+        // A brief answer dates every line and stops: the budget is a
+        // ceiling. At full detail the budget left adds the why to the
+        // newest lines first.
         let why = " — Under load the batch size of api/routes.py was wrong; the new value keeps exports within budget.";
-        let with_why: Vec<bool> = lines.0.iter().map(|l| l.ends_with(why)).collect();
-        assert!(with_why[0], "{:?}", lines.0);
-        assert!(with_why.windows(2).all(|w| w[0] || !w[1]), "{:?}", lines.0);
+        assert!(lines.0.iter().all(|l| l.ends_with(')')), "{:?}", lines.0);
+        assert!(answer.tokens.used < 1_000, "{:?}", answer.tokens);
+        let full = ask_routes_in(&index, 2_000, Detail::Full);
+        assert!(full.tokens.used > answer.tokens.used, "{:?}", full.tokens);
+        let full_lines = full
+            .items
+            .iter()
+            .find_map(|r| match &r.item {
+                Item::EarlierChanges { changes, .. } => Some(changes.clone()),
+                _ => None,
+            })
+            .unwrap();
+        let with_why: Vec<bool> = full_lines.iter().map(|l| l.ends_with(why)).collect();
+        assert!(with_why[0], "{full_lines:?}");
+        assert!(with_why.windows(2).all(|w| w[0] || !w[1]), "{full_lines:?}");
         assert_eq!(lines.1, &["Area-api.md"]);
         assert_eq!(lines.2, &["api/routes.py"]);
         // The test command is kept, ranked with the newest changes.
@@ -667,11 +744,18 @@ mod tests {
     }
 
     #[test]
-    fn spare_budget_grows_the_newest_lines_a_tier_at_a_time() {
+    fn spare_budget_grows_the_newest_lines_a_tier_at_a_time_at_full_detail() {
         let index = long_history(60);
         let mut seen_named_only = false;
         for max_tokens in (600..=4_000).step_by(100) {
-            let answer = ask_routes(&index, max_tokens);
+            let brief = ask_routes(&index, max_tokens);
+            assert!(
+                !serde_json::to_string(&brief)
+                    .unwrap()
+                    .contains(" — Under load"),
+                "a brief answer carries no older change's why at {max_tokens}"
+            );
+            let answer = ask_routes_in(&index, max_tokens, Detail::Full);
             let Some(lines) = answer.items.iter().find_map(|r| match &r.item {
                 Item::EarlierChanges { changes, .. } => Some(changes.clone()),
                 _ => None,
@@ -716,14 +800,14 @@ mod tests {
         for max_tokens in (100..=2_000).step_by(50).chain([16_000]) {
             let answer = ask_routes(&index, max_tokens);
             assert!(answer.tokens.used <= max_tokens, "{:?}", answer.tokens);
-            // The same total as the items' own costs (and the frame).
-            let frame = estimate_tokens(serde_json::to_string(&answer.paths).unwrap().len());
-            let items: usize = answer
-                .items
-                .iter()
-                .map(|r| estimate_tokens(serde_json::to_string(r).unwrap().len() + 1))
-                .sum();
-            assert_eq!(answer.tokens.used, frame + items, "at {max_tokens}");
+            // `used` is the whole answer's cost, measured with `max` in its
+            // place (as many digits or more).
+            let whole = estimate_tokens(serde_json::to_string(&answer).unwrap().len());
+            assert!(
+                whole <= answer.tokens.used && answer.tokens.used <= whole + 1,
+                "{whole} against {:?} at {max_tokens}",
+                answer.tokens
+            );
             let (whole, brief) = named(&answer);
             let left = answer.left_out.by_kind.get("change").copied().unwrap_or(0);
             assert_eq!(whole.len() + brief.len() + left, 200, "at {max_tokens}");

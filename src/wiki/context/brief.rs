@@ -8,12 +8,13 @@
 //! and the rest are named one line each, `#NUMBER TITLE` (about 10 tokens),
 //! in one `earlier_changes` item packed at [`BRIEF_RELEVANCE`] (and listed
 //! just after the whole changes), which names the pages holding their whole
-//! entries. Budget left once everything is packed grows the lines a tier at
-//! a time, newest first, each tier on every line before the next: author and
-//! date (`#NUMBER TITLE (AUTHOR, DATE)`), then the why (` — WHY`), then the
-//! whole item: the entry is number, title, why, author and date, so
-//! all of those come before the merge commit and files, and naming every
-//! pull request comes before any of them.
+//! entries. Budget left once everything is packed adds author and date to
+//! the lines (`#NUMBER TITLE (AUTHOR, DATE)`), newest first, and stops
+//! there: at [`Detail::Full`] it goes on a tier at a time, each tier on
+//! every line before the next, with the why (` — WHY`) and then the whole
+//! item: the entry is number, title, why, author and date, so all
+//! of those come before the merge commit and files, and naming every pull
+//! request comes before any of them.
 //!
 //! Invariants: the items returned cost at most the budget by
 //! [`estimate_tokens`] (the brief list is packed by a bound, the paths and
@@ -25,7 +26,7 @@
 
 use std::cmp::Ordering;
 
-use super::item::{Item, LeftOut, MAX_READ_MORE, Ranked, estimate_tokens};
+use super::item::{Detail, Item, LeftOut, MAX_READ_MORE, Ranked, estimate_tokens};
 use super::lines;
 
 /// Changes that touched the asked paths kept whole, newest first, before
@@ -231,14 +232,20 @@ impl Packer {
 }
 
 /// Cuts `ranked` (best first, see [`order`]) to `max_tokens`, `frame` tokens
-/// being spent already: returns the items best first, the tokens they and
-/// the frame cost, and what was left out.
-pub fn pack(ranked: Vec<Ranked>, max_tokens: usize, frame: usize) -> (Vec<Ranked>, usize, LeftOut) {
+/// being spent already, saying as much of the older changes as `detail`
+/// asks: returns the items best first, the tokens they and the frame cost,
+/// and what was left out.
+pub fn pack(
+    ranked: Vec<Ranked>,
+    max_tokens: usize,
+    frame: usize,
+    detail: Detail,
+) -> (Vec<Ranked>, usize, LeftOut) {
     // Naming every change a path led to comes before keeping the newest
     // whole: when a line is left out, fewer stay whole, down to none.
     let mut keep_whole = WHOLE_CHANGES;
     loop {
-        let packer = pack_keeping(ranked.clone(), max_tokens, frame, keep_whole);
+        let packer = pack_keeping(ranked.clone(), max_tokens, frame, keep_whole, detail);
         if packer.path_changes_left == 0 || keep_whole == 0 {
             return (packer.items, packer.used, packer.left_out);
         }
@@ -247,7 +254,13 @@ pub fn pack(ranked: Vec<Ranked>, max_tokens: usize, frame: usize) -> (Vec<Ranked
 }
 
 /// [`pack`] with the newest `keep_whole` changes a path led to whole first.
-fn pack_keeping(ranked: Vec<Ranked>, max_tokens: usize, frame: usize, keep_whole: usize) -> Packer {
+fn pack_keeping(
+    ranked: Vec<Ranked>,
+    max_tokens: usize,
+    frame: usize,
+    keep_whole: usize,
+    detail: Detail,
+) -> Packer {
     let mut packer = Packer {
         max: max_tokens,
         used: frame,
@@ -294,14 +307,14 @@ fn pack_keeping(ranked: Vec<Ranked>, max_tokens: usize, frame: usize, keep_whole
     }
     let (mut named, mut list) = listed.unwrap_or_else(|| packer.brief(brief));
     // What is left of the budget grows the lines a tier at a time, newest
-    // first: author and date on every line, then the why, then, once every
-    // line has it, turns them whole, newest first.
+    // first: author and date on every line; at full detail then the why,
+    // then, once every line has it, turns them whole, newest first.
     let mut grown = [0usize; 2];
     for (step, from, to) in [
         (0, Tier::Named, Tier::Dated),
         (1, Tier::Dated, Tier::WithWhy),
     ] {
-        if step == 1 && grown[0] < named.len() {
+        if step == 1 && (grown[0] < named.len() || detail == Detail::Brief) {
             break;
         }
         while let Some(change) = named.get(grown[step]) {
@@ -316,7 +329,8 @@ fn pack_keeping(ranked: Vec<Ranked>, max_tokens: usize, frame: usize, keep_whole
         }
     }
     let mut promoted = 0;
-    while grown[1] == named.len()
+    while detail == Detail::Full
+        && grown[1] == named.len()
         && let Some(change) = named.get(promoted)
     {
         // The list without this line, or no list when it was the last.

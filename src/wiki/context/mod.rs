@@ -26,7 +26,7 @@ pub mod lookup;
 
 pub use answer::{ContextAnswer, Passage};
 pub use index::ContextIndex;
-pub use item::{Item, Ranked, estimate_tokens};
+pub use item::{Detail, Item, Ranked, estimate_tokens};
 
 use std::time::Instant;
 
@@ -51,6 +51,10 @@ pub struct ContextRequest {
     pub paths: Vec<String>,
     pub query: Option<String>,
     pub max_tokens: usize,
+    pub detail: Detail,
+    /// JSON bytes the caller adds to the answer (`as_of`), counted in the
+    /// budget.
+    pub caller_bytes: usize,
 }
 
 impl ContextRequest {
@@ -170,6 +174,8 @@ impl Wiki {
                         paths: &request.paths,
                         query: request.query.as_deref(),
                         max_tokens: request.max_tokens,
+                        detail: request.detail,
+                        caller_bytes: request.caller_bytes,
                     },
                     passages,
                     search.truncated(),
@@ -190,6 +196,7 @@ mod tests {
             paths: paths.iter().map(|p| (*p).to_owned()).collect(),
             query: query.map(str::to_owned),
             max_tokens,
+            ..ContextRequest::default()
         }
     }
 

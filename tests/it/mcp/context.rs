@@ -125,12 +125,12 @@ async fn a_file_several_pull_requests_touched() {
     // (`#NUMBER TITLE`, then ` (AUTHOR, DATE)` and ` — WHY` as they fit)
     // before it is left out. At every budget each item of the full answer
     // is kept, named in brief or counted. The folder billing/ was touched by
-    // four: past the three kept whole first, #5 goes brief unless the
-    // budget has room to make it whole again.
+    // four: past the three kept whole first, #5 goes brief (made whole
+    // again only at full detail, as the reference answer asks).
     let folder = call(
         &client,
         "get_context",
-        json!({"repository": REPOSITORY, "paths": ["billing/"]}),
+        json!({"repository": REPOSITORY, "paths": ["billing/"], "detail": "full"}),
     )
     .await["result"]
         .clone();
@@ -246,7 +246,23 @@ async fn folders_manifests_and_questions() {
         .iter()
         .map(|c| c["number"].as_u64().unwrap())
         .collect();
-    assert_eq!(numbers, [12, 9, 6, 5], "{folder}");
+    // A brief answer (the default) keeps the newest three whole and names
+    // the older one; at full detail the budget left makes it whole too.
+    assert_eq!(numbers, [12, 9, 6], "{folder}");
+    let lines = items(&folder, "earlier_changes");
+    assert_eq!(lines.len(), 1, "{folder}");
+    assert!(
+        lines[0]["changes"][0].as_str().unwrap().starts_with("#5 "),
+        "{folder}"
+    );
+    let full =
+        ask(json!({"repository": REPOSITORY, "paths": ["billing/"], "detail": "full"})).await;
+    let numbers: Vec<u64> = items(&full, "change")
+        .iter()
+        .map(|c| c["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [12, 9, 6, 5], "{full}");
+    assert!(items(&full, "earlier_changes").is_empty(), "{full}");
     let purposes: Vec<&str> = items(&folder, "purpose")
         .iter()
         .map(|p| p["path"].as_str().unwrap())
@@ -277,7 +293,13 @@ async fn folders_manifests_and_questions() {
         .iter()
         .map(|c| c["number"].as_u64().unwrap())
         .collect();
-    assert_eq!(numbers, [15, 6, 3, 1], "{manifest}");
+    // The newest three whole, the oldest named in brief.
+    assert_eq!(numbers, [15, 6, 3], "{manifest}");
+    let lines = items(&manifest, "earlier_changes");
+    assert!(
+        lines[0]["changes"][0].as_str().unwrap().starts_with("#1 "),
+        "{manifest}"
+    );
 
     // With a question, what answers it comes first.
     let asked = ask(json!({"repository": REPOSITORY, "paths": ["pyproject.toml"], "query": "why was fastapi upgraded?"})).await;
@@ -439,7 +461,13 @@ async fn a_hostile_wiki_gets_a_bounded_answer() {
             .await;
         assert_eq!(answer["success"], true, "{answer}");
         let result = &answer["result"];
-        assert!(result["tokens"]["used"].as_u64().unwrap() <= max_tokens);
+        // Within the budget, unless the paths alone do not fit it: then
+        // the answer is its frame, without items.
+        let used = result["tokens"]["used"].as_u64().unwrap();
+        assert!(
+            used <= max_tokens || result["items"].as_array().unwrap().is_empty(),
+            "{result}"
+        );
         let text = serde_json::to_string(result).unwrap();
         assert!(
             text.len() <= max_tokens as usize * 4 + 4096,
