@@ -17,7 +17,8 @@ use serde_json::json;
 
 use super::daemon_client::{finished, post_dispatch, wait_for};
 use super::fixture;
-use crate::harness::daemon::{Daemon, Setup};
+use super::one_source::OneSource;
+use crate::harness::daemon::Daemon;
 use crate::harness::git::{git, git_trimmed, git_with_env};
 
 const SECRET: &str = "archives dispatch secret, at least 32 bytes long";
@@ -60,14 +61,8 @@ async fn a_long_history_is_archived_by_quarter_and_nothing_is_lost_or_left_liste
     git(&dir, &["add", "-A"]);
     git(&dir, &["commit", "-q", "-m", "Initial commit"]);
     let base = git_trimmed(&dir, &["rev-parse", "HEAD"]);
-    let wiki = fixture::wiki(repos.path());
-    let setup = Setup::new(&format!(
-        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
-        dir.display(),
-        wiki.display()
-    ));
-    let token = setup.create_token("archives", &[]);
-    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
+    let one = OneSource::of(repos, &dir, SECRET).token("archives").start();
+    let (wiki, daemon, token) = (&one.wiki, &one.daemon, &one.token);
     let runs = AtomicU64::new(1);
     let dispatch = async |daemon: &Daemon, before: &str, after: &str| {
         let (status, answer) = post_dispatch(
@@ -82,7 +77,7 @@ async fn a_long_history_is_archived_by_quarter_and_nothing_is_lost_or_left_liste
         .await;
         assert_eq!(status, 202, "{answer}");
         let id = answer["job_id"].as_i64().unwrap();
-        let (job, events) = wait_for(daemon, &token, id, finished).await;
+        let (job, events) = wait_for(daemon, token, id, finished).await;
         assert_eq!(job["state"], "succeeded", "{job} {events}");
     };
 
@@ -115,13 +110,13 @@ async fn a_long_history_is_archived_by_quarter_and_nothing_is_lost_or_left_liste
         let sha = squash(&dir, number, &date);
         merged.push((number, sha.clone(), date));
         if number % 12 == 0 {
-            dispatch(&daemon, &before, &sha).await;
+            dispatch(daemon, &before, &sha).await;
             before = sha;
         }
     }
 
     // No page over 64 KiB.
-    let tree = git_trimmed(&wiki, &["ls-tree", "-r", "-l", "master"]);
+    let tree = git_trimmed(wiki, &["ls-tree", "-r", "-l", "master"]);
     let mut paths = Vec::new();
     for line in tree.lines() {
         let (meta, path) = line.split_once('\t').unwrap();
@@ -130,9 +125,9 @@ async fn a_long_history_is_archived_by_quarter_and_nothing_is_lost_or_left_liste
         assert!(!path.contains('/'), "{path}: the wiki is flat");
         paths.push(path.to_owned());
     }
-    let home = page(&wiki, "Home.md");
-    let index = page(&wiki, "Archive.md");
-    let area = page(&wiki, "Area-src.md");
+    let home = page(wiki, "Home.md");
+    let index = page(wiki, "Archive.md");
+    let area = page(wiki, "Area-src.md");
     assert!(
         home.contains("- [Archive](Archive) <!-- teammem:archive-link -->"),
         "{home}"
@@ -142,7 +137,7 @@ async fn a_long_history_is_archived_by_quarter_and_nothing_is_lost_or_left_liste
         "{home}"
     );
     assert!(
-        page(&wiki, "Changelog.md").len() > PAGE_LIMIT - 4096,
+        page(wiki, "Changelog.md").len() > PAGE_LIMIT - 4096,
         "the Changelog filled up"
     );
 
@@ -157,7 +152,7 @@ async fn a_long_history_is_archived_by_quarter_and_nothing_is_lost_or_left_liste
                     .and_then(|rest| rest.strip_prefix("-2025-Q"))
                     .is_some()
             })
-            .map(|p| (p.clone(), page(&wiki, p)))
+            .map(|p| (p.clone(), page(wiki, p)))
             .collect()
     };
     let changelog_quarters = quarter_pages("Changelog");
@@ -210,7 +205,7 @@ async fn a_long_history_is_archived_by_quarter_and_nothing_is_lost_or_left_liste
         removed.contains("- [old](Area-old) <!-- teammem:removed:old -->"),
         "{home}"
     );
-    let old = page(&wiki, "Area-old.md");
+    let old = page(wiki, "Area-old.md");
     assert!(
         old.contains(&format!(
             "Removed: no files under `old/` at commit `{}`. It was removed by #150 (merge commit `{}`).",
@@ -254,5 +249,5 @@ async fn a_long_history_is_archived_by_quarter_and_nothing_is_lost_or_left_liste
         .unwrap();
     assert_eq!(view.status(), 200);
     assert!(view.text().await.unwrap().contains("Changelog, 2025 Q1"));
-    assert!(daemon.terminate().success());
+    assert!(one.daemon.terminate().success());
 }

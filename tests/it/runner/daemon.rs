@@ -5,27 +5,18 @@
 use serde_json::json;
 
 use super::daemon_client::{finished, post_dispatch, wait_for};
-use super::fixture::{self, Source};
-use crate::harness::daemon::Setup as DaemonSetup;
+use super::one_source::OneSource;
 use crate::harness::git::{git, git_trimmed};
 
 const SECRET: &str = "runner e2e dispatch secret, at least 32 bytes long";
 
 #[tokio::test]
 async fn a_signed_dispatch_is_run_by_the_daemon_into_the_wiki() {
-    let repos = tempfile::tempdir().unwrap();
-    let source = Source::create(repos.path());
-    let wiki = fixture::wiki(repos.path());
-    let setup = DaemonSetup::new(&format!(
-        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
-        source.dir.display(),
-        wiki.display()
-    ));
-    let token = setup.create_token("e2e", &[]);
-    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
+    let one = OneSource::fixture(SECRET).token("e2e").start();
+    let (source, wiki, daemon, token) = (&one.source, &one.wiki, &one.daemon, &one.token);
 
     let (status, answer) = post_dispatch(
-        &daemon,
+        daemon,
         SECRET,
         &json!({
             "source_repository": "demo/app", "kind": "range",
@@ -37,15 +28,15 @@ async fn a_signed_dispatch_is_run_by_the_daemon_into_the_wiki() {
     let id = answer["job_id"].as_i64().unwrap();
 
     // Follow the job to its end (bounded; the job itself takes well under a second).
-    let (job, _) = wait_for(&daemon, &token, id, finished).await;
+    let (job, _) = wait_for(daemon, token, id, finished).await;
     assert_eq!(job["state"], "succeeded", "{job}");
     assert_eq!(job["receipt"]["status"], "updated", "{job}");
 
-    let changelog = git_trimmed(&wiki, &["show", "master:Changelog.md"]);
+    let changelog = git_trimmed(wiki, &["show", "master:Changelog.md"]);
     for sha in [&source.merge_12, &source.squash_13] {
         assert!(changelog.contains(sha.as_str()), "{changelog}");
     }
     assert!(changelog.contains("#12") && changelog.contains("#13"));
-    git(&wiki, &["fsck", "--strict", "--no-progress"]);
-    assert!(daemon.terminate().success());
+    git(wiki, &["fsck", "--strict", "--no-progress"]);
+    assert!(one.daemon.terminate().success());
 }

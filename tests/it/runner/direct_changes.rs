@@ -9,11 +9,8 @@
 //! publishes the runner's marker rewrites (a fact gone stale on a person's
 //! page) as its one commit. The `git` CLI is the oracle for the wiki.
 
-use serde_json::Value;
-
-use super::daemon_client::{range_job, range_job_succeeds};
-use super::fixture::{self, Source, write};
-use crate::harness::daemon::{Daemon, Setup};
+use super::fixture::write;
+use super::one_source::OneSource;
 use crate::harness::git::{git, git_trimmed};
 
 const SECRET: &str = "direct-changes dispatch secret, at least 32 bytes long";
@@ -32,61 +29,10 @@ fn wiki_commits(wiki: &std::path::Path) -> usize {
         .unwrap()
 }
 
-/// A source, its wiki and the daemon that keeps it.
-struct Replay {
-    s: Source,
-    wiki: std::path::PathBuf,
-    token: String,
-    daemon: Daemon,
-    /// Holds the daemon's data directory.
-    _setup: Setup,
-    _repos: tempfile::TempDir,
-}
-
-impl Replay {
-    /// The fixture source (its wiki seeded by `seed`) and a daemon serving it.
-    fn start(seed: impl FnOnce(&Source, &std::path::Path)) -> Replay {
-        let repos = tempfile::tempdir().unwrap();
-        let s = Source::create(repos.path());
-        let wiki = fixture::wiki(repos.path());
-        seed(&s, &wiki);
-        let setup = Setup::new(&format!(
-            "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
-            s.dir.display(),
-            wiki.display()
-        ));
-        let token = setup.create_token("direct", &[]);
-        let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
-        Replay {
-            s,
-            wiki,
-            token,
-            daemon,
-            _setup: setup,
-            _repos: repos,
-        }
-    }
-
-    fn show(&self, page: &str) -> String {
-        git_trimmed(&self.wiki, &["show", &format!("master:{page}")])
-    }
-
-    /// Dispatches `before..after` as workflow run `run` and waits for its
-    /// job to end: the job and its events.
-    async fn range(&self, run: u64, before: &str, after: &str) -> (Value, Value) {
-        range_job(&self.daemon, &self.token, SECRET, run, before, after).await
-    }
-
-    /// [`Self::range`], which must end `succeeded`.
-    async fn succeeds(&self, run: u64, before: &str, after: &str) -> Value {
-        range_job_succeeds(&self.daemon, &self.token, SECRET, run, before, after).await
-    }
-}
-
 #[tokio::test]
 async fn direct_pushes_refresh_the_pages_of_the_tip_and_an_empty_range_is_skipped() {
-    let r = Replay::start(|_, _| {});
-    let dir = &r.s.dir;
+    let r = OneSource::fixture(SECRET).token("direct").start();
+    let dir = &r.source.dir;
 
     // PR #20 adds two modules, a manifest and the CI workflow.
     write(dir, "lib/keep.py", "\"\"\"Keeps things.\"\"\"\n");
@@ -98,7 +44,7 @@ async fn direct_pushes_refresh_the_pages_of_the_tip_and_an_empty_range_is_skippe
     );
     write(dir, ".github/workflows/ci.yml", WORKFLOW);
     let pr = commit(dir, "Add the library (#20)");
-    r.succeeds(1, &r.s.head, &pr).await;
+    r.succeeds(1, &r.source.head, &pr).await;
     assert!(r.show("Area-lib.md").contains("- lib/drop.py"));
     let before = wiki_commits(&r.wiki);
 
@@ -153,12 +99,12 @@ async fn direct_pushes_refresh_the_pages_of_the_tip_and_an_empty_range_is_skippe
 
 #[tokio::test]
 async fn an_older_range_run_after_a_newer_one_leaves_the_tip_pages_as_they_are() {
-    let r = Replay::start(|_, _| {});
-    let dir = &r.s.dir;
+    let r = OneSource::fixture(SECRET).token("direct").start();
+    let dir = &r.source.dir;
     let manifest = |deps: &str| format!("[project]\nname = \"app\"\ndependencies = [{deps}]\n");
     write(dir, "pyproject.toml", &manifest("\"requests>=2\""));
     let pr = commit(dir, "Add the manifest (#20)");
-    r.succeeds(1, &r.s.head, &pr).await;
+    r.succeeds(1, &r.source.head, &pr).await;
     write(dir, "pyproject.toml", &manifest("\"olddep>=1\""));
     let older = commit(dir, "Try olddep");
     write(dir, "pyproject.toml", &manifest("\"newdep>=1\""));
@@ -189,16 +135,19 @@ async fn an_older_range_run_after_a_newer_one_leaves_the_tip_pages_as_they_are()
 #[tokio::test]
 async fn a_job_whose_agent_writes_nothing_still_publishes_its_marker_rewrites() {
     let mut cited = String::new();
-    let r = Replay::start(|s, wiki| {
-        write(&s.dir, "tools/gen.py", "print('one')\nprint('two')\n");
-        cited = commit(&s.dir, "Add a generator");
-        // A person's page cites the generator's second line.
-        let fact = format!(
-            "- The generator prints two. <!-- teammem:evidence tools/gen.py@{cited}#L2 -->"
-        );
-        super::daemon_client::another_writer(wiki, "Notes.md", &format!("# Notes\n\n{fact}\n"));
-    });
-    let dir = &r.s.dir;
+    let r = OneSource::fixture(SECRET)
+        .token("direct")
+        .seed(|s, wiki| {
+            write(&s.dir, "tools/gen.py", "print('one')\nprint('two')\n");
+            cited = commit(&s.dir, "Add a generator");
+            // A person's page cites the generator's second line.
+            let fact = format!(
+                "- The generator prints two. <!-- teammem:evidence tools/gen.py@{cited}#L2 -->"
+            );
+            super::daemon_client::another_writer(wiki, "Notes.md", &format!("# Notes\n\n{fact}\n"));
+        })
+        .start();
+    let dir = &r.source.dir;
     // A first job writes the pages teammem keeps.
     write(dir, "lib/keep.py", "\"\"\"Keeps things.\"\"\"\n");
     let pr = commit(dir, "Add the library (#20)");

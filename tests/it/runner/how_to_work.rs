@@ -8,9 +8,8 @@
 //! touches nothing it cites leaves it as it is; the next pull request that
 //! touches the workflow rewrites the page at its tip.
 
-use super::daemon_client::range_job_succeeds;
-use super::fixture::{self, Source, write};
-use crate::harness::daemon::Setup;
+use super::fixture::write;
+use super::one_source::OneSource;
 use crate::harness::git::{git, git_trimmed};
 
 const SECRET: &str = "how-to-work dispatch secret, at least 32 bytes long";
@@ -31,23 +30,15 @@ fn line_of(dir: &std::path::Path, commit: &str, path: &str, needle: &str) -> usi
 
 #[tokio::test]
 async fn the_page_cites_the_ci_goes_stale_on_a_direct_push_and_is_rewritten_by_the_next_pr() {
-    let repos = tempfile::tempdir().unwrap();
-    let s = Source::create(repos.path());
-    let wiki = fixture::wiki(repos.path());
-    let setup = Setup::new(&format!(
-        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
-        s.dir.display(),
-        wiki.display()
-    ));
-    let token = setup.create_token("how-to", &[]);
-    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
-    let show = |page: &str| git_trimmed(&wiki, &["show", &format!("master:{page}")]);
+    let one = OneSource::fixture(SECRET).token("how-to").start();
+    let (s, wiki) = (&one.source, &one.wiki);
+    let show = |page: &str| git_trimmed(wiki, &["show", &format!("master:{page}")]);
 
     // PR #30 adds the workflow and a Makefile target.
     write(&s.dir, ".github/workflows/ci.yml", WORKFLOW);
     write(&s.dir, "Makefile", "all:\n\ntest:\n\tpytest -q\n");
     let added = commit(&s.dir, "Add CI (#30)");
-    range_job_succeeds(&daemon, &token, SECRET, 1, &s.head, &added).await;
+    one.succeeds(1, &s.head, &added).await;
     let page = show("How-to-work-here.md");
     let ci = ".github/workflows/ci.yml";
     let test_line = line_of(&s.dir, &added, ci, "run: pytest");
@@ -87,7 +78,7 @@ async fn the_page_cites_the_ci_goes_stale_on_a_direct_push_and_is_rewritten_by_t
     );
     commit(&s.dir, "Stop at the first failure");
     let other = s.squash_pr(31, "Tune search", "src/search.rs");
-    range_job_succeeds(&daemon, &token, SECRET, 2, &added, &other).await;
+    one.succeeds(2, &added, &other).await;
     let page = show("How-to-work-here.md");
     let line = line_of(&s.dir, &other, ci, "run: pytest");
     assert!(
@@ -101,7 +92,7 @@ async fn the_page_cites_the_ci_goes_stale_on_a_direct_push_and_is_rewritten_by_t
 
     // PR #33 touches nothing the page cites: the page stays as it is.
     let tuned = s.squash_pr(33, "Tune search again", "src/search.rs");
-    range_job_succeeds(&daemon, &token, SECRET, 4, &other, &tuned).await;
+    one.succeeds(4, &other, &tuned).await;
     assert_eq!(
         show("How-to-work-here.md"),
         page,
@@ -115,7 +106,7 @@ async fn the_page_cites_the_ci_goes_stale_on_a_direct_push_and_is_rewritten_by_t
         &WORKFLOW.replace("run: pytest -q tests/", "run: pytest -q -n auto tests/"),
     );
     let fixed = commit(&s.dir, "Run the tests in parallel (#32)");
-    range_job_succeeds(&daemon, &token, SECRET, 3, &tuned, &fixed).await;
+    one.succeeds(3, &tuned, &fixed).await;
     let page = show("How-to-work-here.md");
     let line = line_of(&s.dir, &fixed, ci, "run: pytest");
     assert!(
@@ -125,5 +116,5 @@ async fn the_page_cites_the_ci_goes_stale_on_a_direct_push_and_is_rewritten_by_t
         "{page}"
     );
     assert!(!page.contains("stale="), "{page}");
-    assert!(daemon.terminate().success());
+    assert!(one.daemon.terminate().success());
 }

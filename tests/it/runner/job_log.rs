@@ -8,32 +8,23 @@
 
 use serde_json::{Value, json};
 
-use super::daemon_client::{Holds, finished, job, post_dispatch, range_job_succeeds, wait_for};
-use super::fixture::{self, Source};
-use crate::harness::daemon::Setup;
+use super::daemon_client::{Holds, finished, job, post_dispatch, wait_for};
+use super::one_source::OneSource;
 
 const SECRET: &str = "job log dispatch secret, at least 32 bytes long";
 
 #[tokio::test]
 async fn a_job_logs_one_line_per_state_change_and_nothing_else_at_info() {
-    let repos = tempfile::tempdir().unwrap();
-    let source = Source::create(repos.path());
-    let wiki = fixture::wiki(repos.path());
-    let setup = Setup::new(&format!(
-        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
-        source.dir.display(),
-        wiki.display()
-    ));
-    let token = setup.create_token("job-log", &[]);
-    let log_path = setup.dir.path().join("daemon.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let daemon = setup.serve_logging_to(log, &[("TEAMMEM_SECRET_DEMO", SECRET)]);
-    let done = range_job_succeeds(&daemon, &token, SECRET, 1, &source.base, &source.head).await;
+    let one = OneSource::fixture(SECRET)
+        .token("job-log")
+        .logging()
+        .start();
+    let done = one.succeeds(1, &one.source.base, &one.source.head).await;
     let id = done["id"].as_i64().unwrap();
-    let (_, events) = job(&daemon, &token, id).await;
+    let (_, events) = job(&one.daemon, &one.token, id).await;
     // Stopped first, so that every line the job caused is in the file.
-    assert!(daemon.terminate().success());
-    let text = std::fs::read_to_string(&log_path).unwrap();
+    assert!(one.daemon.terminate().success());
+    let text = std::fs::read_to_string(one.log.as_ref().unwrap()).unwrap();
 
     let recorded = assert_one_line_per_state_change(&text, id, &events);
     assert_eq!(recorded, ["queued", "running", "succeeded"], "{events:#}");
@@ -69,19 +60,12 @@ async fn a_job_logs_one_line_per_state_change_and_nothing_else_at_info() {
 /// cancelled, retried, then runs; each step is one line naming the job.
 #[tokio::test]
 async fn a_cancel_and_a_retry_are_one_line_each() {
-    let repos = tempfile::tempdir().unwrap();
-    let source = Source::create(repos.path());
-    let wiki = fixture::wiki(repos.path());
-    let setup = Setup::new(&format!(
-        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
-        source.dir.display(),
-        wiki.display()
-    ));
-    let token = setup.create_token("job-log", &[]);
-    let log_path = setup.dir.path().join("daemon.log");
-    let log = std::fs::File::create(&log_path).unwrap();
     let mut holds = Holds::new();
-    let daemon = setup.serve_logging_to(log, &[("TEAMMEM_SECRET_DEMO", SECRET), holds.env()]);
+    let one = OneSource::fixture(SECRET)
+        .token("job-log")
+        .logging()
+        .env(holds.env())
+        .start();
 
     let dispatch = |before: &str, after: &str, run: u64| {
         json!({
@@ -91,17 +75,17 @@ async fn a_cancel_and_a_retry_are_one_line_each() {
         })
     };
     let (status, running) = post_dispatch(
-        &daemon,
+        &one.daemon,
         SECRET,
-        &dispatch(&source.base, &source.merge_12, 1),
+        &dispatch(&one.source.base, &one.source.merge_12, 1),
     )
     .await;
     assert_eq!(status, 202, "{running}");
     let held = holds.next().await;
     let (status, queued) = post_dispatch(
-        &daemon,
+        &one.daemon,
         SECRET,
-        &dispatch(&source.merge_12, &source.head, 2),
+        &dispatch(&one.source.merge_12, &one.source.head, 2),
     )
     .await;
     assert_eq!(status, 202, "{queued}");
@@ -109,8 +93,8 @@ async fn a_cancel_and_a_retry_are_one_line_each() {
     let behind = queued["job_id"].as_i64().unwrap();
     for action in ["cancel", "retry"] {
         let answer = reqwest::Client::new()
-            .post(daemon.url(&format!("/v1/jobs/{behind}/{action}")))
-            .bearer_auth(&token)
+            .post(one.daemon.url(&format!("/v1/jobs/{behind}/{action}")))
+            .bearer_auth(&one.token)
             .send()
             .await
             .unwrap();
@@ -125,13 +109,13 @@ async fn a_cancel_and_a_retry_are_one_line_each() {
     holds.next().await.release();
     let first = running["job_id"].as_i64().unwrap();
     for id in [first, behind] {
-        let (done, _) = wait_for(&daemon, &token, id, finished).await;
+        let (done, _) = wait_for(&one.daemon, &one.token, id, finished).await;
         assert_eq!(done["state"], "succeeded", "{done}");
     }
-    let (_, first_events) = job(&daemon, &token, first).await;
-    let (_, behind_events) = job(&daemon, &token, behind).await;
-    assert!(daemon.terminate().success());
-    let text = std::fs::read_to_string(&log_path).unwrap();
+    let (_, first_events) = job(&one.daemon, &one.token, first).await;
+    let (_, behind_events) = job(&one.daemon, &one.token, behind).await;
+    assert!(one.daemon.terminate().success());
+    let text = std::fs::read_to_string(one.log.as_ref().unwrap()).unwrap();
 
     let recorded = assert_one_line_per_state_change(&text, first, &first_events);
     assert_eq!(

@@ -39,6 +39,8 @@ mod evidence_tools;
 // every test module uses each one).
 #[allow(dead_code)]
 pub mod fixture;
+// One source, its wiki and the real daemon serving them: the setup most tests here share.
+mod one_source;
 // The runner in the real daemon on the GitHub forge: fake REST API, wiki over git http-backend.
 mod github;
 // A hostile command agent tries every escape and publishes what it got: no secret, nothing left running.

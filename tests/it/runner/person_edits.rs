@@ -19,9 +19,8 @@
 
 use std::path::Path;
 
-use super::daemon_client::range_job_succeeds;
 use super::fixture::{self, page, squash};
-use crate::harness::daemon::Setup;
+use super::one_source::OneSource;
 use crate::harness::git::{git, git_trimmed};
 
 const SECRET: &str = "person edits dispatch secret, at least 32 bytes";
@@ -86,16 +85,12 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
     touch(3);
     let third = squash(&dir, 3, "Third change");
 
-    let wiki = fixture::wiki(repos.path());
-    let setup = Setup::new(&format!(
-        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
-        dir.display(),
-        wiki.display()
-    ));
-    let token = setup.create_token("person-edits", &[]);
-    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
-    range_job_succeeds(&daemon, &token, SECRET, 1, &base, &first).await;
-    let before = pages(&wiki);
+    let one = OneSource::of(repos, &dir, SECRET)
+        .token("person-edits")
+        .start();
+    let wiki = &one.wiki;
+    one.succeeds(1, &base, &first).await;
+    let before = pages(wiki);
     for p in [
         "Area-src.md",
         "Area-docs.md",
@@ -180,25 +175,25 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
         &["commit", "-q", "-m", "A person reorganises the wiki"],
     );
     git(&clone, &["push", "-q", "origin", "HEAD:master"]);
-    let person: std::collections::BTreeMap<String, String> = pages(&wiki)
+    let person: std::collections::BTreeMap<String, String> = pages(wiki)
         .into_iter()
         .map(|p| {
-            let text = page(&wiki, &p);
+            let text = page(wiki, &p);
             (p, text)
         })
         .collect();
 
-    let job = range_job_succeeds(&daemon, &token, SECRET, 2, &first, &second).await;
+    let job = one.succeeds(2, &first, &second).await;
     let summary = job["receipt"]["summary"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    let after = pages(&wiki);
+    let after = pages(wiki);
 
     // Nothing the person wrote is gone: every line without a teammem
     // marker on each page the person left is still on it.
     for (path, text) in &person {
-        let now = page(&wiki, path);
+        let now = page(wiki, path);
         for line in text.lines().filter(|l| !l.contains("<!-- teammem:")) {
             assert!(
                 now.lines().any(|l| l == line),
@@ -217,17 +212,17 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
             !after.iter().any(|p| p == gone),
             "{gone} written again: {after:?}"
         );
-        let text = page(&wiki, moved);
+        let text = page(wiki, moved);
         assert_eq!(text.matches(&entry(&second)).count(), 1, "{text}");
         assert_eq!(text.matches(&entry(&first)).count(), 1, "{text}");
     }
     // A mangled archives line: a new one comes back above the entries, and
     // the entries already on quarter pages are not said to predate them.
-    let src = page(&wiki, "Guides/Area-src.md");
+    let src = page(wiki, "Guides/Area-src.md");
     assert_eq!(src.matches("<!-- teammem:archives -->").count(), 1, "{src}");
     assert!(!src.contains("<!-- teammem:before-archives -->"), "{src}");
     // A kept section a person deleted whole comes back at the page's end.
-    let root = page(&wiki, "area-ROOT.md");
+    let root = page(wiki, "area-ROOT.md");
     assert_eq!(
         root.matches("<!-- teammem:who-knows -->").count(),
         1,
@@ -239,7 +234,7 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
     );
     // A quarter page moved into a folder gets its new entry there.
     assert!(!after.contains(&web_quarter), "{web_quarter} written again");
-    let moved_quarter = page(&wiki, &format!("Old/{web_quarter}"));
+    let moved_quarter = page(wiki, &format!("Old/{web_quarter}"));
     assert_eq!(
         moved_quarter.matches(&entry(&second)).count(),
         1,
@@ -249,22 +244,22 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
     // the receipt says so; the entry is on the area's quarter page.
     assert!(!after.iter().any(|p| p == "Area-lib.md"), "{after:?}");
     for copy in ["A/Area-lib.md", "B/Area-lib.md"] {
-        assert_eq!(page(&wiki, copy), person[copy]);
+        assert_eq!(page(wiki, copy), person[copy]);
     }
     assert!(
         summary.contains("Area-lib.md was not written: the wiki already has a page of that name (A/Area-lib.md, B/Area-lib.md)"),
         "{summary}"
     );
-    assert_eq!(count(&wiki, &second, |p| p.starts_with("Area-lib-")), 1);
+    assert_eq!(count(wiki, &second, |p| p.starts_with("Area-lib-")), 1);
     // A page renamed to another name is the person's: left exactly as it
     // was; the area gets a new page of teammem's name.
-    assert_eq!(page(&wiki, "Documentation.md"), person["Documentation.md"]);
+    assert_eq!(page(wiki, "Documentation.md"), person["Documentation.md"]);
     assert_eq!(
-        page(&wiki, "Area-docs.md").matches(&entry(&second)).count(),
+        page(wiki, "Area-docs.md").matches(&entry(&second)).count(),
         1
     );
     // The Changelog without its anchor gets it back at its end, once.
-    let changelog = page(&wiki, "Changelog.md");
+    let changelog = page(wiki, "Changelog.md");
     assert_eq!(
         changelog.matches("<!-- teammem:changelog -->").count(),
         1,
@@ -276,10 +271,10 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
     );
     assert_eq!(changelog.matches(&entry(&first)).count(), 1, "{changelog}");
     // The deleted quarter page comes back with the new entry.
-    assert_eq!(page(&wiki, &quarter).matches(&entry(&second)).count(), 1);
+    assert_eq!(page(wiki, &quarter).matches(&entry(&second)).count(), 1);
     // Sections a person changed inside are left as they are, and the
     // receipt says so; the entry still lands on the page.
-    let web = page(&wiki, "Area-web.md");
+    let web = page(wiki, "Area-web.md");
     let web_before = &person["Area-web.md"];
     let section = |t: &str| {
         let a = t.find("## What is here").unwrap();
@@ -297,7 +292,7 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
     }
     // Home: the person's text and the mangled line stay; the topics list
     // is back under its anchor.
-    let home = page(&wiki, "Home.md");
+    let home = page(wiki, "Home.md");
     assert_eq!(home.matches("<!-- teammem:topics -->").count(), 1, "{home}");
     assert!(
         home.contains("- [src](Area-src) <!-- teammem:area:src -->"),
@@ -305,7 +300,7 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
     );
 
     // The next job builds on the repaired pages: every entry once per page.
-    let job = range_job_succeeds(&daemon, &token, SECRET, 3, &second, &third).await;
+    let job = one.succeeds(3, &second, &third).await;
     assert!(
         job["receipt"]["summary"]
             .as_str()
@@ -319,17 +314,17 @@ async fn a_heavily_edited_wiki_is_repaired_where_teammem_owns_it_and_left_alone_
             ("area-ROOT.md", "Area-root-"),
             ("Area-web.md", "Area-web-"),
         ] {
-            let on_current = page(&wiki, current).matches(&entry(sha)).count();
-            let on_quarters = count(&wiki, sha, |p| p.starts_with(pick));
+            let on_current = page(wiki, current).matches(&entry(sha)).count();
+            let on_quarters = count(wiki, sha, |p| p.starts_with(pick));
             assert!(
                 on_current <= 1 && on_quarters <= 1,
                 "{sha} on {current}: {on_current}, quarters {on_quarters}"
             );
         }
-        assert_eq!(count(&wiki, sha, |p| p == "Changelog.md"), 1, "{sha}");
+        assert_eq!(count(wiki, sha, |p| p == "Changelog.md"), 1, "{sha}");
     }
-    git(&wiki, &["fsck", "--strict", "--no-progress"]);
-    assert!(daemon.terminate().success());
+    git(wiki, &["fsck", "--strict", "--no-progress"]);
+    assert!(one.daemon.terminate().success());
 }
 
 /// A person fills an area page past what a page may hold (64 KiB) with
@@ -351,15 +346,11 @@ async fn a_page_a_person_filled_past_the_page_limit_is_left_alone_and_the_job_su
     fixture::write(&dir, "src/lib.rs", "//! The library.\n// 2\n");
     let second = squash(&dir, 2, "Second change");
 
-    let wiki = fixture::wiki(repos.path());
-    let setup = Setup::new(&format!(
-        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
-        dir.display(),
-        wiki.display()
-    ));
-    let token = setup.create_token("person-edits", &[]);
-    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
-    range_job_succeeds(&daemon, &token, SECRET, 1, &base, &first).await;
+    let one = OneSource::of(repos, &dir, SECRET)
+        .token("person-edits")
+        .start();
+    let wiki = &one.wiki;
+    one.succeeds(1, &base, &first).await;
 
     let work = tempfile::tempdir().unwrap();
     let clone = work.path().join("wiki");
@@ -379,15 +370,15 @@ async fn a_page_a_person_filled_past_the_page_limit_is_left_alone_and_the_job_su
     edit(&clone, "Area-src.md", |t| format!("{t}\n{notes}"));
     git(&clone, &["commit", "-q", "-am", "A person's design notes"]);
     git(&clone, &["push", "-q", "origin", "HEAD:master"]);
-    let person = page(&wiki, "Area-src.md");
+    let person = page(wiki, "Area-src.md");
 
-    let job = range_job_succeeds(&daemon, &token, SECRET, 2, &first, &second).await;
+    let job = one.succeeds(2, &first, &second).await;
     let summary = job["receipt"]["summary"].as_str().unwrap_or_default();
     assert!(summary.contains("Area-src.md"), "{summary}");
-    assert_eq!(page(&wiki, "Area-src.md"), person);
+    assert_eq!(page(wiki, "Area-src.md"), person);
     let entry = format!("<!-- teammem:{second} -->");
-    assert_eq!(page(&wiki, "Changelog.md").matches(&entry).count(), 1);
-    assert_eq!(count(&wiki, &second, |p| p.starts_with("Area-src-")), 1);
-    git(&wiki, &["fsck", "--strict", "--no-progress"]);
-    assert!(daemon.terminate().success());
+    assert_eq!(page(wiki, "Changelog.md").matches(&entry).count(), 1);
+    assert_eq!(count(wiki, &second, |p| p.starts_with("Area-src-")), 1);
+    git(wiki, &["fsck", "--strict", "--no-progress"]);
+    assert!(one.daemon.terminate().success());
 }

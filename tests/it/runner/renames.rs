@@ -15,9 +15,8 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-use super::daemon_client::range_job_succeeds;
 use super::fixture::{self, page, squash};
-use crate::harness::daemon::Setup;
+use super::one_source::OneSource;
 use crate::harness::git::{git, git_trimmed};
 
 const SECRET: &str = "renames dispatch secret, at least 32 bytes long";
@@ -89,28 +88,22 @@ async fn a_renamed_file_keeps_its_purpose_and_its_history() {
     fixture::write(&dir, "src/store.rs", "//! A new, unrelated file.\n");
     let reused = squash(&dir, 4, "A new file at the old path");
 
-    let wiki = fixture::wiki(repos.path());
-    let setup = Setup::new(&format!(
-        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
-        dir.display(),
-        wiki.display()
-    ));
-    let token = setup.create_token("renames", &[]);
-    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
+    let one = OneSource::of(repos, &dir, SECRET).token("renames").start();
+    let wiki = &one.wiki;
     // One push a job, so the rename's job is its own.
     for (run, (before, after)) in [(&base, &first), (&first, &moved), (&moved, &after)]
         .into_iter()
         .enumerate()
     {
-        range_job_succeeds(&daemon, &token, SECRET, run as u64 + 1, before, after).await;
+        one.succeeds(run as u64 + 1, before, after).await;
     }
 
     // The rename's entry names both paths, on the new area's page and on the
     // old one's.
-    let lib = page(&wiki, "Area-lib.md");
+    let lib = page(wiki, "Area-lib.md");
     let named = format!("— src/store.rs → lib/kv.rs <!-- teammem:{moved} -->");
     assert!(lib.contains(&named), "{lib}");
-    let src = page(&wiki, "Area-src.md");
+    let src = page(wiki, "Area-src.md");
     assert!(src.contains(&named), "{src}");
     // "What is here": the file under its new path, with its purpose cited
     // there (at the rename's commit: the next job's change left the cited
@@ -125,15 +118,15 @@ async fn a_renamed_file_keeps_its_purpose_and_its_history() {
     assert!(!src.contains("- src/store.rs"), "{src}");
 
     // The history of the old path is found by the new one.
-    let answer = get_context(&setup.config, &["lib/kv.rs"]).await;
+    let answer = get_context(&one.setup.config, &["lib/kv.rs"]).await;
     assert_eq!(change_numbers(&answer), [3, 2, 1], "{answer}");
 
     // A new file at the old path later is not the renamed file's history.
-    range_job_succeeds(&daemon, &token, SECRET, 4, &after, &reused).await;
-    let answer = get_context(&setup.config, &["lib/kv.rs"]).await;
+    one.succeeds(4, &after, &reused).await;
+    let answer = get_context(&one.setup.config, &["lib/kv.rs"]).await;
     assert_eq!(change_numbers(&answer), [3, 2, 1], "{answer}");
-    let answer = get_context(&setup.config, &["src/store.rs"]).await;
+    let answer = get_context(&one.setup.config, &["src/store.rs"]).await;
     assert_eq!(change_numbers(&answer), [4, 2, 1], "{answer}");
-    git(&wiki, &["fsck", "--strict", "--no-progress"]);
-    assert!(daemon.terminate().success());
+    git(wiki, &["fsck", "--strict", "--no-progress"]);
+    assert!(one.daemon.terminate().success());
 }

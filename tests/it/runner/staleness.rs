@@ -11,8 +11,8 @@ use std::path::Path;
 use serde_json::json;
 
 use super::daemon_client::{finished, jobs_of_commits, post_dispatch, wait_for, wiki_tip};
-use super::fixture::{self, write};
-use crate::harness::daemon::Setup;
+use super::fixture::write;
+use super::one_source::OneSource;
 use crate::harness::git::{git, git_trimmed};
 
 const SECRET: &str = "staleness dispatch secret, at least 32 bytes long";
@@ -67,7 +67,6 @@ async fn a_job_re_anchors_moved_facts_and_marks_changed_ones_stale_in_its_one_co
     git(&dir, &["mv", "src/old_name.rs", "src/new_name.rs"]);
     let head = commit(&dir, "Rename old_name.rs (#2)");
 
-    let wiki = fixture::wiki(repos.path());
     let page = format!(
         "# Facts\n\n\
          - Moved keeps its lines. {}\n\
@@ -82,16 +81,15 @@ async fn a_job_re_anchors_moved_facts_and_marks_changed_ones_stale_in_its_one_co
         marker("src/gone.rs", &base, "L1-L2"),
         marker("src/old_name.rs", &base, "L5-L6"),
     );
-    super::daemon_client::another_writer(&wiki, "Facts.md", &page);
-    let start = wiki_tip(&wiki);
-
-    let setup = Setup::new(&format!(
-        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
-        dir.display(),
-        wiki.display()
-    ));
-    let token = setup.create_token("staleness", &[]);
-    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
+    let mut start = String::new();
+    let one = OneSource::of(repos, &dir, SECRET)
+        .token("staleness")
+        .seed(|_, wiki| {
+            super::daemon_client::another_writer(wiki, "Facts.md", &page);
+            start = wiki_tip(wiki);
+        })
+        .start();
+    let (wiki, daemon, token) = (&one.wiki, &one.daemon, &one.token);
     let dispatch = |run: u64| {
         json!({
             "source_repository": "demo/app", "kind": "range",
@@ -99,18 +97,18 @@ async fn a_job_re_anchors_moved_facts_and_marks_changed_ones_stale_in_its_one_co
             "push_before": base, "push_after": head,
         })
     };
-    let (status, answer) = post_dispatch(&daemon, SECRET, &dispatch(1)).await;
+    let (status, answer) = post_dispatch(daemon, SECRET, &dispatch(1)).await;
     assert_eq!(status, 202, "{answer}");
     let id = answer["job_id"].as_i64().unwrap();
-    let (job, _) = wait_for(&daemon, &token, id, finished).await;
+    let (job, _) = wait_for(daemon, token, id, finished).await;
     assert_eq!(job["state"], "succeeded", "{job}");
 
     assert_eq!(
-        jobs_of_commits(&wiki, &start),
+        jobs_of_commits(wiki, &start),
         [Some(id)],
         "the job is exactly one wiki commit, fact updates included"
     );
-    let facts = git_trimmed(&wiki, &["show", "master:Facts.md"]);
+    let facts = git_trimmed(wiki, &["show", "master:Facts.md"]);
     let expect = |needle: &str| assert!(facts.contains(needle), "{needle} missing:\n{facts}");
     expect(&format!(
         "Moved keeps its lines. {}",
@@ -132,7 +130,7 @@ async fn a_job_re_anchors_moved_facts_and_marks_changed_ones_stale_in_its_one_co
     ));
     expect("Broken <!-- teammem:evidence src/moved.rs@nothex#L1 -->");
 
-    let stale = git_trimmed(&wiki, &["show", "master:Stale.md"]);
+    let stale = git_trimmed(wiki, &["show", "master:Stale.md"]);
     assert!(
         stale.contains(&format!(
             "| Edited says &lt;i&gt;line 4&lt;/i&gt; \\| x. | `src/edited.rs` L3-L4 | {} |",
@@ -193,13 +191,13 @@ async fn a_job_re_anchors_moved_facts_and_marks_changed_ones_stale_in_its_one_co
 
     // The same range again: the facts already hold what the job found, so
     // nothing is written.
-    let tip = wiki_tip(&wiki);
-    let (status, answer) = post_dispatch(&daemon, SECRET, &dispatch(2)).await;
+    let tip = wiki_tip(wiki);
+    let (status, answer) = post_dispatch(daemon, SECRET, &dispatch(2)).await;
     assert_eq!(status, 202, "{answer}");
     let again = answer["job_id"].as_i64().unwrap();
-    let (job, _) = wait_for(&daemon, &token, again, finished).await;
+    let (job, _) = wait_for(daemon, token, again, finished).await;
     assert_eq!(job["state"], "no_change", "{job}");
-    assert_eq!(wiki_tip(&wiki), tip);
+    assert_eq!(wiki_tip(wiki), tip);
 
     // A person adds a fact citing a line PR #1 changed, cited nowhere
     // before: the page is a new blob, and the daemon, which remembers each
@@ -209,14 +207,14 @@ async fn a_job_re_anchors_moved_facts_and_marks_changed_ones_stale_in_its_one_co
     // runner's marker rewrites alone, and its receipt names what it found.)
     let edited = format!(
         "{}- Edited still says line 4. {}\n",
-        git(&wiki, &["show", "master:Facts.md"]),
+        git(wiki, &["show", "master:Facts.md"]),
         marker("src/edited.rs", &base, "L4")
     );
-    super::daemon_client::another_writer(&wiki, "Facts.md", &edited);
-    let (status, answer) = post_dispatch(&daemon, SECRET, &dispatch(3)).await;
+    super::daemon_client::another_writer(wiki, "Facts.md", &edited);
+    let (status, answer) = post_dispatch(daemon, SECRET, &dispatch(3)).await;
     assert_eq!(status, 202, "{answer}");
     let third = answer["job_id"].as_i64().unwrap();
-    let (job, _) = wait_for(&daemon, &token, third, finished).await;
+    let (job, _) = wait_for(daemon, token, third, finished).await;
     let found: Vec<(&str, &str)> = job["receipt"]["stale_facts"]
         .as_array()
         .into_iter()
@@ -228,15 +226,15 @@ async fn a_job_re_anchors_moved_facts_and_marks_changed_ones_stale_in_its_one_co
         "{job}"
     );
     assert_eq!(job["state"], "succeeded", "{job}");
-    let facts = git(&wiki, &["show", "master:Facts.md"]);
+    let facts = git(wiki, &["show", "master:Facts.md"]);
     assert!(
         facts.contains(&format!(
             "- Edited still says line 4. <!-- teammem:evidence src/edited.rs@{base}#L4 stale={pr_1} -->"
         )),
         "{facts}"
     );
-    git(&wiki, &["fsck", "--strict", "--no-progress"]);
-    assert!(daemon.terminate().success());
+    git(wiki, &["fsck", "--strict", "--no-progress"]);
+    assert!(one.daemon.terminate().success());
 }
 
 /// Lines cited from many large pages move: the runner's marker rewrites reach
@@ -257,29 +255,27 @@ async fn rewrites_on_more_pages_than_one_call_may_carry_land_in_one_commit() {
     write(&dir, "src/moved.rs", &moved);
     let head = commit(&dir, "Three lines on top (#1)");
 
-    let wiki = fixture::wiki(repos.path());
     let filler: String = (0..1_000)
         .map(|n| format!("- Note {n}: nothing cited here, just words.\n"))
         .collect();
     assert!(filler.len() > 40_000 && filler.len() < 60_000);
-    for n in 0..6 {
-        let page = format!(
-            "# Notes {n}\n\n- Moved keeps its lines. {}\n\n{filler}",
-            marker("src/moved.rs", &base, "L10-L12")
-        );
-        super::daemon_client::another_writer(&wiki, &format!("Notes-{n}.md"), &page);
-    }
-    let start = wiki_tip(&wiki);
-
-    let setup = Setup::new(&format!(
-        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
-        dir.display(),
-        wiki.display()
-    ));
-    let token = setup.create_token("staleness", &[]);
-    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
+    let mut start = String::new();
+    let one = OneSource::of(repos, &dir, SECRET)
+        .token("staleness")
+        .seed(|_, wiki| {
+            for n in 0..6 {
+                let page = format!(
+                    "# Notes {n}\n\n- Moved keeps its lines. {}\n\n{filler}",
+                    marker("src/moved.rs", &base, "L10-L12")
+                );
+                super::daemon_client::another_writer(wiki, &format!("Notes-{n}.md"), &page);
+            }
+            start = wiki_tip(wiki);
+        })
+        .start();
+    let (wiki, daemon, token) = (&one.wiki, &one.daemon, &one.token);
     let (status, answer) = post_dispatch(
-        &daemon,
+        daemon,
         SECRET,
         &json!({
             "source_repository": "demo/app", "kind": "range",
@@ -290,11 +286,11 @@ async fn rewrites_on_more_pages_than_one_call_may_carry_land_in_one_commit() {
     .await;
     assert_eq!(status, 202, "{answer}");
     let id = answer["job_id"].as_i64().unwrap();
-    let (job, _) = wait_for(&daemon, &token, id, finished).await;
+    let (job, _) = wait_for(daemon, token, id, finished).await;
     assert_eq!(job["state"], "succeeded", "{job}");
-    assert_eq!(jobs_of_commits(&wiki, &start), [Some(id)]);
+    assert_eq!(jobs_of_commits(wiki, &start), [Some(id)]);
     for n in 0..6 {
-        let page = git_trimmed(&wiki, &["show", &format!("master:Notes-{n}.md")]);
+        let page = git_trimmed(wiki, &["show", &format!("master:Notes-{n}.md")]);
         assert!(
             page.contains(&format!(
                 "Moved keeps its lines. {}",
@@ -303,6 +299,6 @@ async fn rewrites_on_more_pages_than_one_call_may_carry_land_in_one_commit() {
             "Notes-{n}.md was not re-anchored"
         );
     }
-    git(&wiki, &["fsck", "--strict", "--no-progress"]);
-    assert!(daemon.terminate().success());
+    git(wiki, &["fsck", "--strict", "--no-progress"]);
+    assert!(one.daemon.terminate().success());
 }

@@ -10,9 +10,9 @@
 
 use std::path::Path;
 
-use super::daemon_client::{assert_each_entry_once, range_job_succeeds};
+use super::daemon_client::assert_each_entry_once;
 use super::fixture::{self, page};
-use crate::harness::daemon::Setup;
+use super::one_source::OneSource;
 use crate::harness::git::{git, git_trimmed};
 
 const SECRET: &str = "submodules dispatch secret, at least 32 bytes long";
@@ -109,14 +109,10 @@ async fn submodules_added_moved_and_removed_are_recorded_and_listed_as_submodule
         "{tree}"
     );
 
-    let wiki = fixture::wiki(repos.path());
-    let setup = Setup::new(&format!(
-        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\n",
-        dir.display(),
-        wiki.display()
-    ));
-    let token = setup.create_token("submodules", &[]);
-    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
+    let one = OneSource::of(repos, &dir, SECRET)
+        .token("submodules")
+        .start();
+    let wiki = &one.wiki;
 
     let line = |path: &str, pin: &str| {
         format!(
@@ -135,18 +131,18 @@ async fn submodules_added_moved_and_removed_are_recorded_and_listed_as_submodule
 
     // Added: listed as submodules with their pins; an area holding only a
     // submodule is there, not removed.
-    range_job_succeeds(&daemon, &token, SECRET, 1, &base, &added).await;
-    let vendor = page(&wiki, "Area-vendor.md");
+    one.succeeds(1, &base, &added).await;
+    let vendor = page(wiki, "Area-vendor.md");
     assert!(vendor.contains(&line("vendor/zlib", &v1)), "{vendor}");
     assert_eq!(listed(&vendor).len(), 1, "{vendor}");
     assert!(!vendor.contains("Removed"), "{vendor}");
-    let root = page(&wiki, "Area-root.md");
+    let root = page(wiki, "Area-root.md");
     assert!(root.contains(&line("theme", &v1)), "{root}");
     assert!(
         root.contains("- .gitmodules <!-- teammem:file -->"),
         "{root}"
     );
-    let home = page(&wiki, "Home.md");
+    let home = page(wiki, "Home.md");
     assert!(
         home.contains("- [vendor](Area-vendor) <!-- teammem:area:vendor -->"),
         "{home}"
@@ -154,24 +150,24 @@ async fn submodules_added_moved_and_removed_are_recorded_and_listed_as_submodule
     assert!(!home.contains("Removed areas"), "{home}");
 
     // The pin moves: the list follows it.
-    range_job_succeeds(&daemon, &token, SECRET, 2, &added, &bumped).await;
-    let vendor = page(&wiki, "Area-vendor.md");
+    one.succeeds(2, &added, &bumped).await;
+    let vendor = page(wiki, "Area-vendor.md");
     assert!(vendor.contains(&line("vendor/zlib", &v2)), "{vendor}");
     assert!(!vendor.contains(&v1), "{vendor}");
 
     // Moved to another folder: listed there; its old folder is gone.
-    range_job_succeeds(&daemon, &token, SECRET, 3, &bumped, &moved).await;
-    let third = page(&wiki, "Area-third_party.md");
+    one.succeeds(3, &bumped, &moved).await;
+    let third = page(wiki, "Area-third_party.md");
     assert!(third.contains(&line("third_party/zlib", &v2)), "{third}");
     assert!(third.contains("vendor/zlib → third_party/zlib"), "{third}");
-    let vendor = page(&wiki, "Area-vendor.md");
+    let vendor = page(wiki, "Area-vendor.md");
     assert!(vendor.contains("It was removed by #3"), "{vendor}");
 
     // Removed: its folder is gone, and the root lists it no more.
-    range_job_succeeds(&daemon, &token, SECRET, 4, &moved, &removed).await;
-    let third = page(&wiki, "Area-third_party.md");
+    one.succeeds(4, &moved, &removed).await;
+    let third = page(wiki, "Area-third_party.md");
     assert!(third.contains("It was removed by #4"), "{third}");
-    let root = page(&wiki, "Area-root.md");
+    let root = page(wiki, "Area-root.md");
     assert!(!root.contains("- theme "), "{root}");
     // Only README.md is left at the root (its purpose cited at whichever
     // commit its line was read).
@@ -182,7 +178,7 @@ async fn submodules_added_moved_and_removed_are_recorded_and_listed_as_submodule
         "{root}"
     );
     assert_each_entry_once(
-        &wiki,
+        wiki,
         &[
             (&added, &["Area-vendor.md", "Area-root.md"]),
             (&bumped, &["Area-vendor.md"]),
@@ -193,6 +189,6 @@ async fn submodules_added_moved_and_removed_are_recorded_and_listed_as_submodule
             (&removed, &["Area-third_party.md", "Area-root.md"]),
         ],
     );
-    git(&wiki, &["fsck", "--strict", "--no-progress"]);
-    assert!(daemon.terminate().success());
+    git(wiki, &["fsck", "--strict", "--no-progress"]);
+    assert!(one.daemon.terminate().success());
 }

@@ -27,6 +27,7 @@ use teammem::sweep::{Outcome, Sweep};
 use super::daemon_client::{finished, post_dispatch};
 use super::fixture::{self, Source};
 use super::github::Hub;
+use super::one_source::OneSource;
 use crate::harness::daemon::{Daemon, Setup};
 use crate::harness::fake_github::Fault;
 use crate::harness::git::{git, git_trimmed};
@@ -124,27 +125,24 @@ fn sha(text: &str) -> teammem::ids::Sha {
 
 #[tokio::test]
 async fn sweep_enqueues_a_missed_range_on_the_local_forge() {
-    let repos = tempfile::tempdir().unwrap();
-    let source = Source::create(repos.path());
-    let wiki = fixture::wiki(repos.path());
-    let setup = Setup::new(&format!(
-        "[[sources]]\nrepository = \"demo/app\"\nlocal_path = \"{}\"\nlocal_wiki_path = \"{}\"\nwebhook_secret_env = \"TEAMMEM_SECRET_DEMO\"\nsweep = true\n{EVERY_SECOND}",
-        source.dir.display(),
-        wiki.display()
-    ));
-    let token = setup.create_token("sweep", &[]);
-    let daemon = setup.serve(&[("TEAMMEM_SECRET_DEMO", SECRET)]);
+    let one = OneSource::fixture(SECRET)
+        .config("sweep = true\n")
+        .config(EVERY_SECOND)
+        .token("sweep")
+        .start();
+    let (source, wiki, daemon, token, setup) =
+        (&one.source, &one.wiki, &one.daemon, &one.token, &one.setup);
 
     // A dispatched range succeeds: the cursor is its `after`.
     let id = dispatch(
-        &daemon,
+        daemon,
         json!({
             "source_repository": "demo/app", "kind": "range",
             "push_before": source.base, "push_after": source.head,
         }),
     )
     .await;
-    let job = wait_for_job(&daemon, &token, "demo/app", "dispatched", |job| {
+    let job = wait_for_job(daemon, token, "demo/app", "dispatched", |job| {
         job["id"] == id && finished(job)
     })
     .await;
@@ -157,7 +155,7 @@ async fn sweep_enqueues_a_missed_range_on_the_local_forge() {
     let sha_15 = source.squash_pr(15, "Document the cache", "docs/cache.md");
     git(&source.dir, &["checkout", "-q", "main"]);
     git(&source.dir, &["merge", "-q", "--ff-only", "incoming"]);
-    let swept = wait_for_job(&daemon, &token, "demo/app", "from the sweep", |job| {
+    let swept = wait_for_job(daemon, token, "demo/app", "from the sweep", |job| {
         job["origin"] == "sweep" && finished(job)
     })
     .await;
@@ -166,15 +164,15 @@ async fn sweep_enqueues_a_missed_range_on_the_local_forge() {
     assert_eq!(swept["push_before"], source.head.as_str(), "{swept}");
     assert_eq!(swept["push_after"], sha_15.as_str(), "{swept}");
     assert_eq!(swept["actor"], "sweep", "{swept}");
-    let text = changelog(&wiki);
+    let text = changelog(wiki);
     for needle in ["#14", "#15", sha_14.as_str(), sha_15.as_str()] {
         assert!(text.contains(needle), "{needle} missing:\n{text}");
     }
 
     // Later sweeps find the cursor at the tip and enqueue nothing more.
-    let up_to_date = sweep_checks(&daemon, "up_to_date").await;
-    wait_for_sweep(&daemon, "up_to_date", up_to_date).await;
-    let all = jobs(&daemon, &token, "demo/app").await;
+    let up_to_date = sweep_checks(daemon, "up_to_date").await;
+    wait_for_sweep(daemon, "up_to_date", up_to_date).await;
+    let all = jobs(daemon, token, "demo/app").await;
     assert_eq!(sweep_jobs(&all).len(), 1, "{all:#?}");
     assert_eq!(all.len(), 2, "{all:#?}");
 
@@ -182,14 +180,14 @@ async fn sweep_enqueues_a_missed_range_on_the_local_forge() {
     // cursor (#15) is not in its history: nothing is enqueued.
     git(&source.dir, &["reset", "-q", "--hard", &source.base]);
     let rewritten = source.squash_pr(16, "Rewritten history", "src/other.rs");
-    let seen = sweep_checks(&daemon, "not_ancestor").await;
-    wait_for_sweep(&daemon, "not_ancestor", seen).await;
-    let after_force_push = jobs(&daemon, &token, "demo/app").await;
+    let seen = sweep_checks(daemon, "not_ancestor").await;
+    wait_for_sweep(daemon, "not_ancestor", seen).await;
+    let after_force_push = jobs(daemon, token, "demo/app").await;
     assert_eq!(after_force_push.len(), 2, "{after_force_push:#?}");
 
     // The operator resets the cursor; tracking restarts at the new tip, and
     // the next missed merge is swept again.
-    let tracking = sweep_checks(&daemon, "tracking_started").await;
+    let tracking = sweep_checks(daemon, "tracking_started").await;
     let reset = setup.run(&["sweep", "reset", "--repository", "demo/app"]);
     assert!(
         reset.status.success(),
@@ -198,19 +196,19 @@ async fn sweep_enqueues_a_missed_range_on_the_local_forge() {
     );
     let said = String::from_utf8_lossy(&reset.stdout);
     assert!(said.contains(&sha_15), "{said}");
-    wait_for_sweep(&daemon, "tracking_started", tracking).await;
+    wait_for_sweep(daemon, "tracking_started", tracking).await;
     let sha_17 = source.squash_pr(17, "After the rewrite", "src/after.rs");
-    let swept = wait_for_job(&daemon, &token, "demo/app", "after the reset", |job| {
+    let swept = wait_for_job(daemon, token, "demo/app", "after the reset", |job| {
         job["origin"] == "sweep" && job["push_after"] == sha_17.as_str() && finished(job)
     })
     .await;
     assert_eq!(swept["state"], "succeeded", "{swept}");
     assert_eq!(swept["push_before"], rewritten.as_str(), "{swept}");
-    let text = changelog(&wiki);
+    let text = changelog(wiki);
     assert!(text.contains(&sha_17) && text.contains("#17"), "{text}");
     assert!(!text.contains(&rewritten), "{text}");
-    git(&wiki, &["fsck", "--strict", "--no-progress"]);
-    assert!(daemon.terminate().success());
+    git(wiki, &["fsck", "--strict", "--no-progress"]);
+    assert!(one.daemon.terminate().success());
 }
 
 #[tokio::test]
