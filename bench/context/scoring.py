@@ -117,8 +117,8 @@ def measure(mcp, repository, tasks, truths):
         for item in answer["items"]:
             for line in item["changes"] if item["kind"] == "earlier_changes" else []:
                 (why_line_costs if " — " in line else line_costs).append(tokens(line))
-        # The same at the largest budget: what the default budget's cut costs.
-        largest = mcp.tool("get_context", {"repository": repository, "paths": files, "max_tokens": 16000})
+        # The most it says (the largest budget, full detail): what the default's cut costs.
+        largest = mcp.tool("get_context", {"repository": repository, "paths": files, "max_tokens": 16000, "detail": "full"})
         totals["max"] += tokens(largest)
         score(largest["items"], truth, found_max)
         # (b) search the wiki for each path, then read each page its hits name.
@@ -141,7 +141,7 @@ def measure(mcp, repository, tasks, truths):
           % (n, sum(map(len, tasks)), found["pr"][1] / n, max(len(t["prs"]) for t in truths), rate, detail))
     print("  counting a PR only with its why: recall %.3f (%s)" % (rate_why, detail_why))
     print("  answers that left items out for the budget: %d of %d (a whole change item costs %.0f tokens on average, a line in brief %.1f, %.1f with its why);"
-          " at max_tokens 16,000 recall %.3f (%s), %d tokens a task"
+          " at max_tokens 16,000 and detail full recall %.3f (%s), %d tokens a task"
           % (over_budget, n, sum(change_costs) / max(1, len(change_costs)), sum(line_costs) / max(1, len(line_costs)),
              sum(why_line_costs) / max(1, len(why_line_costs)), rate_max, detail_max, totals["max"] / n))
     print("  tokens (JSON or text bytes / 4, get_context's estimate): (a) get_context %d (%.0f a task, at most %d), (b) search_wiki + pages it names %d (%.0f a task)"

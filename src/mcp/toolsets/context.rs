@@ -16,7 +16,7 @@ use rmcp::model::JsonObject;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::wiki_answer::{as_of, as_of_bytes, to_outcome, with_as_of};
+use super::wiki_answer::{added_bytes, as_of, to_outcome, with_as_of};
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
 use crate::mcp::context::Context;
 use crate::wiki::WikiError;
@@ -131,7 +131,7 @@ fn get_context(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
             Err(error) => return Ok(Answer::new(identity, Err(error))),
         };
         let as_of = as_of(context, &resolved).await;
-        request.caller_bytes = as_of_bytes(&as_of);
+        request.caller_bytes = added_bytes(&as_of, Some(&resolved.identity));
         let outcome = match to_outcome(wiki.context(&git_ref, request).await) {
             Ok(value) => Ok(with_as_of(value, as_of)),
             Err(error) => Err(error),

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::mcp::context::{Context, Resolved};
-use crate::mcp::envelope::{ToolError, ToolOutcome};
+use crate::mcp::envelope::{ResolvedWiki, ToolError, ToolOutcome};
 use crate::wiki::WikiError;
 
 /// A serializable engine result as the envelope's `result`.
@@ -43,11 +43,16 @@ pub(super) async fn as_of(context: &Context, resolved: &Resolved) -> Result<Stri
     }
 }
 
-/// JSON bytes [`with_as_of`] adds to an object that has other fields.
-pub(super) fn as_of_bytes(as_of: &Result<String, &'static str>) -> usize {
-    let added = with_as_of(json!({}), as_of.clone());
+/// JSON bytes the answer's wrapping adds to an object that has other
+/// fields: `as_of` ([`with_as_of`]) and, when the wiki was resolved, the
+/// envelope's `source_repository` and `wiki_repository`.
+pub(super) fn added_bytes(
+    as_of: &Result<String, &'static str>,
+    identity: Option<&ResolvedWiki>,
+) -> usize {
+    let added = crate::mcp::envelope::build(Ok(with_as_of(json!({}), as_of.clone())), identity);
     // `{…}` less its braces, plus the comma joining it to the other fields.
-    added.to_string().len() - 2 + 1
+    added["result"].to_string().len() - 2 + 1
 }
 
 /// `value` with `as_of` and `as_of_reason` added (when it is an object).

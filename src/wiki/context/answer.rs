@@ -87,8 +87,8 @@ pub struct Request<'a> {
     pub query: Option<&'a str>,
     pub max_tokens: usize,
     pub detail: Detail,
-    /// JSON bytes the caller adds to the answer (`as_of`), counted in the
-    /// budget.
+    /// JSON bytes the caller adds to the answer (`as_of`, the repositories
+    /// it names), counted in the budget.
     pub caller_bytes: usize,
 }
 
@@ -110,7 +110,6 @@ fn citation(fact: &FactRecord) -> Citation {
 fn fact_item(fact: &FactRecord) -> Item {
     match fact.kind {
         FactKind::Purpose => Item::Purpose {
-            path: fact.path.clone(),
             text: lines::split_item(&fact.text).map_or_else(|| fact.text.clone(), |(_, p)| p),
             page: fact.page.clone(),
             line: fact.line,
@@ -147,7 +146,7 @@ fn fact_item(fact: &FactRecord) -> Item {
 /// The words of an item that a question can match.
 fn item_text(item: &Item) -> String {
     match item {
-        Item::Purpose { path, text, .. } => format!("{path} {text}"),
+        Item::Purpose { text, citation, .. } => format!("{} {text}", citation.path),
         Item::Fact { text, citation, .. } => format!("{} {text}", citation.path),
         Item::Change {
             title,

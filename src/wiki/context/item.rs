@@ -67,9 +67,9 @@ pub struct Person {
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Item {
-    /// What a file is for, as its first lines state.
+    /// What a file is for, as its first lines state (the file is the
+    /// citation's `path`).
     Purpose {
-        path: String,
         text: String,
         page: String,
         line: usize,
@@ -224,4 +224,36 @@ pub struct LeftOut {
     pub by_kind: BTreeMap<&'static str, usize>,
     /// The pages holding what was left out, most relevant first.
     pub read_more: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each key once in an item's JSON: a flattened citation carries the
+    /// path, so an item never names it beside it (a duplicate key parses as
+    /// the last one in most readers and costs its bytes twice).
+    #[test]
+    fn an_item_names_each_key_once() {
+        let citation = Citation {
+            path: "src/app.py".into(),
+            cited_commit: "c".repeat(40),
+            lines: "L1".into(),
+            status: "current",
+            changed_in: None,
+            deleted: false,
+        };
+        let purpose = Ranked {
+            relevance: 1,
+            about: vec!["src/app.py".into()],
+            item: Item::Purpose {
+                text: "The app.".into(),
+                page: "Area-src.md".into(),
+                line: 3,
+                citation,
+            },
+        };
+        let json = serde_json::to_string(&purpose).unwrap();
+        assert_eq!(json.matches("\"path\":").count(), 1, "{json}");
+    }
 }

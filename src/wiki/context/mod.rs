@@ -52,8 +52,8 @@ pub struct ContextRequest {
     pub query: Option<String>,
     pub max_tokens: usize,
     pub detail: Detail,
-    /// JSON bytes the caller adds to the answer (`as_of`), counted in the
-    /// budget.
+    /// JSON bytes the caller adds to the answer (`as_of`, the repositories
+    /// it names), counted in the budget.
     pub caller_bytes: usize,
 }
 
