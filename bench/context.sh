@@ -21,7 +21,10 @@
 #    number and title; those with their why are counted apart), and the
 #    tokens of (a) that call, (b) search_wiki per path plus reading whole the
 #    pages it names, (c) reading the files and their `git log -p`, in both
-#    shapes (targets: recall >= 0.9, (a) <= (b) / 5 and <= (c) / 30).
+#    shapes (targets: recall >= 0.9, (a) <= (b) / 5 and <= (c) / 30); also
+#    the recall and tokens at max_tokens 16,000 with detail full (the most
+#    an answer says). ANSWERS=FILE appends each default answer, with its
+#    paths and how many PRs touched them, to FILE as JSON lines.
 #    With REAL_REPO (a git directory, read in place, never changed) and
 #    REPLAY=N, the economy is measured on that repository instead
 #    (bench/context/real.py): its last N first-parent merges replayed
@@ -32,7 +35,7 @@
 # Tokens are get_context's documented estimate: JSON bytes / 4, rounded up.
 # Prints the cores, load and CPU stolen over the run.
 # Usage: [TEAMMEM_BIN=path] [ITERATIONS=300] [PRS=300] [PHASES="latency org economy"]
-#        [SHAPE=real|small] [REAL_REPO=git-dir REPLAY=N [REAL_FOLDER=prefix] [REAL_NAME=owner/name]] bench/context.sh
+#        [SHAPE=real|small] [ANSWERS=file] [REAL_REPO=git-dir REPLAY=N [REAL_FOLDER=prefix] [REAL_NAME=owner/name]] bench/context.sh
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ITERATIONS="${ITERATIONS:-300}"
