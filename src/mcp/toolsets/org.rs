@@ -11,10 +11,13 @@
 //! - at most [`MAX_WIKIS`] wikis per query, in configuration order; the
 //!   rest are named in `wikis_left_out`;
 //! - each wiki is read through its own cached index (one per wiki commit,
-//!   `crate::wiki::search`), at `HEAD` (a job's staged tip for a writer);
+//!   `crate::wiki::search`), at `HEAD` (a job's staged tip for a writer),
+//!   [`CONCURRENT_WIKIS`] at a time, the answers merged in configuration
+//!   order whatever order they finish in;
 //!   a wiki that cannot be read (no pages yet, its remote down) is named in
 //!   `unavailable` with why, and the others still answer.
 
+use futures_util::stream::{self, StreamExt};
 use serde_json::{Map, Value, json};
 
 use super::wiki_answer::{as_of, with_as_of};
@@ -29,6 +32,10 @@ pub const MAX_WIKIS: usize = 200;
 const MAX_HITS: usize = 20;
 /// Most pages `read_more` names.
 const MAX_READ_MORE: usize = 10;
+/// Wikis read at once. Each read waits on its mirror, a blocking index
+/// search and the queue's cursor (`as_of`); read in turn, a 100-wiki query
+/// spent most of its time handing off between threads.
+const CONCURRENT_WIKIS: usize = 8;
 
 /// The wikis a call may read, at most [`MAX_WIKIS`], and the names of the
 /// rest.
@@ -74,7 +81,7 @@ fn unavailable(resolved: &Resolved, error: &ToolError) -> Value {
 }
 
 /// One wiki's line in `wikis`: what was read, at which commit, how fresh.
-async fn wiki_line(context: &Context, resolved: &Resolved, fields: Value) -> Value {
+fn wiki_line(resolved: &Resolved, fields: Value, as_of: Result<String, &'static str>) -> Value {
     let mut line = json!({
         "repository": resolved.identity.source_repository,
         "wiki_repository": resolved.identity.wiki_repository,
@@ -82,7 +89,45 @@ async fn wiki_line(context: &Context, resolved: &Resolved, fields: Value) -> Val
     if let (Some(line), Value::Object(fields)) = (line.as_object_mut(), fields) {
         line.extend(fields);
     }
-    with_as_of(line, as_of(context, resolved).await)
+    with_as_of(line, as_of)
+}
+
+/// What `read` gives for each wiki of the scope, in configuration order:
+/// the wiki's answer and its `as_of`, or why it could not be read.
+async fn each_wiki<'a, T, F, Fut>(
+    context: &'a Context,
+    scope: &'a Scope,
+    read: F,
+) -> Vec<(
+    &'a Resolved,
+    Result<(T, Result<String, &'static str>), ToolError>,
+)>
+where
+    F: Fn(crate::wiki::Wiki, String) -> Fut,
+    Fut: std::future::Future<Output = Result<T, crate::wiki::WikiError>>,
+{
+    // By index: a closure taking a borrowed `Resolved` makes the stream's
+    // future not `Send` for every lifetime, which the tool's boxed future
+    // needs.
+    stream::iter(0..scope.wikis.len())
+        .map(|n| {
+            let (read, resolved) = (&read, &scope.wikis[n]);
+            async move {
+                let at = context.read_ref("HEAD".into()).await;
+                let answer = match context.wiki(resolved, false).await {
+                    Ok(wiki) => read(wiki, at).await.map_err(ToolError::from),
+                    Err(error) => Err(error),
+                };
+                let answer = match answer {
+                    Ok(answer) => Ok((answer, as_of(context, resolved).await)),
+                    Err(error) => Err(error),
+                };
+                (resolved, answer)
+            }
+        })
+        .buffered(CONCURRENT_WIKIS)
+        .collect()
+        .await
 }
 
 /// `value` (an object) with `repository` first among its fields.
@@ -103,14 +148,15 @@ pub async fn search(context: &Context, query: &str, git_ref: &str) -> ToolOutcom
     let mut hits: Vec<(f64, usize, Value)> = Vec::new();
     let (mut wikis, mut failed) = (Vec::new(), Vec::new());
     let mut total = 0;
-    for (order, resolved) in scope.wikis.iter().enumerate() {
-        let at = context.read_ref("HEAD".into()).await;
-        let result = match context.wiki(resolved, false).await {
-            Ok(wiki) => wiki.search(&at, query).await.map_err(ToolError::from),
-            Err(error) => Err(error),
-        };
-        let result = match result {
-            Ok(result) => result,
+    let query_text = query.to_owned();
+    let answers = each_wiki(context, &scope, |wiki, at| {
+        let query = query_text.clone();
+        async move { wiki.search(&at, &query).await }
+    })
+    .await;
+    for (order, (resolved, answer)) in answers.into_iter().enumerate() {
+        let (result, as_of) = match answer {
+            Ok(answer) => answer,
             Err(error) => {
                 failed.push(unavailable(resolved, &error));
                 continue;
@@ -125,7 +171,7 @@ pub async fn search(context: &Context, query: &str, git_ref: &str) -> ToolOutcom
         }
         let fields =
             json!({"ref": result.commit, "total": result.total, "truncated": result.truncated});
-        wikis.push(wiki_line(context, resolved, fields).await);
+        wikis.push(wiki_line(resolved, fields, as_of));
     }
     // Best first; ties by configuration order, then as each wiki ranked them.
     hits.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -153,16 +199,13 @@ pub async fn context(context: &Context, request: ContextRequest, git_ref: &str) 
     let mut left_items = 0;
     let mut by_kind: std::collections::BTreeMap<String, usize> = Default::default();
     let mut read_more: Vec<Value> = Vec::new();
-    for (order, resolved) in scope.wikis.iter().enumerate() {
-        let at = context.read_ref("HEAD".into()).await;
-        let result = match context.wiki(resolved, false).await {
-            Ok(wiki) => wiki
-                .context(&at, request.clone())
-                .await
-                .map_err(ToolError::from),
-            Err(error) => Err(error),
-        };
-        let answer = match result {
+    let answers = each_wiki(context, &scope, |wiki, at| {
+        let request = request.clone();
+        async move { wiki.context(&at, request).await }
+    })
+    .await;
+    for (order, (resolved, answer)) in answers.into_iter().enumerate() {
+        let (answer, as_of) = match answer {
             Ok(answer) => answer,
             Err(error) => {
                 failed.push(unavailable(resolved, &error));
@@ -192,7 +235,7 @@ pub async fn context(context: &Context, request: ContextRequest, git_ref: &str) 
             "truncated": answer.truncated,
             "unreadable_markers": answer.unreadable_markers,
         });
-        wikis.push(wiki_line(context, resolved, fields).await);
+        wikis.push(wiki_line(resolved, fields, as_of));
     }
     let paths: Vec<Value> = request
         .paths
