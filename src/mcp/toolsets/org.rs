@@ -109,11 +109,12 @@ where
     // By index: a closure taking a borrowed `Resolved` makes the stream's
     // future not `Send` for every lifetime, which the tool's boxed future
     // needs.
+    // Every wiki at `HEAD`: the staged tip applies to a writer's one source.
+    let head = context.read_ref("HEAD".into()).await;
     stream::iter(0..scope.wikis.len())
         .map(|n| {
-            let (read, resolved) = (&read, &scope.wikis[n]);
+            let (read, resolved, at) = (&read, &scope.wikis[n], head.clone());
             async move {
-                let at = context.read_ref("HEAD".into()).await;
                 let answer = match context.wiki(resolved, false).await {
                     Ok(wiki) => read(wiki, at).await.map_err(ToolError::from),
                     Err(error) => Err(error),

@@ -146,8 +146,9 @@ fn fact_item(fact: &FactRecord) -> Item {
 /// The words of an item that a question can match.
 fn item_text(item: &Item) -> String {
     match item {
-        Item::Purpose { text, citation, .. } => format!("{} {text}", citation.path),
-        Item::Fact { text, citation, .. } => format!("{} {text}", citation.path),
+        Item::Purpose { text, citation, .. } | Item::Fact { text, citation, .. } => {
+            format!("{} {text}", citation.path)
+        }
         Item::Change {
             title,
             why,
