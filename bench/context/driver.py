@@ -34,7 +34,7 @@ def context(binary, config, repository, label, iterations, paths):
           % (label, len(paths), known, cold, p50, p99, iterations))
     print("  answer: %d items %s, %d tokens (estimate: JSON bytes / 4), %d left out, truncated %s"
           % (len(answer["items"]), dict(sorted(kinds.items())), tokens(answer), answer["left_out"]["items"],
-             str(answer["truncated"]).lower()))
+             str(answer.get("truncated", False)).lower()))
     print("  targets p50 < 10 ms: %s, p99 < 50 ms: %s" % ("met" if p50 < 10 else "MISSED", "met" if p99 < 50 else "MISSED"))
 
 

@@ -283,11 +283,28 @@ pub async fn context(context: &Context, request: ContextRequest, git_ref: &str) 
             "max": request.max_tokens,
             "used": used,
         },
-        "left_out": {"items": left_items, "by_kind": by_kind, "read_more": read_more},
+        "left_out": left_out(left_items, by_kind, read_more),
         "wikis": wikis,
         "unavailable": failed,
         "wikis_left_out": scope.left_out,
     }))
+}
+
+/// What the org answer left out, shaped as one wiki's (`{"items": 0}` when
+/// nothing).
+fn left_out(
+    items: usize,
+    by_kind: std::collections::BTreeMap<String, usize>,
+    read_more: Vec<Value>,
+) -> Value {
+    let mut left_out = json!({"items": items});
+    if !by_kind.is_empty() {
+        left_out["by_kind"] = json!(by_kind);
+    }
+    if !read_more.is_empty() {
+        left_out["read_more"] = Value::Array(read_more);
+    }
+    left_out
 }
 
 /// A part of a wiki's answer as JSON.

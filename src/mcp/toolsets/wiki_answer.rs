@@ -55,15 +55,19 @@ pub(super) fn added_bytes(
     added["result"].to_string().len() - 2 + 1
 }
 
-/// `value` with `as_of` and `as_of_reason` added (when it is an object).
+/// `value` with `as_of` added (when it is an object), and `as_of_reason`
+/// beside a null one.
 pub(super) fn with_as_of(mut value: Value, as_of: Result<String, &'static str>) -> Value {
     if let Some(object) = value.as_object_mut() {
-        let (sha, reason) = match as_of {
-            Ok(sha) => (Value::String(sha), Value::Null),
-            Err(reason) => (Value::Null, Value::String(reason.into())),
-        };
-        object.insert("as_of".into(), sha);
-        object.insert("as_of_reason".into(), reason);
+        match as_of {
+            Ok(sha) => {
+                object.insert("as_of".into(), Value::String(sha));
+            }
+            Err(reason) => {
+                object.insert("as_of".into(), Value::Null);
+                object.insert("as_of_reason".into(), Value::String(reason.into()));
+            }
+        }
     }
     value
 }

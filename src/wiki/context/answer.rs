@@ -60,7 +60,9 @@ pub struct ContextAnswer {
     pub items: Vec<Ranked>,
     pub tokens: Tokens,
     pub left_out: LeftOut,
-    /// The wiki was larger than the index budget: pages past it are not read.
+    /// The wiki was larger than the index budget: pages past it are not
+    /// read (not sent when it was not).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
     /// Evidence markers on the wiki that do not parse (not used).
     #[serde(skip_serializing_if = "is_zero")]
@@ -479,6 +481,17 @@ fn people_item(area: &super::index::AreaRecord) -> Item {
     }
 }
 
+/// The page an entry is read on, of the pages holding it (in
+/// [`super::index::page_rank`] order): its area's (or that page's quarter
+/// archive), which says what else changed there, else the first.
+fn entry_page(pages: &[(String, usize)]) -> String {
+    pages
+        .iter()
+        .find(|(page, _)| page.starts_with("Area-"))
+        .or(pages.first())
+        .map_or_else(|| "Changelog.md".to_owned(), |(page, _)| page.clone())
+}
+
 fn change_item(record: &super::index::EntryRecord) -> Item {
     let entry = &record.entry;
     Item::Change {
@@ -492,7 +505,7 @@ fn change_item(record: &super::index::EntryRecord) -> Item {
         more_files: entry.more_paths + entry.paths.len().saturating_sub(20),
         dependencies: entry.dependencies.clone(),
         arrived_through: entry.arrived_through.clone(),
-        pages: record.pages.iter().map(|(p, _)| p.clone()).collect(),
+        page: entry_page(&record.pages),
     }
 }
 

@@ -1,6 +1,6 @@
 //! How `get_context`'s ranked items are cut to the token budget, with the
 //! older pull requests in brief. A whole change item costs about 120 tokens
-//! (title, why, merge commit, files, pages), and a file people change often
+//! (title, why, merge commit, files, page), and a file people change often
 //! was touched by dozens of pull requests, on a real history by a hundred
 //! and more: whole, only a dozen fit in the default 2,000 tokens. So the
 //! newest [`WHOLE_CHANGES`] changes that touched the asked paths stay whole
@@ -131,12 +131,11 @@ fn brief_item(changes: &[Ranked], grown: [usize; 2], lined: bool) -> Ranked {
                 about.push(path.clone());
             }
         }
-        if let Item::Change { pages: on, .. } = &change.item {
-            for page in on {
-                if pages.len() < MAX_BRIEF_PAGES && !pages.contains(page) {
-                    pages.push(page.clone());
-                }
-            }
+        if let Item::Change { page, .. } = &change.item
+            && pages.len() < MAX_BRIEF_PAGES
+            && !pages.contains(page)
+        {
+            pages.push(page.clone());
         }
     }
     Ranked {

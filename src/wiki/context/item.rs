@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 /// Tokens an item costs: its JSON's bytes divided by 4, rounded up. An
 /// estimate (no tokenizer is kept in the build): English prose and JSON run
@@ -42,25 +42,52 @@ pub enum Detail {
     /// Then, as the budget allows, the older ones' why and whole entries.
     Full,
 }
+/// Hex digits an answer shows of a commit it names in an item, as `git log
+/// --abbrev=12` does: unambiguous in any repository teammem serves, and a
+/// third of a whole sha's cost (an answer names ten and more). `ref` and
+/// `as_of`, what the answer was read at, stay whole.
+pub const SHOWN_SHA_DIGITS: usize = 12;
+
+/// A commit as an item shows it (see [`SHOWN_SHA_DIGITS`]).
+fn abbreviated<S: Serializer>(sha: &str, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(sha.get(..SHOWN_SHA_DIGITS).unwrap_or(sha))
+}
+
+/// [`abbreviated`] for a commit that may be absent (skipped when it is).
+fn abbreviated_some<S: Serializer>(sha: &Option<String>, serializer: S) -> Result<S::Ok, S::Error> {
+    abbreviated(sha.as_deref().unwrap_or_default(), serializer)
+}
+
 /// A fact's standing.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Citation {
     pub path: String,
+    #[serde(serialize_with = "abbreviated")]
     pub cited_commit: String,
     pub lines: String,
     /// `current` (no change to the cited lines recorded) or `stale`.
     pub status: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "abbreviated_some"
+    )]
     pub changed_in: Option<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub deleted: bool,
 }
 
-/// One author of an area.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+/// One author of an area, shown as `NAME (PULL REQUESTS)`: the count of
+/// their pull requests in the area, in a fifth of an object's bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Person {
     pub name: String,
     pub pull_requests: u64,
+}
+
+impl Serialize for Person {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&format_args!("{} ({})", self.name, self.pull_requests))
+    }
 }
 
 /// One thing worth knowing, ranked.
@@ -92,6 +119,7 @@ pub enum Item {
         why: String,
         author: String,
         date: String,
+        #[serde(serialize_with = "abbreviated")]
         merge_commit: String,
         /// The files its entry names (and how many more it changed).
         files: Vec<String>,
@@ -103,8 +131,9 @@ pub enum Item {
         /// branch's.
         #[serde(skip_serializing_if = "Option::is_none")]
         arrived_through: Option<String>,
-        /// Every page its entry is on, the Changelog first.
-        pages: Vec<String>,
+        /// The page to read its entry on: its area's page (or that page's
+        /// quarter archive) when one holds it, else the Changelog's.
+        page: String,
     },
     /// Who knows the path's area.
     People {
@@ -181,8 +210,9 @@ impl Item {
             | Item::People { page, .. }
             | Item::Dependency { page, .. }
             | Item::HowTo { page, .. }
-            | Item::Passage { page, .. } => page,
-            Item::Change { pages, .. } | Item::EarlierChanges { pages, .. } => {
+            | Item::Passage { page, .. }
+            | Item::Change { page, .. } => page,
+            Item::EarlierChanges { pages, .. } => {
                 pages.first().map_or("Changelog.md", String::as_str)
             }
         }
@@ -204,25 +234,56 @@ impl Item {
 }
 
 /// A ranked item with the asked paths it concerns.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ranked {
     /// Higher is more relevant. Not sent: the answer's order says it.
-    #[serde(skip)]
     pub relevance: u32,
     /// The asked paths this item is about (empty: found by the question).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Not sent when it is only the item's own `path`, which says it.
     pub about: Vec<String>,
-    #[serde(flatten)]
     pub item: Item,
 }
 
-/// What did not fit.
+impl Ranked {
+    /// The item's own path, when it cites one.
+    fn own_path(&self) -> Option<&str> {
+        match &self.item {
+            Item::Purpose { citation, .. }
+            | Item::Fact { citation, .. }
+            | Item::Dependency { citation, .. }
+            | Item::HowTo { citation, .. } => Some(&citation.path),
+            _ => None,
+        }
+    }
+}
+
+impl Serialize for Ranked {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Shown<'a> {
+            #[serde(skip_serializing_if = "<[String]>::is_empty")]
+            about: &'a [String],
+            #[serde(flatten)]
+            item: &'a Item,
+        }
+        let said = matches!((self.about.as_slice(), self.own_path()), ([one], Some(own)) if one == own);
+        Shown {
+            about: if said { &[] } else { &self.about },
+            item: &self.item,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// What did not fit (`{"items": 0}` when nothing).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
 pub struct LeftOut {
     pub items: usize,
     /// Kind → how many of it were left out.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub by_kind: BTreeMap<&'static str, usize>,
     /// The pages holding what was left out, most relevant first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub read_more: Vec<String>,
 }
 
@@ -255,5 +316,48 @@ mod tests {
         };
         let json = serde_json::to_string(&purpose).unwrap();
         assert_eq!(json.matches("\"path\":").count(), 1, "{json}");
+    }
+
+    /// Each thing once, in few bytes: a commit at 12 digits, `about` only
+    /// when it says more than the item's own path, an author with a count.
+    #[test]
+    fn an_item_says_each_thing_once() {
+        let citation = |path: &str, changed_in: Option<String>| Citation {
+            path: path.into(),
+            cited_commit: "c".repeat(40),
+            lines: "L1".into(),
+            status: if changed_in.is_some() { "stale" } else { "current" },
+            changed_in,
+            deleted: false,
+        };
+        let fact = |about: &[&str], path: &str| Ranked {
+            relevance: 1,
+            about: about.iter().map(|p| (*p).to_owned()).collect(),
+            item: Item::Fact {
+                text: "Taxes round once.".into(),
+                page: "Notes.md".into(),
+                line: 2,
+                citation: citation(path, Some("d".repeat(40))),
+            },
+        };
+        let own = serde_json::to_value(fact(&["billing/tax.py"], "billing/tax.py")).unwrap();
+        assert!(own.get("about").is_none(), "{own}");
+        assert_eq!(own["cited_commit"], "c".repeat(12));
+        assert_eq!(own["changed_in"], "d".repeat(12));
+        let folder = serde_json::to_value(fact(&["billing/"], "billing/tax.py")).unwrap();
+        assert_eq!(folder["about"], serde_json::json!(["billing/"]));
+        let people = serde_json::to_value(Item::People {
+            area: "billing".into(),
+            page: "Area-billing.md".into(),
+            authors: vec![Person {
+                name: "Erin".into(),
+                pull_requests: 3,
+            }],
+            more_authors: 0,
+        })
+        .unwrap();
+        assert_eq!(people["authors"], serde_json::json!(["Erin (3)"]));
+        let nothing = serde_json::to_value(LeftOut::default()).unwrap();
+        assert_eq!(nothing, serde_json::json!({"items": 0}));
     }
 }
