@@ -1,8 +1,8 @@
 //! How `get_context`'s ranked items are cut to the token budget, with the
-//! older pull requests in brief. A whole change item costs about 120 tokens
+//! older pull requests in brief. A whole change item costs about 90 tokens
 //! (title, why, merge commit, files, page), and a file people change often
 //! was touched by dozens of pull requests, on a real history by a hundred
-//! and more: whole, only a dozen fit in the default 2,000 tokens. So the
+//! and more: whole, only about twenty fit in the default 2,000 tokens. So the
 //! newest [`WHOLE_CHANGES`] changes that touched the asked paths stay whole
 //! (fewer, down to none, when naming every one of them needs their room),
 //! and the rest are named one line each, `#NUMBER TITLE` (about 10 tokens),

@@ -266,7 +266,8 @@ impl Serialize for Ranked {
             #[serde(flatten)]
             item: &'a Item,
         }
-        let said = matches!((self.about.as_slice(), self.own_path()), ([one], Some(own)) if one == own);
+        let said =
+            matches!((self.about.as_slice(), self.own_path()), ([one], Some(own)) if one == own);
         Shown {
             about: if said { &[] } else { &self.about },
             item: &self.item,
@@ -326,7 +327,11 @@ mod tests {
             path: path.into(),
             cited_commit: "c".repeat(40),
             lines: "L1".into(),
-            status: if changed_in.is_some() { "stale" } else { "current" },
+            status: if changed_in.is_some() {
+                "stale"
+            } else {
+                "current"
+            },
             changed_in,
             deleted: false,
         };

@@ -98,10 +98,7 @@ async fn a_file_several_pull_requests_touched() {
     assert_eq!(changes[0]["page"], "Area-billing.md", "{}", changes[0]);
 
     let people = items(full, "people");
-    assert_eq!(
-        people[0]["authors"],
-        json!(["Erin (3)", "Alice (1)"])
-    );
+    assert_eq!(people[0]["authors"], json!(["Erin (3)", "Alice (1)"]));
     // Each thing said once: nothing left out is `{"items": 0}`; an item
     // whose own path is all it is about does not repeat it in `about`; a
     // known `as_of` has no reason beside it; an index that read every page
