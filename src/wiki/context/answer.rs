@@ -135,6 +135,7 @@ fn fact_item(fact: &FactRecord) -> Item {
             page: fact.page.clone(),
             line: fact.line,
             citation: citation(fact),
+            more_of_topic: 0,
         },
         FactKind::Fact => Item::Fact {
             text: fact.text.clone(),
@@ -337,18 +338,39 @@ pub fn answer_with(
     // and release commands rank under the older pull requests' names: on a
     // real history (bench/context.sh, REPLAY) they cost as much as ten of
     // them, and a change is tested before it is released.
+    // Brief, each is said once: the topic's first current fact in the
+    // page's order (CI's step before the files that repeat it), the others
+    // counted on it. encode/httpx's page has six ways to run its tests, 390
+    // tokens in every answer.
     if !all_paths.is_empty() {
-        for fact in index.facts.iter().filter(|f| f.kind == FactKind::HowTo) {
-            let base = match fact.group.as_deref() {
-                Some("Test") => 81,
-                Some("Build") => 48,
-                _ => continue,
+        for (topic, base) in [("Test", 81), ("Build", 48)] {
+            let facts: Vec<&FactRecord> = index
+                .facts
+                .iter()
+                .filter(|f| f.kind == FactKind::HowTo && f.group.as_deref() == Some(topic))
+                .collect();
+            let said: Vec<&FactRecord> = match request.detail {
+                Detail::Full => facts.clone(),
+                Detail::Brief => facts
+                    .iter()
+                    .find(|f| f.changed_in.is_none())
+                    .or(facts.first())
+                    .into_iter()
+                    .copied()
+                    .collect(),
             };
-            add(
-                base + if fact.changed_in.is_some() { 4 } else { 0 },
-                "",
-                fact_item(fact),
-            );
+            let untold = facts.len() - said.len();
+            for fact in said {
+                let mut item = fact_item(fact);
+                if let Item::HowTo { more_of_topic, .. } = &mut item {
+                    *more_of_topic = untold;
+                }
+                add(
+                    base + if fact.changed_in.is_some() { 4 } else { 0 },
+                    "",
+                    item,
+                );
+            }
         }
     }
     // The question's best passages.
@@ -583,6 +605,47 @@ mod tests {
             "{:?}",
             ci.items
         );
+    }
+
+    /// Brief, a topic is said once: its first current fact in the page's
+    /// order, counting the others; full detail gives them all.
+    #[test]
+    fn brief_gives_one_test_command_the_first_current_one() {
+        let tip = "f".repeat(40);
+        let page = format!(
+            "# How to work here\n\nAs the files say. <!-- teammem:how-to-work -->\n### Test <!-- teammem:how-to-topic -->\n- `scripts/test` — CI: workflow ci.yml <!-- teammem:evidence .github/workflows/ci.yml@{tip}#L9 stale={} -->\n- `scripts/check` — CI: workflow ci.yml <!-- teammem:evidence .github/workflows/ci.yml@{tip}#L12 -->\n- `pytest tests/` — CONTRIBUTING.md <!-- teammem:evidence CONTRIBUTING.md@{tip}#L40 -->\n<!-- teammem:how-to-work-end -->\n",
+            "e".repeat(40)
+        );
+        let index = ContextIndex::build([("How-to-work-here.md", page.as_str())]);
+        let paths = ["src/lib.rs".to_owned()];
+        let ask = |detail: Detail| {
+            let request = Request {
+                paths: &paths,
+                query: None,
+                max_tokens: 2_000,
+                detail,
+                caller_bytes: 0,
+            };
+            answer(&index, tip.clone(), &request, Vec::new(), false)
+                .items
+                .into_iter()
+                .filter_map(|r| match r.item {
+                    Item::HowTo {
+                        text,
+                        more_of_topic,
+                        ..
+                    } => Some((text, more_of_topic)),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            ask(Detail::Brief),
+            [("- scripts/check — CI: workflow ci.yml".to_owned(), 2)]
+        );
+        let full = ask(Detail::Full);
+        assert_eq!(full.len(), 3, "{full:?}");
+        assert!(full.iter().all(|(_, more)| *more == 0), "{full:?}");
     }
 
     /// An api/routes.py touched by pull requests #1..=#count (#n merged on

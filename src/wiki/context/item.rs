@@ -165,6 +165,10 @@ pub enum Item {
         line: usize,
         #[serde(flatten)]
         citation: Citation,
+        /// How many other facts of the topic `page` holds: a brief answer
+        /// gives one test and one build command, `detail: "full"` all.
+        #[serde(skip_serializing_if = "is_zero")]
+        more_of_topic: usize,
     },
     /// The older pull requests that touched the asked paths, newest first,
     /// one line each: `#NUMBER TITLE`, with ` (AUTHOR, DATE)` and then
