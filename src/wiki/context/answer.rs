@@ -340,8 +340,8 @@ pub fn answer_with(
     // them, and a change is tested before it is released.
     // Brief, each is said once: the topic's first current fact in the
     // page's order (CI's step before the files that repeat it), the others
-    // counted on it. encode/httpx's page has six ways to run its tests, 390
-    // tokens in every answer.
+    // counted on it: encode/httpx's page names six ways to run its tests,
+    // which took over a quarter of every answer (bench/context.sh, REPLAY).
     if !all_paths.is_empty() {
         for (topic, base) in [("Test", 81), ("Build", 48)] {
             let facts: Vec<&FactRecord> = index

@@ -42,6 +42,7 @@ pub enum Detail {
     /// Then, as the budget allows, the older ones' why and whole entries.
     Full,
 }
+
 /// Hex digits an answer shows of a commit it names in an item, as `git log
 /// --abbrev=12` does: unambiguous in any repository teammem serves, and a
 /// third of a whole sha's cost (an answer names ten and more). `ref` and
