@@ -349,15 +349,13 @@ pub fn answer_with(
                 .iter()
                 .filter(|f| f.kind == FactKind::HowTo && f.group.as_deref() == Some(topic))
                 .collect();
-            let said: Vec<&FactRecord> = match request.detail {
-                Detail::Full => facts.clone(),
-                Detail::Brief => facts
-                    .iter()
-                    .find(|f| f.changed_in.is_none())
-                    .or(facts.first())
-                    .into_iter()
-                    .copied()
-                    .collect(),
+            let first = facts
+                .iter()
+                .position(|f| f.changed_in.is_none())
+                .unwrap_or(0);
+            let said = match request.detail {
+                Detail::Full => &facts[..],
+                Detail::Brief => facts.get(first..=first).unwrap_or_default(),
             };
             let untold = facts.len() - said.len();
             for fact in said {
@@ -545,6 +543,24 @@ mod tests {
         answer_with(index, None, commit, request, passages, truncated)
     }
 
+    /// `index`'s answer for one path, without a question.
+    fn ask_path(
+        index: &ContextIndex,
+        path: &str,
+        max_tokens: usize,
+        detail: Detail,
+    ) -> ContextAnswer {
+        let paths = [path.to_owned()];
+        let request = Request {
+            paths: &paths,
+            query: None,
+            max_tokens,
+            detail,
+            caller_bytes: 0,
+        };
+        answer(index, "f".repeat(40), &request, Vec::new(), false)
+    }
+
     #[test]
     fn how_to_test_and_build_apply_to_every_path_and_the_rest_to_what_they_cite() {
         let tip = "f".repeat(40);
@@ -566,22 +582,7 @@ mod tests {
                 (FactKind::HowTo, Some("Lint and format")),
             ]
         );
-        let ask = |path: &str| {
-            let paths = [path.to_owned()];
-            answer(
-                &index,
-                tip.clone(),
-                &Request {
-                    paths: &paths,
-                    query: None,
-                    max_tokens: 2_000,
-                    detail: Detail::Brief,
-                    caller_bytes: 0,
-                },
-                Vec::new(),
-                false,
-            )
-        };
+        let ask = |path: &str| ask_path(&index, path, 2_000, Detail::Brief);
         // Any path: the test and build commands (the stale one says so), not lint.
         let any = ask("src/lib.rs");
         let shown: Vec<(&str, &str)> = any
@@ -617,16 +618,8 @@ mod tests {
             "e".repeat(40)
         );
         let index = ContextIndex::build([("How-to-work-here.md", page.as_str())]);
-        let paths = ["src/lib.rs".to_owned()];
         let ask = |detail: Detail| {
-            let request = Request {
-                paths: &paths,
-                query: None,
-                max_tokens: 2_000,
-                detail,
-                caller_bytes: 0,
-            };
-            answer(&index, tip.clone(), &request, Vec::new(), false)
+            ask_path(&index, "src/lib.rs", 2_000, detail)
                 .items
                 .into_iter()
                 .filter_map(|r| match r.item {
@@ -675,20 +668,7 @@ mod tests {
     }
 
     fn ask_routes_in(index: &ContextIndex, max_tokens: usize, detail: Detail) -> ContextAnswer {
-        let paths = ["api/routes.py".to_owned()];
-        answer(
-            index,
-            "f".repeat(40),
-            &Request {
-                paths: &paths,
-                query: None,
-                max_tokens,
-                detail,
-                caller_bytes: 0,
-            },
-            Vec::new(),
-            false,
-        )
+        ask_path(index, "api/routes.py", max_tokens, detail)
     }
 
     /// The pull requests an answer names whole and in brief (`#n` of each
