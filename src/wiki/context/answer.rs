@@ -255,6 +255,7 @@ pub fn answer_with(
         let entry = candidates.entry(key).or_insert_with(|| Ranked {
             relevance: 0,
             about: Vec::new(),
+            about_every_path: false,
             item,
         });
         entry.relevance = entry.relevance.max(relevance);
@@ -415,6 +416,9 @@ pub fn answer_with(
     }
 
     let mut ranked: Vec<Ranked> = candidates.into_values().collect();
+    for item in &mut ranked {
+        item.about_every_path = !all_paths.is_empty() && item.about.len() == all_paths.len();
+    }
     ranked.sort_by(brief::order);
     let shell = ContextAnswer {
         commit,
@@ -452,6 +456,7 @@ fn cut(shell: ContextAnswer, ranked: Vec<Ranked>, request: &Request<'_>) -> Cont
             request.max_tokens,
             frame + short,
             request.detail,
+            shell.paths.len(),
         );
         let mut answer = ContextAnswer {
             items,

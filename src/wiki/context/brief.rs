@@ -122,7 +122,8 @@ fn newest_first(a: &Ranked, b: &Ranked) -> Ordering {
 /// The `earlier_changes` item naming `changes` (newest first), the first
 /// `grown[0]` of them with author and date, the first `grown[1]` with their
 /// why too; without lines when not `lined` (its frame, to bound its cost).
-fn brief_item(changes: &[Ranked], grown: [usize; 2], lined: bool) -> Ranked {
+/// `paths` is how many paths were asked.
+fn brief_item(changes: &[Ranked], grown: [usize; 2], lined: bool, paths: usize) -> Ranked {
     let mut about: Vec<String> = Vec::new();
     let mut pages: Vec<String> = Vec::new();
     for change in changes {
@@ -140,6 +141,7 @@ fn brief_item(changes: &[Ranked], grown: [usize; 2], lined: bool) -> Ranked {
     }
     Ranked {
         relevance: BRIEF_RELEVANCE,
+        about_every_path: paths > 0 && about.len() == paths,
         about,
         item: Item::EarlierChanges {
             changes: changes
@@ -173,6 +175,8 @@ struct Packer {
     left_out: LeftOut,
     /// Changes an asked path led to that were left out.
     path_changes_left: usize,
+    /// How many paths were asked.
+    paths: usize,
 }
 
 impl Packer {
@@ -207,7 +211,7 @@ impl Packer {
         brief.sort_by(newest_first);
         // The list without lines, naming the paths and pages of every
         // candidate: a prefix of them names no more.
-        let mut list = bytes(&brief_item(&brief, [0, 0], false));
+        let mut list = bytes(&brief_item(&brief, [0, 0], false, self.paths));
         let mut named = Vec::new();
         let mut rest = brief.into_iter();
         for change in rest.by_ref() {
@@ -232,19 +236,20 @@ impl Packer {
 
 /// Cuts `ranked` (best first, see [`order`]) to `max_tokens`, `frame` tokens
 /// being spent already, saying as much of the older changes as `detail`
-/// asks: returns the items best first, the tokens they and the frame cost,
-/// and what was left out.
+/// asks, `paths` paths having been asked: returns the items best first, the
+/// tokens they and the frame cost, and what was left out.
 pub fn pack(
     ranked: Vec<Ranked>,
     max_tokens: usize,
     frame: usize,
     detail: Detail,
+    paths: usize,
 ) -> (Vec<Ranked>, usize, LeftOut) {
     // Naming every change a path led to comes before keeping the newest
     // whole: when a line is left out, fewer stay whole, down to none.
     let mut keep_whole = WHOLE_CHANGES;
     loop {
-        let packer = pack_keeping(ranked.clone(), max_tokens, frame, keep_whole, detail);
+        let packer = pack_keeping(ranked.clone(), max_tokens, frame, keep_whole, detail, paths);
         if packer.path_changes_left == 0 || keep_whole == 0 {
             return (packer.items, packer.used, packer.left_out);
         }
@@ -259,6 +264,7 @@ fn pack_keeping(
     frame: usize,
     keep_whole: usize,
     detail: Detail,
+    paths: usize,
 ) -> Packer {
     let mut packer = Packer {
         max: max_tokens,
@@ -266,6 +272,7 @@ fn pack_keeping(
         items: Vec::new(),
         left_out: LeftOut::default(),
         path_changes_left: 0,
+        paths,
     };
     // The newest few changes a path led to stay whole; the rest go brief.
     let (mut whole, mut brief, mut rest) = (0, Vec::new(), Vec::new());
@@ -362,7 +369,7 @@ fn pack_keeping(
         .unwrap_or(BRIEF_RELEVANCE)
         .min(BRIEF_RELEVANCE);
     while !brief_list.is_empty() {
-        let mut item = brief_item(&brief_list, grown, true);
+        let mut item = brief_item(&brief_list, grown, true, packer.paths);
         item.relevance = after;
         if packer.used + cost(&item) <= packer.max {
             packer.used += cost(&item);

@@ -244,8 +244,11 @@ pub struct Ranked {
     /// Higher is more relevant. Not sent: the answer's order says it.
     pub relevance: u32,
     /// The asked paths this item is about (empty: found by the question).
-    /// Not sent when it is only the item's own `path`, which says it.
+    /// Sent only when it narrows what the answer says already (see
+    /// [`Ranked::about_is_said`]).
     pub about: Vec<String>,
+    /// `about` is every path asked: the answer's `paths` say it.
+    pub about_every_path: bool,
     pub item: Item,
 }
 
@@ -260,6 +263,21 @@ impl Ranked {
             _ => None,
         }
     }
+
+    /// Whether the answer says `about` without it: it is every path asked
+    /// (the answer's `paths`), or only the item's own cited path, or asked
+    /// files a change names among its `files`, or paths in the area an
+    /// area's people are for (each path's `area` in `paths`).
+    pub(super) fn about_is_said(&self) -> bool {
+        self.about_every_path
+            || match (&self.item, self.about.as_slice()) {
+                (_, []) => true,
+                (Item::People { .. }, _) => true,
+                (Item::Change { files, .. }, about) => about.iter().all(|a| files.contains(a)),
+                (_, [one]) => self.own_path() == Some(one.as_str()),
+                _ => false,
+            }
+    }
 }
 
 impl Serialize for Ranked {
@@ -271,10 +289,12 @@ impl Serialize for Ranked {
             #[serde(flatten)]
             item: &'a Item,
         }
-        let said =
-            matches!((self.about.as_slice(), self.own_path()), ([one], Some(own)) if one == own);
         Shown {
-            about: if said { &[] } else { &self.about },
+            about: if self.about_is_said() {
+                &[]
+            } else {
+                &self.about
+            },
             item: &self.item,
         }
         .serialize(serializer)
@@ -313,6 +333,7 @@ mod tests {
         let purpose = Ranked {
             relevance: 1,
             about: vec!["src/app.py".into()],
+            about_every_path: false,
             item: Item::Purpose {
                 text: "The app.".into(),
                 page: "Area-src.md".into(),
@@ -343,6 +364,7 @@ mod tests {
         let fact = |about: &[&str], path: &str| Ranked {
             relevance: 1,
             about: about.iter().map(|p| (*p).to_owned()).collect(),
+            about_every_path: false,
             item: Item::Fact {
                 text: "Taxes round once.".into(),
                 page: "Notes.md".into(),
@@ -369,5 +391,56 @@ mod tests {
         assert_eq!(people["authors"], serde_json::json!(["Erin (3)"]));
         let nothing = serde_json::to_value(LeftOut::default()).unwrap();
         assert_eq!(nothing, serde_json::json!({"items": 0}));
+    }
+
+    /// `about` is sent only when it narrows what the answer says already:
+    /// not when it is every path asked, nor files a change names, nor the
+    /// paths of an area's people; a folder a change is under, and some of
+    /// several paths on an item that cites none of them, are sent.
+    #[test]
+    fn about_is_sent_only_when_it_narrows_the_answer() {
+        let about = |about: &[&str], every: bool, item: Item| {
+            let ranked = Ranked {
+                relevance: 1,
+                about: about.iter().map(|p| (*p).to_owned()).collect(),
+                about_every_path: every,
+                item,
+            };
+            serde_json::to_value(ranked).unwrap().get("about").cloned()
+        };
+        let change = || Item::Change {
+            number: 7,
+            title: "Round taxes per line".into(),
+            why: String::new(),
+            author: "Erin".into(),
+            date: "2026-05-05".into(),
+            merge_commit: "e".repeat(40),
+            files: vec!["billing/tax.py".into(), "billing/invoice.py".into()],
+            more_files: 0,
+            dependencies: None,
+            arrived_through: None,
+            page: "Area-billing.md".into(),
+        };
+        let earlier = || Item::EarlierChanges {
+            changes: vec!["#7 Round taxes per line".into()],
+            pages: vec!["Area-billing.md".into()],
+        };
+        let people = || Item::People {
+            area: "billing".into(),
+            page: "Area-billing.md".into(),
+            authors: Vec::new(),
+            more_authors: 0,
+        };
+        assert_eq!(about(&["billing/tax.py"], false, change()), None);
+        assert_eq!(
+            about(&["billing/"], false, change()),
+            Some(serde_json::json!(["billing/"]))
+        );
+        assert_eq!(about(&["billing/tax.py", "api/"], false, people()), None);
+        assert_eq!(about(&["billing/tax.py", "api/"], true, earlier()), None);
+        assert_eq!(
+            about(&["billing/tax.py"], false, earlier()),
+            Some(serde_json::json!(["billing/tax.py"]))
+        );
     }
 }
