@@ -155,6 +155,16 @@ fn brief_item(changes: &[Ranked], grown: [usize; 2], lined: bool, paths: usize) 
     }
 }
 
+/// Bytes bounding the `earlier_changes` item without lines for any prefix
+/// of `changes`: it names the paths and pages of every one, and `about` as
+/// sent even when all of them are about every asked path (a prefix may not
+/// be, and then sends it).
+fn frame_bound(changes: &[Ranked], paths: usize) -> usize {
+    let mut frame = brief_item(changes, [0, 0], false, paths);
+    frame.about_every_path = false;
+    bytes(&frame)
+}
+
 /// The tier of the line at `at`, the first `grown[0]` lines dated and the
 /// first `grown[1]` with their why.
 fn tier_at(at: usize, grown: [usize; 2]) -> Tier {
@@ -209,9 +219,7 @@ impl Packer {
     /// bounded by (0 when none fit).
     fn brief(&mut self, mut brief: Vec<Ranked>) -> (Vec<Ranked>, usize) {
         brief.sort_by(newest_first);
-        // The list without lines, naming the paths and pages of every
-        // candidate: a prefix of them names no more.
-        let mut list = bytes(&brief_item(&brief, [0, 0], false, self.paths));
+        let mut list = frame_bound(&brief, self.paths);
         let mut named = Vec::new();
         let mut rest = brief.into_iter();
         for change in rest.by_ref() {
@@ -383,4 +391,49 @@ fn pack_keeping(
     }
     packer.items.sort_by(order);
     packer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(number: u64, path: &str, page: &str) -> Ranked {
+        Ranked {
+            relevance: 80,
+            about: vec![path.to_owned()],
+            about_every_path: false,
+            item: Item::Change {
+                number,
+                title: format!("Change {number}"),
+                why: String::new(),
+                author: "Erin".into(),
+                date: format!("2026-01-{number:02}"),
+                merge_commit: format!("{number:040}"),
+                files: vec![path.to_owned()],
+                more_files: 0,
+                dependencies: None,
+                arrived_through: None,
+                page: page.to_owned(),
+            },
+        }
+    }
+
+    /// The bound the brief list is packed by holds for every prefix of it:
+    /// the newest lines may be about one of two asked paths, and then their
+    /// list sends `about`, which the list of all of them, about both, does
+    /// not.
+    #[test]
+    fn the_list_bound_holds_for_every_prefix() {
+        let changes = vec![
+            change(4, "billing/tax.py", "Area-billing.md"),
+            change(3, "billing/tax.py", "Area-billing.md"),
+            change(2, "api/routes.py", "Area-api.md"),
+            change(1, "api/routes.py", "Area-api.md"),
+        ];
+        let bound = frame_bound(&changes, 2);
+        for end in 1..=changes.len() {
+            let prefix = bytes(&brief_item(&changes[..end], [0, 0], false, 2));
+            assert!(prefix <= bound, "{end} lines: {prefix} > {bound}");
+        }
+    }
 }
