@@ -157,11 +157,11 @@ fn brief_item(changes: &[Ranked], grown: [usize; 2], lined: bool, paths: usize) 
 
 /// Bytes bounding the `earlier_changes` item without lines for any prefix
 /// of `changes`: it names the paths and pages of every one, and `about` as
-/// sent even when all of them are about every asked path (a prefix may not
-/// be, and then sends it).
+/// sent unless each of them is about every asked path (together they may
+/// be while a prefix is not, and then it sends `about`).
 fn frame_bound(changes: &[Ranked], paths: usize) -> usize {
     let mut frame = brief_item(changes, [0, 0], false, paths);
-    frame.about_every_path = false;
+    frame.about_every_path &= changes.iter().all(|c| c.about_every_path);
     bytes(&frame)
 }
 
@@ -421,7 +421,7 @@ mod tests {
     /// The bound the brief list is packed by holds for every prefix of it:
     /// the newest lines may be about one of two asked paths, and then their
     /// list sends `about`, which the list of all of them, about both, does
-    /// not.
+    /// not. When every line is about every path, it is exact.
     #[test]
     fn the_list_bound_holds_for_every_prefix() {
         let changes = vec![
@@ -435,5 +435,16 @@ mod tests {
             let prefix = bytes(&brief_item(&changes[..end], [0, 0], false, 2));
             assert!(prefix <= bound, "{end} lines: {prefix} > {bound}");
         }
+        // One path asked: every line is about it, and the bound is exact.
+        let one: Vec<Ranked> = changes[..2]
+            .iter()
+            .cloned()
+            .map(|mut c| {
+                c.about_every_path = true;
+                c
+            })
+            .collect();
+        let exact = bytes(&brief_item(&one, [0, 0], false, 1));
+        assert_eq!(frame_bound(&one, 1), exact);
     }
 }
