@@ -19,7 +19,9 @@ use serde::Serialize;
 
 use super::brief;
 use super::index::{ContextIndex, FactKind, FactRecord, is_under};
-use super::item::{Citation, Detail, Item, LeftOut, MAX_PEOPLE, Person, Ranked, estimate_tokens};
+use super::item::{
+    Citation, Detail, Item, LeftOut, MAX_PEOPLE, Person, Ranked, about_every_path, estimate_tokens,
+};
 use super::lines;
 use crate::wiki::query;
 
@@ -417,7 +419,7 @@ pub fn answer_with(
 
     let mut ranked: Vec<Ranked> = candidates.into_values().collect();
     for item in &mut ranked {
-        item.about_every_path = !all_paths.is_empty() && item.about.len() == all_paths.len();
+        item.about_every_path = about_every_path(&item.about, all_paths.len());
     }
     ranked.sort_by(brief::order);
     let shell = ContextAnswer {

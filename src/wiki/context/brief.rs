@@ -26,7 +26,9 @@
 
 use std::cmp::Ordering;
 
-use super::item::{Detail, Item, LeftOut, MAX_READ_MORE, Ranked, estimate_tokens};
+use super::item::{
+    Detail, Item, LeftOut, MAX_READ_MORE, Ranked, about_every_path, estimate_tokens,
+};
 use super::lines;
 
 /// Changes that touched the asked paths kept whole, newest first, before
@@ -141,7 +143,7 @@ fn brief_item(changes: &[Ranked], grown: [usize; 2], lined: bool, paths: usize) 
     }
     Ranked {
         relevance: BRIEF_RELEVANCE,
-        about_every_path: paths > 0 && about.len() == paths,
+        about_every_path: about_every_path(&about, paths),
         about,
         item: Item::EarlierChanges {
             changes: changes

@@ -247,9 +247,16 @@ pub struct Ranked {
     /// Sent only when it narrows what the answer says already (see
     /// [`Ranked::about_is_said`]).
     pub about: Vec<String>,
-    /// `about` is every path asked: the answer's `paths` say it.
+    /// `about` is every path asked: the answer's `paths` say it (see
+    /// [`about_every_path`]).
     pub about_every_path: bool,
     pub item: Item,
+}
+
+/// Whether `about` (asked paths, each once) is every one of the `paths`
+/// asked.
+pub fn about_every_path(about: &[String], paths: usize) -> bool {
+    paths > 0 && about.len() == paths
 }
 
 impl Ranked {
