@@ -87,6 +87,18 @@ def score(items, truth, found):
                                 for item in items)
 
 
+def same_answer(text, answer):
+    """The text form renders the JSON one: the same read, every change it
+    names by number, and its left-out count (exits otherwise)."""
+    lines = text["text"]
+    named = [item["number"] for item in answer["items"] if item["kind"] == "change"]
+    named += [int(line[1:line.index(" ")]) for item in answer["items"] if item["kind"] == "earlier_changes" for line in item["changes"]]
+    missing = [n for n in named if ("#%d " % n) not in lines]
+    left = answer["left_out"]["items"]
+    if text.get("ref") != answer.get("ref") or missing or (left > 0) != ("left out: %d item" % left in lines):
+        raise SystemExit("the text answer does not say what the JSON one does: %s %s" % (missing, text))
+
+
 def recall(found, pr="pr"):
     """Recall over PRs (named, or with their why when pr="why"), purposes, stale facts and the test command."""
     counted = {k: v for k, v in found.items() if (k not in ("pr", "why") or k == pr) and v[1] > 0}
@@ -99,18 +111,23 @@ def measure(mcp, repository, tasks, truths):
     """Runs (a) and (b) for every task (a list of paths) against its truth;
     prints recall and (a), (b); returns (a, b, recall at the default budget,
     the costliest answer)."""
-    totals = {"a": 0, "b": 0, "max": 0}
+    totals = {"a": 0, "json": 0, "b": 0, "max": 0}
     found = {k: [0, 0] for k in KINDS}
     found_max = {k: [0, 0] for k in KINDS}
     over_budget = 0
     change_costs, line_costs, why_line_costs, answer_costs = [], [], [], []
     for files, truth in zip(tasks, truths):
-        answer = mcp.tool("get_context", {"repository": repository, "paths": files})
+        # (a) is the default (text) answer an agent reads; the same answer
+        # as JSON is what the truth is scored against, and its size printed.
+        text = mcp.tool("get_context", {"repository": repository, "paths": files})
+        answer = mcp.tool("get_context", {"repository": repository, "paths": files, "format": "json"})
         if os.environ.get("ANSWERS"):
             with open(os.environ["ANSWERS"], "a") as out:
-                out.write(json.dumps({"paths": files, "truth_prs": len(truth["prs"]), "answer": answer}) + "\n")
-        totals["a"] += tokens(answer)
-        answer_costs.append(tokens(answer))
+                out.write(json.dumps({"paths": files, "truth_prs": len(truth["prs"]), "answer": answer, "text": text}) + "\n")
+        same_answer(text, answer)
+        totals["a"] += tokens(text)
+        totals["json"] += tokens(answer)
+        answer_costs.append(tokens(text))
         over_budget += answer["left_out"]["items"] > 0
         score(answer["items"], truth, found)
         change_costs += [tokens(item) for item in answer["items"] if item["kind"] == "change"]
@@ -118,7 +135,7 @@ def measure(mcp, repository, tasks, truths):
             for line in item["changes"] if item["kind"] == "earlier_changes" else []:
                 (why_line_costs if " — " in line else line_costs).append(tokens(line))
         # The most it says (the largest budget, full detail): what the default's cut costs.
-        largest = mcp.tool("get_context", {"repository": repository, "paths": files, "max_tokens": 16000, "detail": "full"})
+        largest = mcp.tool("get_context", {"repository": repository, "paths": files, "max_tokens": 16000, "detail": "full", "format": "json"})
         totals["max"] += tokens(largest)
         score(largest["items"], truth, found_max)
         # (b) search the wiki for each path, then read each page its hits name.
@@ -144,6 +161,8 @@ def measure(mcp, repository, tasks, truths):
           " at max_tokens 16,000 and detail full recall %.3f (%s), %d tokens a task"
           % (over_budget, n, sum(change_costs) / max(1, len(change_costs)), sum(line_costs) / max(1, len(line_costs)),
              sum(why_line_costs) / max(1, len(why_line_costs)), rate_max, detail_max, totals["max"] / n))
-    print("  tokens (JSON or text bytes / 4, get_context's estimate): (a) get_context %d (%.0f a task, at most %d), (b) search_wiki + pages it names %d (%.0f a task)"
-          % (totals["a"], totals["a"] / n, max(answer_costs), totals["b"], totals["b"] / n))
+    print("  tokens (JSON or text bytes / 4, get_context's estimate): (a) get_context %d (%.0f a task, at most %d; as JSON %.0f a task, %.0f %% more),"
+          " (b) search_wiki + pages it names %d (%.0f a task)"
+          % (totals["a"], totals["a"] / n, max(answer_costs), totals["json"] / n, 100 * (totals["json"] - totals["a"]) / max(1, totals["a"]),
+             totals["b"], totals["b"] / n))
     return totals["a"], totals["b"], rate, max(answer_costs)

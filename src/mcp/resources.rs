@@ -353,7 +353,7 @@ pub async fn read(context: &Context, uri: &str) -> Result<ReadResourceResult, Er
         ),
         Target::Context { repository, path } => (
             toolsets::context::GET_CONTEXT,
-            json!({"repository": repository, "paths": [path]}),
+            json!({"repository": repository, "paths": [path], "format": "json"}),
             "application/json",
         ),
     };

@@ -16,9 +16,11 @@ use rmcp::model::JsonObject;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::context_text;
 use super::wiki_answer::{added_bytes, as_of, to_outcome, with_as_of};
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
 use crate::mcp::context::Context;
+use crate::mcp::envelope::{ResolvedWiki, ToolOutcome};
 use crate::wiki::WikiError;
 use crate::wiki::context::{
     ContextRequest, DEFAULT_MAX_TOKENS, Detail, MAX_MAX_TOKENS, MAX_PATHS, MIN_MAX_TOKENS,
@@ -34,7 +36,7 @@ pub const TOOLSET: Toolset = Toolset {
     tools: &[ToolDef {
         name: GET_CONTEXT,
         title: "Context for a change",
-        description: "What to know before changing files, from the team memory in one call: give the repository-relative paths you are about to change (files or folders) and/or a question. For each path: its purpose, its area, the facts on any wiki page that cite it (text, page and line, cited commit and lines, status current or stale with the commit that changed it: do not rely on a stale fact without checking the code), the merged pull requests that touched it newest first (number, title, why, author, date, merge commit, files and the page to read its entry on: the newest few in full, older ones one line each in the earlier_changes item, `#NUMBER TITLE` and ` (AUTHOR, DATE)` as the budget allows, its pages holding the whole entries; detail: full adds the older ones' ` — WHY` and then whole entries as the budget allows), who knows its area (`NAME (PULL REQUESTS)`), the dependencies a manifest declares, and the project's test and build commands (one each, more_of_topic counting the page's others; detail: full gives them all); for a question, the wiki passages that answer it best. Items come ranked by relevance, best first, and the whole answer is cut to max_tokens (tokens.used, estimated as JSON bytes / 4, rounded up); the budget is a ceiling: a brief answer says each thing once and stops. left_out counts what did not fit and read_more names the pages that hold it. Each thing is said once: commits in items are abbreviated to 12 hex digits, an item's about is left out when it is the item's own path. Deterministic, read at one wiki commit (ref); as_of is the source commit the memory is reconciled to (null with as_of_reason when unknown). Without repository, every wiki you may read answers (at most 200; wikis_left_out names the rest): each item and path names its repository, the items of all are ranked together and cut to max_tokens, read_more names repository and page, and wikis gives each wiki's ref and as_of.",
+        description: "What to know before changing files, from the team memory in one call: give the repository-relative paths you are about to change (files or folders) and/or a question. For each path: its purpose, its area, the facts on any wiki page that cite it (text, page and line, cited commit and lines, status current or stale with the commit that changed it: do not rely on a stale fact without checking the code), the merged pull requests that touched it newest first (number, title, why, author, date, merge commit, files and the page to read its entry on: the newest few in full, older ones one line each in the earlier_changes item, `#NUMBER TITLE` and ` (AUTHOR, DATE)` as the budget allows, its pages holding the whole entries; detail: full adds the older ones' ` — WHY` and then whole entries as the budget allows), who knows its area (`NAME (PULL REQUESTS)`), the dependencies a manifest declares, and the project's test and build commands (one each, more_of_topic counting the page's others; detail: full gives them all); for a question, the wiki passages that answer it best. Items come ranked by relevance, best first, and the whole answer is cut to max_tokens (estimated as the JSON form's bytes / 4, rounded up; tokens.used is the answer's own); the budget is a ceiling: a brief answer says each thing once and stops. left_out counts what did not fit and read_more names the pages that hold it. Each thing is said once: commits in items are abbreviated to 12 hex digits, an item's about is left out when it is the item's own path. By default (format: text) the answer is `text`, one line a thing, about a fifth smaller than JSON: `path P: KIND, area A (PAGE)`; `purpose P: …` and `fact P: …` ending `[PAGE:LINE, cites COMMIT LINES, STATUS]`; `#NUMBER TITLE (AUTHOR, DATE) merge COMMIT [PAGE]` with `  why:` and `  files:` lines; `people of AREA [PAGE]: …`; `test (FILE): …`; `earlier changes [PAGES]:` then one `#NUMBER …` line each; `left out: N items (KIND N); read more: PAGES`. format: json gives the same answer as objects in items. Deterministic, read at one wiki commit (ref); as_of is the source commit the memory is reconciled to (null with as_of_reason when unknown). Without repository, every wiki you may read answers (at most 200; wikis_left_out names the rest): each item and path names its repository, the items of all are ranked together and cut to max_tokens, read_more names repository and page, and wikis gives each wiki's ref and as_of.",
         hints: Hints::READ,
         input_schema: schema,
         handler: get_context,
@@ -55,6 +57,7 @@ fn schema() -> Value {
             "query": {"type": "string", "minLength": 1, "maxLength": 512, "description": "A question in plain words, e.g. \"why are leases renewed every 10 seconds?\""},
             "max_tokens": {"type": "integer", "minimum": MIN_MAX_TOKENS, "maximum": MAX_MAX_TOKENS, "default": DEFAULT_MAX_TOKENS, "description": "The most tokens the answer may take (estimated as JSON bytes / 4)"},
             "detail": {"type": "string", "enum": ["brief", "full"], "default": "brief", "description": "brief: every change named, the newest few whole; full: also the older changes' why and whole entries, as max_tokens allows"},
+            "format": {"type": "string", "enum": ["text", "json"], "default": "text", "description": "text: the answer as lines in `text`, for reading (about a fifth smaller); json: the same answer as objects in `items`, for programs"},
             "ref": super::ref_schema("The wiki commit to answer from (default HEAD; only with repository)"),
         }),
         &[],
@@ -71,6 +74,8 @@ struct ContextArgs {
     max_tokens: Option<i64>,
     #[serde(default)]
     detail: DetailArg,
+    #[serde(default)]
+    format: FormatArg,
     #[serde(rename = "ref", default = "tools::head")]
     git_ref: String,
 }
@@ -82,6 +87,15 @@ enum DetailArg {
     #[default]
     Brief,
     Full,
+}
+
+/// `format` as the tool takes it.
+#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum FormatArg {
+    #[default]
+    Text,
+    Json,
 }
 
 impl From<DetailArg> for Detail {
@@ -123,7 +137,7 @@ fn get_context(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
         };
         let Some(resolved) = resolved else {
             let outcome = super::org::context(context, request, &args.git_ref).await;
-            return Ok(Answer::new(None, outcome));
+            return Ok(Answer::new(None, formatted(outcome, args.format, None)));
         };
         let git_ref = context.read_ref(args.git_ref).await;
         let wiki = match context.wiki(&resolved, false).await {
@@ -136,6 +150,33 @@ fn get_context(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
             Ok(value) => Ok(with_as_of(value, as_of)),
             Err(error) => Err(error),
         };
+        let outcome = formatted(outcome, args.format, identity.as_ref());
         Ok(Answer::new(identity, outcome))
     })
+}
+
+/// The answer in the `format` asked: as text ([`context_text`]) unless JSON
+/// was; `identity` is what the envelope adds to it.
+fn formatted(
+    outcome: ToolOutcome,
+    format: FormatArg,
+    identity: Option<&ResolvedWiki>,
+) -> ToolOutcome {
+    match (outcome, format) {
+        (Ok(answer), FormatArg::Text) => {
+            Ok(context_text::render(&answer, identity_bytes(identity)))
+        }
+        (outcome, _) => outcome,
+    }
+}
+
+/// JSON bytes the envelope's `source_repository` and `wiki_repository` add
+/// to a result that has other fields.
+fn identity_bytes(identity: Option<&ResolvedWiki>) -> usize {
+    if identity.is_none() {
+        return 0;
+    }
+    let added = crate::mcp::envelope::build(Ok(json!({})), identity);
+    // `{…}` less its braces, plus the comma joining it to the other fields.
+    added["result"].to_string().len() - 2 + 1
 }

@@ -34,7 +34,7 @@ async fn a_file_several_pull_requests_touched() {
     let envelope = call(
         &client,
         "get_context",
-        json!({"repository": REPOSITORY, "paths": ["billing/invoice.py"]}),
+        json!({"repository": REPOSITORY, "paths": ["billing/invoice.py"], "format": "json"}),
     )
     .await;
     assert_eq!(envelope["success"], true, "{envelope}");
@@ -126,7 +126,7 @@ async fn a_file_several_pull_requests_touched() {
     let again = call(
         &client,
         "get_context",
-        json!({"repository": REPOSITORY, "paths": ["billing/invoice.py"]}),
+        json!({"repository": REPOSITORY, "paths": ["billing/invoice.py"], "format": "json"}),
     )
     .await;
     assert_eq!(again["result"], *full);
@@ -141,7 +141,7 @@ async fn a_file_several_pull_requests_touched() {
     let folder = call(
         &client,
         "get_context",
-        json!({"repository": REPOSITORY, "paths": ["billing/"], "detail": "full"}),
+        json!({"repository": REPOSITORY, "paths": ["billing/"], "detail": "full", "format": "json"}),
     )
     .await["result"]
         .clone();
@@ -163,7 +163,7 @@ async fn a_file_several_pull_requests_touched() {
         let small = call(
             &client,
             "get_context",
-            json!({"repository": REPOSITORY, "paths": [path], "max_tokens": max_tokens}),
+            json!({"repository": REPOSITORY, "paths": [path], "max_tokens": max_tokens, "format": "json"}),
         )
         .await;
         let small = &small["result"];
@@ -244,11 +244,165 @@ async fn a_file_several_pull_requests_touched() {
     client.cancel().await.unwrap();
 }
 
+/// What the text form must say of a JSON answer's item: each value an
+/// agent acts on, in the words the text uses.
+fn said_of(item: &Value) -> Vec<String> {
+    let text = |key: &str| item[key].as_str().unwrap_or_default().to_owned();
+    match item["kind"].as_str().unwrap() {
+        "purpose" | "fact" | "how_to" => {
+            let mut said = vec![
+                text("text").trim_start_matches("- ").to_owned(),
+                format!("[{}:{}, cites ", text("page"), item["line"]),
+                format!(
+                    "{} {}, {}",
+                    text("cited_commit"),
+                    text("lines"),
+                    text("status")
+                ),
+            ];
+            if item.get("changed_in").is_some() {
+                said.push(format!("stale: changed in {}", text("changed_in")));
+            }
+            said
+        }
+        "change" => {
+            let mut said = vec![
+                format!(
+                    "#{} {} ({}, {})",
+                    item["number"],
+                    text("title"),
+                    text("author"),
+                    text("date")
+                ),
+                format!("merge {} [{}]", text("merge_commit"), text("page")),
+            ];
+            if item.get("why").is_some() {
+                said.push(format!("\n  why: {}\n", text("why")));
+            }
+            let files: Vec<&str> = item["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_str().unwrap())
+                .collect();
+            said.push(format!("  files: {}", files.join(", ")));
+            said
+        }
+        "people" => item["authors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_owned())
+            .collect(),
+        "earlier_changes" => item["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|line| format!("\n{}", line.as_str().unwrap()))
+            .collect(),
+        other => panic!("a {other} item in this answer: {item}"),
+    }
+}
+
+/// The default text form says everything the JSON form says, in fewer
+/// tokens, within the same budget, the same on every call; for one wiki
+/// and for every wiki the caller may read.
+#[tokio::test]
+async fn the_default_text_says_what_the_json_says_in_fewer_tokens() {
+    let history = build().await;
+    let client = spawn_mcp(&history.config).await;
+    let mut cut = 0;
+    for (paths, max_tokens, repository) in [
+        (json!(["billing/invoice.py"]), 2_000, Some(REPOSITORY)),
+        (json!(["billing/invoice.py"]), 200, Some(REPOSITORY)),
+        (json!(["billing/", "README.md"]), 16_000, Some(REPOSITORY)),
+        (json!(["billing/"]), 250, Some(REPOSITORY)),
+        (json!(["billing/invoice.py"]), 2_000, None),
+        (json!(["billing/"]), 200, None),
+    ] {
+        let mut arguments = json!({"paths": paths, "max_tokens": max_tokens});
+        if let Some(repository) = repository {
+            arguments["repository"] = json!(repository);
+        }
+        let text_call = call(&client, "get_context", arguments.clone()).await;
+        assert_eq!(text_call["success"], true, "{text_call}");
+        let again = call(&client, "get_context", arguments.clone()).await;
+        assert_eq!(again, text_call, "the same text on every call");
+        arguments["format"] = json!("json");
+        let json_call = call(&client, "get_context", arguments).await;
+        let (text_form, json_form) = (&text_call["result"], &json_call["result"]);
+        let lines = text_form["text"].as_str().unwrap();
+        assert!(text_form.get("items").is_none(), "{text_form}");
+        for key in ["as_of", "ref", "source_repository"] {
+            assert_eq!(text_form.get(key), json_form.get(key), "{key}");
+        }
+        assert!(
+            !lines.contains("<!--") && !lines.contains("teammem:evidence"),
+            "{lines}"
+        );
+        for path in json_form["paths"].as_array().unwrap() {
+            let at = path["repository"]
+                .as_str()
+                .map(|r| format!("[{r}] "))
+                .unwrap_or_default();
+            let named = format!(
+                "path {at}{}: {}",
+                path["path"].as_str().unwrap(),
+                path["kind"].as_str().unwrap()
+            );
+            assert!(lines.contains(&named), "{named} in {lines}");
+        }
+        for item in json_form["items"].as_array().unwrap() {
+            for said in said_of(item) {
+                assert!(lines.contains(&said), "{said:?} of {item} in:\n{lines}");
+            }
+        }
+        for wiki in json_form["wikis"].as_array().into_iter().flatten() {
+            let line = format!(
+                "wiki {}: ref {}",
+                wiki["repository"].as_str().unwrap(),
+                wiki["ref"].as_str().unwrap()
+            );
+            assert!(lines.contains(&line), "{line} in {lines}");
+        }
+        let left = json_form["left_out"]["items"].as_u64().unwrap();
+        if left > 0 {
+            cut += 1;
+            assert!(
+                lines.contains(&format!("left out: {left} item")),
+                "{lines}"
+            );
+            for page in json_form["left_out"]["read_more"].as_array().unwrap() {
+                let page = page.as_str().or_else(|| page["page"].as_str()).unwrap();
+                assert!(lines.contains(page), "read more {page} in {lines}");
+            }
+        } else {
+            assert!(!lines.contains("left out:"), "{lines}");
+        }
+        // `used` is the text result's own, with what the envelope adds; it
+        // is below the JSON form's whole size, and within the budget for
+        // one wiki (an org answer's lines naming each wiki read are outside
+        // it, as its `wikis` are).
+        let used = text_form["tokens"]["used"].as_u64().unwrap();
+        let whole = serde_json::to_string(text_form).unwrap().len().div_ceil(4) as u64;
+        assert_eq!(used, whole, "{text_form}");
+        let json_whole = serde_json::to_string(json_form).unwrap().len().div_ceil(4) as u64;
+        assert!(used < json_whole, "{used} vs {json_whole}: {text_form} {json_form}");
+        if repository.is_some() {
+            assert!(used <= max_tokens, "{text_form}");
+        }
+    }
+    assert_eq!(cut, 3, "the small budgets cut the answer");
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn folders_manifests_and_questions() {
     let history = build().await;
     let client = spawn_mcp(&history.config).await;
     let ask = async |arguments: Value| {
+        let mut arguments = arguments;
+        arguments["format"] = json!("json");
         let envelope = call(&client, "get_context", arguments).await;
         assert_eq!(envelope["success"], true, "{envelope}");
         envelope["result"].clone()
@@ -413,7 +567,7 @@ async fn bad_input_and_other_repositories_are_refused() {
             let answer = envelope(
                 &client,
                 "get_context",
-                json!({"repository": repository, "paths": ["billing/invoice.py"]}),
+                json!({"repository": repository, "paths": ["billing/invoice.py"], "format": "json"}),
             )
             .await;
             assert_eq!(answer["success"], false, "{answer}");
@@ -431,7 +585,7 @@ async fn bad_input_and_other_repositories_are_refused() {
         let answer = envelope(
             &client,
             "get_context",
-            json!({"repository": REPOSITORY, "paths": ["billing/invoice.py"], "max_tokens": 400}),
+            json!({"repository": REPOSITORY, "paths": ["billing/invoice.py"], "max_tokens": 400, "format": "json"}),
         )
         .await;
         assert_eq!(answer["success"], true, "{era:?}: {answer}");
@@ -472,7 +626,7 @@ async fn a_hostile_wiki_gets_a_bounded_answer() {
         let answer = agent
             .envelope(
                 "get_context",
-                json!({"repository": SOURCE, "paths": ["src/x.rs", "src/"], "query": "fact word", "max_tokens": max_tokens}),
+                json!({"repository": SOURCE, "paths": ["src/x.rs", "src/"], "query": "fact word", "max_tokens": max_tokens, "format": "json"}),
             )
             .await;
         assert_eq!(answer["success"], true, "{answer}");
@@ -532,7 +686,7 @@ async fn a_path_whose_area_pages_are_past_the_scan_budget_is_found_by_their_name
     let answer = agent
         .envelope(
             "get_context",
-            json!({"repository": SOURCE, "paths": ["billing/invoice.py", "nowhere/x.py"]}),
+            json!({"repository": SOURCE, "paths": ["billing/invoice.py", "nowhere/x.py"], "format": "json"}),
         )
         .await;
     assert_eq!(answer["success"], true, "{answer}");

@@ -128,7 +128,7 @@ async fn folded_citations_raw_bytes_and_org_scope() {
             let context = envelope(
                 &client,
                 "get_context",
-                json!({"paths": ["billing/invoice.py"]}),
+                json!({"paths": ["billing/invoice.py"], "format": "json"}),
             )
             .await;
             assert_eq!(context["success"], true, "{context}");

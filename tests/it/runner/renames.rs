@@ -34,7 +34,9 @@ async fn get_context(config: &Path, paths: &[&str]) -> Value {
         .spawn()
         .expect("spawn teammem mcp");
     let client = ().serve(transport).await.expect("stdio handshake");
-    let Value::Object(arguments) = json!({"repository": "demo/app", "paths": paths}) else {
+    let Value::Object(arguments) =
+        json!({"repository": "demo/app", "paths": paths, "format": "json"})
+    else {
         unreachable!()
     };
     let result = client
