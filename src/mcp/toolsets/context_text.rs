@@ -80,8 +80,15 @@ fn text(answer: &Value) -> String {
             s(failed, "type")
         ));
     }
-    if let Some(left) = answer.get("wikis_left_out").filter(|v| !is_empty(v)) {
-        lines.push(format!("wikis left out: {}", compact(left)));
+    let wikis_left: Vec<&str> = list(answer, "wikis_left_out")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    if !wikis_left.is_empty() {
+        lines.push(format!(
+            "wikis left out (over the limit a query reads): {}",
+            wikis_left.join(", ")
+        ));
     }
     let notes = notes(answer);
     if !notes.is_empty() {
@@ -213,7 +220,7 @@ fn item_lines(item: &Value) -> String {
                 s(item, "text")
             )
         }
-        _ => compact(item),
+        _ => item.to_string(),
     }
 }
 
@@ -325,20 +332,6 @@ fn list<'a>(value: &'a Value, key: &str) -> &'a [Value] {
         .map_or(&[], Vec::as_slice)
 }
 
-fn is_empty(value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::Array(list) => list.is_empty(),
-        Value::Object(map) => map.is_empty(),
-        Value::Number(n) => n.as_u64() == Some(0),
-        _ => false,
-    }
-}
-
-fn compact(value: &Value) -> String {
-    value.to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,7 +381,11 @@ mod tests {
         for added in [0, 57, 4_000] {
             let result = render(&answer(json!([]), json!({"items": 0})), added);
             let bytes = result.to_string().len() + added;
-            assert_eq!(result["tokens"]["used"], json!(estimate_tokens(bytes)), "{result}");
+            assert_eq!(
+                result["tokens"]["used"],
+                json!(estimate_tokens(bytes)),
+                "{result}"
+            );
             assert_eq!(result["tokens"]["max"], 2000);
         }
     }
@@ -396,13 +393,68 @@ mod tests {
     #[test]
     fn what_was_left_out_is_said_with_where_to_read_it() {
         let left = json!({"items": 3, "by_kind": {"change": 2, "fact": 1}, "read_more": ["Area-src.md", "Notes.md"]});
-        let text = render(&answer(json!([]), left), 0)["text"].as_str().unwrap().to_owned();
+        let text = render(&answer(json!([]), left), 0)["text"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         assert!(
-            text.ends_with("left out: 3 items (change 2, fact 1); read more: Area-src.md, Notes.md"),
+            text.ends_with(
+                "left out: 3 items (change 2, fact 1); read more: Area-src.md, Notes.md"
+            ),
             "{text}"
         );
         let org = json!({"items": 1, "read_more": [{"repository": "o/a", "page": "Home.md"}]});
-        let text = render(&answer(json!([]), org), 0)["text"].as_str().unwrap().to_owned();
-        assert!(text.ends_with("left out: 1 item; read more: [o/a] Home.md"), "{text}");
+        let text = render(&answer(json!([]), org), 0)["text"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            text.ends_with("left out: 1 item; read more: [o/a] Home.md"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_org_answer_names_each_wiki_and_tags_each_line_with_its_repository() {
+        let org = json!({
+            "paths": [{"path": "a.py", "kind": "file", "repository": "o/a"}],
+            "items": [{"kind": "people", "repository": "o/a", "area": "src", "page": "Area-src.md",
+                       "authors": ["Ana (3)"]}],
+            "tokens": {"max": 2000, "used": 10},
+            "left_out": {"items": 0},
+            "wikis": [
+                {"repository": "o/a", "wiki_repository": "o/a", "ref": "1".repeat(40), "as_of": "2".repeat(40),
+                 "truncated": true, "unreadable_markers": 2},
+                {"repository": "o/b", "wiki_repository": "o/notes", "ref": "3".repeat(40), "as_of": null,
+                 "as_of_reason": "no job has reconciled this source yet"},
+            ],
+            "unavailable": [{"repository": "o/c", "type": "not_found", "message": "the wiki has no pages yet"}],
+            "wikis_left_out": ["o/d", "o/e"],
+        });
+        let result = render(&org, 0);
+        assert!(
+            result.get("as_of").is_none() && result.get("ref").is_none(),
+            "{result}"
+        );
+        let text = result["text"].as_str().unwrap().to_owned();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                format!(
+                    "wiki o/a: ref {}, as_of {}; the wiki is larger than the index: pages past it were not read; 2 evidence markers do not parse",
+                    "1".repeat(40),
+                    "2".repeat(40)
+                ),
+                format!(
+                    "wiki o/b: ref {}, as_of unknown (no job has reconciled this source yet), wiki o/notes",
+                    "3".repeat(40)
+                ),
+                "unavailable o/c: the wiki has no pages yet (not_found)".to_owned(),
+                "wikis left out (over the limit a query reads): o/d, o/e".to_owned(),
+                "path [o/a] a.py: file".to_owned(),
+                "people of [o/a] src [Area-src.md]: Ana (3)".to_owned(),
+            ]
+        );
     }
 }

@@ -368,10 +368,7 @@ async fn the_default_text_says_what_the_json_says_in_fewer_tokens() {
         let left = json_form["left_out"]["items"].as_u64().unwrap();
         if left > 0 {
             cut += 1;
-            assert!(
-                lines.contains(&format!("left out: {left} item")),
-                "{lines}"
-            );
+            assert!(lines.contains(&format!("left out: {left} item")), "{lines}");
             for page in json_form["left_out"]["read_more"].as_array().unwrap() {
                 let page = page.as_str().or_else(|| page["page"].as_str()).unwrap();
                 assert!(lines.contains(page), "read more {page} in {lines}");
@@ -387,7 +384,10 @@ async fn the_default_text_says_what_the_json_says_in_fewer_tokens() {
         let whole = serde_json::to_string(text_form).unwrap().len().div_ceil(4) as u64;
         assert_eq!(used, whole, "{text_form}");
         let json_whole = serde_json::to_string(json_form).unwrap().len().div_ceil(4) as u64;
-        assert!(used < json_whole, "{used} vs {json_whole}: {text_form} {json_form}");
+        assert!(
+            used < json_whole,
+            "{used} vs {json_whole}: {text_form} {json_form}"
+        );
         if repository.is_some() {
             assert!(used <= max_tokens, "{text_form}");
         }
