@@ -87,16 +87,45 @@ def score(items, truth, found):
                                 for item in items)
 
 
-def same_answer(text, answer):
-    """The text form renders the JSON one: the same read, every change it
-    names by number, and its left-out count (exits otherwise)."""
-    lines = text["text"]
-    named = [item["number"] for item in answer["items"] if item["kind"] == "change"]
-    named += [int(line[1:line.index(" ")]) for item in answer["items"] if item["kind"] == "earlier_changes" for line in item["changes"]]
-    missing = [n for n in named if ("#%d " % n) not in lines]
-    left = answer["left_out"]["items"]
-    if text.get("ref") != answer.get("ref") or missing or (left > 0) != ("left out: %d item" % left in lines):
-        raise SystemExit("the text answer does not say what the JSON one does: %s %s" % (missing, text))
+WHOLE = re.compile(r"^#(\d+) (.*) \(([^()]*), ([0-9-]*)\) merge [0-9a-f]+ \[[^\]]*\]( \(about [^)]*\))?$")
+CITED = re.compile(r"^(purpose|fact) (.+?): (.*?)( \(about [^)]*\))? \[[^\]]*, cites [^\]]*?, (current|stale|re-anchored)[^\]]*\]$")
+TEST = re.compile(r"^test \(.*?\): (.*?)( \(\+\d+ more on the page\))?( \(about [^)]*\))? \[[^\]]*\]$")
+
+
+def items_of_text(text):
+    """The items get_context's text form says, as its JSON form's objects
+    (what score() reads): whole changes (a `#` line followed by indented
+    lines), the brief lines under `earlier changes`, purposes, facts with
+    their status, the test command."""
+    lines = text.split("\n")
+    items, brief = [], None
+    for at, line in enumerate(lines):
+        indented_next = at + 1 < len(lines) and lines[at + 1].startswith("  ")
+        if line.startswith("#") and indented_next:
+            brief = None
+            whole = WHOLE.match(line)
+            if not whole:
+                raise SystemExit("a whole change line get_context's text form should not have: %r" % line)
+            item = {"kind": "change", "number": int(whole.group(1)), "title": whole.group(2)}
+            for rest in lines[at + 1:]:
+                if not rest.startswith("  "):
+                    break
+                if rest.startswith("  why: "):
+                    item["why"] = rest[len("  why: "):]
+            items.append(item)
+        elif line.startswith("#") and brief is not None:
+            brief["changes"].append(line)
+        elif line.startswith("earlier changes"):
+            brief = {"kind": "earlier_changes", "changes": []}
+            items.append(brief)
+        elif not line.startswith("  "):
+            brief = None
+            cited, test = CITED.match(line), TEST.match(line)
+            if cited:
+                items.append({"kind": cited.group(1), "path": cited.group(2), "text": cited.group(3), "status": cited.group(5)})
+            elif test:
+                items.append({"kind": "how_to", "topic": "Test", "text": test.group(1)})
+    return items
 
 
 def recall(found, pr="pr"):
@@ -117,19 +146,18 @@ def measure(mcp, repository, tasks, truths):
     over_budget = 0
     change_costs, line_costs, why_line_costs, answer_costs = [], [], [], []
     for files, truth in zip(tasks, truths):
-        # (a) is the default (text) answer an agent reads; the same answer
-        # as JSON is what the truth is scored against, and its size printed.
+        # (a) is the default (text) answer an agent reads, scored as it
+        # reads it; the JSON form (packed by its own cost) is sized beside it.
         text = mcp.tool("get_context", {"repository": repository, "paths": files})
         answer = mcp.tool("get_context", {"repository": repository, "paths": files, "format": "json"})
         if os.environ.get("ANSWERS"):
             with open(os.environ["ANSWERS"], "a") as out:
                 out.write(json.dumps({"paths": files, "truth_prs": len(truth["prs"]), "answer": answer, "text": text}) + "\n")
-        same_answer(text, answer)
         totals["a"] += tokens(text)
         totals["json"] += tokens(answer)
         answer_costs.append(tokens(text))
-        over_budget += answer["left_out"]["items"] > 0
-        score(answer["items"], truth, found)
+        over_budget += "\nleft out: " in "\n" + text["text"]
+        score(items_of_text(text["text"]), truth, found)
         change_costs += [tokens(item) for item in answer["items"] if item["kind"] == "change"]
         for item in answer["items"]:
             for line in item["changes"] if item["kind"] == "earlier_changes" else []:
@@ -161,7 +189,7 @@ def measure(mcp, repository, tasks, truths):
           " at max_tokens 16,000 and detail full recall %.3f (%s), %d tokens a task"
           % (over_budget, n, sum(change_costs) / max(1, len(change_costs)), sum(line_costs) / max(1, len(line_costs)),
              sum(why_line_costs) / max(1, len(why_line_costs)), rate_max, detail_max, totals["max"] / n))
-    print("  tokens (JSON or text bytes / 4, get_context's estimate): (a) get_context %d (%.0f a task, at most %d; as JSON %.0f a task, %.0f %% more),"
+    print("  tokens (JSON or text bytes / 4, get_context's estimate): (a) get_context %d (%.0f a task, at most %d; as JSON, packed by its own cost, %.0f a task, %.0f %% more),"
           " (b) search_wiki + pages it names %d (%.0f a task)"
           % (totals["a"], totals["a"] / n, max(answer_costs), totals["json"] / n, 100 * (totals["json"] - totals["a"]) / max(1, totals["a"]),
              totals["b"], totals["b"] / n))

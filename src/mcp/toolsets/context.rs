@@ -16,14 +16,14 @@ use rmcp::model::JsonObject;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::context_text;
 use super::wiki_answer::{added_bytes, as_of, to_outcome, with_as_of};
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
 use crate::mcp::context::Context;
 use crate::mcp::envelope::{ResolvedWiki, ToolOutcome};
 use crate::wiki::WikiError;
 use crate::wiki::context::{
-    ContextRequest, DEFAULT_MAX_TOKENS, Detail, MAX_MAX_TOKENS, MAX_PATHS, MIN_MAX_TOKENS,
+    ContextRequest, DEFAULT_MAX_TOKENS, Detail, Format, MAX_MAX_TOKENS, MAX_PATHS, MIN_MAX_TOKENS,
+    text,
 };
 use crate::writer_contract::tools;
 
@@ -74,8 +74,8 @@ struct ContextArgs {
     max_tokens: Option<i64>,
     #[serde(default)]
     detail: DetailArg,
-    #[serde(default)]
-    format: FormatArg,
+    #[serde(default, deserialize_with = "format_arg")]
+    format: Format,
     #[serde(rename = "ref", default = "tools::head")]
     git_ref: String,
 }
@@ -89,13 +89,18 @@ enum DetailArg {
     Full,
 }
 
-/// `format` as the tool takes it.
-#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-enum FormatArg {
-    #[default]
-    Text,
-    Json,
+/// `format`: `text` or `json`.
+fn format_arg<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Format, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    enum FormatArg {
+        Text,
+        Json,
+    }
+    Ok(match FormatArg::deserialize(deserializer)? {
+        FormatArg::Text => Format::Text,
+        FormatArg::Json => Format::Json,
+    })
 }
 
 impl From<DetailArg> for Detail {
@@ -133,6 +138,7 @@ fn get_context(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
             query: args.query,
             max_tokens,
             detail: args.detail.into(),
+            format: args.format,
             caller_bytes: 0,
         };
         let Some(resolved) = resolved else {
@@ -155,17 +161,11 @@ fn get_context(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
     })
 }
 
-/// The answer in the `format` asked: as text ([`context_text`]) unless JSON
-/// was; `identity` is what the envelope adds to it.
-fn formatted(
-    outcome: ToolOutcome,
-    format: FormatArg,
-    identity: Option<&ResolvedWiki>,
-) -> ToolOutcome {
+/// The answer in the `format` asked: as text ([`text`]) unless JSON was;
+/// `identity` is what the envelope adds to it.
+fn formatted(outcome: ToolOutcome, format: Format, identity: Option<&ResolvedWiki>) -> ToolOutcome {
     match (outcome, format) {
-        (Ok(answer), FormatArg::Text) => {
-            Ok(context_text::render(&answer, identity_bytes(identity)))
-        }
+        (Ok(answer), Format::Text) => Ok(text::render(&answer, identity_bytes(identity))),
         (outcome, _) => outcome,
     }
 }

@@ -22,7 +22,6 @@
 //! but break a rule are an envelope error the agent can read and correct.
 
 pub mod context;
-mod context_text; // get_context's answer as text, its default format
 pub mod coordinator;
 pub mod job_evidence; // the writer's evidence tools: the job's bundle, a PR's patches, source files at its commits
 mod source_reader; // where those tools read the source: its forge when this process can, else the job's broker

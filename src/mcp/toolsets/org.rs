@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 use super::wiki_answer::{as_of, with_as_of};
 use crate::mcp::context::{Context, Resolved};
 use crate::mcp::envelope::{ToolError, ToolOutcome};
-use crate::wiki::context::{ContextRequest, estimate_tokens};
+use crate::wiki::context::{ContextRequest, Format, estimate_tokens, text};
 use crate::wiki::validate;
 
 /// Most wikis one org-scope query reads.
@@ -252,11 +252,17 @@ pub async fn context(context: &Context, request: ContextRequest, git_ref: &str) 
         .collect();
     // Most relevant first; ties by configuration order, then each wiki's.
     items.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    let frame = serde_json::to_string(&paths).map_or(0, |s| s.len());
+    // The budget counts the paths and the items, in the form sent.
+    let bytes = |value: &Value, is_path: bool| match (request.format, is_path) {
+        (Format::Json, _) => value.to_string().len() + 1,
+        (Format::Text, true) => text::line_bytes(&text::path_line(value)),
+        (Format::Text, false) => text::item_bytes(value),
+    };
+    let frame: usize = paths.iter().map(|path| bytes(path, true)).sum();
     let mut used = estimate_tokens(frame);
     let mut kept = Vec::new();
     for (_, _, item) in items {
-        let cost = estimate_tokens(item.to_string().len() + 1);
+        let cost = estimate_tokens(bytes(&item, false));
         if used + cost <= request.max_tokens {
             used += cost;
             kept.push(item);

@@ -20,9 +20,10 @@ use serde::Serialize;
 use super::brief;
 use super::index::{ContextIndex, FactKind, FactRecord, is_under};
 use super::item::{
-    Citation, Detail, Item, LeftOut, MAX_PEOPLE, Person, Ranked, about_every_path, estimate_tokens,
+    Citation, Detail, Format, Item, LeftOut, MAX_PEOPLE, Person, Ranked, about_every_path,
+    estimate_tokens,
 };
-use super::lines;
+use super::{lines, text};
 use crate::wiki::query;
 
 /// Most passages a question adds.
@@ -91,6 +92,8 @@ pub struct Request<'a> {
     pub query: Option<&'a str>,
     pub max_tokens: usize,
     pub detail: Detail,
+    /// The form the answer is sent in, which its budget counts.
+    pub format: Format,
     /// JSON bytes the caller adds to the answer (`as_of`, the repositories
     /// it names), counted in the budget.
     pub caller_bytes: usize,
@@ -447,7 +450,11 @@ const MAX_REPACKS: usize = 8;
 /// the budget it is packed again with that much less room.
 fn cut(shell: ContextAnswer, ranked: Vec<Ranked>, request: &Request<'_>) -> ContextAnswer {
     let whole = |answer: &ContextAnswer| {
-        estimate_tokens(serde_json::to_string(answer).map_or(0, |s| s.len()) + request.caller_bytes)
+        let bytes = match request.format {
+            Format::Json => serde_json::to_string(answer).map_or(0, |s| s.len()),
+            Format::Text => serde_json::to_value(answer).map_or(0, |v| text::result_bytes(&v)),
+        };
+        estimate_tokens(bytes + request.caller_bytes)
     };
     let frame = whole(&shell);
     let mut short = 0;
@@ -455,10 +462,13 @@ fn cut(shell: ContextAnswer, ranked: Vec<Ranked>, request: &Request<'_>) -> Cont
     loop {
         let (items, _, left_out) = brief::pack(
             ranked.clone(),
-            request.max_tokens,
-            frame + short,
-            request.detail,
-            shell.paths.len(),
+            brief::Budget {
+                max_tokens: request.max_tokens,
+                frame: frame + short,
+                detail: request.detail,
+                paths: shell.paths.len(),
+                format: request.format,
+            },
         );
         let mut answer = ContextAnswer {
             items,
@@ -557,12 +567,24 @@ mod tests {
         max_tokens: usize,
         detail: Detail,
     ) -> ContextAnswer {
+        ask_path_as(index, path, max_tokens, detail, Format::Json)
+    }
+
+    /// [`ask_path`] for an answer sent in `format`.
+    fn ask_path_as(
+        index: &ContextIndex,
+        path: &str,
+        max_tokens: usize,
+        detail: Detail,
+        format: Format,
+    ) -> ContextAnswer {
         let paths = [path.to_owned()];
         let request = Request {
             paths: &paths,
             query: None,
             max_tokens,
             detail,
+            format,
             caller_bytes: 0,
         };
         answer(index, "f".repeat(40), &request, Vec::new(), false)
@@ -860,12 +882,31 @@ mod tests {
     #[test]
     fn a_history_too_long_for_the_budget_names_the_newest_and_counts_the_rest() {
         let index = long_history(200);
-        for max_tokens in (100..=2_000).step_by(50).chain([16_000]) {
-            let answer = ask_routes(&index, max_tokens);
+        for (max_tokens, format) in (100..=2_000)
+            .step_by(50)
+            .chain([16_000])
+            .flat_map(|n| [(n, Format::Json), (n, Format::Text)])
+        {
+            let answer = ask_path_as(&index, "api/routes.py", max_tokens, Detail::Brief, format);
             assert!(answer.tokens.used <= max_tokens, "{:?}", answer.tokens);
-            // `used` is the whole answer's cost, measured with `max` in its
-            // place (as many digits or more).
-            let whole = estimate_tokens(serde_json::to_string(&answer).unwrap().len());
+            // `used` is the whole answer's cost in its form, measured with
+            // `max` in its place (as many digits or more).
+            let value = serde_json::to_value(&answer).unwrap();
+            let whole = estimate_tokens(match format {
+                Format::Json => value.to_string().len(),
+                Format::Text => text::result_bytes(&value),
+            });
+            if format == Format::Text {
+                let sent = text::render(&value, 0);
+                assert!(
+                    sent["tokens"]["used"].as_u64().unwrap() <= max_tokens as u64,
+                    "{sent}"
+                );
+                // As text, the same budget names at least what JSON does.
+                let as_json = ask_routes(&index, max_tokens);
+                let count = |a: &ContextAnswer| named(a).0.len() + named(a).1.len();
+                assert!(count(&answer) >= count(&as_json), "at {max_tokens}");
+            }
             assert!(
                 whole <= answer.tokens.used && answer.tokens.used <= whole + 1,
                 "{whole} against {:?} at {max_tokens}",

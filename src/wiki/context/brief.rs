@@ -27,9 +27,9 @@
 use std::cmp::Ordering;
 
 use super::item::{
-    Detail, Item, LeftOut, MAX_READ_MORE, Ranked, about_every_path, estimate_tokens,
+    Detail, Format, Item, LeftOut, MAX_READ_MORE, Ranked, about_every_path, estimate_tokens,
 };
-use super::lines;
+use super::{lines, text};
 
 /// Changes that touched the asked paths kept whole, newest first, before
 /// the rest go brief; fewer when a line would be left out for them.
@@ -53,14 +53,17 @@ pub fn order(a: &Ranked, b: &Ranked) -> Ordering {
         .then_with(|| a.item.key().cmp(&b.item.key()))
 }
 
-/// JSON bytes an item adds to the answer (its separator included).
-fn bytes(item: &Ranked) -> usize {
-    serde_json::to_string(item).map_or(0, |s| s.len()) + 1
+/// Bytes an item adds to the answer in `format` (its separator included).
+fn bytes(item: &Ranked, format: Format) -> usize {
+    match format {
+        Format::Json => serde_json::to_string(item).map_or(0, |s| s.len()) + 1,
+        Format::Text => serde_json::to_value(item).map_or(0, |v| text::item_bytes(&v)),
+    }
 }
 
-/// Tokens an item costs.
-fn cost(item: &Ranked) -> usize {
-    estimate_tokens(bytes(item))
+/// Tokens an item costs in `format`.
+fn cost(item: &Ranked, format: Format) -> usize {
+    estimate_tokens(bytes(item, format))
 }
 
 /// A change that an asked path led to (not only the question).
@@ -107,9 +110,14 @@ pub fn line(item: &Item, tier: Tier) -> String {
     line
 }
 
-/// JSON bytes a brief line adds to the list (its separator included).
-fn row_bytes(change: &Ranked, tier: Tier) -> usize {
-    serde_json::to_string(&line(&change.item, tier)).map_or(0, |s| s.len()) + 1
+/// Bytes a brief line adds to the list in `format` (its separator
+/// included).
+fn row_bytes(change: &Ranked, tier: Tier, format: Format) -> usize {
+    let line = line(&change.item, tier);
+    match format {
+        Format::Json => serde_json::to_string(&line).map_or(0, |s| s.len()) + 1,
+        Format::Text => text::line_bytes(&line),
+    }
 }
 
 /// Newest first: date, then number.
@@ -161,10 +169,10 @@ fn brief_item(changes: &[Ranked], grown: [usize; 2], lined: bool, paths: usize) 
 /// of `changes`: it names the paths and pages of every one, and `about` as
 /// sent unless each of them is about every asked path (together they may
 /// be while a prefix is not, and then it sends `about`).
-fn frame_bound(changes: &[Ranked], paths: usize) -> usize {
+fn frame_bound(changes: &[Ranked], paths: usize, format: Format) -> usize {
     let mut frame = brief_item(changes, [0, 0], false, paths);
     frame.about_every_path &= changes.iter().all(|c| c.about_every_path);
-    bytes(&frame)
+    bytes(&frame, format)
 }
 
 /// The tier of the line at `at`, the first `grown[0]` lines dated and the
@@ -189,12 +197,13 @@ struct Packer {
     path_changes_left: usize,
     /// How many paths were asked.
     paths: usize,
+    format: Format,
 }
 
 impl Packer {
     /// Keeps `item` if it fits; says whether it did.
     fn keep(&mut self, item: &mut Option<Ranked>) -> bool {
-        let Some(cost) = item.as_ref().map(cost) else {
+        let Some(cost) = item.as_ref().map(|item| cost(item, self.format)) else {
             return false;
         };
         if self.used + cost > self.max {
@@ -221,11 +230,11 @@ impl Packer {
     /// bounded by (0 when none fit).
     fn brief(&mut self, mut brief: Vec<Ranked>) -> (Vec<Ranked>, usize) {
         brief.sort_by(newest_first);
-        let mut list = frame_bound(&brief, self.paths);
+        let mut list = frame_bound(&brief, self.paths, self.format);
         let mut named = Vec::new();
         let mut rest = brief.into_iter();
         for change in rest.by_ref() {
-            let row = row_bytes(&change, Tier::Named);
+            let row = row_bytes(&change, Tier::Named, self.format);
             if self.used + estimate_tokens(list + row) > self.max {
                 self.leave_out(&change);
                 break;
@@ -244,22 +253,27 @@ impl Packer {
     }
 }
 
-/// Cuts `ranked` (best first, see [`order`]) to `max_tokens`, `frame` tokens
-/// being spent already, saying as much of the older changes as `detail`
-/// asks, `paths` paths having been asked: returns the items best first, the
-/// tokens they and the frame cost, and what was left out.
-pub fn pack(
-    ranked: Vec<Ranked>,
-    max_tokens: usize,
-    frame: usize,
-    detail: Detail,
-    paths: usize,
-) -> (Vec<Ranked>, usize, LeftOut) {
+/// How an answer is packed: its budget, the tokens its frame spends
+/// already, how much of the older changes it says, how many paths were
+/// asked, and the form it is sent in (what its costs count).
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub max_tokens: usize,
+    pub frame: usize,
+    pub detail: Detail,
+    pub paths: usize,
+    pub format: Format,
+}
+
+/// Cuts `ranked` (best first, see [`order`]) to the `budget`: returns the
+/// items best first, the tokens they and the frame cost, and what was left
+/// out.
+pub fn pack(ranked: Vec<Ranked>, budget: Budget) -> (Vec<Ranked>, usize, LeftOut) {
     // Naming every change a path led to comes before keeping the newest
     // whole: when a line is left out, fewer stay whole, down to none.
     let mut keep_whole = WHOLE_CHANGES;
     loop {
-        let packer = pack_keeping(ranked.clone(), max_tokens, frame, keep_whole, detail, paths);
+        let packer = pack_keeping(ranked.clone(), budget, keep_whole);
         if packer.path_changes_left == 0 || keep_whole == 0 {
             return (packer.items, packer.used, packer.left_out);
         }
@@ -268,21 +282,16 @@ pub fn pack(
 }
 
 /// [`pack`] with the newest `keep_whole` changes a path led to whole first.
-fn pack_keeping(
-    ranked: Vec<Ranked>,
-    max_tokens: usize,
-    frame: usize,
-    keep_whole: usize,
-    detail: Detail,
-    paths: usize,
-) -> Packer {
+fn pack_keeping(ranked: Vec<Ranked>, budget: Budget, keep_whole: usize) -> Packer {
+    let Budget { detail, format, .. } = budget;
     let mut packer = Packer {
-        max: max_tokens,
-        used: frame,
+        max: budget.max_tokens,
+        used: budget.frame,
         items: Vec::new(),
         left_out: LeftOut::default(),
         path_changes_left: 0,
-        paths,
+        paths: budget.paths,
+        format,
     };
     // The newest few changes a path led to stay whole; the rest go brief.
     let (mut whole, mut brief, mut rest) = (0, Vec::new(), Vec::new());
@@ -334,7 +343,7 @@ fn pack_keeping(
             break;
         }
         while let Some(change) = named.get(grown[step]) {
-            let bigger = list + row_bytes(change, to) - row_bytes(change, from);
+            let bigger = list + row_bytes(change, to, format) - row_bytes(change, from, format);
             let used = packer.used - estimate_tokens(list) + estimate_tokens(bigger);
             if used > packer.max {
                 break;
@@ -353,9 +362,10 @@ fn pack_keeping(
         let rest = if promoted + 1 == named.len() {
             0
         } else {
-            list - row_bytes(change, Tier::WithWhy)
+            list - row_bytes(change, Tier::WithWhy, format)
         };
-        let used = packer.used - estimate_tokens(list) + estimate_tokens(rest) + cost(change);
+        let used =
+            packer.used - estimate_tokens(list) + estimate_tokens(rest) + cost(change, format);
         if used > packer.max {
             break;
         }
@@ -381,8 +391,8 @@ fn pack_keeping(
     while !brief_list.is_empty() {
         let mut item = brief_item(&brief_list, grown, true, packer.paths);
         item.relevance = after;
-        if packer.used + cost(&item) <= packer.max {
-            packer.used += cost(&item);
+        if packer.used + cost(&item, format) <= packer.max {
+            packer.used += cost(&item, format);
             packer.items.push(item);
             break;
         }
@@ -432,10 +442,15 @@ mod tests {
             change(2, "api/routes.py", "Area-api.md"),
             change(1, "api/routes.py", "Area-api.md"),
         ];
-        let bound = frame_bound(&changes, 2);
-        for end in 1..=changes.len() {
-            let prefix = bytes(&brief_item(&changes[..end], [0, 0], false, 2));
-            assert!(prefix <= bound, "{end} lines: {prefix} > {bound}");
+        for format in [Format::Text, Format::Json] {
+            let bound = frame_bound(&changes, 2, format);
+            for end in 1..=changes.len() {
+                let prefix = bytes(&brief_item(&changes[..end], [0, 0], false, 2), format);
+                assert!(
+                    prefix <= bound,
+                    "{format:?}, {end} lines: {prefix} > {bound}"
+                );
+            }
         }
         // One path asked: every line is about it, and the bound is exact.
         let one: Vec<Ranked> = changes[..2]
@@ -446,7 +461,9 @@ mod tests {
                 c
             })
             .collect();
-        let exact = bytes(&brief_item(&one, [0, 0], false, 1));
-        assert_eq!(frame_bound(&one, 1), exact);
+        for format in [Format::Text, Format::Json] {
+            let exact = bytes(&brief_item(&one, [0, 0], false, 1), format);
+            assert_eq!(frame_bound(&one, 1, format), exact, "{format:?}");
+        }
     }
 }

@@ -43,6 +43,15 @@ pub enum Detail {
     Full,
 }
 
+/// How an answer is sent, and so what its budget counts: as text, one
+/// line a thing (the default, [`super::text`]), or as JSON objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+}
+
 /// Hex digits an answer shows of a commit it names in an item, as `git log
 /// --abbrev=12` does: unambiguous in any repository teammem serves, and a
 /// third of a whole sha's cost (an answer names ten and more). `ref` and

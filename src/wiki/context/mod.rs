@@ -23,10 +23,11 @@ pub mod index;
 pub mod item;
 pub mod lines;
 pub mod lookup;
+pub mod text;
 
 pub use answer::{ContextAnswer, Passage};
 pub use index::ContextIndex;
-pub use item::{Detail, Item, Ranked, estimate_tokens};
+pub use item::{Detail, Format, Item, Ranked, estimate_tokens};
 
 use std::time::Instant;
 
@@ -52,6 +53,8 @@ pub struct ContextRequest {
     pub query: Option<String>,
     pub max_tokens: usize,
     pub detail: Detail,
+    /// The form the answer is sent in, which its budget counts.
+    pub format: Format,
     /// JSON bytes the caller adds to the answer (`as_of`, the repositories
     /// it names), counted in the budget.
     pub caller_bytes: usize,
@@ -175,6 +178,7 @@ impl Wiki {
                         query: request.query.as_deref(),
                         max_tokens: request.max_tokens,
                         detail: request.detail,
+                        format: request.format,
                         caller_bytes: request.caller_bytes,
                     },
                     passages,

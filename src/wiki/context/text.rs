@@ -1,18 +1,19 @@
-//! `get_context`'s answer as text, its default `format`: the same answer as
-//! the JSON form, one line a thing, for the context window an agent reads it
-//! in. JSON spends about a fifth of an answer on keys and quoting
+//! `get_context`'s answer as text, its default `format`: the answer's JSON
+//! form rendered one line a thing, for the context window an agent reads
+//! it in. JSON spends about a fifth of an answer on keys and quoting
 //! (`"cited_commit":`, `"kind":"change"`), paid on every item of every call
 //! an agent makes before a change; text says each thing once, in words.
+//! The packing counts what this file makes ([`item_bytes`], [`line_bytes`],
+//! [`result_bytes`]), so `max_tokens` bounds the text an agent gets.
 //!
 //! Invariants:
-//! - everything the JSON answer says is in the text (every item's fields,
+//! - everything the JSON value says is in the text (every item's fields,
 //!   the paths, what was left out and where to read it, each wiki of an org
 //!   answer), except `query`, which the caller sent; an item of a kind this
 //!   file does not know is written as its compact JSON, never dropped;
-//! - the text result is never larger than the JSON one it renders, so the
-//!   JSON form's budget bounds it too (the answer is packed by the JSON
-//!   cost; `tokens.used` is the text result's own);
-//! - deterministic: the same JSON answer gives the same text.
+//! - an item's cost is its lines' bytes inside the JSON string that carries
+//!   them, escapes and line break included: never less than it adds;
+//! - deterministic: the same JSON value gives the same text.
 //!
 //! The lines (`PAGE:LINE` is where the wiki says it; `COMMIT LINES` what it
 //! cites, at that commit):
@@ -32,13 +33,42 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::wiki::context::estimate_tokens;
+use super::item::estimate_tokens;
 
 /// The text result for a JSON `answer` (one wiki's, with `as_of`, or an org
 /// answer): `as_of` (or `as_of_reason`) and `ref` as they were, `text`,
 /// and `tokens` counting this result with the `added_bytes` the envelope
 /// adds to it (the repositories it names).
 pub fn render(answer: &Value, added_bytes: usize) -> Value {
+    // `used` counts itself: its digits settle within two rounds.
+    let mut used = 0;
+    for _ in 0..3 {
+        used = estimate_tokens(result(answer, used).to_string().len() + added_bytes);
+    }
+    result(answer, used)
+}
+
+/// JSON bytes of the text result for `answer`, with `used` as wide as the
+/// budget (what [`render`] gives is at most this).
+pub fn result_bytes(answer: &Value) -> usize {
+    let widest = answer["tokens"]["max"].as_u64().unwrap_or(u64::MAX);
+    result(answer, usize::try_from(widest).unwrap_or(usize::MAX))
+        .to_string()
+        .len()
+}
+
+/// Bytes an item adds to the text result: its lines inside the `text`
+/// string, and the line break before them.
+pub fn item_bytes(item: &Value) -> usize {
+    line_bytes(&item_text(item))
+}
+
+/// Bytes a line adds to the text result, the line break before it included.
+pub fn line_bytes(line: &str) -> usize {
+    serde_json::to_string(line).map_or(0, |quoted| quoted.len() - 2) + 2
+}
+
+fn result(answer: &Value, used: usize) -> Value {
     let mut result = Map::new();
     for key in ["as_of", "as_of_reason", "ref"] {
         if let Some(value) = answer.get(key) {
@@ -46,15 +76,10 @@ pub fn render(answer: &Value, added_bytes: usize) -> Value {
         }
     }
     result.insert("text".into(), Value::String(text(answer)));
-    let max = answer["tokens"]["max"].clone();
-    // `used` counts itself: its digits settle within two rounds.
-    let mut used = 0;
-    for _ in 0..3 {
-        result.insert("tokens".into(), json!({"max": max, "used": used}));
-        let bytes = Value::Object(result.clone()).to_string().len() + added_bytes;
-        used = estimate_tokens(bytes);
-    }
-    result.insert("tokens".into(), json!({"max": max, "used": used}));
+    result.insert(
+        "tokens".into(),
+        json!({"max": answer["tokens"]["max"], "used": used}),
+    );
     Value::Object(result)
 }
 
@@ -98,7 +123,7 @@ fn text(answer: &Value) -> String {
         lines.push(path_line(path));
     }
     for item in list(answer, "items") {
-        lines.push(item_lines(item));
+        lines.push(item_text(item));
     }
     lines.extend(left_out(&answer["left_out"]));
     lines.join("\n")
@@ -116,7 +141,8 @@ fn notes(value: &Value) -> String {
     notes
 }
 
-fn path_line(path: &Value) -> String {
+/// What the answer says of an asked path.
+pub fn path_line(path: &Value) -> String {
     let mut line = format!(
         "path {}{}: {}",
         repository(path),
@@ -133,7 +159,7 @@ fn path_line(path: &Value) -> String {
 }
 
 /// One item: its first line, and for a whole change its why and files.
-fn item_lines(item: &Value) -> String {
+pub fn item_text(item: &Value) -> String {
     let at = repository(item);
     let about = match list(item, "about") {
         [] => String::new(),
