@@ -41,9 +41,10 @@ pub struct PathSummary {
     pub area_page: Option<String>,
 }
 
-/// The budget and what it bought: `used` counts the whole answer (its
-/// items, paths, what was left out, and the fields the caller adds), by
-/// [`estimate_tokens`], and is at most `max` whenever the paths alone fit.
+/// The budget and what it bought: `used` counts the whole answer in the
+/// form it is sent in (its items, paths, what was left out, and the fields
+/// the caller adds), by [`estimate_tokens`], and is at most `max` whenever
+/// the paths alone fit.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Tokens {
     pub max: usize,

@@ -1,6 +1,6 @@
 //! How `get_context`'s ranked items are cut to the token budget, with the
 //! older pull requests in brief. A whole change item costs about 90 tokens
-//! (title, why, merge commit, files, page), and a file people change often
+//! as JSON, 70 as text (title, why, merge commit, files, page), and a file people change often
 //! was touched by dozens of pull requests, on a real history by a hundred
 //! and more: whole, only about twenty fit in the default 2,000 tokens. So the
 //! newest [`WHOLE_CHANGES`] changes that touched the asked paths stay whole
@@ -17,7 +17,7 @@
 //! request comes before any of them.
 //!
 //! Invariants: the items returned cost at most the budget by
-//! [`estimate_tokens`] (the brief list is packed by a bound, the paths and
+//! [`estimate_tokens`] in the form the answer is sent in (the brief list is packed by a bound, the paths and
 //! pages of every candidate, and checked at its exact cost at the end);
 //! every change that touched an asked path is a whole item, a line of
 //! `earlier_changes`, or counted in `left_out` with its page in `read_more`;
