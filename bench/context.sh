@@ -23,8 +23,10 @@
 #    pages it names, (c) reading the files and their `git log -p`, in both
 #    shapes (targets: recall >= 0.9, (a) <= (b) / 5 and <= (c) / 30); also
 #    the recall and tokens at max_tokens 16,000 with detail full (the most
-#    an answer says). ANSWERS=FILE appends each default answer, with its
-#    paths and how many PRs touched them, to FILE as JSON lines.
+#    an answer says). The default answer is get_context's text form, scored
+#    as an agent reads it; its JSON form is sized beside it. ANSWERS=FILE
+#    appends both, with the paths and how many PRs touched them, to FILE as
+#    JSON lines.
 #    With REAL_REPO (a git directory, read in place, never changed) and
 #    REPLAY=N, the economy is measured on that repository instead
 #    (bench/context/real.py): its last N first-parent merges replayed
@@ -32,7 +34,8 @@
 #    50 tasks of its files under REAL_FOLDER, ground truth from git within
 #    the replayed window, and (c) over the window (the ratio's) and over the
 #    whole history.
-# Tokens are get_context's documented estimate: JSON bytes / 4, rounded up.
+# Tokens are get_context's documented estimate: the result's JSON bytes / 4
+# (the text form inside its JSON string), rounded up.
 # Prints the cores, load and CPU stolen over the run.
 # Usage: [TEAMMEM_BIN=path] [ITERATIONS=300] [PRS=300] [PHASES="latency org economy"]
 #        [SHAPE=real|small] [ANSWERS=file] [REAL_REPO=git-dir REPLAY=N [REAL_FOLDER=prefix] [REAL_NAME=owner/name]] bench/context.sh

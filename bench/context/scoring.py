@@ -1,8 +1,10 @@
 """What the economy phase of bench/context.sh measures on each task, for
 the generated source (economy.py) and a real one (real.py) alike: recall of
-one get_context call at the default budget and at 16,000 tokens against a
-task's ground truth, and the tokens of (a) that call and (b) search_wiki for
-each path plus reading whole each page its hits name. Python 3 stdlib only.
+one get_context call at the default budget (its default text form, as an
+agent reads it, parsed back by items_of_text) and at 16,000 tokens (JSON)
+against a task's ground truth, and the tokens of (a) that call (and of the
+JSON form's answer, beside it) and (b) search_wiki for each path plus
+reading whole each page its hits name. Python 3 stdlib only.
 
 A task's ground truth is {"prs": {number: (title, why)}, "purposes": {path:
 text}, "stale": [(path, fact text)], "test": command or None}. The rules
@@ -185,7 +187,7 @@ def measure(mcp, repository, tasks, truths):
     print("  %d tasks (%d file paths, %.1f PRs touched them per task on average, at most %d): recall of one get_context at the default budget (2,000) %.3f (%s)"
           % (n, sum(map(len, tasks)), found["pr"][1] / n, max(len(t["prs"]) for t in truths), rate, detail))
     print("  counting a PR only with its why: recall %.3f (%s)" % (rate_why, detail_why))
-    print("  answers that left items out for the budget: %d of %d (a whole change item costs %.0f tokens on average, a line in brief %.1f, %.1f with its why);"
+    print("  answers that left items out for the budget: %d of %d (in the JSON form a whole change item costs %.0f tokens on average, a line in brief %.1f, %.1f with its why);"
           " at max_tokens 16,000 and detail full recall %.3f (%s), %d tokens a task"
           % (over_budget, n, sum(change_costs) / max(1, len(change_costs)), sum(line_costs) / max(1, len(line_costs)),
              sum(why_line_costs) / max(1, len(why_line_costs)), rate_max, detail_max, totals["max"] / n))
