@@ -25,6 +25,7 @@
 //! items come best first ([`order`]).
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
 
 use super::item::{
     Detail, Format, Item, LeftOut, MAX_READ_MORE, Ranked, about_every_path, estimate_tokens,
@@ -64,6 +65,33 @@ fn bytes(item: &Ranked, format: Format) -> usize {
 /// Tokens an item costs in `format`.
 fn cost(item: &Ranked, format: Format) -> usize {
     estimate_tokens(bytes(item, format))
+}
+
+/// The cost of each candidate, measured once per answer: packing tries
+/// several times (fewer whole changes, less room for what was left out),
+/// and rendering an item is most of a warm answer's time.
+struct Costs {
+    format: Format,
+    /// [`Item::key`] → tokens.
+    known: HashMap<String, usize>,
+}
+
+impl Costs {
+    fn of_candidates(ranked: &[Ranked], format: Format) -> Costs {
+        let known = ranked
+            .iter()
+            .map(|item| (item.item.key(), cost(item, format)))
+            .collect();
+        Costs { format, known }
+    }
+
+    /// Tokens `item` costs (measured now when it is not a candidate).
+    fn of(&self, item: &Ranked) -> usize {
+        match self.known.get(&item.item.key()) {
+            Some(tokens) => *tokens,
+            None => cost(item, self.format),
+        }
+    }
 }
 
 /// A change that an asked path led to (not only the question).
@@ -188,7 +216,7 @@ fn tier_at(at: usize, grown: [usize; 2]) -> Tier {
 }
 
 /// The answer being filled.
-struct Packer {
+struct Packer<'a> {
     max: usize,
     used: usize,
     items: Vec<Ranked>,
@@ -198,12 +226,13 @@ struct Packer {
     /// How many paths were asked.
     paths: usize,
     format: Format,
+    costs: &'a Costs,
 }
 
-impl Packer {
+impl Packer<'_> {
     /// Keeps `item` if it fits; says whether it did.
     fn keep(&mut self, item: &mut Option<Ranked>) -> bool {
-        let Some(cost) = item.as_ref().map(|item| cost(item, self.format)) else {
+        let Some(cost) = item.as_ref().map(|item| self.costs.of(item)) else {
             return false;
         };
         if self.used + cost > self.max {
@@ -271,9 +300,10 @@ pub struct Budget {
 pub fn pack(ranked: Vec<Ranked>, budget: Budget) -> (Vec<Ranked>, usize, LeftOut) {
     // Naming every change a path led to comes before keeping the newest
     // whole: when a line is left out, fewer stay whole, down to none.
+    let costs = Costs::of_candidates(&ranked, budget.format);
     let mut keep_whole = WHOLE_CHANGES;
     loop {
-        let packer = pack_keeping(ranked.clone(), budget, keep_whole);
+        let packer = pack_keeping(ranked.clone(), budget, keep_whole, &costs);
         if packer.path_changes_left == 0 || keep_whole == 0 {
             return (packer.items, packer.used, packer.left_out);
         }
@@ -282,7 +312,12 @@ pub fn pack(ranked: Vec<Ranked>, budget: Budget) -> (Vec<Ranked>, usize, LeftOut
 }
 
 /// [`pack`] with the newest `keep_whole` changes a path led to whole first.
-fn pack_keeping(ranked: Vec<Ranked>, budget: Budget, keep_whole: usize) -> Packer {
+fn pack_keeping(
+    ranked: Vec<Ranked>,
+    budget: Budget,
+    keep_whole: usize,
+    costs: &Costs,
+) -> Packer<'_> {
     let Budget { detail, format, .. } = budget;
     let mut packer = Packer {
         max: budget.max_tokens,
@@ -292,6 +327,7 @@ fn pack_keeping(ranked: Vec<Ranked>, budget: Budget, keep_whole: usize) -> Packe
         path_changes_left: 0,
         paths: budget.paths,
         format,
+        costs,
     };
     // The newest few changes a path led to stay whole; the rest go brief.
     let (mut whole, mut brief, mut rest) = (0, Vec::new(), Vec::new());
@@ -364,8 +400,7 @@ fn pack_keeping(ranked: Vec<Ranked>, budget: Budget, keep_whole: usize) -> Packe
         } else {
             list - row_bytes(change, Tier::WithWhy, format)
         };
-        let used =
-            packer.used - estimate_tokens(list) + estimate_tokens(rest) + cost(change, format);
+        let used = packer.used - estimate_tokens(list) + estimate_tokens(rest) + costs.of(change);
         if used > packer.max {
             break;
         }
