@@ -8,7 +8,9 @@
 //! `repository` = the source, resolved from configuration exactly as the
 //! reads do (a repository the caller may not read is answered like one that
 //! does not exist); rules on paths, query and budget are the engine's and
-//! come back as envelope errors; every answer carries `as_of`. Without
+//! come back as envelope errors; every answer carries `as_of`; the answer
+//! is text unless `format: "json"` is asked (`crate::wiki::context::text`),
+//! and the budget counts the form sent. Without
 //! `repository` it answers from every wiki the caller may read
 //! (`super::org`), each item naming its repository.
 
@@ -16,7 +18,7 @@ use rmcp::model::JsonObject;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::wiki_answer::{added_bytes, as_of, to_outcome, with_as_of};
+use super::wiki_answer::{added_bytes, as_of, identity_bytes, to_outcome, with_as_of};
 use super::{Answer, CallFuture, Hints, ServerKind, ToolDef, Toolset, parse_arguments};
 use crate::mcp::context::Context;
 use crate::mcp::envelope::{ResolvedWiki, ToolOutcome};
@@ -57,7 +59,7 @@ fn schema() -> Value {
             "query": {"type": "string", "minLength": 1, "maxLength": 512, "description": "A question in plain words, e.g. \"why are leases renewed every 10 seconds?\""},
             "max_tokens": {"type": "integer", "minimum": MIN_MAX_TOKENS, "maximum": MAX_MAX_TOKENS, "default": DEFAULT_MAX_TOKENS, "description": "The most tokens the answer may take (estimated as its bytes / 4, in the format asked)"},
             "detail": {"type": "string", "enum": ["brief", "full"], "default": "brief", "description": "brief: every change named, the newest few whole; full: also the older changes' why and whole entries, as max_tokens allows"},
-            "format": {"type": "string", "enum": ["text", "json"], "default": "text", "description": "text: the answer as lines in `text`, for reading (about a fifth smaller); json: the same answer as objects in `items`, for programs"},
+            "format": {"type": "string", "enum": ["text", "json"], "default": "text", "description": "text: the answer as lines in `text`, for reading (about a fifth smaller); json: the answer as objects in `items`, for programs (packed by their larger cost)"},
             "ref": super::ref_schema("The wiki commit to answer from (default HEAD; only with repository)"),
         }),
         &[],
@@ -168,15 +170,4 @@ fn formatted(outcome: ToolOutcome, format: Format, identity: Option<&ResolvedWik
         (Ok(answer), Format::Text) => Ok(text::render(&answer, identity_bytes(identity))),
         (outcome, _) => outcome,
     }
-}
-
-/// JSON bytes the envelope's `source_repository` and `wiki_repository` add
-/// to a result that has other fields.
-fn identity_bytes(identity: Option<&ResolvedWiki>) -> usize {
-    if identity.is_none() {
-        return 0;
-    }
-    let added = crate::mcp::envelope::build(Ok(json!({})), identity);
-    // `{…}` less its braces, plus the comma joining it to the other fields.
-    added["result"].to_string().len() - 2 + 1
 }

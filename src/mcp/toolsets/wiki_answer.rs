@@ -71,3 +71,14 @@ pub(super) fn with_as_of(mut value: Value, as_of: Result<String, &'static str>) 
     }
     value
 }
+
+/// JSON bytes the envelope's `source_repository` and `wiki_repository` add
+/// to a result that has other fields (none without a resolved wiki).
+pub(super) fn identity_bytes(identity: Option<&ResolvedWiki>) -> usize {
+    if identity.is_none() {
+        return 0;
+    }
+    let added = crate::mcp::envelope::build(Ok(json!({})), identity);
+    // `{…}` less its braces, plus the comma joining it to the other fields.
+    added["result"].to_string().len() - 2 + 1
+}

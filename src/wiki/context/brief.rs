@@ -1,28 +1,28 @@
-//! How `get_context`'s ranked items are cut to the token budget, with the
-//! older pull requests in brief. A whole change item costs about 90 tokens
-//! as JSON, 70 as text (title, why, merge commit, files, page), and a file people change often
-//! was touched by dozens of pull requests, on a real history by a hundred
+//! How `get_context`'s ranked items are cut to the token budget, with the older
+//! pull requests in brief. A whole change item costs about 90 tokens as JSON,
+//! 70 as text (title, why, merge commit, files, page), and a file people change
+//! often was touched by dozens of pull requests, on a real history by a hundred
 //! and more: whole, only about twenty fit in the default 2,000 tokens. So the
 //! newest [`WHOLE_CHANGES`] changes that touched the asked paths stay whole
-//! (fewer, down to none, when naming every one of them needs their room),
-//! and the rest are named one line each, `#NUMBER TITLE` (about 10 tokens),
-//! in one `earlier_changes` item packed at [`BRIEF_RELEVANCE`] (and listed
-//! just after the whole changes), which names the pages holding their whole
-//! entries. Budget left once everything is packed adds author and date to
-//! the lines (`#NUMBER TITLE (AUTHOR, DATE)`), newest first, and stops
-//! there: at [`Detail::Full`] it goes on a tier at a time, each tier on
-//! every line before the next, with the why (` — WHY`) and then the whole
-//! item: the entry is number, title, why, author and date, so all
-//! of those come before the merge commit and files, and naming every pull
-//! request comes before any of them.
+//! (fewer, down to none, when naming every one of them needs their room), and
+//! the rest are named one line each, `#NUMBER TITLE` (about 10 tokens), in one
+//! `earlier_changes` item packed at [`BRIEF_RELEVANCE`] (and listed just after
+//! the whole changes), which names the pages holding their whole entries.
+//! Budget left once everything is packed adds author and date to the lines
+//! (`#NUMBER TITLE (AUTHOR, DATE)`), newest first, and stops there: at
+//! [`Detail::Full`] it goes on a tier at a time, each tier on every line before
+//! the next, with the why (` — WHY`) and then the whole item: the entry
+//! is number, title, why, author and date, so all of those come before the
+//! merge commit and files, and naming every pull request comes before any of
+//! them.
 //!
 //! Invariants: the items returned cost at most the budget by
-//! [`estimate_tokens`] in the form the answer is sent in (the brief list is packed by a bound, the paths and
-//! pages of every candidate, and checked at its exact cost at the end);
-//! every change that touched an asked path is a whole item, a line of
-//! `earlier_changes`, or counted in `left_out` with its page in `read_more`;
-//! brief lines are newest first (date, then number); deterministic; the
-//! items come best first ([`order`]).
+//! [`estimate_tokens`] in the form the answer is sent in (the brief list is
+//! packed by a bound, the paths and pages of every candidate, and checked at
+//! its exact cost at the end); every change that touched an asked path is a
+//! whole item, a line of `earlier_changes`, or counted in `left_out` with its
+//! page in `read_more`; brief lines are newest first (date, then number);
+//! deterministic; the items come best first ([`order`]).
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
