@@ -129,7 +129,8 @@ fn text(answer: &Value) -> String {
     lines.join("\n")
 }
 
-/// `, truncated, N unreadable markers` when a wiki's answer says so.
+/// `; …` for each of a truncated index and unreadable markers a wiki's
+/// answer reports (empty when neither).
 fn notes(value: &Value) -> String {
     let mut notes = String::new();
     if value["truncated"].as_bool() == Some(true) {
