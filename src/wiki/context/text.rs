@@ -105,14 +105,10 @@ fn text(answer: &Value) -> String {
             s(failed, "type")
         ));
     }
-    let wikis_left: Vec<&str> = list(answer, "wikis_left_out")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let wikis_left = joined(answer, "wikis_left_out");
     if !wikis_left.is_empty() {
         lines.push(format!(
-            "wikis left out (over the limit a query reads): {}",
-            wikis_left.join(", ")
+            "wikis left out (over the limit a query reads): {wikis_left}"
         ));
     }
     let notes = notes(answer);
@@ -136,7 +132,7 @@ fn notes(value: &Value) -> String {
     if value["truncated"].as_bool() == Some(true) {
         notes.push_str("; the wiki is larger than the index: pages past it were not read");
     }
-    if let Some(n) = value["unreadable_markers"].as_u64().filter(|n| *n > 0) {
+    if let Some(n) = counted(value, "unreadable_markers") {
         notes.push_str(&format!("; {n} evidence markers do not parse"));
     }
     notes
@@ -162,16 +158,9 @@ pub fn path_line(path: &Value) -> String {
 /// One item: its first line, and for a whole change its why and files.
 pub fn item_text(item: &Value) -> String {
     let at = repository(item);
-    let about = match list(item, "about") {
-        [] => String::new(),
-        about => format!(
-            " (about {})",
-            about
-                .iter()
-                .map(|p| p.as_str().unwrap_or_default())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+    let about = match joined(item, "about") {
+        about if about.is_empty() => about,
+        about => format!(" (about {about})"),
     };
     match s(item, "kind") {
         "purpose" | "fact" => format!(
@@ -182,10 +171,8 @@ pub fn item_text(item: &Value) -> String {
             cited(item, false)
         ),
         "how_to" => {
-            let more = match item["more_of_topic"].as_u64() {
-                Some(n) if n > 0 => format!(" (+{n} more on the page)"),
-                _ => String::new(),
-            };
+            let more = counted(item, "more_of_topic")
+                .map_or(String::new(), |n| format!(" (+{n} more on the page)"));
             format!(
                 "{} {at}({}): {}{more}{about} {}",
                 s(item, "topic").to_lowercase(),
@@ -203,29 +190,18 @@ pub fn item_text(item: &Value) -> String {
         ),
         "change" => change_lines(item, &at, &about),
         "people" => {
-            let authors: Vec<&str> = list(item, "authors")
-                .iter()
-                .filter_map(Value::as_str)
-                .collect();
-            let more = match item["more_authors"].as_u64() {
-                Some(n) if n > 0 => format!(" and {n} more"),
-                _ => String::new(),
-            };
             format!(
-                "people of {at}{} [{}]: {}{more}{about}",
+                "people of {at}{} [{}]: {}{}{about}",
                 s(item, "area"),
                 s(item, "page"),
-                authors.join(", ")
+                joined(item, "authors"),
+                and_more(item, "more_authors")
             )
         }
         "earlier_changes" => {
-            let pages: Vec<&str> = list(item, "pages")
-                .iter()
-                .filter_map(Value::as_str)
-                .collect();
             let mut lines = vec![format!(
                 "earlier changes {at}[{}]{about}:",
-                pages.join(", ")
+                joined(item, "pages")
             )];
             lines.extend(
                 list(item, "changes")
@@ -266,15 +242,11 @@ fn change_lines(item: &Value, at: &str, about: &str) -> String {
     if let Some(why) = item.get("why").and_then(Value::as_str) {
         lines.push(format!("  why: {why}"));
     }
-    let files: Vec<&str> = list(item, "files")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    let more = match item["more_files"].as_u64() {
-        Some(n) if n > 0 => format!(" and {n} more"),
-        _ => String::new(),
-    };
-    lines.push(format!("  files: {}{more}", files.join(", ")));
+    lines.push(format!(
+        "  files: {}{}",
+        joined(item, "files"),
+        and_more(item, "more_files")
+    ));
     for (key, label) in [
         ("dependencies", "dependencies"),
         ("arrived_through", "arrived through"),
@@ -312,7 +284,7 @@ fn cited(item: &Value, with_path: bool) -> String {
 
 /// `left out: N items (KIND N, …); read more: PAGE, …` when anything was.
 fn left_out(left: &Value) -> Option<String> {
-    let items = left["items"].as_u64().filter(|n| *n > 0)?;
+    let items = counted(left, "items")?;
     let kinds: Vec<String> = left["by_kind"]
         .as_object()
         .map(|kinds| {
@@ -350,6 +322,22 @@ fn repository(value: &Value) -> String {
 
 fn s<'a>(value: &'a Value, key: &str) -> &'a str {
     value.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The strings of the list at `key`, joined by `, `.
+fn joined(value: &Value, key: &str) -> String {
+    let strings: Vec<&str> = list(value, key).iter().filter_map(Value::as_str).collect();
+    strings.join(", ")
+}
+
+/// The count at `key`, when there is one and it is not zero.
+fn counted(value: &Value, key: &str) -> Option<u64> {
+    value[key].as_u64().filter(|n| *n > 0)
+}
+
+/// ` and N more` for the count at `key` (nothing when none).
+fn and_more(value: &Value, key: &str) -> String {
+    counted(value, key).map_or(String::new(), |n| format!(" and {n} more"))
 }
 
 fn list<'a>(value: &'a Value, key: &str) -> &'a [Value] {
