@@ -35,7 +35,10 @@
 #    the replayed window, and (c) over the window (the ratio's) and over the
 #    whole history.
 # Tokens are get_context's documented estimate: the result's JSON bytes / 4
-# (the text form inside its JSON string), rounded up.
+# (the text form inside its JSON string), rounded up. The economy also
+# counts (a), (b) and (c) in tiktoken's o200k_base and cl100k_base
+# (bench/context/bpe.py, through the count_tokens example built here in
+# release with the bench feature) and prints its ratios counted that way.
 # Prints the cores, load and CPU stolen over the run.
 # Usage: [TEAMMEM_BIN=path] [ITERATIONS=300] [PRS=300] [PHASES="latency org economy"]
 #        [SHAPE=real|small] [ANSWERS=file] [REAL_REPO=git-dir REPLAY=N [REAL_FOLDER=prefix] [REAL_NAME=owner/name]] bench/context.sh
@@ -97,6 +100,9 @@ fi
 
 # 3. the token economy on a recorded history.
 if [[ " $PHASES " == *" economy "* ]]; then
+    echo "building the tokenizer check (release, bench feature)" >&2
+    cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --features bench --example count_tokens
+    export COUNT_TOKENS="$ROOT/target/release/examples/count_tokens"
     if [ -n "${REAL_REPO:-}" ]; then
         [ "${REPLAY:-0}" -gt 0 ] || { echo "REAL_REPO needs REPLAY=N (the last N first-parent merges to replay)" >&2; exit 2; }
         git -C "$REAL_REPO" rev-parse --verify -q HEAD >/dev/null || { echo "REAL_REPO=$REAL_REPO is not a git repository with a HEAD" >&2; exit 2; }

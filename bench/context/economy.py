@@ -30,7 +30,8 @@
    tokens of (a) that call, (b) search_wiki for each path plus reading
    whole (folded content) each page its hits name, (c) reading each file
    and its `git log -p`, in both shapes; tokens as get_context estimates
-   them (JSON or text bytes / 4, rounded up); the rules are scoring.py's.
+   them (JSON or text bytes / 4, rounded up) and, in the measured shape,
+   in two BPE encodings (bpe.py); the rules are scoring.py's.
    A real repository's history is measured by real.py (REPLAY).
 
 Exits non-zero when a job fails or teammem answers with an error; missed
@@ -41,6 +42,7 @@ import random
 import re
 import sys
 
+import bpe
 from mcp_client import Mcp, tokens_of_text
 from record import git, record, seed_wiki
 from scoring import measure
@@ -261,11 +263,16 @@ for _ in range(50):
 mcp = Mcp(binary, config, env)
 a, b, rate, _ = measure(mcp, "bench/app", tasks, truths)
 mcp.close()
-# (c) read each file and its history, in the measured shape and the other.
-c = {shape: sum(tokens_of_text(git("show", "main:" + path, repo=repo)) + tokens_of_text(git("log", "-p", "main", "--", path, repo=repo))
-                for files in tasks for path in files)
-     for shape, repo in sources.items()}
+# (c) read each file and its history, in the measured shape (counted both
+# ways, bpe.py) and the other (by the estimate).
+c = {shape: 0 for shape in sources}
+for shape, repo in sources.items():
+    for files in tasks:
+        for path in files:
+            read = git("show", "main:" + path, repo=repo) + git("log", "-p", "main", "--", path, repo=repo)
+            c[shape] += bpe.add("c", bpe.count(read)) if shape == SHAPE else tokens_of_text(read)
 print("  (c) files + git log -p %d (%.0f a task; %.0f a task in the %s shape)" % (c[SHAPE], c[SHAPE] / 50, c[other_shape] / 50, other_shape))
 print("  ratios: (a)/(b) = 1/%.1f (target <= 1/5: %s), (a)/(c) = 1/%.1f (target <= 1/30: %s; 1/%.1f in the %s shape); recall target >= 0.9: %s"
       % (b / max(1, a), "met" if 5 * a <= b else "MISSED", c[SHAPE] / max(1, a), "met" if 30 * a <= c[SHAPE] else "MISSED",
          c[other_shape] / max(1, a), other_shape, "met" if rate >= 0.9 else "MISSED"))
+bpe.report(len(tasks))

@@ -33,7 +33,8 @@
    Prints recall and the tokens of (a) and (b) as scoring.py measures them
    for the generated source, and (c) the files at TIP and their `git log -p`
    twice: over the window (START..TIP: what the wiki was built from, and the
-   one the ratio uses) and over the whole history up to TIP.
+   one the ratio uses) and over the whole history up to TIP; all of them
+   also in two BPE encodings (bpe.py).
 
 Exits non-zero when a job fails or teammem answers with an error; missed
 targets are printed, not exits."""
@@ -43,7 +44,8 @@ import random
 import re
 import sys
 
-from mcp_client import Mcp, tokens_of_text
+import bpe
+from mcp_client import Mcp
 from record import git, record, seed_wiki
 from scoring import measure
 
@@ -176,11 +178,11 @@ mcp.close()
 # (c) each file at TIP and its `git log -p`, over the window and over the whole history.
 cost = {}
 for path in {p for t in tasks for p in t}:
-    text = tokens_of_text(git("show", "%s:%s" % (tip, path), repo=real))
-    cost[path] = (text + tokens_of_text(git("log", "-p", "%s..%s" % (start, tip), "--", path, repo=real)),
-                  text + tokens_of_text(git("log", "-p", tip, "--", path, repo=real)))
-c_window = sum(cost[p][0] for t in tasks for p in t)
-c_whole = sum(cost[p][1] for t in tasks for p in t)
+    text = git("show", "%s:%s" % (tip, path), repo=real)
+    cost[path] = (bpe.count(text + git("log", "-p", "%s..%s" % (start, tip), "--", path, repo=real)),
+                  bpe.count(text + git("log", "-p", tip, "--", path, repo=real)))
+c_window = sum(bpe.add("c", cost[p][0]) for t in tasks for p in t)
+c_whole = sum(bpe.add("c over the whole history", cost[p][1]) for t in tasks for p in t)
 commits_whole = sum(len(git("rev-list", tip, "--", *t, repo=real).split()) for t in tasks) / 50
 print("  (c) files + git log -p over the window %d (%.0f a task); over the whole history to %s %d (%.0f a task, %.0f commits touched a task's files on average)"
       % (c_window, c_window / 50, tip[:7], c_whole, c_whole / 50, commits_whole))
@@ -188,3 +190,4 @@ print("  ratios: (a)/(b) = 1/%.1f (target <= 1/5: %s), (a)/(c) over the window =
       " was built from the window only), over the whole history 1/%.1f; recall target >= 0.9: %s"
       % (b / max(1, a), "met" if 5 * a <= b else "MISSED", c_window / max(1, a), "met" if 30 * a <= c_window else "MISSED",
          c_whole / max(1, a), "met" if rate >= 0.9 else "MISSED"))
+bpe.report(len(tasks), others=("b", "c", "c over the whole history"))

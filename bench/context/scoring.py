@@ -30,7 +30,8 @@ import json
 import os
 import re
 
-from mcp_client import tokens, tokens_of_text
+import bpe
+from mcp_client import tokens
 
 KINDS = ("pr", "why", "purpose", "stale", "test")
 
@@ -155,9 +156,9 @@ def measure(mcp, repository, tasks, truths):
         if os.environ.get("ANSWERS"):
             with open(os.environ["ANSWERS"], "a") as out:
                 out.write(json.dumps({"paths": files, "truth_prs": len(truth["prs"]), "answer": answer, "text": text}) + "\n")
-        totals["a"] += tokens(text)
-        totals["json"] += tokens(answer)
-        answer_costs.append(tokens(text))
+        answer_costs.append(bpe.add("a", bpe.of_value(text)))
+        totals["a"] += answer_costs[-1]
+        totals["json"] += bpe.add("a as JSON", bpe.of_value(answer))
         over_budget += "\nleft out: " in "\n" + text["text"]
         score(items_of_text(text["text"]), truth, found)
         change_costs += [tokens(item) for item in answer["items"] if item["kind"] == "change"]
@@ -172,12 +173,12 @@ def measure(mcp, repository, tasks, truths):
         read = set()
         for path in files:
             result = mcp.tool("search_wiki", {"repository": repository, "query": path})
-            totals["b"] += tokens(result)
+            totals["b"] += bpe.add("b", bpe.of_value(result))
             for hit in result["hits"]:
                 for page in hit.get("pages") or [hit["path"]]:
                     if page not in read:
                         read.add(page)
-                        totals["b"] += tokens_of_text(mcp.tool("get_wiki_page", {"repository": repository, "path": page})["content"])
+                        totals["b"] += bpe.add("b", bpe.count(mcp.tool("get_wiki_page", {"repository": repository, "path": page})["content"]))
     n = len(tasks)
     rate, detail = recall(found)
     rate_why, detail_why = recall(found, "why")

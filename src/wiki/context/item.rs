@@ -11,10 +11,12 @@ use std::collections::BTreeMap;
 
 use serde::{Serialize, Serializer};
 
-/// Tokens an item costs: its JSON's bytes divided by 4, rounded up. An
-/// estimate (no tokenizer is kept in the build): English prose and JSON run
-/// at about 4 bytes a token in the common tokenizers; hex shas and paths run
-/// denser, so the estimate errs low on them by about a quarter.
+/// Tokens an item costs: its bytes divided by 4, rounded up. An estimate,
+/// not a tokenizer (the host's model is unknown, and its tokenizer may not
+/// be public): English prose and source run at about 4 bytes a token in
+/// tiktoken's o200k_base and cl100k_base; hex shas, dates and numbers run
+/// denser, so on answers the estimate is about a quarter below their count
+/// (measured by `bench/context.sh`, which counts both ways).
 pub fn estimate_tokens(json_bytes: usize) -> usize {
     json_bytes.div_ceil(4)
 }

@@ -1,7 +1,8 @@
 //! `get_context`'s answer as text, its default `format`: the answer's JSON
 //! form rendered one line a thing, for the context window an agent reads
-//! it in. JSON spends about a fifth of an answer on keys and quoting
-//! (`"cited_commit":`, `"kind":"change"`), paid on every item of every call
+//! it in. JSON spends about a fifth of an answer's bytes (an eighth of its
+//! o200k_base tokens) on keys and quoting (`"cited_commit":`,
+//! `"kind":"change"`), paid on every item of every call
 //! an agent makes before a change; text says each thing once, in words.
 //! The packing counts what this file makes ([`item_bytes`], [`line_bytes`],
 //! [`result_bytes`]), so `max_tokens` bounds the text an agent gets.
