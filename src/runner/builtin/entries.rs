@@ -16,8 +16,15 @@ use super::markdown::{code_or_text, escape_markdown};
 use super::markers::entry_marker;
 use crate::forge::evidence::PullRequest;
 
-/// How many changed paths an area entry names before "and N more".
-const PATHS_PER_ENTRY: usize = 5;
+/// How many bytes of changed paths an area entry names before "and N
+/// more" (the first path is always named). `get_context` links a pull
+/// request to a file only through this list, so it holds every path one
+/// pull request changed in an area on real histories (pallets/flask's last
+/// 600 merges: at most 19 in `src/flask`; encode/httpx's 1,268: at most 22
+/// in `httpx` but for one 51-file change), and is bounded so a broad change
+/// (a reformat, a move) stays one line of a bounded page. At five paths,
+/// the bound before, a third of httpx's recall misses were such links.
+const PATH_BYTES_PER_ENTRY: usize = 1024;
 
 fn date_of(rfc3339: &str) -> &str {
     rfc3339.get(..10).unwrap_or(rfc3339)
@@ -130,13 +137,18 @@ pub fn area_entry(pull: &PullRequest, paths: &[&str]) -> String {
 
 /// [`area_entry`] with `note` (already escaped) after the why.
 pub fn area_entry_with(pull: &PullRequest, paths: &[&str], note: &str) -> String {
-    let mut named: Vec<String> = paths
-        .iter()
-        .take(PATHS_PER_ENTRY)
-        .map(|p| named_path(pull, p))
-        .collect();
-    if paths.len() > PATHS_PER_ENTRY {
-        named.push(format!("and {} more", paths.len() - PATHS_PER_ENTRY));
+    let mut named: Vec<String> = Vec::new();
+    let mut bytes = 0;
+    for path in paths {
+        let name = named_path(pull, path);
+        bytes += name.len() + ", ".len();
+        if !named.is_empty() && bytes > PATH_BYTES_PER_ENTRY {
+            break;
+        }
+        named.push(name);
+    }
+    if paths.len() > named.len() {
+        named.push(format!("and {} more", paths.len() - named.len()));
     }
     let files = if named.is_empty() {
         String::new()
@@ -268,6 +280,45 @@ mod tests {
         let entry = changelog_entry(&p);
         assert!(entry.contains("word…"), "bounded at a word: {entry}");
         assert!(!entry.contains(" end"), "{entry}");
+    }
+
+    #[test]
+    fn an_area_entry_names_every_path_of_a_broad_change_up_to_its_byte_bound() {
+        use crate::wiki::context::lines::parse_entry;
+        // A refactor across 22 files of one area (encode/httpx's broadest
+        // but one): every file is named, so get_context links each to it.
+        let files: Vec<String> = (0..22)
+            .map(|i| format!("httpx/_module_{i:02}.py"))
+            .collect();
+        let paths: Vec<&str> = files.iter().map(String::as_str).collect();
+        let p = pull(3012, "Drop Python 3.8", 'c', &paths);
+        let entry = parse_entry(area_entry(&p, &paths).trim_end()).expect("an entry line");
+        assert_eq!(entry.paths, files);
+        assert_eq!(entry.more_paths, 0);
+
+        // A move of 500 files stays one bounded line that counts the rest.
+        let files: Vec<String> = (0..500)
+            .map(|i| format!("src/pkg/module_{i:03}.py"))
+            .collect();
+        let paths: Vec<&str> = files.iter().map(String::as_str).collect();
+        let p = pull(3245, "Move to a src directory", 'd', &paths);
+        let line = area_entry(&p, &paths);
+        assert_eq!(line.lines().count(), 1, "{line}");
+        assert!(
+            line.len() < PATH_BYTES_PER_ENTRY + 512,
+            "{} bytes",
+            line.len()
+        );
+        let entry = parse_entry(line.trim_end()).expect("an entry line");
+        assert!(entry.paths.len() > 30, "{}", entry.paths.len());
+        assert_eq!(entry.paths[..], files[..entry.paths.len()]);
+        assert_eq!(entry.paths.len() + entry.more_paths, 500);
+
+        // One path longer than the bound is still named.
+        let long = format!("src/{}.py", "a".repeat(2 * PATH_BYTES_PER_ENTRY));
+        let p = pull(7, "Generated", 'e', &[long.as_str(), "src/b.py"]);
+        let entry = parse_entry(area_entry(&p, &[long.as_str(), "src/b.py"]).trim_end()).unwrap();
+        assert_eq!((entry.paths, entry.more_paths), (vec![long.clone()], 1));
     }
 
     #[test]
