@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 
-from mcp_client import tokens_of_text
+from mcp_client import compact, tokens_of_text
 
 _process = None
 _sums = {}
@@ -33,8 +33,8 @@ def count(text):
 
 
 def of_value(value):
-    """count() of a JSON value as a tool result carries it (compact JSON)."""
-    return count(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    """count() of a JSON value as a tool result carries it."""
+    return count(compact(value))
 
 
 def add(name, counts):

@@ -15,9 +15,14 @@ def tokens_of_text(text):
     return (len(text.encode()) + 3) // 4
 
 
+def compact(value):
+    """A JSON value as a tool result carries it: compact, UTF-8 kept."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def tokens(value):
     """Tokens of a JSON value: its compact JSON's bytes / 4, rounded up."""
-    return tokens_of_text(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    return tokens_of_text(compact(value))
 
 
 def percentile(times, fraction):
