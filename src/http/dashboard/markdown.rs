@@ -70,10 +70,11 @@ pub(super) fn wiki_root(repository: &str) -> String {
 /// saying which commit changed the fact.
 pub(super) fn render(markdown: &str, links: &Links, stale: &[Stale]) -> String {
     let text = crate::wiki::fold::fold_text(markdown);
-    let options = Options::ENABLE_TABLES
-        | Options::ENABLE_STRIKETHROUGH
-        | Options::ENABLE_TASKLISTS
-        | Options::ENABLE_WIKILINKS;
+    let mut options =
+        Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS | Options::ENABLE_WIKILINKS;
+    if table_cells_bound(&text) <= text.len() + TABLE_CELLS_SLACK {
+        options |= Options::ENABLE_TABLES;
+    }
     let events: Vec<(Event, Range<usize>)> =
         Parser::new_ext(&text, options).into_offset_iter().collect();
     let mut notes = stale_notes(&text, &events, stale);
@@ -190,6 +191,51 @@ pub(super) fn render(markdown: &str, links: &Links, stale: &[Stale]) -> String {
     let mut html = String::with_capacity(text.len() + text.len() / 2);
     pulldown_cmark::html::push_html(&mut html, out.into_iter());
     html
+}
+
+/// Table cells a page may hold beyond one per byte of its text before its
+/// tables are shown as text (see [`table_cells_bound`]).
+const TABLE_CELLS_SLACK: usize = 4096;
+
+/// An upper bound on the cells pulldown-cmark would make of the page's
+/// tables: for each delimiter row (`|-|:-:|`, under a line holding a `|`),
+/// its columns times the lines down to the next blank one. The parser pads
+/// every short row to the header's width (up to 2^18 cells per table), so a
+/// few KiB of one-cell rows under a wide header would become millions of
+/// cells: past one cell per byte of the page (plus [`TABLE_CELLS_SLACK`]),
+/// which written cells never reach, [`render`] parses without tables and
+/// the page stays linear in its size.
+fn table_cells_bound(text: &str) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut cells: usize = 0;
+    let mut at = 1;
+    while at < lines.len() {
+        let row = lines[at].trim_start_matches(|c: char| c.is_whitespace() || c == '>');
+        let is_delimiter = row.contains('-')
+            && row.contains('|')
+            && row
+                .chars()
+                .all(|c| matches!(c, '|' | '-' | ':' | ' ' | '\t'));
+        if !is_delimiter || !lines[at - 1].contains('|') {
+            at += 1;
+            continue;
+        }
+        let columns = row
+            .split('|')
+            .filter(|cell| !cell.trim().is_empty())
+            .count();
+        let rows = lines[at + 1..]
+            .iter()
+            .take_while(|line| {
+                !line
+                    .trim_matches(|c: char| c.is_whitespace() || c == '>')
+                    .is_empty()
+            })
+            .count();
+        cells = cells.saturating_add(columns.saturating_mul(rows + 1));
+        at += rows + 1;
+    }
+    cells
 }
 
 /// What an opened link or image was turned into.
@@ -779,6 +825,42 @@ mod tests {
         assert_eq!(out.matches("class=stale>").count(), 3, "{out}");
         assert!(!out.contains("teammem"), "{out}");
         assert_only_known_markup(&out);
+    }
+
+    #[test]
+    fn tables_padded_past_their_text_are_shown_as_text() {
+        // A wide header over one-cell rows: the parser would pad each row to
+        // 362 cells (2.4 MB of HTML from 2.9 KB).
+        let table = format!(
+            "|{}\n|{}\n{}\n",
+            "a|".repeat(362),
+            "-|".repeat(362),
+            "x\n".repeat(724)
+        );
+        for page in [
+            table.clone(),
+            table.repeat(4),
+            format!("> {}", table.replace('\n', "\n> ")),
+        ] {
+            let out = html(&page);
+            assert!(
+                out.len() < 16 * page.len(),
+                "{} bytes of HTML from {}",
+                out.len(),
+                page.len()
+            );
+            assert!(!out.contains("<table>"), "{}", &out[..200]);
+            assert_only_known_markup(&out);
+        }
+        // Tables as people write them still render, however many.
+        let row = "| name | kind | since | owner | notes |\n";
+        let fair = format!("{row}|---|---|---|---|---|\n{}\n", row.repeat(400)).repeat(20);
+        let out = html(&fair);
+        assert_eq!(out.matches("<table>").count(), 20);
+        assert_eq!(out.matches("<td>name</td>").count(), 20 * 400);
+        // Short rows under a narrow header are padded as GitHub pads them.
+        let out = html("| a | b | c |\n|---|---|---|\n| 1 |\n");
+        assert!(out.contains("<td>1</td><td></td><td></td>"), "{out}");
     }
 
     #[test]
