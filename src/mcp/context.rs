@@ -367,17 +367,21 @@ impl Context {
             )));
         }
         let Some(source) = self.binding.config.source(repository) else {
+            // Only the sources this caller may read: a token whose scope names
+            // a source since removed must not learn the others' names.
+            let call = super::tasks::current();
             let known: Vec<&str> = self
                 .binding
                 .config
                 .sources
                 .iter()
                 .map(|s| s.repository.as_str())
+                .filter(|name| call.may_access(name))
                 .collect();
             return Err(ToolError::not_found(format!(
                 "{repository} is not a configured source; use one of: {}",
                 if known.is_empty() {
-                    "(none configured)".to_string()
+                    "(none this caller may read is configured)".to_string()
                 } else {
                     known.join(", ")
                 }

@@ -14,7 +14,7 @@
 use serde_json::{Value, json};
 
 use super::fixture::{Fixture, SOURCE, error_type};
-use super::history::{REPOSITORY, build, build_serving};
+use super::history::{OTHER, REPOSITORY, build, build_serving};
 use super::questions::{call, spawn_mcp};
 use crate::coordinator::{Era, connect_to, envelope};
 
@@ -568,6 +568,38 @@ async fn bad_input_and_other_repositories_are_refused() {
     let daemon = history.daemon.as_ref().unwrap();
     let scoped = history.setup.create_token("elsewhere", &["demo/elsewhere"]);
     let all = history.setup.create_token("everything", &[]);
+    // A token for a source since removed: made with the source configured.
+    let text = std::fs::read_to_string(&history.setup.config).unwrap();
+    let other = text
+        .find(&format!("[[sources]]\nrepository = \"{OTHER}\""))
+        .unwrap();
+    let entry = text[other..].replace(OTHER, "demo/gone");
+    let with_gone = history.setup.dir.path().join("with-gone.toml");
+    std::fs::write(&with_gone, format!("{text}\n{entry}")).unwrap();
+    let made = std::process::Command::new(crate::harness::daemon::BIN)
+        .args([
+            "tokens",
+            "create",
+            "--name",
+            "gone",
+            "--repository",
+            "demo/gone",
+            "--config",
+        ])
+        .arg(&with_gone)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let gone = String::from_utf8(made.stdout)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned();
     for era in [Era::Handshake, Era::Stateless] {
         let client = connect_to(daemon.url("/mcp"), &scoped, era, false).await;
         let mut answers = Vec::new();
@@ -587,6 +619,25 @@ async fn bad_input_and_other_repositories_are_refused() {
             answers.push((answer["error"]["type"].clone(), message));
         }
         assert_eq!(answers[0], answers[1], "{era:?}");
+        client.cancel().await.unwrap();
+
+        // A token for a repository no longer configured is told so, and
+        // learns no configured source's name.
+        let client = connect_to(daemon.url("/mcp"), &gone, era, false).await;
+        let answer = envelope(
+            &client,
+            "get_context",
+            json!({"repository": "demo/gone", "paths": ["billing/invoice.py"]}),
+        )
+        .await;
+        assert_eq!(answer["error"]["type"], "not_found", "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("demo/gone is not a configured source")
+                && !message.contains(REPOSITORY)
+                && !message.contains(OTHER),
+            "{era:?}: {message}"
+        );
         client.cancel().await.unwrap();
 
         let client = connect_to(daemon.url("/mcp"), &all, era, false).await;
