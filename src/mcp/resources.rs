@@ -26,7 +26,9 @@
 //!   result;
 //! - `resources/list` answers at most [`PAGE_SIZE`] resources per call, the
 //!   rest behind an opaque `nextCursor` that pins each wiki's commit, so
-//!   paging never skips or repeats a page of a wiki that moved meanwhile.
+//!   paging never skips or repeats a page of a wiki that moved meanwhile;
+//!   one call opens at most [`WIKIS_PER_LIST`] wikis (empty and unreadable
+//!   ones count), so a caller cannot make one call wait on every remote.
 
 use base64::Engine;
 use rmcp::ErrorData;
@@ -52,6 +54,9 @@ pub const CONTEXT_TEMPLATE: &str = "teammem://{owner}/{name}/context/{+path}";
 pub const PAGE_SIZE: usize = 100;
 /// Longest URI accepted.
 pub const MAX_URI_BYTES: usize = 2048;
+/// Most wikis one `resources/list` call opens before it answers with a
+/// cursor: reading a GitHub wiki's `HEAD` asks the remote.
+pub const WIKIS_PER_LIST: usize = 25;
 
 /// What a resource URI names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,7 +235,8 @@ fn decode_cursor(text: &str) -> Option<Cursor> {
 }
 
 /// `resources/list`: the pages of every wiki the caller may read, in the
-/// configuration's order of sources, then by path; at most [`PAGE_SIZE`].
+/// configuration's order of sources, then by path; at most [`PAGE_SIZE`],
+/// from at most [`WIKIS_PER_LIST`] wikis.
 /// A wiki that cannot be read now is skipped and named in `_meta`
 /// (`teammem/unavailable`).
 pub async fn list(
@@ -269,8 +275,18 @@ pub async fn list(
     let mut resources = Vec::new();
     let mut unavailable = Vec::new();
     let mut next = None;
+    let mut opened = 0;
     while index < sources.len() {
         let repository = &sources[index];
+        if opened == WIKIS_PER_LIST {
+            next = Some(Cursor {
+                source: repository.clone(),
+                commit: None,
+                offset: 0,
+            });
+            break;
+        }
+        opened += 1;
         let at = pinned.take().unwrap_or_else(|| "HEAD".to_owned());
         let listed = match context.resolve(repository) {
             Ok(resolved) => match context.wiki(&resolved, false).await {

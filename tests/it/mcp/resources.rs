@@ -79,7 +79,12 @@ fn config(fixture: &Fixture) -> teammem::config::Config {
 
 /// The agent server in process, over a pipe.
 async fn in_process(fixture: &Fixture, era: Era) -> (Client, Updates) {
-    let binding = teammem::mcp::Binding::agent(config(fixture), false);
+    in_process_with(config(fixture), era).await
+}
+
+/// The agent server in process with `config`, over a pipe.
+async fn in_process_with(config: teammem::config::Config, era: Era) -> (Client, Updates) {
+    let binding = teammem::mcp::Binding::agent(config, false);
     let (server_io, client_io) = tokio::io::duplex(4 << 20);
     tokio::spawn(async move {
         let running = teammem::mcp::WikiServer::new(binding)
@@ -375,6 +380,50 @@ async fn pages_are_listed_across_a_cursor_read_and_templated_in_both_eras() {
         );
         client.cancel().await.unwrap();
     }
+}
+
+/// One `resources/list` call opens at most `WIKIS_PER_LIST` wikis, empty
+/// ones included: past them it answers with a cursor, and paging goes on
+/// to every page.
+#[tokio::test]
+async fn one_list_call_opens_a_bounded_number_of_wikis() {
+    let fixture = Fixture::new();
+    let empty = tempfile::tempdir().unwrap();
+    git(empty.path(), &["init", "-q", "--bare", "wiki.git"]);
+    let mut config = config(&fixture);
+    let app = config.sources[0].clone();
+    let teammem::config::Forge::Local { repo, .. } = app.forge.clone() else {
+        panic!("the fixture's source is local")
+    };
+    let mut sources: Vec<teammem::config::Source> = (0..30)
+        .map(|i| {
+            let mut source = app.clone();
+            let name = teammem::ids::RepoName::parse(&format!("empty/wiki{i:02}")).unwrap();
+            source.repository = name.clone();
+            source.wiki_repository = name;
+            source.forge = teammem::config::Forge::Local {
+                repo: repo.clone(),
+                wiki: empty.path().join("wiki.git"),
+            };
+            source
+        })
+        .collect();
+    sources.append(&mut config.sources);
+    config.sources = sources;
+    let (client, _) = in_process_with(config, Era::Stateless).await;
+    let first = client
+        .list_resources(Some(PaginatedRequestParams::default()))
+        .await
+        .expect("resources/list");
+    assert!(first.resources.is_empty(), "{:?}", first.resources.first());
+    assert!(
+        first.next_cursor.is_some(),
+        "25 wikis opened: the rest is behind a cursor"
+    );
+    let (uris, calls) = list_all(&client, |_| {}).await;
+    assert_eq!(calls, 2, "25 empty wikis, then 5 and the app's");
+    assert!(uris.iter().any(|u| u == HOME_URI), "{uris:?}");
+    client.cancel().await.unwrap();
 }
 
 #[tokio::test]
