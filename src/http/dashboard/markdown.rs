@@ -65,10 +65,18 @@ pub(super) fn wiki_root(repository: &str) -> String {
     format!("/wiki/{}/", encode_path(repository))
 }
 
+/// A page as HTML, and the lines of its stale facts that could not be
+/// highlighted (inside an HTML or code block, or not on the page): the page
+/// must say so rather than let a fact hide its staleness.
+pub(super) struct Rendered {
+    pub html: String,
+    pub unmarked: Vec<usize>,
+}
+
 /// The page's Markdown (teammem's markers in it or not) as HTML, the blocks
 /// that hold a line of `stale` marked (`<mark class=stale>`) with a note
 /// saying which commit changed the fact.
-pub(super) fn render(markdown: &str, links: &Links, stale: &[Stale]) -> String {
+pub(super) fn render(markdown: &str, links: &Links, stale: &[Stale]) -> Rendered {
     let text = crate::wiki::fold::fold_text(markdown);
     let mut options =
         Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS | Options::ENABLE_WIKILINKS;
@@ -77,7 +85,7 @@ pub(super) fn render(markdown: &str, links: &Links, stale: &[Stale]) -> String {
     }
     let events: Vec<(Event, Range<usize>)> =
         Parser::new_ext(&text, options).into_offset_iter().collect();
-    let mut notes = stale_notes(&text, &events, stale);
+    let (mut notes, unmarked) = stale_notes(&text, &events, stale);
     let mut out: Vec<Event> = Vec::with_capacity(events.len() + 2 * notes.len());
     // The note of the block being written, shown where its own text ends.
     let mut pending: Option<String> = None;
@@ -190,7 +198,7 @@ pub(super) fn render(markdown: &str, links: &Links, stale: &[Stale]) -> String {
     flush(&mut pending, &mut out);
     let mut html = String::with_capacity(text.len() + text.len() / 2);
     pulldown_cmark::html::push_html(&mut html, out.into_iter());
-    html
+    Rendered { html, unmarked }
 }
 
 /// Table cells a page may hold beyond one per byte of its text before its
@@ -279,12 +287,13 @@ fn is_markable(tag: &Tag) -> bool {
 
 /// The note of each block (by its event's index) that holds a stale line:
 /// the innermost markable block whose text overlaps the line (the last one
-/// in document order, as blocks nest).
+/// in document order, as blocks nest); and the lines of the stale facts no
+/// block holds, in page order.
 fn stale_notes(
     text: &str,
     events: &[(Event, Range<usize>)],
     stale: &[Stale],
-) -> BTreeMap<usize, String> {
+) -> (BTreeMap<usize, String>, Vec<usize>) {
     let mut line_starts = vec![0];
     line_starts.extend(text.match_indices('\n').map(|(at, _)| at + 1));
     // Each stale line's span (without its ending), in page order.
@@ -313,15 +322,26 @@ fn stale_notes(
         }
     }
     let mut grouped: BTreeMap<usize, Vec<&Stale>> = BTreeMap::new();
+    // Facts not on the page (a line past its end) hold no block either.
+    let on_page: std::collections::BTreeSet<usize> =
+        lines.iter().map(|(_, fact)| fact.line).collect();
+    let mut unmarked: Vec<usize> = stale
+        .iter()
+        .map(|fact| fact.line)
+        .filter(|line| !on_page.contains(line))
+        .collect();
     for ((_, fact), owner) in lines.iter().zip(owner) {
-        if let Some(at) = owner {
-            grouped.entry(at).or_default().push(fact);
+        match owner {
+            Some(at) => grouped.entry(at).or_default().push(fact),
+            None => unmarked.push(fact.line),
         }
     }
-    grouped
+    unmarked.sort_unstable();
+    let notes = grouped
         .into_iter()
         .map(|(at, facts)| (at, note(&facts)))
-        .collect()
+        .collect();
+    (notes, unmarked)
 }
 
 /// ` <span class=stale-note>stale: changed in abc1234</span>` for the
@@ -502,7 +522,7 @@ mod tests {
     }
 
     fn html(markdown: &str) -> String {
-        render(markdown, &links(), &[])
+        render(markdown, &links(), &[]).html
     }
 
     /// Every tag of `out` is one this renderer may write, with only the
@@ -745,7 +765,8 @@ mod tests {
             "[up](../Home) [here](Next)",
             &Links::new("octo/app", "guide/Intro.md"),
             &[],
-        );
+        )
+        .html;
         assert!(nested.contains("href=\"/wiki/octo/app/Home\""), "{nested}");
         assert!(
             nested.contains("href=\"/wiki/octo/app/guide/Next\""),
@@ -798,7 +819,7 @@ mod tests {
             })
             .collect();
         assert_eq!(stale.len(), 3);
-        let out = render(&page, &links(), &stale);
+        let out = render(&page, &links(), &stale).html;
         assert!(
             out.contains("<li>fresh.</li>"),
             "a current fact is not marked: {out}"
@@ -825,6 +846,28 @@ mod tests {
         assert_eq!(out.matches("class=stale>").count(), 3, "{out}");
         assert!(!out.contains("teammem"), "{out}");
         assert_only_known_markup(&out);
+        assert!(render(&page, &links(), &stale).unmarked.is_empty());
+        // A stale fact pulled into an HTML block or a code block cannot be
+        // highlighted: the render says which lines, for the page to name.
+        let hiding = format!(
+            "<div>\nOld. <!-- teammem:evidence a.rs@{a}#L1 stale={b} -->\n\n    code <!-- teammem:evidence c.rs@{a}#L1 stale={b} -->\n\nShown. <!-- teammem:evidence d.rs@{a}#L1 stale={b} -->\n"
+        );
+        let stale: Vec<Stale> = [2, 4, 6]
+            .map(|line| Stale {
+                line,
+                changed_in: b.clone(),
+                deleted: false,
+                cited: String::new(),
+            })
+            .into();
+        let rendered = render(&hiding, &links(), &stale);
+        assert_eq!(rendered.unmarked, [2, 4], "{}", rendered.html);
+        assert_eq!(
+            rendered.html.matches("<mark class=stale>").count(),
+            1,
+            "{}",
+            rendered.html
+        );
     }
 
     #[test]
@@ -889,7 +932,7 @@ mod tests {
                 cited: "f.rs".into(),
             })
             .collect();
-        let out = render(&page, &links(), &stale);
+        let out = render(&page, &links(), &stale).html;
         assert_eq!(out.matches("<mark class=stale>").count(), 10_000);
         assert!(!out.contains("teammem"));
         // 10,000 markers on one line, and stale lines that are not there.
@@ -903,7 +946,13 @@ mod tests {
             deleted: false,
             cited: String::new(),
         });
-        let out = render(&crowded, &links(), &beyond);
+        let rendered = render(&crowded, &links(), &beyond);
+        assert_eq!(
+            rendered.unmarked,
+            [0, 99, usize::MAX],
+            "facts not on the page are not highlighted"
+        );
+        let out = rendered.html;
         assert_eq!(out.trim(), "<p>x</p>");
         // Deep nesting and unbalanced brackets.
         for deep in [
@@ -987,7 +1036,7 @@ mod tests {
                     cited: "<x.rs>".into(),
                 })
                 .collect();
-            let out = render(&page, &links(), &stale);
+            let out = render(&page, &links(), &stale).html;
             assert_only_known_markup(&out);
             assert!(
                 !out.contains("&lt;!-- teammem:"),

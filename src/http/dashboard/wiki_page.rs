@@ -141,13 +141,8 @@ pub(super) async fn page(
         .collect();
     let links = Links::new(&source.repository, &found.path);
     let rendered = markdown::render(&found.content, &links, &stale);
-    let stale_summary = match stale.len() {
-        0 => String::new(),
-        n => format!(
-            " · <span class=stale-count>{n} stale fact{} (highlighted)</span>",
-            if n == 1 { "" } else { "s" }
-        ),
-    };
+    let stale_summary = stale_summary(stale.len(), &rendered.unmarked);
+    let rendered = rendered.html;
     let body = format!(
         "<p class=crumbs><a href=\"{root}\">wiki of {repository}</a> · <code>{path}</code> at <code title=\"{commit}\">{short}</code>{stale_summary}</p><article class=wiki>{rendered}</article>",
         root = markdown::wiki_root(&source.repository),
@@ -157,4 +152,56 @@ pub(super) async fn page(
         short = escape(short_sha(&found.commit)),
     );
     Html(layout(&found.path, &body, None, Some(&viewer))).into_response()
+}
+
+/// What the page's header says of its stale facts: how many, and the lines
+/// of those that could not be highlighted (in an HTML or code block), so no
+/// fact hides that it is stale.
+fn stale_summary(stale: usize, unmarked: &[usize]) -> String {
+    const LINES_NAMED: usize = 10;
+    let plural = if stale == 1 { "" } else { "s" };
+    match (stale, unmarked.len()) {
+        (0, _) => String::new(),
+        (n, 0) => format!(" · <span class=stale-count>{n} stale fact{plural} (highlighted)</span>"),
+        (n, k) => {
+            let mut named: Vec<String> = unmarked
+                .iter()
+                .take(LINES_NAMED)
+                .map(|line| line.to_string())
+                .collect();
+            if k > LINES_NAMED {
+                named.push(format!("and {} more", k - LINES_NAMED));
+            }
+            format!(
+                " · <span class=stale-count>{n} stale fact{plural} ({} highlighted; not highlighted, inside HTML or code: line{} {})</span>",
+                n - k,
+                if k == 1 { "" } else { "s" },
+                named.join(", ")
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stale_summary;
+
+    #[test]
+    fn the_header_names_the_stale_facts_it_could_not_highlight() {
+        assert_eq!(stale_summary(0, &[]), "");
+        assert!(stale_summary(2, &[]).contains("2 stale facts (highlighted)"));
+        let said = stale_summary(3, &[4]);
+        assert!(
+            said.contains(
+                "3 stale facts (2 highlighted; not highlighted, inside HTML or code: line 4)"
+            ),
+            "{said}"
+        );
+        let many: Vec<usize> = (1..=12).collect();
+        let said = stale_summary(12, &many);
+        assert!(
+            said.contains("lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, and 2 more)"),
+            "{said}"
+        );
+    }
 }
