@@ -15,6 +15,7 @@ mod mcp; // /mcp: the coordinator MCP server over Streamable HTTP, Origin and to
 mod metrics;
 pub mod serve; // the HTTP/1 server: header-read and request timeouts, a connection limit, graceful drain
 pub mod requests; // POST /v1/requests: maintainers ask for one merged PR (shared with the MCP coordinator)
+pub mod wiki_reads; // the dashboard's wiki reads: one store, each tip fetched at most every 10 s
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
@@ -65,6 +66,8 @@ pub struct AppState {
     pub wakeups: crate::cluster::Wakeups,
     /// Per-principal limits (`[limits]`), shared by every authenticated route.
     pub limits: Arc<limits::PrincipalLimits>,
+    /// The dashboard's reads of the wikis it shows.
+    pub wiki_reads: Arc<wiki_reads::WikiReads>,
 }
 
 impl AppState {
@@ -77,6 +80,7 @@ impl AppState {
         session_key: [u8; 32],
     ) -> AppState {
         let limits = Arc::new(limits::PrincipalLimits::new(config.limits.clone()));
+        let wiki_reads = Arc::new(wiki_reads::WikiReads::new(&config));
         AppState {
             config,
             pool: pool.into(),
@@ -94,6 +98,7 @@ impl AppState {
             leader: crate::cluster::Leader::sole(),
             wakeups: crate::cluster::Wakeups::in_process(),
             limits,
+            wiki_reads,
         }
     }
 

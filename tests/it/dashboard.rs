@@ -559,3 +559,129 @@ webhook_secret_env = "S3"
 
     d.shutdown().await.unwrap();
 }
+
+/// Wiki views read a GitHub wiki through one store, asking the remote for
+/// its tip at most once per ten seconds however many views come; and a
+/// signed-in viewer spends its token's request allowance (`[limits]`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wiki_views_ask_the_remote_once_and_signed_in_viewers_are_rate_limited() {
+    use crate::harness::fake_github::{FakeGitHub, GitRepo};
+    use crate::harness::git_http::{GitHttpServer, bare_with_commits};
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let github = FakeGitHub::start().await;
+    let scratch = GitRepo::init(&dir.path().join("scratch"));
+    scratch.commit("README.md", "Initial commit");
+    github.add_repo("octo/app", &scratch, "public", true);
+    let served = dir.path().join("served");
+    std::fs::create_dir_all(served.join("octo")).unwrap();
+    bare_with_commits(
+        &served,
+        "octo/app.wiki.git",
+        &[(
+            "Initial",
+            &[
+                ("Home.md", "# Home\n\nThe [guide](Guide).\n"),
+                ("Guide.md", "# Guide\n"),
+            ],
+        )],
+    );
+    let git = GitHttpServer::start(&served, None).await;
+    let key = dir.path().join("app.pem");
+    std::fs::write(&key, &github.app_key_pem).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let cfg = Config::parse(&format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+data_dir = "{data}"
+
+[limits]
+requests_per_second = 1
+request_burst = 3
+
+[github]
+api_url = "{api}"
+git_url = "http://127.0.0.1:{port}"
+app_id = {app_id}
+private_key = {{ file = "{key}" }}
+
+[[sources]]
+repository = "octo/app"
+webhook_secret_env = "TEAMMEM_TEST_UNSET_SECRET"
+"#,
+        data = dir.path().join("data").display(),
+        api = github.url,
+        port = git.port(),
+        app_id = github.app_id,
+        key = key.display(),
+    ))
+    .unwrap();
+    let d = inproc::start(cfg.clone()).await;
+    let http = client();
+    let fetches = || {
+        git.requests()
+            .iter()
+            .filter(|r| r.target.contains("app.wiki.git") && r.target.contains("upload-pack"))
+            .count()
+    };
+    // The local operator (no allowance to spend) views the index and both
+    // pages, again and again: the first view fetches, the rest read it.
+    let first = http.get(d.url("/wiki/octo/app/")).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert!(first.text().await.unwrap().contains("Guide"));
+    let after_first = fetches();
+    assert!(after_first >= 1, "the first view asks the remote");
+    for path in [
+        "/wiki/octo/app/",
+        "/wiki/octo/app/Home",
+        "/wiki/octo/app/Guide",
+    ]
+    .repeat(4)
+    {
+        let view = http.get(d.url(path)).send().await.unwrap();
+        assert_eq!(view.status(), 200, "{path}");
+    }
+    assert_eq!(
+        fetches(),
+        after_first,
+        "views within ten seconds read the tip found"
+    );
+
+    // A signed-in viewer past its burst is refused, before any wiki read.
+    let pool = teammem::db::open(&cfg.server.data_dir).await.unwrap();
+    let token = teammem::tokens::create(&pool.into(), "viewer", &["octo/app".into()])
+        .await
+        .unwrap()
+        .expose()
+        .to_string();
+    let login = http
+        .post(d.url("/login"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 303);
+    let session = login.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        let view = http
+            .get(d.url("/wiki/octo/app/Home"))
+            .header("X-Forwarded-For", "203.0.113.7")
+            .header("Cookie", &session)
+            .send()
+            .await
+            .unwrap();
+        statuses.push(view.status().as_u16());
+    }
+    assert_eq!(&statuses[..3], [200, 200, 200], "{statuses:?}");
+    assert!(statuses[3..].contains(&429), "{statuses:?}");
+    d.shutdown().await.unwrap();
+}

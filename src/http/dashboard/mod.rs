@@ -264,6 +264,16 @@ async fn viewer(state: &AppState, peer: &Peer, headers: &HeaderMap) -> Result<Vi
     {
         match tokens::active_principal(&state.pool, &name).await {
             Ok(Some(p)) => {
+                // A signed-in viewer spends its token's request allowance
+                // (`[limits]`), as it would over the API: a wiki view may
+                // ask a remote.
+                let key = crate::http::limits::principal_key(&p);
+                if state.limits.check_rate(&key).is_err() {
+                    return Err(page_error(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "too many requests from this sign-in; wait a few seconds and reload",
+                    ));
+                }
                 return Ok(Viewer {
                     principal: Some(p),
                     csrf: form_token(state, "session", cookie),
@@ -410,15 +420,11 @@ async fn login_form() -> Html<String> {
     Html(login_html(None))
 }
 
-/// A handle on `source`'s wiki through this node's mirror (no credential:
-/// a private GitHub wiki the mirror does not hold yet cannot be read here).
+/// A handle on `source`'s wiki through this node's mirror, for a read at a
+/// given commit (no credential: a private GitHub wiki the mirror does not
+/// hold yet cannot be read here).
 fn wiki_of(state: &AppState, source: &crate::config::Source) -> Result<crate::wiki::Wiki, String> {
-    crate::runner::fact_check::mirror_of(
-        &state.config,
-        source,
-        None,
-        state.config.dashboard.forge_timeout,
-    )
+    crate::runner::fact_check::mirror_in(state.wiki_reads.store(), &state.config, source, None)
 }
 
 /// Whether the request declares an HTML form body

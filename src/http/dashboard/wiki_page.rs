@@ -17,7 +17,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 
 use super::markdown::{self, Links, Stale, encode_path};
-use super::{Peer, Viewer, escape, layout, page_error, viewer, wiki_of};
+use super::{Peer, Viewer, escape, layout, page_error, viewer};
 use crate::config::Source;
 use crate::http::AppState;
 use crate::queue::short_sha;
@@ -56,8 +56,10 @@ pub(super) async fn index(
         Err(r) => return r,
     };
     let read = async {
-        let wiki = wiki_of(&state, source)?;
-        wiki.list_pages("HEAD").await.map_err(|e| e.to_string())
+        let (wiki, at) = state.wiki_reads.open(&state.config, source)?;
+        let list = wiki.list_pages(&at).await.map_err(|e| e.to_string())?;
+        state.wiki_reads.found_tip(source, &at, &list.commit);
+        Ok::<_, String>(list)
     };
     let list = match read.await {
         Ok(list) => list,
@@ -112,10 +114,10 @@ pub(super) async fn page(
         format!("{page}.md")
     };
     let read = async {
-        let wiki = wiki_of(&state, source)?;
-        wiki.get_page("HEAD", &page)
-            .await
-            .map_err(|e| e.to_string())
+        let (wiki, at) = state.wiki_reads.open(&state.config, source)?;
+        let found = wiki.get_page(&at, &page).await.map_err(|e| e.to_string())?;
+        state.wiki_reads.found_tip(source, &at, &found.commit);
+        Ok::<_, String>(found)
     };
     let found = match read.await {
         Ok(found) => found,
