@@ -28,7 +28,7 @@ mod page_facts; // what a page blob says (size, evidence, stale), remembered per
 mod page_owners; // whose text a page holds (teammem's alone or a person's too), remembered per page version
 mod record_file; // fixed-size checksummed records this node's processes share (page facts, page owners)
 mod read;
-pub mod search; // ranked search, one cached index per commit (public for bench/rank)
+pub mod search; // ranked search, one cached index per root tree, built once (public for bench/rank)
 pub mod query; // how text becomes search terms: stop words, stems, paths
 mod receive_pack;
 pub mod remote;
@@ -379,9 +379,10 @@ impl Wiki {
             let commit = self.resolve_initialized(spec, deadline).await?;
             let state = self.state.clone();
             blocking(move || {
-                let index = state
-                    .search
-                    .get_or_build(&state.repo(), &state.cache, commit)?;
+                let index =
+                    state
+                        .search
+                        .get_or_build(&state.repo(), &state.cache, commit, deadline)?;
                 Ok(index.search(commit, &query))
             })
             .await

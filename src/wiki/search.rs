@@ -1,5 +1,5 @@
-//! Ranked search over one wiki commit: an index built once per commit and
-//! kept in a small LRU. It ranks passages (a page's body lines, each with its
+//! Ranked search over one wiki commit: an index built once per root tree
+//! and kept in a small LRU. It ranks passages (a page's body lines, each with its
 //! page's title and the heading it sits under) by BM25 mixed with their
 //! page's own BM25, so a question finds the line that answers it: stop and
 //! question words do not drive the ranking (`query.rs`), the question's
@@ -9,24 +9,32 @@
 //! Changelog, its quarter page and area pages is one hit naming every page.
 //!
 //! Invariants:
-//! - an index belongs to exactly one commit id (a commit never changes, so a
-//!   cached index is never stale); at most [`SEARCH_CACHE_SIZE`] are kept;
-//! - results are deterministic for a commit: scores are rounded and ties are
+//! - an index belongs to exactly one root tree id (a tree never changes, so
+//!   a cached index is never stale), shared by every commit with that tree;
+//!   a result names the commit its caller asked for, never the one that
+//!   built the index; at most [`SEARCH_CACHE_SIZE`] are kept;
+//! - an index is built once however many callers ask for it at once: the
+//!   first builds, the others wait for it; at most [`MAX_CONCURRENT_BUILDS`]
+//!   builds (search or context) run in one process, and a caller waits for
+//!   a build or a permit only until its call's deadline;
+//! - results are deterministic for a tree: scores are rounded and ties are
 //!   broken by page path, then line;
 //! - at most `MAX_SEARCH_SCAN_BYTES` of pages are indexed (`truncated` says
 //!   when the budget ended first); snippets are plain text, bounded, with
 //!   markers and HTML comments removed, so page text cannot pose as a marker
 //!   in a result;
-//! - the commit's stale-fact count is computed with the index, from the same
+//! - the tree's stale-fact count is computed with the index, from the same
 //!   page texts (unreadable markers are not counted and break nothing); a
 //!   count asked for alone (every snapshot's) covers the same pages within
 //!   the same budget, builds no index, and reads only the page blobs it has
 //!   not seen before (`page_facts.rs`);
-//! - `get_context`'s index (`context/`) of a commit is built from the same
+//! - `get_context`'s index (`context/`) of a tree is built from the same
 //!   page texts on first use and kept with this one.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::Instant;
 
 use gix::ObjectId;
 
@@ -39,7 +47,7 @@ use super::tree::{IndexCache, commit_tree, read_blob};
 use super::types::{SearchHit, SearchResult};
 use super::validate::MAX_SEARCH_SCAN_BYTES;
 
-/// Snapshots whose index is kept.
+/// Trees whose index is kept.
 pub const SEARCH_CACHE_SIZE: usize = 4;
 /// Most hits one search returns.
 pub const MAX_HITS: usize = 20;
@@ -88,7 +96,7 @@ struct Unit {
 /// ascending.
 type Postings = HashMap<String, Vec<(u32, f32)>>;
 
-/// The index of one commit.
+/// The index of one tree (of every commit with that root tree).
 pub struct SearchIndex {
     docs: Vec<Doc>,
     postings: Postings,
@@ -302,15 +310,22 @@ impl SearchIndex {
         }
     }
 
-    /// `get_context`'s index of this commit's pages, built on first use.
-    pub fn context(&self) -> Arc<ContextIndex> {
-        self.context
+    /// `get_context`'s index of these pages, built on first use (once: other
+    /// callers wait for it) under a build permit, whose wait ends at
+    /// `deadline` with a timeout.
+    pub fn context(&self, deadline: Instant) -> Result<Arc<ContextIndex>, WikiError> {
+        if let Some(index) = self.context.get() {
+            return Ok(index.clone());
+        }
+        let _permit = BUILD_PERMITS.acquire(deadline)?;
+        Ok(self
+            .context
             .get_or_init(|| {
                 Arc::new(ContextIndex::build(
                     self.docs.iter().map(|d| (d.path.as_str(), d.text.as_str())),
                 ))
             })
-            .clone()
+            .clone())
     }
 
     /// Whether the scan budget ended before every page was indexed.
@@ -544,58 +559,165 @@ fn plain(line: &str) -> String {
     trimmed.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The indexes of the last few commits searched.
+/// Index builds (search or context) one process runs at once: a build of a
+/// large wiki takes a core for about a second, and callers asking for many
+/// different trees must not take every core.
+pub const MAX_CONCURRENT_BUILDS: usize = 2;
+
+/// A counting semaphore whose waiters give up at their call's deadline: a
+/// build queued for a caller that has timed out would run for nobody.
+struct Permits {
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+/// One held permit, returned when dropped.
+struct Permit<'a>(&'a Permits);
+
+impl Permits {
+    const fn new(count: usize) -> Self {
+        Permits {
+            free: Mutex::new(count),
+            freed: Condvar::new(),
+        }
+    }
+
+    fn acquire(&self, deadline: Instant) -> Result<Permit<'_>, WikiError> {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        while *free == 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(super::timed_out());
+            }
+            free = self
+                .freed
+                .wait_timeout(free, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        *free -= 1;
+        Ok(Permit(self))
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.0.freed.notify_one();
+    }
+}
+
+static BUILD_PERMITS: Permits = Permits::new(MAX_CONCURRENT_BUILDS);
+
+#[derive(Default)]
+struct Entries {
+    /// Built indexes by root tree, most recently used first.
+    built: Vec<(ObjectId, Arc<SearchIndex>)>,
+    /// Trees one caller is building an index of now; others wait for it.
+    building: Vec<ObjectId>,
+}
+
+/// The indexes of the last few trees searched.
 #[derive(Default)]
 pub struct SearchCache {
-    entries: Mutex<Vec<(ObjectId, Arc<SearchIndex>)>>,
+    entries: Mutex<Entries>,
+    /// Signalled whenever a build ends, built or not.
+    build_ended: Condvar,
+    /// Search indexes this cache has started building.
+    builds: AtomicU64,
     /// What each page blob says, for the scans that need only that.
     page_facts: PageFactsMemo,
 }
 
+/// Clears a tree's "building" mark however its build ends (an error or a
+/// panic included), so its waiters never wait for a build nobody runs.
+struct Building<'a> {
+    cache: &'a SearchCache,
+    tree: ObjectId,
+}
+
+impl Drop for Building<'_> {
+    fn drop(&mut self) {
+        self.cache.lock().building.retain(|tree| *tree != self.tree);
+        self.cache.build_ended.notify_all();
+    }
+}
+
 impl SearchCache {
-    /// The index of `commit`, built on first use.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The index of `commit`'s tree, built on first use by one caller while
+    /// the others asking for the same tree wait for it. Waiting (for that
+    /// build or for a build permit) ends at `deadline` with a timeout.
     pub fn get_or_build(
         &self,
         repo: &gix::Repository,
         trees: &IndexCache,
         commit: ObjectId,
+        deadline: Instant,
     ) -> Result<Arc<SearchIndex>, WikiError> {
-        {
-            let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(at) = entries.iter().position(|(id, _)| *id == commit) {
-                let entry = entries.remove(at);
+        let tree = commit_tree(repo, commit)?;
+        let mut entries = self.lock();
+        loop {
+            if let Some(at) = entries.built.iter().position(|(id, _)| *id == tree) {
+                let entry = entries.built.remove(at);
                 let index = entry.1.clone();
-                entries.insert(0, entry);
+                entries.built.insert(0, entry);
                 return Ok(index);
             }
+            if !entries.building.contains(&tree) {
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(super::timed_out());
+            }
+            entries = self
+                .build_ended
+                .wait_timeout(entries, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
-        let built = Arc::new(build(repo, trees, commit)?);
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.retain(|(id, _)| *id != commit);
-        entries.insert(0, (commit, built.clone()));
-        entries.truncate(SEARCH_CACHE_SIZE);
+        entries.building.push(tree);
+        drop(entries);
+        let _building = Building { cache: self, tree };
+        let _permit = BUILD_PERMITS.acquire(deadline)?;
+        self.builds.fetch_add(1, Ordering::Relaxed);
+        let built = Arc::new(build(repo, trees, tree)?);
+        let mut entries = self.lock();
+        entries.built.insert(0, (tree, built.clone()));
+        entries.built.truncate(SEARCH_CACHE_SIZE);
         Ok(built)
     }
 
+    /// Search indexes this cache has started building (a cache hit, or a
+    /// wait for another caller's build, starts none).
+    pub fn builds(&self) -> u64 {
+        self.builds.load(Ordering::Relaxed)
+    }
+
     /// The stale-fact count of `commit` and whether the scan budget ended
-    /// first: the cached index's when there is one, else counted over the
-    /// same pages an index would read, without building (or caching) one.
+    /// first: the cached index's when there is one, else counted over the same
+    /// pages an index would read, without building (or caching) one.
     pub fn stale_facts(
         &self,
         repo: &gix::Repository,
         trees: &IndexCache,
         commit: ObjectId,
     ) -> Result<(usize, bool), WikiError> {
+        let tree = commit_tree(repo, commit)?;
         {
-            let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some((_, index)) = entries.iter().find(|(id, _)| *id == commit) {
+            let entries = self.lock();
+            if let Some((_, index)) = entries.built.iter().find(|(id, _)| *id == tree) {
                 return Ok((index.stale_facts, index.truncated));
             }
         }
         // Within the same budget as the index (pages in path order until
         // the scan would pass it), from each blob's remembered facts: only
         // the pages that changed since the last count are read.
-        let index = trees.get_or_build(repo, commit_tree(repo, commit)?)?;
+        let index = trees.get_or_build(repo, tree)?;
         let (mut stale, mut scanned_bytes) = (0usize, 0u64);
         for page in index.pages.values() {
             let (found, _) = self.page_facts.facts(repo, page.blob)?;
@@ -612,8 +734,8 @@ impl SearchCache {
     /// processes through `file`.
     pub fn with_page_facts_file(file: std::path::PathBuf) -> Self {
         SearchCache {
-            entries: Mutex::default(),
             page_facts: PageFactsMemo::persisted(file),
+            ..SearchCache::default()
         }
     }
 
@@ -623,16 +745,16 @@ impl SearchCache {
     }
 }
 
-/// Calls `visit(path, blob, text)` for the pages of `commit` in path order
+/// Calls `visit(path, blob, text)` for the pages of `tree` in path order
 /// until [`MAX_SEARCH_SCAN_BYTES`] would be passed; returns the bytes read
 /// and whether the budget ended first.
 fn each_page(
     repo: &gix::Repository,
     trees: &IndexCache,
-    commit: ObjectId,
+    tree: ObjectId,
     mut visit: impl FnMut(&str, ObjectId, String),
 ) -> Result<(u64, bool), WikiError> {
-    let index = trees.get_or_build(repo, commit_tree(repo, commit)?)?;
+    let index = trees.get_or_build(repo, tree)?;
     let mut scanned_bytes = 0u64;
     for (path, page) in &index.pages {
         let size = repo
@@ -652,10 +774,10 @@ fn each_page(
 fn build(
     repo: &gix::Repository,
     trees: &IndexCache,
-    commit: ObjectId,
+    tree: ObjectId,
 ) -> Result<SearchIndex, WikiError> {
     let mut pages = Vec::new();
-    let (scanned_bytes, truncated) = each_page(repo, trees, commit, |path, blob, text| {
+    let (scanned_bytes, truncated) = each_page(repo, trees, tree, |path, blob, text| {
         pages.push((path.to_owned(), blob.to_string(), text));
     })?;
     Ok(SearchIndex::build(pages, scanned_bytes, truncated))
@@ -664,6 +786,160 @@ fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::time::Duration;
+
+    /// A bare repository for the cache's tests.
+    fn bare_repo(dir: &std::path::Path) -> gix::ThreadSafeRepository {
+        gix::ThreadSafeRepository::init_opts(
+            dir,
+            gix::create::Kind::Bare,
+            gix::create::Options::default(),
+            gix::open::Options::isolated(),
+        )
+        .unwrap()
+    }
+
+    /// A commit (no parents, its own message) whose tree holds `pages`.
+    fn commit(repo: &gix::Repository, pages: &[(String, String)], message: &str) -> ObjectId {
+        let mut editor = repo.edit_tree(repo.empty_tree().id).unwrap();
+        for (path, text) in pages {
+            let blob = repo.write_blob(text.as_bytes()).unwrap().detach();
+            editor
+                .upsert(path.as_str(), gix::objs::tree::EntryKind::Blob, blob)
+                .unwrap();
+        }
+        let tree = editor.write().unwrap().detach();
+        let signature = gix::actor::Signature {
+            name: "Ann".into(),
+            email: "ann@example.com".into(),
+            time: gix::date::Time::now_utc(),
+        };
+        repo.write_object(&gix::objs::Commit {
+            tree,
+            parents: Default::default(),
+            author: signature.clone(),
+            committer: signature,
+            encoding: None,
+            message: message.into(),
+            extra_headers: Vec::new(),
+        })
+        .unwrap()
+        .detach()
+    }
+
+    /// Pages enough that building their index takes a while.
+    fn many_pages(extra: &str) -> Vec<(String, String)> {
+        let mut pages: Vec<(String, String)> = (0..150)
+            .map(|i| {
+                let body: String = (0..60)
+                    .map(|l| format!("Line {l} of page {i} about invoices and retries.\n"))
+                    .collect();
+                (format!("Page{i:03}.md"), format!("# Page {i}\n\n{body}"))
+            })
+            .collect();
+        pages.push(("Small.md".to_owned(), format!("# Small\n\n{extra}\n")));
+        pages
+    }
+
+    fn later() -> Instant {
+        Instant::now() + Duration::from_secs(600)
+    }
+
+    #[test]
+    fn commits_sharing_a_tree_share_one_index_and_keep_their_own_ref() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = bare_repo(dir.path()).to_thread_local();
+        let pages = many_pages("the one small page");
+        let commits: Vec<ObjectId> = (0..6)
+            .map(|n| commit(&repo, &pages, &format!("commit {n}")))
+            .collect();
+        let (cache, trees) = (SearchCache::default(), IndexCache::default());
+        for _ in 0..2 {
+            for &id in &commits {
+                let index = cache.get_or_build(&repo, &trees, id, later()).unwrap();
+                let result = index.search(id, "small page");
+                assert_eq!(result.commit, id.to_string());
+                assert_eq!(result.hits[0].path, "Small.md");
+            }
+        }
+        assert_eq!(cache.builds(), 1, "six commits, one tree, one build");
+        // A commit whose tree differs (in one small page) has its own index.
+        let changed = commit(&repo, &many_pages("the changed small page"), "changed");
+        let index = cache.get_or_build(&repo, &trees, changed, later()).unwrap();
+        assert_eq!(index.search(changed, "changed").hits[0].path, "Small.md");
+        assert_eq!(cache.builds(), 2);
+    }
+
+    #[test]
+    fn concurrent_searches_of_an_uncached_tree_build_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = bare_repo(dir.path());
+        let id = commit(&shared.to_thread_local(), &many_pages("x"), "one");
+        let (cache, trees) = (SearchCache::default(), IndexCache::default());
+        let callers = 8;
+        let start = std::sync::Barrier::new(callers);
+        let indexes: Vec<Arc<SearchIndex>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..callers)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let repo = shared.to_thread_local();
+                        start.wait();
+                        cache.get_or_build(&repo, &trees, id, later()).unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(cache.builds(), 1, "{callers} callers, one build");
+        assert!(indexes.iter().all(|i| Arc::ptr_eq(i, &indexes[0])));
+        // The context index of that tree is built once too, and shared.
+        let contexts: Vec<Arc<ContextIndex>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = indexes
+                .iter()
+                .map(|index| scope.spawn(|| index.context(later()).unwrap()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(contexts.iter().all(|c| Arc::ptr_eq(c, &contexts[0])));
+    }
+
+    #[test]
+    fn a_caller_waits_for_a_build_only_until_its_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = bare_repo(dir.path()).to_thread_local();
+        let id = commit(&repo, &many_pages("x"), "one");
+        let (cache, trees) = (SearchCache::default(), IndexCache::default());
+        // Another caller is building this tree's index.
+        let tree = commit_tree(&repo, id).unwrap();
+        cache.lock().building.push(tree);
+        let error = match cache.get_or_build(&repo, &trees, id, Instant::now()) {
+            Err(error) => error,
+            Ok(_) => panic!("built while another caller was building"),
+        };
+        assert_eq!(error.kind, super::super::ErrorKind::Timeout);
+        assert_eq!(cache.builds(), 0);
+        // Its build ended without an index: the next caller builds.
+        drop(Building {
+            cache: &cache,
+            tree,
+        });
+        cache.get_or_build(&repo, &trees, id, later()).unwrap();
+        assert_eq!(cache.builds(), 1);
+    }
+
+    #[test]
+    fn build_permits_bound_concurrent_builds_and_give_up_at_the_deadline() {
+        let permits = Permits::new(2);
+        let (first, _second) = (
+            permits.acquire(later()).unwrap(),
+            permits.acquire(later()).unwrap(),
+        );
+        let error = permits.acquire(Instant::now()).err().unwrap();
+        assert_eq!(error.kind, super::super::ErrorKind::Timeout);
+        drop(first);
+        assert!(permits.acquire(Instant::now()).is_ok());
+    }
 
     fn index(pages: &[(&str, &str)]) -> SearchIndex {
         SearchIndex::build(

@@ -3,8 +3,10 @@
 //! pull-request entry once (by merge sha, with every page it is on), each
 //! area page's folder, files and authors, the Dependencies page's
 //! manifests, and the How-to-work-here page's commands by topic. Built once
-//! per commit from the page texts the search index
-//! read (so a person's edits count as much as teammem's), kept beside it.
+//! per root tree from the page texts the search index read (so a person's
+//! edits count as much as teammem's), kept beside it and cached like it
+//! (`search.rs`: one build however many callers ask at once, under the same
+//! per-process bound on concurrent builds).
 //!
 //! Invariants: pure over `(path, text)` pages; every text field is bounded
 //! ([`lines::MAX_FIELD_BYTES`]); a marker that does not parse is counted, not

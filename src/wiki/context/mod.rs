@@ -8,8 +8,9 @@
 //!
 //! Invariants:
 //! - read-only and deterministic: one commit, one answer; the index is built
-//!   once per commit beside the search index of the same pages (and cached
-//!   with it), so people's edits count exactly as teammem's do;
+//!   once per root tree beside the search index of the same pages (and cached
+//!   with it, under the same build bounds), so people's edits count exactly
+//!   as teammem's do;
 //! - a path the scanned pages do not know, on a wiki larger than the scan
 //!   budget, is looked up by its area pages' names ([`lookup`]);
 //! - bad input (a path with `..`, absolute, with NUL, empty, more than
@@ -142,10 +143,11 @@ impl Wiki {
             let commit = self.resolve_initialized(spec, deadline).await?;
             let state = self.state.clone();
             blocking(move || {
-                let search = state
-                    .search
-                    .get_or_build(&state.repo(), &state.cache, commit)?;
-                let index = search.context();
+                let search =
+                    state
+                        .search
+                        .get_or_build(&state.repo(), &state.cache, commit, deadline)?;
+                let index = search.context(deadline)?;
                 // Paths the scanned pages do not know: their area pages by
                 // name, past the scan budget.
                 let beyond = if search.truncated() {
