@@ -19,14 +19,16 @@
 //!   a build or a permit only until its call's deadline;
 //! - results are deterministic for a tree: scores are rounded and ties are
 //!   broken by page path, then line;
-//! - at most `MAX_SEARCH_SCAN_BYTES` of pages are indexed (`truncated` says
-//!   when the budget ended first); snippets are plain text, bounded, with
-//!   markers and HTML comments removed, so page text cannot pose as a marker
-//!   in a result;
+//! - pages are read in path order; a page over `MAX_READ_PAGE_BYTES`
+//!   (256 KiB, the largest page a read returns) is skipped, and at most
+//!   `MAX_SEARCH_SCAN_BYTES` of pages are indexed (`truncated` says a page
+//!   was skipped or the budget ended first); snippets are plain text,
+//!   bounded, with markers and HTML comments removed, so page text cannot
+//!   pose as a marker in a result;
 //! - the tree's stale-fact count is computed with the index, from the same
 //!   page texts (unreadable markers are not counted and break nothing); a
 //!   count asked for alone (every snapshot's) covers the same pages within
-//!   the same budget, builds no index, and reads only the page blobs it has
+//!   the same bounds, builds no index, and reads only the page blobs it has
 //!   not seen before (`page_facts.rs`);
 //! - `get_context`'s index (`context/`) of a tree is built from the same
 //!   page texts on first use and kept with this one.
@@ -45,7 +47,7 @@ use super::page_facts::PageFactsMemo;
 use super::query::{self, PATH_PREFIX};
 use super::tree::{IndexCache, commit_tree, read_blob};
 use super::types::{SearchHit, SearchResult};
-use super::validate::MAX_SEARCH_SCAN_BYTES;
+use super::validate::{MAX_READ_PAGE_BYTES, MAX_SEARCH_SCAN_BYTES};
 
 /// Trees whose index is kept.
 pub const SEARCH_CACHE_SIZE: usize = 4;
@@ -328,7 +330,8 @@ impl SearchIndex {
             .clone())
     }
 
-    /// Whether the scan budget ended before every page was indexed.
+    /// Whether the scan left pages out: a page over the per-page bound, or
+    /// the budget ending before every page was indexed.
     pub fn truncated(&self) -> bool {
         self.truncated
     }
@@ -698,8 +701,8 @@ impl SearchCache {
         self.builds.load(Ordering::Relaxed)
     }
 
-    /// The stale-fact count of `commit` and whether the scan budget ended
-    /// first: the cached index's when there is one, else counted over the same
+    /// The stale-fact count of `commit` and whether the scan left pages out:
+    /// the cached index's when there is one, else counted over the same
     /// pages an index would read, without building (or caching) one.
     pub fn stale_facts(
         &self,
@@ -714,20 +717,25 @@ impl SearchCache {
                 return Ok((index.stale_facts, index.truncated));
             }
         }
-        // Within the same budget as the index (pages in path order until
-        // the scan would pass it), from each blob's remembered facts: only
-        // the pages that changed since the last count are read.
+        // The pages the index would read (path order, none over
+        // `MAX_READ_PAGE_BYTES`, until the scan would pass its budget), from
+        // each blob's remembered facts: only the pages that changed since
+        // the last count are read.
         let index = trees.get_or_build(repo, tree)?;
-        let (mut stale, mut scanned_bytes) = (0usize, 0u64);
+        let (mut stale, mut scanned_bytes, mut skipped) = (0usize, 0u64, false);
         for page in index.pages.values() {
             let (found, _) = self.page_facts.facts(repo, page.blob)?;
+            if found.size > MAX_READ_PAGE_BYTES {
+                skipped = true;
+                continue;
+            }
             if scanned_bytes + found.size > MAX_SEARCH_SCAN_BYTES {
                 return Ok((stale, true));
             }
             scanned_bytes += found.size;
             stale += found.stale as usize;
         }
-        Ok((stale, false))
+        Ok((stale, skipped))
     }
 
     /// A cache whose page facts are shared with this node's other
@@ -745,9 +753,9 @@ impl SearchCache {
     }
 }
 
-/// Calls `visit(path, blob, text)` for the pages of `tree` in path order
-/// until [`MAX_SEARCH_SCAN_BYTES`] would be passed; returns the bytes read
-/// and whether the budget ended first.
+/// Calls `visit(path, blob, text)` for the pages of `tree` in path order,
+/// skipping any over [`MAX_READ_PAGE_BYTES`], until [`MAX_SEARCH_SCAN_BYTES`]
+/// would be passed; returns the bytes read and whether any page was left out.
 fn each_page(
     repo: &gix::Repository,
     trees: &IndexCache,
@@ -755,12 +763,18 @@ fn each_page(
     mut visit: impl FnMut(&str, ObjectId, String),
 ) -> Result<(u64, bool), WikiError> {
     let index = trees.get_or_build(repo, tree)?;
-    let mut scanned_bytes = 0u64;
+    let (mut scanned_bytes, mut skipped) = (0u64, false);
     for (path, page) in &index.pages {
         let size = repo
             .find_header(page.blob)
             .map_err(|err| WikiError::internal("reading a page header", err))?
             .size();
+        if size > MAX_READ_PAGE_BYTES {
+            // Not read at all: each hit re-reads its page's lines, so one
+            // huge page would make every search of it slow.
+            skipped = true;
+            continue;
+        }
         if scanned_bytes + size > MAX_SEARCH_SCAN_BYTES {
             return Ok((scanned_bytes, true));
         }
@@ -768,7 +782,7 @@ fn each_page(
         let text = String::from_utf8_lossy(&read_blob(repo, page.blob)?).into_owned();
         visit(path, page.blob, text);
     }
-    Ok((scanned_bytes, false))
+    Ok((scanned_bytes, skipped))
 }
 
 fn build(
@@ -939,6 +953,45 @@ mod tests {
         assert_eq!(error.kind, super::super::ErrorKind::Timeout);
         drop(first);
         assert!(permits.acquire(Instant::now()).is_ok());
+    }
+
+    #[test]
+    fn a_page_over_256_kib_is_skipped_and_the_scan_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = bare_repo(dir.path()).to_thread_local();
+        let stale = format!(
+            "A fact <!-- teammem:evidence a.rs@{}#L1-L2 stale={} -->\n",
+            "a".repeat(40),
+            "b".repeat(40)
+        );
+        let big: String = std::iter::once(format!("# Big\n\nzebra {stale}"))
+            .chain((0..).map(|i| format!("filler line {i}\n")))
+            .scan(0usize, |len, line| {
+                *len += line.len();
+                (*len <= MAX_READ_PAGE_BYTES as usize + 1024).then_some(line)
+            })
+            .collect();
+        assert!(big.len() as u64 > MAX_READ_PAGE_BYTES);
+        let pages = vec![
+            ("A.md".to_owned(), "# A\n\nAardvark.\n".to_owned()),
+            ("Big.md".to_owned(), big),
+            ("Z.md".to_owned(), format!("# Z\n\nzebra {stale}")),
+        ];
+        let id = commit(&repo, &pages, "big");
+        let (cache, trees) = (SearchCache::default(), IndexCache::default());
+        // Counted alone (no index yet) and with the index: the same pages.
+        assert_eq!(cache.stale_facts(&repo, &trees, id).unwrap(), (1, true));
+        let index = cache.get_or_build(&repo, &trees, id, later()).unwrap();
+        let result = index.search(id, "zebra");
+        let paths: Vec<&str> = result.hits.iter().map(|h| h.path.as_str()).collect();
+        assert_eq!(paths, ["Z.md"]);
+        assert!(result.truncated);
+        assert_eq!(
+            result.scanned_bytes,
+            (pages[0].1.len() + pages[2].1.len()) as u64
+        );
+        assert_eq!(index.stale_facts, 1);
+        assert!(!index.context(later()).unwrap().pages.contains("Big.md"));
     }
 
     fn index(pages: &[(&str, &str)]) -> SearchIndex {

@@ -6,7 +6,9 @@
 //! per root tree from the page texts the search index read (so a person's
 //! edits count as much as teammem's), kept beside it and cached like it
 //! (`search.rs`: one build however many callers ask at once, under the same
-//! per-process bound on concurrent builds).
+//! per-process bound on concurrent builds); so it sees no page over 256 KiB
+//! either, the search scan skips those (`lookup.rs` reads area pages past
+//! the scan within its own byte bound).
 //!
 //! Invariants: pure over `(path, text)` pages; every text field is bounded
 //! ([`lines::MAX_FIELD_BYTES`]); a marker that does not parse is counted, not
