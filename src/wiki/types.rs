@@ -22,8 +22,8 @@ pub struct Snapshot {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StaleCount {
     pub stale: usize,
-    /// The pages are larger than one scan reads (the search budget): later
-    /// pages were not counted, so there are at least `stale`.
+    /// The scan left pages out (one over 256 KiB, or the search budget
+    /// ending first): they were not counted, so there are at least `stale`.
     pub truncated: bool,
 }
 
@@ -97,7 +97,8 @@ pub struct SearchResult {
     /// Pages matching at least one query term (more than `hits.len()` when cut).
     pub total: usize,
     pub scanned_bytes: u64,
-    /// `true` when the index budget ended before every page was read.
+    /// `true` when pages were left out of the index: one over 256 KiB, or
+    /// the index budget ending before every page was read.
     pub truncated: bool,
 }
 
