@@ -657,13 +657,21 @@ async fn bad_input_and_other_repositories_are_refused() {
 async fn a_hostile_wiki_gets_a_bounded_answer() {
     let fixture = Fixture::new();
     let sha = "a".repeat(40);
-    let mut many = String::from("# Many\n\n");
-    for i in 0..10_000 {
-        many.push_str(&format!(
-            "Fact {i}. <!-- teammem:evidence src/x.rs@{sha}#L{} -->\n",
-            i + 1
-        ));
-    }
+    // 10,000 markers over four pages (one page of them would be over the
+    // 256 KiB a page may have to be read), and one page past that bound.
+    let many: Vec<(String, String)> = (0..4)
+        .map(|page| {
+            let mut text = format!("# Many {page}\n\n");
+            for i in 0..2_500 {
+                text.push_str(&format!(
+                    "Fact {i}. <!-- teammem:evidence src/x.rs@{sha}#L{} -->\n",
+                    i + 1
+                ));
+            }
+            (format!("Many-{page}.md"), text)
+        })
+        .collect();
+    let huge = format!("# Huge\n\n{}", "Fact word src/x.rs.\n".repeat(16_000));
     let long_line = format!(
         "# Long\n\n{} <!-- teammem:evidence src/x.rs@{sha}#L1 -->\n",
         "word ".repeat(13_000)
@@ -672,14 +680,13 @@ async fn a_hostile_wiki_gets_a_bounded_answer() {
         "# Broken\n\nNot a marker <!-- teammem:evidence src/x.rs@nope#L1 -->\n<!-- teammem:evidence \n- #1 x (by y, z) — merge commit `{sha}` <!-- teammem:{sha} -->\n- #2 (by ) — merge commit ` <!-- teammem:{} -->\n",
         "b".repeat(40)
     );
-    fixture.commit(
-        &[
-            ("Many.md", &many),
-            ("Long.md", &long_line),
-            ("Broken.md", &broken),
-        ],
-        "Hostile pages",
-    );
+    let mut pages: Vec<(&str, &str)> = many.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    pages.extend([
+        ("Huge.md", huge.as_str()),
+        ("Long.md", long_line.as_str()),
+        ("Broken.md", broken.as_str()),
+    ]);
+    fixture.commit(&pages, "Hostile pages");
     let agent = fixture.agent(true).await;
     for max_tokens in [100, 2000, 16_000] {
         let answer = agent
@@ -705,6 +712,11 @@ async fn a_hostile_wiki_gets_a_bounded_answer() {
         );
         assert_eq!(result["unreadable_markers"], 2, "{result:?}");
         assert!(result["left_out"]["items"].as_u64().unwrap() > 0);
+        assert_eq!(
+            result["truncated"], true,
+            "the page over 256 KiB is not read"
+        );
+        assert!(!text.contains("Huge.md"), "{text}");
         assert!(!text.contains("<!--"), "no marker reaches the answer");
     }
     agent.close().await;
