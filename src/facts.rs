@@ -15,7 +15,12 @@
 //! - a path is percent-encoded in the marker, so no path can end the comment,
 //!   forge a second marker or split at the wrong `@`/`#`;
 //! - text that starts like an evidence marker but does not parse is reported
-//!   as [`Found::Unreadable`], never guessed at and never dropped.
+//!   as [`Found::Unreadable`], never guessed at and never dropped;
+//! - reading a page costs memory linear in its size: a fact carries its
+//!   line's text cut to [`MAX_FACT_TEXT_BYTES`], and only the first
+//!   [`MAX_MARKERS_PER_LINE`] markers of a line are read as facts (the rest
+//!   are [`Found::Unreadable`], saying so), so a line's facts hold about 16 KiB
+//!   of text at most, however many markers it repeats.
 
 use std::fmt;
 
@@ -24,6 +29,16 @@ use crate::ids::{PullNumber, Sha};
 /// What starts an evidence marker.
 pub const PREFIX: &str = "<!-- teammem:evidence ";
 const SUFFIX: &str = " -->";
+
+/// Most markers of one line read as facts. A statement rests on a few
+/// citations; each fact copies its line's text, so without a cap a long
+/// line of repeated markers costs its length times their number.
+pub const MAX_MARKERS_PER_LINE: usize = 16;
+
+/// Longest [`Fact::text`] (cut between characters, `…` added): well above a
+/// statement teammem writes or shows (`Stale.md` shows 160 characters,
+/// `get_context` 400 bytes).
+pub const MAX_FACT_TEXT_BYTES: usize = 1024;
 
 /// A 1-based inclusive line range, `start <= end`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -262,7 +277,8 @@ fn decode_path(text: &str) -> Result<String, String> {
 pub struct Fact {
     /// 0-based index of the page line that carries the marker.
     pub line: usize,
-    /// The line's text without its evidence markers, trimmed.
+    /// The line's text without its evidence markers, trimmed, at most
+    /// [`MAX_FACT_TEXT_BYTES`] (cut between characters, `…` added).
     pub text: String,
     /// Byte range of the marker in the page.
     pub span: std::ops::Range<usize>,
@@ -273,7 +289,8 @@ pub struct Fact {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Found {
     Fact(Fact),
-    /// Text that starts like a marker but does not parse, with the reason.
+    /// Text that starts like a marker but does not parse, or a marker past
+    /// the line's [`MAX_MARKERS_PER_LINE`], with the reason.
     Unreadable {
         line: usize,
         raw: String,
@@ -305,9 +322,19 @@ pub fn facts(page: &str) -> Vec<Found> {
                 last = span.end;
             }
             text.push_str(&line[last..]);
-            let text = text.trim().to_owned();
-            for span in markers {
+            let text = bounded(text.trim(), MAX_FACT_TEXT_BYTES);
+            for (nth, span) in markers.into_iter().enumerate() {
                 let raw = &line[span.clone()];
+                if nth >= MAX_MARKERS_PER_LINE {
+                    found.push(Found::Unreadable {
+                        line: index,
+                        raw: raw.to_owned(),
+                        reason: format!(
+                            "the line already carries {MAX_MARKERS_PER_LINE} evidence markers, the most read on one line; split the statement"
+                        ),
+                    });
+                    continue;
+                }
                 match parse_marker(raw) {
                     Ok(marker) => found.push(Found::Fact(Fact {
                         line: index,
@@ -326,6 +353,18 @@ pub fn facts(page: &str) -> Vec<Found> {
         offset += line.len();
     }
     found
+}
+
+/// `text` cut to at most `max` bytes between characters, `…` added when cut.
+fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// `page` with the markers at the given spans replaced (spans from [`facts`]
@@ -445,6 +484,57 @@ mod tests {
         let moved = Marker::source("a.rs", sha('b'), fact_lines(&fact).shifted(4).unwrap());
         let updated = replace_markers(&page, &[(fact.span.clone(), moved.clone())]);
         assert_eq!(updated, format!("intro\n- fact {moved}\nend\n"));
+    }
+
+    #[test]
+    fn a_line_of_many_markers_costs_memory_linear_in_its_length() {
+        // 1,800 markers on a 128 KB line: each fact once copied the whole
+        // line's text (115 MB here).
+        let markers: String = (1..=1_800)
+            .map(|n| Marker::pull(PullNumber::new(n).unwrap()).to_string())
+            .collect();
+        let line = format!(
+            "{} {markers}\n",
+            "a statement ".repeat((128 * 1024 - markers.len()) / 12)
+        );
+        let found = facts(&line);
+        assert_eq!(found.len(), 1_800, "every marker is reported");
+        let held: usize = found
+            .iter()
+            .map(|found| match found {
+                Found::Fact(fact) => fact.text.len(),
+                Found::Unreadable { raw, reason, .. } => raw.len() + reason.len(),
+            })
+            .sum();
+        assert!(
+            held <= 2 * line.len(),
+            "{held} bytes for a {}-byte line",
+            line.len()
+        );
+        for (n, found) in found.iter().enumerate() {
+            let cited = Marker::pull(PullNumber::new(n as u64 + 1).unwrap());
+            match found {
+                Found::Fact(fact) => {
+                    assert!(n < MAX_MARKERS_PER_LINE);
+                    assert_eq!(fact.marker, cited);
+                    assert!(fact.text.starts_with("a statement a statement"));
+                    assert!(fact.text.len() <= MAX_FACT_TEXT_BYTES + '…'.len_utf8());
+                    assert!(fact.text.ends_with('…'));
+                }
+                Found::Unreadable { raw, reason, .. } => {
+                    assert!(n >= MAX_MARKERS_PER_LINE);
+                    assert_eq!(*raw, cited.to_string());
+                    assert!(reason.contains("split the statement"), "{reason}");
+                }
+            }
+        }
+        // A statement under the bound keeps all its text, whole.
+        let one = Marker::pull(PullNumber::new(1).unwrap());
+        let Found::Fact(fact) = &facts(&format!("- é {one}\n"))[0] else {
+            panic!()
+        };
+        assert_eq!(fact.text, "- é");
+        assert_eq!(bounded("aé", 2), "a…");
     }
 
     fn fact_lines(fact: &Fact) -> Lines {
