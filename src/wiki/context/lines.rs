@@ -6,7 +6,9 @@
 //! Invariants: pure; nothing here is trusted to be teammem's (a person may
 //! have written any line), so a line that does not have the expected shape
 //! is `None`, never a guess, every field comes back plain (Markdown escapes
-//! undone) and bounded to [`MAX_FIELD_BYTES`]; no input panics.
+//! undone) and bounded to [`MAX_FIELD_BYTES`]; no input panics; reading a
+//! line takes time linear in its length, and an entry line longer than
+//! [`MAX_ENTRY_LINE_BYTES`] is not read at all.
 //!
 //! The `wiki` layer cannot import the runner that writes these lines, so the
 //! shapes are restated here; `tests/it/mcp/context.rs` reads pages the real
@@ -14,6 +16,14 @@
 
 /// Longest text field taken from a line (cut between characters, `…` added).
 pub const MAX_FIELD_BYTES: usize = 400;
+
+/// Longest line [`parse_entry`] reads. The runner's entry lines stay far
+/// below it: a title of at most 256 bytes, a why of at most 300 characters,
+/// the issues a description of at most 4 KiB closes, 1 KiB of path names
+/// past the first, a merge subject of at most 256 bytes, each escaped at
+/// most a few-fold (about 1 KiB on real histories, under 16 KiB in the
+/// worst case).
+pub const MAX_ENTRY_LINE_BYTES: usize = 32 * 1024;
 
 /// What starts every teammem comment.
 const TEAMMEM: &str = "<!-- teammem:";
@@ -107,15 +117,16 @@ fn arrived(rest: &str) -> (Option<String>, &str) {
         return (None, rest);
     };
     for (at, _) in note.match_indices(" (") {
+        // Only ` (` + seven hex digits + `)` can be the short sha: checked in
+        // place, not by searching on for a `)` (quadratic over many ` (`).
         let short = &note[at + 2..];
-        let Some(close) = short.find(')') else {
-            break;
-        };
-        let after = &short[close + 1..];
-        if close == 7
-            && short[..7].bytes().all(|b| b.is_ascii_hexdigit())
-            && (after.is_empty() || after.starts_with(" — "))
+        let shape = short.as_bytes();
+        if shape.len() >= 8
+            && shape[..7].iter().all(u8::is_ascii_hexdigit)
+            && shape[7] == b')'
+            && (short[8..].is_empty() || short[8..].starts_with(" — "))
         {
+            let after = &short[8..];
             let text = format!("{} ({})", unescape(&note[..at]), &short[..7]);
             return (Some(bounded(&text, MAX_FIELD_BYTES)), after);
         }
@@ -128,6 +139,14 @@ fn arrived(rest: &str) -> (Option<String>, &str) {
 /// (Changelog) or `- #N TITLE (by AUTHOR, DATE) — WHY — merge commit `SHA` — PATHS <!-- teammem:SHA -->`
 /// (area page).
 pub fn parse_entry(line: &str) -> Option<Entry> {
+    if line.len() > MAX_ENTRY_LINE_BYTES {
+        return None;
+    }
+    read_entry(line)
+}
+
+/// [`parse_entry`] without the length bound (linear in the line's length).
+fn read_entry(line: &str) -> Option<Entry> {
     let sha = entry_sha(line)?.to_owned();
     let body = line.trim().strip_prefix("- ")?;
     let body = &body[..body.rfind(TEAMMEM)?];
@@ -165,16 +184,16 @@ pub fn parse_entry(line: &str) -> Option<Entry> {
     let number: u64 = rest[..digits].parse().ok()?;
     let rest = &rest[digits + 1..];
     // The author's group closes at the first `)` that ends the head or
-    // comes before ` — `, with a ` (by ` before it.
-    let mut close = None;
-    for (i, _) in rest.match_indices(')') {
-        let after = &rest[i + 1..];
-        if (after.is_empty() || after.starts_with(" — ")) && rest[..i].contains(" (by ") {
-            close = Some(i);
-            break;
-        }
-    }
-    let close = close?;
+    // comes before ` — `, with a ` (by ` before it: one after the first
+    // ` (by ` (found once, so the scan stays linear).
+    let from = rest.find(" (by ")? + " (by ".len();
+    let close = rest[from..]
+        .match_indices(')')
+        .map(|(i, _)| from + i)
+        .find(|&i| {
+            let after = &rest[i + 1..];
+            after.is_empty() || after.starts_with(" — ")
+        })?;
     let by = rest[..close].rfind(" (by ")?;
     let title = &rest[..by];
     let mut author = &rest[by + " (by ".len()..close];
@@ -373,6 +392,47 @@ mod tests {
         ] {
             assert_eq!(parse_entry(&broken), None, "{broken}");
         }
+    }
+
+    #[test]
+    fn a_hostile_entry_line_is_read_in_linear_time() {
+        // Each `)` before ` — ` once searched the whole head before it for
+        // ` (by `, and each ` (` of an arrived-through note searched on for a
+        // `)`: 2 MiB lines took seconds to minutes.
+        let tail = format!(" — merge commit `{SHA}` <!-- teammem:{SHA} -->");
+        let many = 2 * 1024 * 1024 / 4;
+        let closes = format!("- #1 T{}{tail}", ") — ".repeat(many));
+        let opens = format!(
+            "- #1 T (by A, 2026-01-05) — merge commit `{SHA}` — arrived through {}x) <!-- teammem:{SHA} -->",
+            " (".repeat(many)
+        );
+        let titled = format!(
+            "- #1 {}T (by A, 2026-01-05) — Why.{tail}",
+            "x) — ".repeat(many / 2)
+        );
+        let started = std::time::Instant::now();
+        assert_eq!(read_entry(&closes), None);
+        let arrived = read_entry(&opens).unwrap();
+        assert_eq!(
+            (arrived.arrived_through, arrived.author),
+            (None, "A".into())
+        );
+        let entry = read_entry(&titled).unwrap();
+        assert_eq!((entry.author.as_str(), entry.why.as_str()), ("A", "Why."));
+        assert!(entry.title.starts_with("x) — x) — "), "{}", entry.title);
+        for line in [&closes, &opens, &titled] {
+            assert!(line.len() > MAX_ENTRY_LINE_BYTES);
+            assert_eq!(parse_entry(line), None);
+        }
+        let elapsed = started.elapsed();
+        assert!(elapsed.as_secs_f64() < 1.0, "{elapsed:?}");
+
+        // The same shape under the bound is read.
+        let titled = format!(
+            "- #1 {}T (by A, 2026-01-05) — Why.{tail}",
+            "x) — ".repeat(1_000)
+        );
+        assert_eq!(parse_entry(&titled).unwrap().why, "Why.");
     }
 
     #[test]
