@@ -14,7 +14,11 @@
 //! - `re-anchored` is said only of a citation the page's previous version
 //!   cited elsewhere on the same statement, where the move is one the runner
 //!   makes ([`crate::staleness::check_rewrite`]); anything else is `current`
-//!   or `stale` as its marker says.
+//!   or `stale` as its marker says;
+//! - folding and re-anchoring take time near-linear in the pages' sizes: the
+//!   previous version's citations are indexed once by statement, so a page
+//!   that repeats one statement thousands of times costs a lookup per
+//!   citation, not a comparison per pair.
 
 use serde::Serialize;
 
@@ -164,74 +168,88 @@ fn citation(line: usize, marker: &Marker) -> PageCitation {
 /// from `content`) whose statement the page's previous version
 /// (`previous`) carried with another citation that the runner could have
 /// moved to this one. Statements are matched by their text without
-/// markers.
+/// markers; the citation it moved from is the first on that statement in
+/// the previous version spanning as many lines.
 pub fn mark_reanchored(folded: &mut Folded, content: &str, previous: &str) {
     use std::collections::HashMap;
-    let mut before: HashMap<String, Vec<String>> = HashMap::new();
+    let mut before: HashMap<String, Before> = HashMap::new();
     for found in crate::facts::facts(previous) {
         if let Found::Fact(fact) = found
             && !fact.marker.is_stale()
-            && matches!(fact.marker.citation, Citation::Source { .. })
+            && let Citation::Source { lines, .. } = &fact.marker.citation
         {
-            before
-                .entry(fact.text.clone())
-                .or_default()
-                .push(fact.marker.to_string());
+            let statement = before.entry(fact.text).or_default();
+            statement
+                .first_of_span
+                .entry(span(*lines))
+                .or_insert_with(|| fact.marker.clone());
+            statement.cited.insert(fact.marker);
         }
     }
     if before.is_empty() {
         return;
     }
-    let now: Vec<(String, Marker)> = crate::facts::facts(content)
+    let now = crate::facts::facts(content)
         .into_iter()
         .filter_map(|found| match found {
             Found::Fact(fact) => Some((fact.text, fact.marker)),
             Found::Unreadable { .. } => None,
-        })
-        .collect();
+        });
     for (cited, (text, marker)) in folded.citations.iter_mut().zip(now) {
-        let Citation::Source { commit, .. } = &marker.citation else {
+        let Citation::Source { commit, lines, .. } = &marker.citation else {
             continue;
         };
         if marker.is_stale() {
             continue;
         }
-        let new = marker.to_string();
-        let Some(olds) = before.get(&text) else {
+        let Some(statement) = before.get(&text) else {
             continue;
         };
-        if olds.contains(&new) {
+        if statement.cited.contains(&marker) {
             continue;
         }
-        let moved = olds.iter().find(|old| {
-            crate::staleness::check_rewrite(
-                &crate::staleness::MarkerRewrite {
-                    old: (*old).clone(),
-                    new: new.clone(),
-                },
-                Some(commit),
-            )
-            .is_ok()
-        });
-        if let Some(old) = moved
-            && let Ok(Marker {
-                citation:
-                    Citation::Source {
-                        path,
-                        commit,
-                        lines,
-                    },
-                ..
-            }) = crate::facts::parse_marker(old)
+        // A move keeps the number of lines (`check_rewrite`), so only the
+        // first old citation of this span can be the one moved; the rule
+        // itself still decides.
+        let Some(old) = statement.first_of_span.get(&span(*lines)) else {
+            continue;
+        };
+        let rewrite = crate::staleness::MarkerRewrite {
+            old: old.to_string(),
+            new: marker.to_string(),
+        };
+        if crate::staleness::check_rewrite(&rewrite, Some(commit)).is_err() {
+            continue;
+        }
+        if let Citation::Source {
+            path,
+            commit,
+            lines,
+        } = &old.citation
         {
             cited.status = "re-anchored";
             cited.from = Some(Anchor {
-                path,
+                path: path.clone(),
                 commit: commit.to_string(),
                 lines: lines.to_string(),
             });
         }
     }
+}
+
+/// The current source citations one statement carried in a page's previous
+/// version.
+#[derive(Default)]
+struct Before {
+    /// All of them (a citation still there did not move).
+    cited: std::collections::HashSet<Marker>,
+    /// The first of each span ([`span`]), the one a move is compared with.
+    first_of_span: std::collections::HashMap<u32, Marker>,
+}
+
+/// How many lines past its first a range covers: what a move keeps.
+fn span(lines: crate::facts::Lines) -> u32 {
+    lines.end() - lines.start()
 }
 
 #[cfg(test)]
@@ -269,6 +287,120 @@ mod tests {
         assert!(folded.citations[1].deleted);
         assert_eq!(folded.citations[2].pull_request, Some(7));
         assert_eq!(folded.citations[0].lines.as_deref(), Some("L2-L4"));
+    }
+
+    /// The all-pairs comparison `mark_reanchored` made before it indexed the
+    /// previous version: each citation against every old one on its
+    /// statement, through `check_rewrite`.
+    fn reanchored_pairwise(content: &str, previous: &str) -> Vec<Option<Anchor>> {
+        let mut before: std::collections::HashMap<String, Vec<String>> = Default::default();
+        for found in crate::facts::facts(previous) {
+            if let Found::Fact(fact) = found
+                && !fact.marker.is_stale()
+                && matches!(fact.marker.citation, Citation::Source { .. })
+            {
+                before
+                    .entry(fact.text)
+                    .or_default()
+                    .push(fact.marker.to_string());
+            }
+        }
+        let mut out = Vec::new();
+        for found in crate::facts::facts(content) {
+            let Found::Fact(fact) = found else { continue };
+            let new = fact.marker.to_string();
+            let moved = match (&fact.marker.citation, before.get(&fact.text)) {
+                (Citation::Source { commit, .. }, Some(olds))
+                    if !fact.marker.is_stale() && !olds.contains(&new) =>
+                {
+                    olds.iter().find(|old| {
+                        crate::staleness::check_rewrite(
+                            &crate::staleness::MarkerRewrite {
+                                old: (*old).clone(),
+                                new: new.clone(),
+                            },
+                            Some(commit),
+                        )
+                        .is_ok()
+                    })
+                }
+                _ => None,
+            };
+            out.push(moved.map(
+                |old| match crate::facts::parse_marker(old).unwrap().citation {
+                    Citation::Source {
+                        path,
+                        commit,
+                        lines,
+                    } => Anchor {
+                        path,
+                        commit: commit.to_string(),
+                        lines: lines.to_string(),
+                    },
+                    Citation::Pull(_) => unreachable!(),
+                },
+            ));
+        }
+        out
+    }
+
+    #[test]
+    fn re_anchoring_answers_as_the_pairwise_comparison_did() {
+        let (a, b, tip) = ("a".repeat(40), "b".repeat(40), "c".repeat(40));
+        let before = format!(
+            "S <!-- teammem:evidence x.rs@{a}#L1 --> <!-- teammem:evidence x.rs@{a}#L5-L6 -->\n\
+             S <!-- teammem:evidence y.rs@{a}#L2 -->\n\
+             S <!-- teammem:evidence z.rs@{a}#L3-L4 stale={b} -->\n\
+             T <!-- teammem:evidence #pr-3 --> <!-- teammem:evidence t.rs@{a}#L1-L3 -->\n\
+             U <!-- teammem:evidence u.rs@{a}#L1 -->\n"
+        );
+        let after = format!(
+            "S <!-- teammem:evidence x.rs@{tip}#L9 --> <!-- teammem:evidence x.rs@{tip}#L7-L8 -->\n\
+             S <!-- teammem:evidence y.rs@{a}#L2 --> <!-- teammem:evidence w.rs@{tip}#L3-L4 -->\n\
+             S <!-- teammem:evidence v.rs@{b}#L4 --> <!-- teammem:evidence y.rs@{tip}#L4 stale={b} -->\n\
+             T <!-- teammem:evidence #pr-4 --> <!-- teammem:evidence t.rs@{tip}#L2-L4 -->\n\
+             U <!-- teammem:evidence u.rs@{a}#L1 --> <!-- teammem:evidence u.rs@{tip}#L1 -->\n\
+             V <!-- teammem:evidence u.rs@{tip}#L1 -->\n"
+        );
+        let mut folded = fold(&after);
+        mark_reanchored(&mut folded, &after, &before);
+        let from: Vec<Option<Anchor>> = folded.citations.iter().map(|c| c.from.clone()).collect();
+        assert_eq!(from, reanchored_pairwise(&after, &before));
+        let moved = from.iter().filter(|f| f.is_some()).count();
+        assert_eq!(moved, 6, "{from:?}");
+        assert_eq!(
+            from[0].as_ref().map(|f| f.lines.as_str()),
+            Some("L1"),
+            "the first old citation of the span"
+        );
+        for cited in &folded.citations {
+            assert_eq!(cited.status == "re-anchored", cited.from.is_some());
+        }
+    }
+
+    #[test]
+    fn a_page_repeating_one_statement_is_compared_in_near_linear_time() {
+        // 3,200 lines of one statement: each citation was compared with
+        // every old one through `check_rewrite` (13 s in a release build).
+        let (a, b) = ("a".repeat(40), "b".repeat(40));
+        let page =
+            |cited: &str| format!("x <!-- teammem:evidence a.rs@{cited} -->\n").repeat(3_200);
+        let before = page(&format!("{a}#L1"));
+        let started = std::time::Instant::now();
+        for (after, status) in [
+            (page(&format!("{b}#L1-L2")), "current"),
+            (page(&format!("{b}#L2")), "re-anchored"),
+        ] {
+            let mut folded = fold(&after);
+            mark_reanchored(&mut folded, &after, &before);
+            assert_eq!(folded.citations.len(), 3_200);
+            assert!(
+                folded.citations.iter().all(|c| c.status == status),
+                "{status}"
+            );
+        }
+        let elapsed = started.elapsed();
+        assert!(elapsed.as_secs_f64() < 1.0, "{elapsed:?}");
     }
 
     #[test]

@@ -12,6 +12,11 @@
 //! byte for byte; a writer (a job's, the operator's) answers raw by default,
 //! because its callers edit by exact anchors. Without `repository`,
 //! `search_wiki` searches every wiki the caller may read (`super::org`).
+//!
+//! Invariant: no page is parsed on the async runtime. Folding a page and
+//! comparing it with its previous version run on the blocking pool under
+//! one deadline ([`crate::wiki::DEFAULT_DEADLINE`]), as the engine's own
+//! reads do, so a large page read never stalls the daemon's other requests.
 
 use rmcp::model::JsonObject;
 use serde::{Deserialize, Serialize};
@@ -255,7 +260,12 @@ fn get_wiki_page(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
                     last_change: Some(last),
                 }));
             }
-            let mut folded = fold::fold(&page.content);
+            let deadline = tokio::time::Instant::now() + crate::wiki::DEFAULT_DEADLINE;
+            let content = std::sync::Arc::new(page.content);
+            let mut folded = {
+                let content = content.clone();
+                off_runtime(deadline, move || fold::fold(&content)).await?
+            };
             // A citation teammem's last change moved reads as re-anchored:
             // compared with the page as that change found it.
             if let Some(last) = last.as_ref().filter(|l| l.by == "teammem")
@@ -264,7 +274,11 @@ fn get_wiki_page(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
                 && let Some(before) = history.commits.get(1)
                 && let Ok(previous) = wiki.get_page(&before.sha, &page.path).await
             {
-                fold::mark_reanchored(&mut folded, &page.content, &previous.content);
+                folded = off_runtime(deadline, move || {
+                    fold::mark_reanchored(&mut folded, &content, &previous.content);
+                    folded
+                })
+                .await?;
             }
             Ok(PageAnswer::Folded(FoldedRead {
                 path: page.path,
@@ -278,6 +292,23 @@ fn get_wiki_page(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
             }))
         })
     })
+}
+
+/// Runs `work` (parsing a page) on the blocking pool, so the async runtime's
+/// workers stay free for other requests, and gives up at `deadline` like
+/// the engine's calls do.
+async fn off_runtime<T: Send + 'static>(
+    deadline: tokio::time::Instant,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, WikiError> {
+    match tokio::time::timeout_at(deadline, tokio::task::spawn_blocking(work)).await {
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(err)) => Err(WikiError::internal("folding a page", err)),
+        Err(_) => Err(WikiError::not_applied(
+            crate::wiki::ErrorKind::Timeout,
+            "folding the page did not finish before its deadline; try again",
+        )),
+    }
 }
 
 /// `get_wiki_page`'s result in either format.
@@ -357,4 +388,26 @@ fn get_wiki_diff(context: &Context, arguments: JsonObject) -> CallFuture<'_> {
         read_tool!(context, args.repository, |wiki| wiki
             .diff(&args.from, &args.to))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn page_work_leaves_the_runtime_free() {
+        // The work waits for a message only another task on this one-thread
+        // runtime sends: run inline, it would wait out its 10 s and fail.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let deadline = tokio::time::Instant::now() + crate::wiki::DEFAULT_DEADLINE;
+        let work = off_runtime(deadline, move || {
+            rx.recv_timeout(std::time::Duration::from_secs(10)).is_ok()
+        });
+        let other = async move { tx.send(()).unwrap() };
+        let (answered, ()) = tokio::join!(work, other);
+        assert!(
+            answered.unwrap(),
+            "the runtime ran the other task meanwhile"
+        );
+    }
 }
