@@ -8,7 +8,9 @@
 //! alone (so a second run changes nothing); a file that cannot be merged
 //! safely is an error that says what to do, never a partial rewrite; so is
 //! a JSON file with a key on the path to `teammem` written twice (hosts use
-//! the last, so "already as wanted" could not be told).
+//! the last, so "already as wanted" could not be told); what is written
+//! takes the file's line ends (CRLF stays CRLF), and a byte order mark
+//! opening `AGENTS.md` stays.
 
 use super::formats::{AGENTS_END, AGENTS_START, SERVER};
 use super::json::{Json, set_member};
@@ -74,7 +76,14 @@ pub(super) fn json(
             Json::Object(vec![(SERVER.to_owned(), entry)]),
         )),
     }
-    Ok(Merged::Write(document.to_pretty().into_bytes()))
+    let text = document.to_pretty();
+    // Pretty JSON holds no newline inside a string, so every `\n` is a line end.
+    let text = if bytes.windows(2).any(|w| w == b"\r\n") {
+        text.replace('\n', "\r\n")
+    } else {
+        text
+    };
+    Ok(Merged::Write(text.into_bytes()))
 }
 
 /// The first key on the path to `container.teammem` that its object holds
@@ -112,6 +121,9 @@ pub(super) fn toml(
     };
     let text = std::str::from_utf8(bytes)
         .map_err(|_| format!("is not UTF-8, so not TOML: fix it, or {what_to_do}"))?;
+    // The table goes in with the file's own line ends (Windows checkouts).
+    let newline = if text.contains("\r\n") { "\r\n" } else { "\n" };
+    let table = &table.replace('\n', newline);
     let old = parse_toml(text).map_err(|e| {
         format!(
             "is not TOML teammem can read ({}): fix it, or {what_to_do}",
@@ -154,10 +166,10 @@ pub(super) fn toml(
     } else {
         let mut out = text.to_owned();
         if !out.is_empty() && !out.ends_with('\n') {
-            out.push('\n');
+            out.push_str(newline);
         }
-        if !out.is_empty() && !out.ends_with("\n\n") {
-            out.push('\n');
+        if !out.is_empty() && !out.ends_with(&newline.repeat(2)) {
+            out.push_str(newline);
         }
         out.push_str(table);
         out
@@ -232,12 +244,23 @@ fn header_name(line: &str) -> Option<String> {
     )
 }
 
+/// A UTF-8 byte order mark.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// Puts `block` (markers included, `\n` line ends) into `AGENTS.md`: in
 /// place of the lines from the start marker to the end marker, or appended
-/// after a blank line. A marker counts only as a whole line of its own.
+/// after a blank line. A marker counts only as a whole line of its own (a
+/// byte order mark before the first line is kept and not part of it), and
+/// the block takes the file's line ends.
 pub(super) fn marked(existing: Option<&[u8]>, block: &str) -> Result<Merged, String> {
-    let Some(bytes) = existing else {
+    let Some(whole) = existing else {
         return Ok(Merged::Write(block.as_bytes().to_vec()));
+    };
+    // Editors on Windows may open the file with a byte order mark; it stays
+    // first, and the line after it can still be the start marker.
+    let (bom, bytes) = match whole.strip_prefix(UTF8_BOM) {
+        Some(rest) => (UTF8_BOM, rest),
+        None => (&[][..], whole),
     };
     let crlf = bytes.windows(2).any(|w| w == b"\r\n");
     let block = if crlf {
@@ -252,15 +275,16 @@ pub(super) fn marked(existing: Option<&[u8]>, block: &str) -> Result<Merged, Str
             .collect()
     };
     let (starts, ends) = (at(AGENTS_START), at(AGENTS_END));
-    let mut out = Vec::with_capacity(bytes.len() + block.len() + 2);
+    let mut out = Vec::with_capacity(whole.len() + block.len() + 2);
+    out.extend_from_slice(bom);
     match (starts.as_slice(), ends.as_slice()) {
         ([], []) => {
             out.extend_from_slice(bytes);
             let newline: &[u8] = if crlf { b"\r\n" } else { b"\n" };
-            if !out.is_empty() && !out.ends_with(b"\n") {
+            if !bytes.is_empty() && !out.ends_with(b"\n") {
                 out.extend_from_slice(newline);
             }
-            if !out.is_empty() {
+            if !bytes.is_empty() {
                 out.extend_from_slice(newline);
             }
             out.extend_from_slice(block.as_bytes());
@@ -284,7 +308,7 @@ pub(super) fn marked(existing: Option<&[u8]>, block: &str) -> Result<Merged, Str
             ));
         }
     }
-    if out == bytes {
+    if out == whole {
         Ok(Merged::Unchanged)
     } else {
         Ok(Merged::Write(out))
@@ -433,5 +457,61 @@ mod tests {
                 "{bad}: {error}"
             );
         }
+    }
+
+    #[test]
+    fn what_is_written_takes_the_files_line_ends() {
+        let table = codex_table(&http());
+        let crlf_only =
+            |text: &str| text.contains("\r\n") && !text.replace("\r\n", "").contains('\n');
+        let appended = written(toml(Some(b"model = \"m\"\r\n"), &table, TODO).unwrap());
+        assert_eq!(
+            appended,
+            format!("model = \"m\"\r\n\r\n{}", table.replace('\n', "\r\n"))
+        );
+        let replaced = written(
+            toml(
+                Some(b"[mcp_servers.teammem]\r\nurl = \"old\"\r\n\r\n[x]\r\ny = 1\r\n"),
+                &table,
+                TODO,
+            )
+            .unwrap(),
+        );
+        assert!(crlf_only(&replaced), "{replaced:?}");
+        assert!(
+            replaced.ends_with("\r\n\r\n[x]\r\ny = 1\r\n"),
+            "{replaced:?}"
+        );
+        assert_eq!(
+            toml(Some(replaced.as_bytes()), &table, TODO).unwrap(),
+            Merged::Unchanged
+        );
+
+        let entry = || json_entry(Client::Vscode, &http());
+        let merged =
+            written(json(Some(b"{\r\n  \"a\": 1\r\n}\r\n"), "servers", entry(), TODO).unwrap());
+        assert!(crlf_only(&merged), "{merged:?}");
+        assert_eq!(
+            json(Some(merged.as_bytes()), "servers", entry(), TODO).unwrap(),
+            Merged::Unchanged
+        );
+    }
+
+    #[test]
+    fn a_byte_order_mark_before_agents_md_stays_first_and_hides_no_marker() {
+        let block = agents_block("octo/app");
+        let bom = "\u{feff}";
+        let with_block = format!("{bom}{block}");
+        assert_eq!(
+            marked(Some(with_block.as_bytes()), &block).unwrap(),
+            Merged::Unchanged
+        );
+        let old = format!("{bom}{AGENTS_START}\nold text\n{AGENTS_END}\n# Notes\n");
+        let replaced = written(marked(Some(old.as_bytes()), &block).unwrap());
+        assert_eq!(replaced, format!("{bom}{block}# Notes\n"));
+        let appended = written(marked(Some(format!("{bom}# Notes\n").as_bytes()), &block).unwrap());
+        assert_eq!(appended, format!("{bom}# Notes\n\n{block}"));
+        let only_bom = written(marked(Some(bom.as_bytes()), &block).unwrap());
+        assert_eq!(only_bom, format!("{bom}{block}"));
     }
 }
