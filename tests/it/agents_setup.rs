@@ -1,7 +1,8 @@
 //! `teammem agents setup` as the real binary: each host's output parses as
 //! that host's format with the expected keys and holds no secret; `--write`
 //! merges into a checkout without losing what was there, a second run
-//! changes no byte, and bad input changes nothing.
+//! changes no byte, and bad input (among it a repeated `teammem` key, or a
+//! link between hosts' files or into `.git`) changes nothing.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -404,4 +405,66 @@ fn a_second_teammem_key_after_the_right_one_is_refused() {
         doubled
     );
     assert!(!dir.join("AGENTS.md").exists());
+}
+
+#[test]
+fn links_between_hosts_files_or_into_git_are_refused_and_change_nothing() {
+    let setup = setup();
+    // (the link, where it points, what the error names)
+    let cases = [
+        (
+            ".cursor/mcp.json",
+            "../.mcp.json",
+            &[".cursor/mcp.json", ".mcp.json", "same file"][..],
+        ),
+        (
+            ".vscode",
+            ".cursor",
+            &[".vscode/mcp.json", ".cursor/mcp.json", "same file"],
+        ),
+        (
+            "AGENTS.md",
+            ".git/config",
+            &["AGENTS.md", "git's own files"],
+        ),
+        (".codex", ".git", &[".codex", "git's own files"]),
+    ];
+    for (link, to, says) in cases {
+        let checkout = tempfile::tempdir().unwrap();
+        let dir = checkout.path();
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        std::fs::write(dir.join(".git/config"), "[core]\n\tbare = false\n").unwrap();
+        std::fs::write(dir.join(".mcp.json"), "{\"mcpServers\": {}}").unwrap();
+        std::fs::create_dir(dir.join(".cursor")).unwrap();
+        std::os::unix::fs::symlink(to, dir.join(link)).unwrap();
+        let snapshot = || {
+            let mut names = Vec::new();
+            for entry in walk(dir) {
+                let meta = std::fs::symlink_metadata(&entry).unwrap();
+                let bytes = meta.is_file().then(|| std::fs::read(&entry).unwrap());
+                names.push((entry, meta.file_type().is_symlink(), bytes));
+            }
+            names
+        };
+        let before = snapshot();
+        refused(&setup, dir, &[], says);
+        assert_eq!(snapshot(), before, "{link} -> {to} changed the checkout");
+    }
+}
+
+/// Every path under `dir`, not following links, sorted.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut all = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(next) = todo.pop() {
+        for entry in std::fs::read_dir(&next).unwrap() {
+            let path = entry.unwrap().path();
+            if std::fs::symlink_metadata(&path).unwrap().is_dir() {
+                todo.push(path.clone());
+            }
+            all.push(path);
+        }
+    }
+    all.sort();
+    all
 }

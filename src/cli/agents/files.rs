@@ -3,11 +3,17 @@
 //!
 //! Invariants: every path read or written is inside DIR once symlinks are
 //! resolved (a link to elsewhere in the checkout is followed, so an
-//! `AGENTS.md` linked to `CLAUDE.md` updates `CLAUDE.md`; a link out of it is
-//! an error); a file is replaced whole by a rename from a new file beside
-//! it, keeping its permissions, so a reader never sees half of it.
+//! `AGENTS.md` linked to `CLAUDE.md` updates `CLAUDE.md`; a link out of it,
+//! or into git's own files under a `.git` folder, is an error); a file is
+//! replaced whole by a rename from a new file beside it, keeping its
+//! permissions, so a reader never sees half of it; a target knows its real
+//! path and inode, so the caller can tell two names for one file apart.
+//! These hold as resolved: writing reuses the resolved paths, so a process
+//! swapping a folder for a link between the check and the write is not
+//! guarded against (that needs directory-relative `openat`/`renameat`).
 
 use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::super::Failure;
@@ -31,6 +37,16 @@ pub(super) struct Target {
     missing_dirs: Vec<PathBuf>,
     /// What it holds now; `None` when it does not exist.
     pub(super) existing: Option<Vec<u8>>,
+    /// Its device and inode, when it exists (a hard link has another path).
+    id: Option<(u64, u64)>,
+}
+
+impl Target {
+    /// Whether `self` and `other` are one file, so that writing one would
+    /// undo writing the other.
+    pub(super) fn is_same_file(&self, other: &Target) -> bool {
+        self.path == other.path || (self.id.is_some() && self.id == other.id)
+    }
 }
 
 impl Checkout {
@@ -71,6 +87,7 @@ impl Checkout {
                         path: here,
                         missing_dirs,
                         existing: None,
+                        id: None,
                     });
                 }
                 missing_dirs.push(here.clone());
@@ -85,6 +102,7 @@ impl Checkout {
                             path: here,
                             missing_dirs,
                             existing: None,
+                            id: None,
                         });
                     }
                     missing_dirs.push(here.clone());
@@ -100,9 +118,20 @@ impl Checkout {
                         "{shown} is a symbolic link teammem cannot follow ({e}): remove it or point it at a file in the checkout"
                     ))
                 })?;
-                if !real.starts_with(&self.root) {
+                let Ok(inside) = real.strip_prefix(&self.root) else {
                     return Err(Failure::usage(format!(
                         "{shown} is a symbolic link to {}, outside the checkout; teammem writes only inside it: remove the link, or merge what `agents setup` prints by hand",
+                        real.display()
+                    )));
+                };
+                // Git's own files are not the checkout's: a block appended
+                // to `.git/config` breaks the repository.
+                if inside
+                    .components()
+                    .any(|c| c.as_os_str().eq_ignore_ascii_case(".git"))
+                {
+                    return Err(Failure::usage(format!(
+                        "{shown} is a symbolic link to {}, inside git's own files; teammem does not write there: remove the link, or merge what `agents setup` prints by hand",
                         real.display()
                     )));
                 }
@@ -128,6 +157,7 @@ impl Checkout {
                     path: real,
                     missing_dirs,
                     existing: Some(existing),
+                    id: Some((meta.dev(), meta.ino())),
                 });
             }
             dir = real;

@@ -8,8 +8,9 @@
 //! Invariants: no token is read or written (an HTTP entry names the variable
 //! the host takes it from); the repository must be a configured source; every
 //! input and every existing file is checked before anything is written, so a
-//! refusal changes nothing; a second run over the same checkout writes
-//! nothing.
+//! refusal changes nothing; no two written files are one file (a link
+//! between hosts' files is refused); a second run over the same checkout
+//! writes nothing.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
@@ -199,13 +200,21 @@ fn print(parts: &[Part]) {
 }
 
 /// Merges every part into the checkout: all are read and merged first, and
-/// only then is anything written.
+/// only then is anything written; two parts whose paths name one file are
+/// refused.
 fn write(dir: &Path, parts: &[Part]) -> Result<(), Failure> {
     let checkout = files::Checkout::open(dir)?;
-    let mut planned = Vec::with_capacity(parts.len());
+    let mut planned: Vec<(&Part, String, files::Target, Merged)> = Vec::with_capacity(parts.len());
     for part in parts {
         let shown = checkout.show(part.path);
         let target = checkout.resolve(part.path)?;
+        // Each part is merged into what its file holds now, so two parts
+        // writing one file would each undo the other's entry.
+        if let Some((_, earlier, ..)) = planned.iter().find(|p| p.2.is_same_file(&target)) {
+            return Err(Failure::usage(format!(
+                "{shown} and {earlier} are the same file (through a symbolic or hard link), which two hosts cannot share: remove the link, or choose one host with --client; nothing was changed"
+            )));
+        }
         let existing = target.existing.as_deref();
         let merged = match &part.kind {
             PartKind::Json {
