@@ -5,9 +5,13 @@
 //! Invariants: only keys of a step itself count (a `run:` nested under
 //! `with:` or `defaults:` is not a step's command); a fact cites the `run:`
 //! key's line through its block's last line, so any change to the command
-//! makes it stale; a shape this reader does not follow yields no fact.
+//! makes it stale; a shape this reader does not follow yields no fact; a
+//! file yields at most [`FACTS_PER_FILE`], and a job's or step's name is
+//! cut to [`TEXT_BYTES`] before its facts copy it.
 
-use super::how_to_facts::{HowToFact, cite, command_fact, shell_lines, topic_of};
+use super::how_to_facts::{
+    FACTS_PER_FILE, HowToFact, TEXT_BYTES, cite, clip, command_fact, shell_lines, topic_of,
+};
 
 /// Indentation in spaces.
 fn indent(line: &str) -> usize {
@@ -79,7 +83,7 @@ pub(super) fn workflow(path: &str, lines: &[&str]) -> Vec<HowToFact> {
     // The indentation of the job's `steps:` key, while inside it.
     let mut steps_key: Option<usize> = None;
     let mut i = 0;
-    while i < lines.len() {
+    while i < lines.len() && facts.len() < FACTS_PER_FILE {
         let line = lines[i];
         let text = line.trim();
         if text.is_empty() || text.starts_with('#') {
@@ -106,7 +110,7 @@ pub(super) fn workflow(path: &str, lines: &[&str]) -> Vec<HowToFact> {
                 && rest.trim().is_empty()
             {
                 job_indent = Some(at);
-                job = key.trim_matches(['"', '\'']).to_owned();
+                job = clip(key.trim_matches(['"', '\'']), TEXT_BYTES);
             }
             i += 1;
             continue;
@@ -141,7 +145,7 @@ pub(super) fn workflow(path: &str, lines: &[&str]) -> Vec<HowToFact> {
             continue;
         };
         if let Some(value) = yaml_key(key_text, "name") {
-            current.name = Some(yaml_scalar(value));
+            current.name = Some(clip(&yaml_scalar(value), TEXT_BYTES));
         } else if let Some(value) = yaml_key(key_text, "run") {
             if let Some(style) = value.chars().next().filter(|c| *c == '|' || *c == '>') {
                 let mut end = i;

@@ -6,13 +6,32 @@
 //! its reader, so none of them imports another in a circle.
 //!
 //! Invariants: pure; a topic is read from words alone (a name, then the
-//! command), never guessed past the lists here; a fact shows at most
-//! [`RUN_LINES`] of the lines its command runs and counts the rest.
+//! command), never guessed past the lists here; a fact holds at most
+//! [`RUN_LINES`] of the lines its command runs and counts the rest, and at
+//! most [`WHAT_BYTES`] of description; a file yields at most
+//! [`FACTS_PER_FILE`] facts, and each reader stops there, so what a reader
+//! holds is bounded by the cap, not by how many targets, commands or lines a
+//! hostile file repeats.
 
 use crate::facts::Lines;
 
 /// A command shows at most this many of the lines it runs.
 pub(super) const RUN_LINES: usize = 4;
+/// At most this many facts come from one file; each reader stops there.
+pub const FACTS_PER_FILE: usize = 40;
+/// Free text a reader shares between facts (a heading, a target's help, a
+/// step's name) is cut to this many bytes before any fact copies it.
+pub(super) const TEXT_BYTES: usize = 200;
+/// A fact's description holds at most this many bytes.
+pub(super) const WHAT_BYTES: usize = 400;
+
+/// `text` cut to at most `max` bytes on a char boundary, `…` marking a cut.
+pub(super) fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    format!("{}…", text[..text.floor_char_boundary(max)].trim_end())
+}
 
 /// What a fact helps with; the page's sections, in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -202,22 +221,32 @@ pub(super) fn shell_lines<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<S
     out
 }
 
-/// A fact for a command whose lines run `runs`.
+/// A fact for a command whose lines run `runs` (its first [`RUN_LINES`]
+/// kept, the rest counted), its description cut to [`WHAT_BYTES`].
 pub(super) fn command_fact(
     path: &str,
     (topic, lines): (Topic, Lines),
     command: Option<String>,
     what: String,
-    mut runs: Vec<String>,
+    runs: Vec<String>,
 ) -> HowToFact {
     let more = runs.len().saturating_sub(RUN_LINES);
-    runs.truncate(RUN_LINES);
+    let runs = if more > 0 {
+        // A fresh vector: a truncated one would keep the whole recipe's capacity.
+        runs.into_iter().take(RUN_LINES).collect()
+    } else {
+        runs
+    };
     HowToFact {
         topic,
         path: path.to_owned(),
         lines,
         command,
-        what,
+        what: if what.len() > WHAT_BYTES {
+            clip(&what, WHAT_BYTES)
+        } else {
+            what
+        },
         runs,
         more,
     }

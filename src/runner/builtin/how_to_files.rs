@@ -7,9 +7,16 @@
 //! Invariants: pure; every fact cites the lines that state it (a target's
 //! line through its recipe, a script's line, a section's header); targets
 //! that are special, patterns, files or private are not commands to offer;
-//! a shape these readers do not follow yields no fact.
+//! a shape these readers do not follow yields no fact. Each reader stops at
+//! [`FACTS_PER_FILE`] facts and copies into a fact at most [`RUN_LINES`] of
+//! a recipe and [`TEXT_BYTES`] of a heading, help or comment it shares with
+//! others, so a hostile file costs memory in proportion to its size, not to
+//! the targets or commands it repeats.
 
-use super::how_to_facts::{HowToFact, Topic, cite, command_fact, shell_lines, topic_of};
+use super::how_to_facts::{
+    FACTS_PER_FILE, HowToFact, RUN_LINES, TEXT_BYTES, Topic, cite, clip, command_fact, shell_lines,
+    topic_of,
+};
 
 /// `package.json`'s scripts, each as `npm run <name>` citing its line.
 pub(super) fn package_json(path: &str, text: &str, lines: &[&str]) -> Vec<HowToFact> {
@@ -83,10 +90,14 @@ fn is_target_name(name: &str) -> bool {
 }
 
 /// A `Makefile`'s targets (not special, pattern or file targets), each as
-/// `make <target>` with its recipe.
+/// `make <target>` with the first [`RUN_LINES`] of its recipe and how many
+/// more it has.
 pub(super) fn makefile(path: &str, lines: &[&str]) -> Vec<HowToFact> {
     let mut facts = Vec::new();
     for (n, line) in lines.iter().enumerate() {
+        if facts.len() >= FACTS_PER_FILE {
+            break;
+        }
         if line.starts_with(['\t', ' ', '#', '.']) {
             continue;
         }
@@ -96,28 +107,38 @@ pub(super) fn makefile(path: &str, lines: &[&str]) -> Vec<HowToFact> {
         if rest.starts_with('=') || targets.contains('=') || targets.contains('$') {
             continue;
         }
-        let help = rest
-            .split_once("##")
-            .map(|(_, h)| h.trim().to_owned())
-            .unwrap_or_default();
+        let help = clip(
+            rest.split_once("##").map(|(_, h)| h.trim()).unwrap_or(""),
+            TEXT_BYTES,
+        );
         let (end, body) = indented_body(lines, n, true);
+        let Some(cited) = cite(n, end) else { continue };
         let runs = shell_lines(body.iter().map(|l| l.trim_start_matches(['\t', '@', '-'])));
+        // Read once per rule, however many targets share the recipe.
+        let by_runs = topic_of("", &runs.join("\n"));
+        let more = runs.len().saturating_sub(RUN_LINES);
+        let shown: Vec<String> = runs.into_iter().take(RUN_LINES).collect();
+        let what = if help.is_empty() {
+            "Makefile target".to_owned()
+        } else {
+            format!("Makefile target: {help}")
+        };
         for target in targets.split_whitespace().filter(|t| is_target_name(t)) {
-            let Some(cited) = cite(n, end) else { continue };
-            let topic =
-                topic_of(&format!("{target} {help}"), &runs.join("\n")).unwrap_or(Topic::Other);
-            let what = if help.is_empty() {
-                "Makefile target".to_owned()
-            } else {
-                format!("Makefile target: {help}")
-            };
-            facts.push(command_fact(
+            if facts.len() >= FACTS_PER_FILE {
+                break;
+            }
+            let topic = topic_of(&format!("{target} {help}"), "")
+                .or(by_runs)
+                .unwrap_or(Topic::Other);
+            let mut fact = command_fact(
                 path,
                 (topic, cited),
                 Some(format!("make {target}")),
-                what,
-                runs.clone(),
-            ));
+                what.clone(),
+                shown.clone(),
+            );
+            fact.more = more;
+            facts.push(fact);
         }
     }
     facts
@@ -128,6 +149,9 @@ pub(super) fn makefile(path: &str, lines: &[&str]) -> Vec<HowToFact> {
 pub(super) fn justfile(path: &str, lines: &[&str]) -> Vec<HowToFact> {
     let mut facts = Vec::new();
     for (n, line) in lines.iter().enumerate() {
+        if facts.len() >= FACTS_PER_FILE {
+            break;
+        }
         if line.starts_with([' ', '\t', '#', '[']) || line.contains(":=") {
             continue;
         }
@@ -152,7 +176,7 @@ pub(super) fn justfile(path: &str, lines: &[&str]) -> Vec<HowToFact> {
         }
         let doc = above
             .and_then(|a| a.strip_prefix('#'))
-            .map(|d| d.trim().to_owned())
+            .map(|d| clip(d.trim(), TEXT_BYTES))
             .unwrap_or_default();
         let (end, body) = indented_body(lines, n, false);
         let runs = shell_lines(body.iter().map(|l| l.trim().trim_start_matches(['@', '-'])));
@@ -231,6 +255,9 @@ fn ini_value(
 pub(super) fn tox(path: &str, lines: &[&str]) -> Vec<HowToFact> {
     let mut facts = Vec::new();
     for (header, name, end) in sections(lines) {
+        if facts.len() >= FACTS_PER_FILE {
+            break;
+        }
         if name == "tox" {
             if let Some((from, to, values)) = ini_value(lines, (header, end), "envlist")
                 && let Some(cited) = cite(from, to)
@@ -299,6 +326,9 @@ fn string_args(args: &str) -> Vec<String> {
 pub(super) fn nox(path: &str, lines: &[&str]) -> Vec<HowToFact> {
     let mut facts = Vec::new();
     for (n, line) in lines.iter().enumerate() {
+        if facts.len() >= FACTS_PER_FILE {
+            break;
+        }
         let t = line.trim_end();
         let Some(args) = t
             .strip_prefix("@nox.session")
@@ -365,6 +395,9 @@ fn toml_pair(line: &str) -> Option<(String, String)> {
 pub(super) fn pyproject(path: &str, lines: &[&str]) -> Vec<HowToFact> {
     let mut facts = Vec::new();
     for (header, name, end) in sections(lines) {
+        if facts.len() >= FACTS_PER_FILE {
+            break;
+        }
         let tool = name.strip_prefix("tool.").unwrap_or("");
         let tool_name = tool.split('.').next().unwrap_or("");
         let configured = match tool_name {
@@ -399,6 +432,9 @@ pub(super) fn pyproject(path: &str, lines: &[&str]) -> Vec<HowToFact> {
         };
         let Some(runner) = runner else { continue };
         for (n, line) in lines.iter().enumerate().take(end).skip(header + 1) {
+            if facts.len() >= FACTS_PER_FILE {
+                return facts;
+            }
             let Some((key, value)) = toml_pair(line) else {
                 continue;
             };
@@ -504,7 +540,7 @@ pub(super) fn contributing(path: &str, lines: &[&str]) -> Vec<HowToFact> {
     let mut facts = Vec::new();
     let mut heading = String::new();
     let mut n = 0;
-    while n < lines.len() {
+    while n < lines.len() && facts.len() < FACTS_PER_FILE {
         let line = lines[n];
         let t = line.trim_start();
         let fence = ["```", "~~~"].into_iter().find(|f| t.starts_with(f));
@@ -518,6 +554,9 @@ pub(super) fn contributing(path: &str, lines: &[&str]) -> Vec<HowToFact> {
                 let console = info == "console" || info == "shell-session";
                 let mut m = n + 1;
                 while m < close {
+                    if facts.len() >= FACTS_PER_FILE {
+                        return facts;
+                    }
                     let first = m;
                     let l = lines[m].trim();
                     m += 1;
@@ -558,7 +597,8 @@ pub(super) fn contributing(path: &str, lines: &[&str]) -> Vec<HowToFact> {
         }
         let level = t.len() - t.trim_start_matches('#').len();
         if (1..=3).contains(&level) && line.starts_with('#') && t[level..].starts_with(' ') {
-            heading = t[level..].trim().trim_end_matches('#').trim().to_owned();
+            // Every command under the heading names it: cut it once, here.
+            heading = clip(t[level..].trim().trim_end_matches('#').trim(), TEXT_BYTES);
             if level > 1
                 && !heading.is_empty()
                 && let Some(cited) = cite(n, n)

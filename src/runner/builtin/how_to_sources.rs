@@ -16,10 +16,7 @@
 //! recognize yields no fact, never a wrong one. The text comes back plain,
 //! for the caller to escape.
 
-use super::how_to_facts::HowToFact;
-
-/// At most this many facts come from one file.
-pub const FACTS_PER_FILE: usize = 40;
+use super::how_to_facts::{FACTS_PER_FILE, HowToFact};
 /// At most this many files are read for `How-to-work-here.md` per job
 /// (`read_how_to.rs` reads them; the page says how many were left out).
 pub const MAX_HOW_TO_FILES: usize = 16;
@@ -85,6 +82,7 @@ pub fn read(path: &str, text: &str) -> Vec<HowToFact> {
         Some(Kind::Cargo) => cargo(path, &lines),
         None => Vec::new(),
     };
+    // Each reader stops at the bound; this keeps it if one did not.
     facts.truncate(FACTS_PER_FILE);
     facts
 }
@@ -540,6 +538,55 @@ jobs:
         assert_eq!(kind_of(".github/CONTRIBUTING.md"), Some(Kind::Contributing));
         assert_eq!(kind_of("src/CONTRIBUTING.md"), None);
         assert_eq!(kind_of("sub/Makefile"), None);
+    }
+
+    /// The bytes of heap a fact holds (what it keeps, not what it shows).
+    fn held(f: &HowToFact) -> usize {
+        f.path.capacity()
+            + f.what.capacity()
+            + f.command.as_ref().map_or(0, String::capacity)
+            + f.runs.capacity() * std::mem::size_of::<String>()
+            + f.runs.iter().map(String::capacity).sum::<usize>()
+    }
+
+    #[test]
+    fn a_hostile_file_is_read_in_bounded_memory() {
+        // One rule naming 16,000 targets over a 10,800-line recipe (64 KiB):
+        // each target once copied the whole recipe (4 GB at peak).
+        let makefile = format!("{}:\n{}", "a ".repeat(16_000), "\tx\n".repeat(10_800));
+        // A 32 KB heading over 16,000 commands: each copied the heading.
+        let contributing = format!(
+            "## {}\n\n```sh\n{}```\n",
+            "ü".repeat(16_000),
+            "ls\n".repeat(16_000)
+        );
+        for (path, text) in [("Makefile", &makefile), ("CONTRIBUTING.md", &contributing)] {
+            let facts = read(path, text);
+            assert_eq!(facts.len(), FACTS_PER_FILE, "{path}");
+            for f in &facts {
+                let shown = f.command.as_ref().map_or(0, String::len)
+                    + f.what.len()
+                    + f.runs.iter().map(String::len).sum::<usize>();
+                assert!(shown <= 512, "{path}: a fact shows {shown} bytes");
+                assert!(held(f) <= 1024, "{path}: a fact holds {} bytes", held(f));
+            }
+        }
+        // The recipe's first lines are kept and the rest counted.
+        let first = read("Makefile", &makefile).remove(0);
+        assert_eq!(first.command.as_deref(), Some("make a"));
+        assert_eq!((first.lines.start(), first.lines.end()), (1, 10_801));
+        assert_eq!(
+            (first.runs.len(), first.more),
+            (RUN_LINES, 10_800 - RUN_LINES)
+        );
+        // The heading is cut on a char boundary, and says it was.
+        let guide = read("CONTRIBUTING.md", &contributing).remove(0);
+        assert!(
+            guide.what.starts_with("CONTRIBUTING.md: üü"),
+            "{}",
+            guide.what
+        );
+        assert!(guide.what.ends_with("ü…"), "{}", guide.what);
     }
 
     #[test]
