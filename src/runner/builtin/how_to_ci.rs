@@ -4,10 +4,13 @@
 //!
 //! Invariants: only keys of a step itself count (a `run:` nested under
 //! `with:` or `defaults:` is not a step's command); a fact cites the `run:`
-//! key's line through its block's last line, so any change to the command
-//! makes it stale; a shape this reader does not follow yields no fact; a
-//! file yields at most [`FACTS_PER_FILE`], and a job's or step's name is
-//! cut to [`TEXT_BYTES`] before its facts copy it.
+//! key's line through the last line of its value (a block, or a plain
+//! scalar continued on more-indented lines, folded as YAML folds it), so any
+//! change to the command makes it stale; a shape this reader does not follow
+//! (a quoted value over several lines, a continuation with a comment or a
+//! blank line) yields no fact; a file yields at most [`FACTS_PER_FILE`],
+//! and a job's or step's name is cut to [`TEXT_BYTES`] before its facts
+//! copy it.
 
 use super::how_to_facts::{
     FACTS_PER_FILE, HowToFact, TEXT_BYTES, cite, clip, command_fact, shell_lines, topic_of,
@@ -24,18 +27,82 @@ fn yaml_key<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     (rest.is_empty() || rest.starts_with(' ')).then(|| rest.trim())
 }
 
-/// A YAML scalar written inline, unquoted (a trailing comment dropped).
-fn yaml_scalar(value: &str) -> String {
+/// A YAML scalar written on one line, as YAML reads it: quotes taken off
+/// (`''` in single quotes is one `'`; a double-quoted one read with JSON's
+/// escapes, which YAML's include), a trailing comment dropped; `None` for a
+/// quoted one that does not close on this line, has more after it than a
+/// comment, or uses an escape JSON lacks.
+fn yaml_scalar(value: &str) -> Option<String> {
     let v = value.trim();
-    for q in ['"', '\''] {
-        if let Some(inner) = v.strip_prefix(q).and_then(|r| r.strip_suffix(q)) {
-            return inner.to_owned();
+    let quoted = |end: usize| {
+        let after = v[end + 1..].trim_start();
+        (after.is_empty() || after.starts_with('#')).then_some(&v[..=end])
+    };
+    if v.starts_with('"') {
+        let bytes = v.as_bytes();
+        let mut at = 1;
+        while at < bytes.len() && bytes[at] != b'"' {
+            at += if bytes[at] == b'\\' { 2 } else { 1 };
         }
+        if at >= bytes.len() {
+            return None;
+        }
+        return serde_json::from_str::<String>(quoted(at)?).ok();
     }
-    match v.find(" #") {
+    if v.starts_with('\'') {
+        // `''` is a quote inside; a lone `'` closes.
+        let mut at = 1;
+        while let Some(q) = v[at..].find('\'') {
+            if v[at + q..].starts_with("''") {
+                at += q + 2;
+            } else {
+                let text = quoted(at + q)?;
+                return Some(text[1..text.len() - 1].replace("''", "'"));
+            }
+        }
+        return None;
+    }
+    Some(match v.find(" #") {
         Some(at) => v[..at].trim_end().to_owned(),
         None => v.to_owned(),
+    })
+}
+
+/// The plain scalar `value` (of a key at `key_at`, on line `at`) with the
+/// lines that continue it: the more-indented lines below, folded into one
+/// line as YAML folds them; (its last line, the text). `None` when it is
+/// not a plain scalar this reader follows: quoted and continued, or
+/// continued across a comment, a blank line or what looks like a key.
+fn continued(lines: &[&str], at: usize, key_at: usize, value: &str) -> Option<(usize, String)> {
+    let more = lines[at + 1..]
+        .iter()
+        .take_while(|l| l.trim().is_empty() || indent(l) > key_at)
+        .count();
+    // Blank and comment lines after the last continued one belong to no value.
+    let more = lines[at + 1..at + 1 + more]
+        .iter()
+        .rposition(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .map_or(0, |last| last + 1);
+    if more == 0 {
+        return Some((at, yaml_scalar(value)?));
     }
+    let first = value.trim();
+    let rest = &lines[at + 1..=at + more];
+    let plain = !first.starts_with(['"', '\'', '|', '>', '[', '{', '&', '*', '!', '#']);
+    let simple =
+        |t: &str| !t.is_empty() && !t.starts_with('#') && !t.contains(" #") && !t.contains(": ");
+    if !plain
+        || (!first.is_empty() && !simple(first))
+        || !rest.iter().all(|l| simple(l.trim()))
+        || (first.is_empty() && rest[0].trim_start().starts_with(['"', '\'', '-', '|', '>']))
+    {
+        return None;
+    }
+    let folded: Vec<&str> = std::iter::once(first)
+        .chain(rest.iter().map(|l| l.trim()))
+        .filter(|t| !t.is_empty())
+        .collect();
+    Some((at + more, folded.join(" ")))
 }
 
 /// One workflow step being read.
@@ -145,7 +212,7 @@ pub(super) fn workflow(path: &str, lines: &[&str]) -> Vec<HowToFact> {
             continue;
         };
         if let Some(value) = yaml_key(key_text, "name") {
-            current.name = Some(clip(&yaml_scalar(value), TEXT_BYTES));
+            current.name = yaml_scalar(value).map(|name| clip(&name, TEXT_BYTES));
         } else if let Some(value) = yaml_key(key_text, "run") {
             if let Some(style) = value.chars().next().filter(|c| *c == '|' || *c == '>') {
                 let mut end = i;
@@ -179,10 +246,16 @@ pub(super) fn workflow(path: &str, lines: &[&str]) -> Vec<HowToFact> {
                 i = j;
                 continue;
             }
-            let runs = shell_lines([yaml_scalar(value).as_str()]);
-            if !runs.is_empty() {
-                current.run = Some((i, i, runs));
-            }
+            let Some((end, command)) = continued(lines, i, key_at, value) else {
+                // A value this reader cannot fold is no step's command.
+                current.run = None;
+                i += 1;
+                continue;
+            };
+            let runs = shell_lines([command.as_str()]);
+            current.run = (!runs.is_empty()).then_some((i, end, runs));
+            i = end + 1;
+            continue;
         }
         i += 1;
     }

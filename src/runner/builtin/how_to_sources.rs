@@ -590,6 +590,52 @@ jobs:
     }
 
     #[test]
+    fn a_workflow_run_continued_on_more_indented_lines_is_folded_or_left_out() {
+        let text = "jobs:
+  test:
+    steps:
+      - run: cargo test
+          --features slow-and-dangerous
+      - name: Quoted over two lines
+        run: \"cargo clippy
+          --all-targets\"
+      - name: Lint
+        run: 'cargo fmt --check' # formatting
+      - name: Commented
+        run: cargo build
+          # release too
+          --release
+      - run: cargo test --doc
+";
+        assert_eq!(
+            shown(".github/workflows/ci.yml", text),
+            vec![
+                fact(
+                    Topic::Test,
+                    Some("cargo test --features slow-and-dangerous"),
+                    (4, 5),
+                    "CI: workflow ci.yml, job test",
+                    &[]
+                ),
+                fact(
+                    Topic::Lint,
+                    Some("cargo fmt --check"),
+                    (10, 10),
+                    "CI: workflow ci.yml, job test, step “Lint”",
+                    &[]
+                ),
+                fact(
+                    Topic::Test,
+                    Some("cargo test --doc"),
+                    (15, 15),
+                    "CI: workflow ci.yml, job test",
+                    &[]
+                ),
+            ]
+        );
+    }
+
+    #[test]
     fn a_file_gives_at_most_its_bound_of_facts() {
         let many: String = (0..100).map(|n| format!("t{n}:\n\techo {n}\n")).collect();
         assert_eq!(read("Makefile", &many).len(), FACTS_PER_FILE);
