@@ -6,12 +6,14 @@
 //!
 //! Invariants: pure; every fact cites the lines that state it (a target's
 //! line through its recipe, a script's line, a section's header); targets
-//! that are special, patterns, files or private are not commands to offer;
-//! a shape these readers do not follow yields no fact. Each reader stops at
-//! [`FACTS_PER_FILE`] facts and copies into a fact at most [`RUN_LINES`] of
-//! a recipe and [`TEXT_BYTES`] of a heading, help or comment it shares with
-//! others, so a hostile file costs memory in proportion to its size, not to
-//! the targets or commands it repeats.
+//! that are special, patterns, files or private are not commands to offer,
+//! nor are Makefile variable assignments (of any flavour, target-specific
+//! ones too) or the lines of a `define … endef`; a shape these readers do
+//! not follow yields no fact. Each reader stops at [`FACTS_PER_FILE`] facts
+//! and copies into a fact at most [`RUN_LINES`] of a recipe and
+//! [`TEXT_BYTES`] of a heading, help or comment it shares with others, so a
+//! hostile file costs memory in proportion to its size, not to the targets
+//! or commands it repeats.
 
 use super::how_to_facts::{
     FACTS_PER_FILE, HowToFact, RUN_LINES, TEXT_BYTES, Topic, cite, clip, command_fact, shell_lines,
@@ -89,22 +91,67 @@ fn is_target_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
-/// A `Makefile`'s targets (not special, pattern or file targets), each as
-/// `make <target>` with the first [`RUN_LINES`] of its recipe and how many
-/// more it has.
+/// Make's directives: a line that opens with one is no rule, whatever
+/// colon it holds (`vpath %.c src:lib`).
+const MAKE_DIRECTIVES: &[&str] = &[
+    "include", "-include", "sinclude", "vpath", "export", "unexport", "override", "private",
+    "undefine", "ifeq", "ifneq", "ifdef", "ifndef", "else", "endif", "define", "endef", "load",
+    "-load",
+];
+
+/// A `Makefile`'s targets (not special, pattern or file targets, nor
+/// variable assignments of any flavour, target-specific ones included, nor
+/// lines inside `define … endef`), each as `make <target>` with the first
+/// [`RUN_LINES`] of its recipe and how many more it has.
 pub(super) fn makefile(path: &str, lines: &[&str]) -> Vec<HowToFact> {
     let mut facts = Vec::new();
+    // How deep inside `define … endef` (they nest): those lines are a
+    // variable's text, not rules.
+    let mut defining = 0usize;
     for (n, line) in lines.iter().enumerate() {
         if facts.len() >= FACTS_PER_FILE {
             break;
         }
-        if line.starts_with(['\t', ' ', '#', '.']) {
+        // Make reads `define` and `endef` only on lines not starting with a tab.
+        if line.starts_with('\t') {
+            continue;
+        }
+        let opens = line
+            .split_whitespace()
+            .find(|w| !["override", "export", "private"].contains(w));
+        if opens == Some("define") {
+            defining += 1;
+            continue;
+        }
+        if defining > 0 {
+            if line.split_whitespace().next() == Some("endef") {
+                defining -= 1;
+            }
+            continue;
+        }
+        if line.starts_with([' ', '#', '.'])
+            || MAKE_DIRECTIVES.contains(&line.split_whitespace().next().unwrap_or_default())
+        {
             continue;
         }
         let Some((targets, rest)) = line.split_once(':') else {
             continue;
         };
-        if rest.starts_with('=') || targets.contains('=') || targets.contains('$') {
+        // `:=`, `::=`, `:::=` assign; `a:: b` is a double-colon rule.
+        let rest = rest.strip_prefix(':').unwrap_or(rest);
+        if rest.trim_start_matches(':').starts_with('=')
+            || targets.contains('=')
+            || targets.contains('$')
+        {
+            continue;
+        }
+        // `test: CFLAGS = -g` sets a variable for `test`; it is no recipe.
+        if rest
+            .split(['#', ';'])
+            .next()
+            .unwrap_or_default()
+            .contains('=')
+        {
             continue;
         }
         let help = clip(

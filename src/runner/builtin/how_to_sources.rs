@@ -636,6 +636,41 @@ jobs:
     }
 
     #[test]
+    fn makefile_assignments_and_define_blocks_are_no_targets() {
+        let text = "CFLAGS ::= -O2
+LDFLAGS :::= -s
+CC ?= cc:x
+X != echo a:b
+Y += c:d
+Z := e:f
+test: CFLAGS = -g
+vpath %.c src:lib
+define USAGE
+usage: make test
+endef
+export define NOTE
+note: nested
+define INNER
+inner: x
+endef
+after: still inside
+endef
+check:: ## Run the checks
+\tcargo test
+";
+        assert_eq!(
+            shown("Makefile", text),
+            vec![fact(
+                Topic::Test,
+                Some("make check"),
+                (19, 20),
+                "Makefile target: Run the checks",
+                &["cargo test"]
+            )]
+        );
+    }
+
+    #[test]
     fn a_file_gives_at_most_its_bound_of_facts() {
         let many: String = (0..100).map(|n| format!("t{n}:\n\techo {n}\n")).collect();
         assert_eq!(read("Makefile", &many).len(), FACTS_PER_FILE);
