@@ -1,7 +1,8 @@
-//! What the how-to readers (`how_to_ci.rs`, `how_to_files.rs`) share: a
-//! [`HowToFact`] (a topic, the command to type when there is one, and the
-//! lines it was read from), the [`Topic`]s commands belong to, and the small
-//! text helpers every reader uses (cited lines, shell lines as shown). It
+//! What the how-to readers (`how_to_ci.rs`, `how_to_package.rs`,
+//! `how_to_files.rs`) share: a [`HowToFact`] (a topic, the command to type
+//! when there is one, and the lines it was read from), the [`Topic`]s
+//! commands belong to, and the small text helpers every reader uses (cited
+//! lines, shell lines as shown, text cut to a bound). It
 //! sits below the readers and `how_to_sources.rs`, which hands each file to
 //! its reader, so none of them imports another in a circle.
 //!

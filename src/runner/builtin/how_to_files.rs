@@ -1,66 +1,23 @@
-//! How-to facts from the files besides CI: `package.json` scripts,
-//! `Makefile` and `justfile` targets, `tox.ini` environments, `noxfile.py`
-//! sessions, `pyproject.toml` tools and scripts, a Cargo workspace's members
-//! and `CONTRIBUTING.md`'s headings and shell commands, each read line by
-//! line (`package.json` parsed as JSON too, so only real scripts count).
+//! How-to facts from the files besides CI and `package.json`: `Makefile`
+//! and `justfile` targets, `tox.ini` environments, `noxfile.py` sessions,
+//! `pyproject.toml` tools and scripts, a Cargo workspace's members and
+//! `CONTRIBUTING.md`'s headings and shell commands, each read line by line.
 //!
 //! Invariants: pure; every fact cites the lines that state it (a target's
 //! line through its recipe, a script's line, a section's header); targets
 //! that are special, patterns, files or private are not commands to offer,
 //! nor are Makefile variable assignments (of any flavour, target-specific
 //! ones too) or the lines of a `define … endef`; a shape these readers do
-//! not follow yields no fact. Each reader stops at [`FACTS_PER_FILE`] facts
-//! and copies into a fact at most [`RUN_LINES`] of a recipe and
-//! [`TEXT_BYTES`] of a heading, help or comment it shares with others, so a
-//! hostile file costs memory in proportion to its size, not to the targets
-//! or commands it repeats.
+//! not follow yields no fact.
+//! Each reader stops at [`FACTS_PER_FILE`] facts and copies into a fact at
+//! most [`RUN_LINES`] of a recipe and [`TEXT_BYTES`] of a heading, help or
+//! comment it shares with others, so a hostile file costs memory in
+//! proportion to its size, not to the targets or commands it repeats.
 
 use super::how_to_facts::{
     FACTS_PER_FILE, HowToFact, RUN_LINES, TEXT_BYTES, Topic, cite, clip, command_fact, shell_lines,
     topic_of,
 };
-
-/// `package.json`'s scripts, each as `npm run <name>` citing its line.
-pub(super) fn package_json(path: &str, text: &str, lines: &[&str]) -> Vec<HowToFact> {
-    let Ok(serde_json::Value::Object(root)) = serde_json::from_str::<serde_json::Value>(text)
-    else {
-        return Vec::new();
-    };
-    let Some(serde_json::Value::Object(scripts)) = root.get("scripts") else {
-        return Vec::new();
-    };
-    let Some(start) = lines.iter().position(|l| l.contains("\"scripts\"")) else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for (name, script) in scripts {
-        let Some(script) = script.as_str() else {
-            continue;
-        };
-        let key = serde_json::to_string(name).unwrap_or_default();
-        let Some(at) = (start..lines.len()).find(|&n| {
-            lines[n]
-                .split_once(&key)
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with(':'))
-        }) else {
-            continue;
-        };
-        let Some(cited) = cite(at, at) else { continue };
-        let topic = topic_of(name, script).unwrap_or(Topic::Other);
-        found.push((
-            at,
-            command_fact(
-                path,
-                (topic, cited),
-                Some(format!("npm run {name}")),
-                format!("package.json script {name}"),
-                vec![script.to_owned()],
-            ),
-        ));
-    }
-    found.sort_by_key(|(at, _)| *at);
-    found.into_iter().map(|(_, f)| f).collect()
-}
 
 /// Lines after `from` that belong to it: indented (by a tab or spaces) or
 /// blank, up to the last indented one; (last line, their texts).

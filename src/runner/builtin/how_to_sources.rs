@@ -1,7 +1,8 @@
 //! Where a repository says how to work on it, read line by line (the
-//! readers are in `how_to_ci.rs` and `how_to_files.rs`, the facts they
-//! make and the topics commands belong to in `how_to_facts.rs`; this file
-//! says which files are read and hands each to its reader): CI workflow
+//! readers are in `how_to_ci.rs`, `how_to_package.rs` and `how_to_files.rs`,
+//! the facts they make and the topics commands belong to in
+//! `how_to_facts.rs`; this file says which files are read and hands each to
+//! its reader): CI workflow
 //! `run:` steps (`.github/workflows/*.yml`), `package.json` scripts,
 //! `Makefile` and `justfile` targets, a Cargo workspace's members, `tox.ini`
 //! environments, `noxfile.py` sessions, `pyproject.toml` tool sections and
@@ -67,9 +68,8 @@ pub fn kind_of(path: &str) -> Option<Kind> {
 pub fn read(path: &str, text: &str) -> Vec<HowToFact> {
     let lines: Vec<&str> = text.lines().collect();
     use super::how_to_ci::workflow;
-    use super::how_to_files::{
-        cargo, contributing, justfile, makefile, nox, package_json, pyproject, tox,
-    };
+    use super::how_to_files::{cargo, contributing, justfile, makefile, nox, pyproject, tox};
+    use super::how_to_package::package_json;
     let mut facts = match kind_of(path) {
         Some(Kind::Workflow) => workflow(path, &lines),
         Some(Kind::Contributing) => contributing(path, &lines),
@@ -587,6 +587,62 @@ jobs:
             guide.what
         );
         assert!(guide.what.ends_with("ü…"), "{}", guide.what);
+    }
+
+    #[test]
+    fn package_json_scripts_cite_the_keys_of_the_top_level_scripts_object() {
+        let text = r#"{
+  "name": "web",
+  "keywords": ["scripts"],
+  "jest": {"test": "not a script", "lint": {"x": "}"}},
+  "description": "\"scripts\": {\"dev\": 1}",
+  "scripts": {
+    "test": "jest",
+    "build": "tsc",
+    "dev":
+      "vite --port 3000",
+    "build": "vite build",
+    "lint": "eslint ."
+  }
+}
+"#;
+        // `build` is written twice: a parser runs the second, a reviewer
+        // reads the first, so neither is cited.
+        assert_eq!(
+            shown("package.json", text),
+            vec![
+                fact(
+                    Topic::Test,
+                    Some("npm run test"),
+                    (7, 7),
+                    "package.json script test",
+                    &["jest"]
+                ),
+                fact(
+                    Topic::Run,
+                    Some("npm run dev"),
+                    (9, 10),
+                    "package.json script dev",
+                    &["vite --port 3000"]
+                ),
+                fact(
+                    Topic::Lint,
+                    Some("npm run lint"),
+                    (12, 12),
+                    "package.json script lint",
+                    &["eslint ."]
+                ),
+            ]
+        );
+        // Two `scripts` objects, or one nested deeper: nothing.
+        assert!(
+            read(
+                "package.json",
+                r#"{"scripts": {"a": "x"}, "scripts": {"b": "y"}}"#
+            )
+            .is_empty()
+        );
+        assert!(read("package.json", r#"{"config": {"scripts": {"t": "x"}}}"#).is_empty());
     }
 
     #[test]

@@ -21,9 +21,10 @@
 //!   entry stays;
 //! - `dependencies.rs`: `Dependencies.md` and dependency notes;
 //! - `how_to_facts.rs`, `how_to_sources.rs`, `how_to_ci.rs`,
-//!   `how_to_files.rs`, `how_to_work.rs`: what the repository's own files
-//!   say about building, testing, linting and running it (the facts and
-//!   topics, which files are read, the readers), and `How-to-work-here.md`;
+//!   `how_to_package.rs`, `how_to_files.rs`, `how_to_work.rs`: what the
+//!   repository's own files say about building, testing, linting and
+//!   running it (the facts and topics, which files are read, the readers),
+//!   and `How-to-work-here.md`;
 //! - `home.rs`: `Home.md` (topics, "For coding agents", removed areas);
 //! - `plan.rs`: what a plan is (new pages, patches, what each pull request
 //!   gets), below every page family;
@@ -61,6 +62,7 @@ mod home;
 mod how_to_ci;
 mod how_to_facts;
 mod how_to_files;
+mod how_to_package;
 mod how_to_sources;
 mod how_to_work;
 mod inputs;
