@@ -49,7 +49,7 @@ impl WikiReads {
     /// mirror does not hold yet cannot be read here), and the ref a view
     /// reads: the commit found less than [`TIP_FRESH_FOR`] ago, else `HEAD`.
     pub fn open(&self, config: &Config, source: &Source) -> Result<(Wiki, String), String> {
-        let wiki = crate::runner::fact_check::mirror_in(&self.store, config, source, None)?;
+        let wiki = self.wiki(config, source)?;
         let key = source.destination();
         let tips = self.tips.lock().unwrap_or_else(|e| e.into_inner());
         let at = match tips.get(&key) {
@@ -68,8 +68,9 @@ impl WikiReads {
         tips.insert(source.destination(), (Instant::now(), commit.to_owned()));
     }
 
-    /// The store, for reads at a given commit (a job's diff).
-    pub fn store(&self) -> &WikiStore {
-        &self.store
+    /// A handle on `source`'s wiki for reads at a given commit (a job's
+    /// diff), through the same store.
+    pub fn wiki(&self, config: &Config, source: &Source) -> Result<Wiki, String> {
+        crate::runner::fact_check::mirror_in(&self.store, config, source, None)
     }
 }

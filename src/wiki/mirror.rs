@@ -44,7 +44,7 @@ pub(crate) struct WikiState {
     pub backend: Backend,
     pub repo: gix::ThreadSafeRepository,
     pub cache: Arc<IndexCache>,
-    pub search: Arc<super::search::SearchCache>,
+    pub search: Arc<super::search_cache::SearchCache>,
     /// Whose text each page version holds (`page_owners.rs`).
     pub page_owners: Arc<super::page_owners::PageOwners>,
     /// Each page blob's parsed evidence as of the last fact check.

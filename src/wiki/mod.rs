@@ -28,7 +28,9 @@ mod page_facts; // what a page blob says (size, evidence, stale), remembered per
 mod page_owners; // whose text a page holds (teammem's alone or a person's too), remembered per page version
 mod record_file; // fixed-size checksummed records this node's processes share (page facts, page owners)
 mod read;
-pub mod search; // ranked search, one cached index per root tree, built once (public for bench/rank)
+pub mod search; // ranked search over one tree's pages (public for bench/rank)
+pub mod search_cache; // the indexes of the last trees searched: one build per tree, waiters share it
+mod build_permits; // at most 2 index builds at once in a process, waiters give up at their deadline
 pub mod query; // how text becomes search terms: stop words, stems, paths
 mod receive_pack;
 pub mod remote;
@@ -62,7 +64,7 @@ struct Shared {
     repo: gix::ThreadSafeRepository,
     lock: Arc<tokio::sync::Mutex<()>>,
     cache: Arc<tree::IndexCache>,
-    search: Arc<search::SearchCache>,
+    search: Arc<search_cache::SearchCache>,
     page_owners: Arc<page_owners::PageOwners>,
     evidence: Arc<evidence_memo::EvidenceMemo>,
 }
@@ -150,9 +152,9 @@ impl WikiStore {
                         cache: Arc::new(tree::IndexCache::default()),
                         // Shared by the daemon and each job's writer child
                         // (a new process per job) through the mirrors dir.
-                        search: Arc::new(search::SearchCache::with_page_facts_file(shared_file(
-                            "page-facts",
-                        ))),
+                        search: Arc::new(search_cache::SearchCache::with_page_facts_file(
+                            shared_file("page-facts"),
+                        )),
                         page_owners: Arc::new(page_owners::PageOwners::persisted(shared_file(
                             "page-owners",
                         ))),

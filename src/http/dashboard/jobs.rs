@@ -369,7 +369,7 @@ async fn wiki_change(
         .config
         .source(&job.source)
         .ok_or("the job's source is no longer configured")?;
-    let wiki = super::wiki_of(state, source)?;
+    let wiki = state.wiki_reads.wiki(&state.config, source)?;
     let diff = wiki.diff(&base, &tip).await.map_err(|e| e.to_string())?;
     Ok(Some(diff.diff))
 }

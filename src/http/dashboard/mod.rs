@@ -420,13 +420,6 @@ async fn login_form() -> Html<String> {
     Html(login_html(None))
 }
 
-/// A handle on `source`'s wiki through this node's mirror, for a read at a
-/// given commit (no credential: a private GitHub wiki the mirror does not
-/// hold yet cannot be read here).
-fn wiki_of(state: &AppState, source: &crate::config::Source) -> Result<crate::wiki::Wiki, String> {
-    crate::runner::fact_check::mirror_in(state.wiki_reads.store(), &state.config, source, None)
-}
-
 /// Whether the request declares an HTML form body
 /// (`application/x-www-form-urlencoded`).
 fn is_form(headers: &HeaderMap) -> bool {
