@@ -25,6 +25,7 @@
 use std::fmt;
 
 use crate::ids::{PullNumber, Sha};
+use crate::pull_text::bounded;
 
 /// What starts an evidence marker.
 pub const PREFIX: &str = "<!-- teammem:evidence ";
@@ -353,18 +354,6 @@ pub fn facts(page: &str) -> Vec<Found> {
         offset += line.len();
     }
     found
-}
-
-/// `text` cut to at most `max` bytes between characters, `…` added when cut.
-fn bounded(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 /// `page` with the markers at the given spans replaced (spans from [`facts`]

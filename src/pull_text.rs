@@ -517,6 +517,15 @@ fn is_format_char(ch: char) -> bool {
         | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
 }
 
+/// `text` cut to at most `max` bytes between characters, `…` added when
+/// cut: the one rule for a bounded field (a fact's text, a context line).
+pub fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    format!("{}…", &text[..text.floor_char_boundary(max)])
+}
+
 /// `text` (folded to one line) in at most `max` characters: whole if it
 /// fits; else up to its last sentence end that keeps at least a third of
 /// the room, then ` …`; else up to the last space outside a code span that

@@ -39,17 +39,7 @@ pub const MANIFEST_MARKER: &str = "<!-- teammem:manifest -->";
 const MERGE_COMMIT: &str = " — merge commit `";
 const DEPENDENCY_NOTE: &str = " — dependencies: ";
 
-/// `text` cut to at most `max` bytes between characters, `…` when cut.
-pub fn bounded(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
+pub use crate::pull_text::bounded;
 
 /// Markdown escapes undone: `\X` for ASCII punctuation, `&lt;`, `&gt;`,
 /// `&amp;`, and a code span's backticks.
