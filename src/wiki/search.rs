@@ -1,22 +1,19 @@
-//! Ranked search over one wiki commit: an index built once per root tree
-//! and kept in a small LRU. It ranks passages (a page's body lines, each with its
-//! page's title and the heading it sits under) by BM25 mixed with their
-//! page's own BM25, so a question finds the line that answers it: stop and
-//! question words do not drive the ranking (`query.rs`), the question's
-//! form adds light hints ("who" → who knows, "why" → pull-request entries),
-//! a path named in the query is a term of its own, a page gives at most
-//! [`MAX_HITS_PER_PAGE`] hits, and one pull request's entry repeated on the
-//! Changelog, its quarter page and area pages is one hit naming every page.
+//! Ranked search over one wiki tree's pages (the cache that builds and
+//! keeps an index per root tree is `search_cache.rs`). It ranks passages (a
+//! page's body lines, each with its page's title and the heading it sits
+//! under) by BM25 mixed with their page's own BM25, so a question finds the
+//! line that answers it: stop and question words do not drive the ranking
+//! (`query.rs`), the question's form adds light hints ("who" → who knows,
+//! "why" → pull-request entries), a path named in the query is a term of
+//! its own, a page gives at most [`MAX_HITS_PER_PAGE`] hits, and one pull
+//! request's entry repeated on the Changelog, its quarter page and area
+//! pages is one hit naming every page.
 //!
 //! Invariants:
 //! - an index belongs to exactly one root tree id (a tree never changes, so
 //!   a cached index is never stale), shared by every commit with that tree;
 //!   a result names the commit its caller asked for, never the one that
-//!   built the index; at most [`SEARCH_CACHE_SIZE`] are kept;
-//! - an index is built once however many callers ask for it at once: the
-//!   first builds, the others wait for it; at most [`MAX_CONCURRENT_BUILDS`]
-//!   builds (search or context) run in one process, and a caller waits for
-//!   a build or a permit only until its call's deadline;
+//!   built the index;
 //! - results are deterministic for a tree: scores are rounded and ties are
 //!   broken by page path, then line;
 //! - pages are read in path order; a page over `MAX_READ_PAGE_BYTES`

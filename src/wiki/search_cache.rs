@@ -1,14 +1,15 @@
 //! The cache of search indexes: one per root tree, the last
-//! [`SEARCH_CACHE_SIZE`](super::search::SEARCH_CACHE_SIZE) trees searched
-//! kept, each built from the tree's pages in path order (`each_page`).
+//! [`SEARCH_CACHE_SIZE`] trees searched kept, each built from the tree's
+//! pages in path order (`each_page`).
 //!
 //! Invariants: an index is built once however many callers ask for it at
 //! once (the first builds, the others wait for it, and a build that fails
 //! or panics clears its mark so a waiter builds); at most
-//! [`MAX_CONCURRENT_BUILDS`](super::build_permits::MAX_CONCURRENT_BUILDS) builds (search or context) run in one
-//! process; a caller waits for a build or a permit only until its call's
-//! deadline; a page over `MAX_READ_PAGE_BYTES` (256 KiB) is never read, and
-//! at most `MAX_SEARCH_SCAN_BYTES` of pages are.
+//! [`MAX_CONCURRENT_BUILDS`](super::build_permits::MAX_CONCURRENT_BUILDS)
+//! builds (search or context) run in one process; a caller waits for a
+//! build or a permit only until its call's deadline; a page over
+//! `MAX_READ_PAGE_BYTES` (256 KiB) is never read, and at most
+//! `MAX_SEARCH_SCAN_BYTES` of pages are.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
